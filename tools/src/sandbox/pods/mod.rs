@@ -1,0 +1,1 @@
+//! HAProxy sandbox pods with Dataplane API v3 endpoints (being built).

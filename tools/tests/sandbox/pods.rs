@@ -1,0 +1,1 @@
+//! Sandbox pod and Dataplane endpoint tests.
