@@ -1,0 +1,5 @@
+//! Integration tests of `haptic-journal` (one binary, submodules per concern).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod basic;
+pub mod fixtures;
