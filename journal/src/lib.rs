@@ -41,6 +41,7 @@
 //! # Metrics
 //! [`Journal::commit_stats`]: commits, events, requests, failed commits (events per commit).
 
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod batch;
