@@ -3,3 +3,5 @@
 
 mod basic;
 pub mod fixtures;
+mod group_commit;
+mod lost_writes;
