@@ -2,6 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod basic;
+mod corruption;
+mod crash;
 pub mod fixtures;
 mod group_commit;
 mod lost_writes;
