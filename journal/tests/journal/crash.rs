@@ -22,7 +22,7 @@ fn child_hammer() {
     };
     let opts = JournalOptions::new(&path).trim_every_commits(0);
     let j = Arc::new(Journal::open(&opts).unwrap());
-    let threads: Vec<_> = (0..4u64)
+    let _threads: Vec<_> = (0..4u64)
         .map(|t| {
             let j = j.clone();
             std::thread::spawn(move || {
@@ -30,7 +30,7 @@ fn child_hammer() {
                 loop {
                     let mut b = Batch::new();
                     b.event(drift(t * 1_000_000 + i));
-                    if i % 7 == 0 {
+                    if i.is_multiple_of(7) {
                         // Blobs and queue items too, so the crash hits every table.
                         let r = b.put_render(format!("cfg {t} {i}").into_bytes(), vec![]);
                         let e = b.event(rendered(i, r.checksum));
@@ -47,8 +47,9 @@ fn child_hammer() {
             })
         })
         .collect();
-    for t in threads {
-        t.join().unwrap();
+    // The producers never stop; the parent kills the process.
+    loop {
+        std::thread::park();
     }
 }
 
