@@ -7,3 +7,4 @@ mod crash;
 pub mod fixtures;
 mod group_commit;
 mod lost_writes;
+mod model;
