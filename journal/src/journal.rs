@@ -77,6 +77,9 @@ pub struct JournalOptions {
     pub trim_every_commits: u32,
     /// redb page cache size in bytes. Default: 64 MiB.
     pub cache_size_bytes: usize,
+    /// After each periodic trim, compact (in the writer thread, between commits) when the file
+    /// is larger than twice the bytes redb uses plus 8 MiB (J6). Default: true.
+    pub auto_compact: bool,
 }
 
 impl JournalOptions {
@@ -92,6 +95,7 @@ impl JournalOptions {
             max_group_requests: 1024,
             trim_every_commits: 64,
             cache_size_bytes: 64 * 1024 * 1024,
+            auto_compact: true,
         }
     }
 
@@ -517,7 +521,7 @@ impl Journal {
                     .map_err(|e| map_db_err(&path, e))?,
             )
         };
-        Self::finish_open(db, path, options)
+        Self::finish_open(db, true, path, options)
     }
 
     /// Opens (or creates) a journal on a custom redb storage backend (tests: lost-write and I/O
@@ -543,10 +547,15 @@ impl Journal {
                     .map_err(|e| map_db_err(&path, e))?,
             )
         };
-        Self::finish_open(db, path, options)
+        Self::finish_open(db, false, path, options)
     }
 
-    fn finish_open(db: Db, path: PathBuf, options: &JournalOptions) -> Result<Journal, OpenError> {
+    fn finish_open(
+        db: Db,
+        is_file: bool,
+        path: PathBuf,
+        options: &JournalOptions,
+    ) -> Result<Journal, OpenError> {
         let st = |e: redb::Error| OpenError::Storage {
             path: path.clone(),
             source: e,
@@ -635,6 +644,7 @@ impl Journal {
                 },
                 max_group: options.max_group_requests.max(1),
                 trim_every_commits: options.trim_every_commits,
+                auto_compact_path: (options.auto_compact && is_file).then(|| path.clone()),
             };
             let inner = journal.inner.clone();
             let thread = std::thread::Builder::new()

@@ -53,7 +53,12 @@ pub(crate) struct WriterConfig {
     pub durability: redb::Durability,
     pub max_group: usize,
     pub trim_every_commits: u32,
+    /// The file, when the journal is a file: auto-compaction compares its size with live data.
+    pub auto_compact_path: Option<std::path::PathBuf>,
 }
+
+/// Slack before auto-compaction: the file may exceed twice the used bytes by this much.
+const AUTO_COMPACT_SLACK_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Per-transaction counters, loaded from meta at `begin` and stored at the end.
 pub(crate) struct Ctx {
@@ -759,7 +764,18 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
             if trim {
                 since_trim = 0;
             }
-            commit_group(&inner, &cfg, group, trim);
+            let used = commit_group(&inner, &cfg, group, trim);
+            if let (Some(used), Some(path)) = (used, &cfg.auto_compact_path) {
+                let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+                if file
+                    > used
+                        .saturating_mul(2)
+                        .saturating_add(AUTO_COMPACT_SLACK_BYTES)
+                {
+                    // Busy (a reader is live) is fine: the next trim tries again.
+                    let _ = compact(&inner);
+                }
+            }
         }
         for reply in compacts {
             let _ = reply.send(compact(&inner));
@@ -784,21 +800,27 @@ fn compact(inner: &Inner) -> Result<bool, CompactError> {
     }
 }
 
-fn commit_group(inner: &Inner, cfg: &WriterConfig, mut group: Vec<(Vec<Op>, Reply)>, trim: bool) {
+/// Commits a group; returns the bytes redb uses (after a trim), for the auto-compaction check.
+fn commit_group(
+    inner: &Inner,
+    cfg: &WriterConfig,
+    mut group: Vec<(Vec<Op>, Reply)>,
+    trim: bool,
+) -> Option<u64> {
     // A request whose apply fails (not a storage error) is answered alone and the rest retried.
     loop {
         match try_commit(inner, cfg, &group, trim) {
-            Ok(results) => {
+            Ok((results, used)) => {
                 for ((_, reply), r) in group.into_iter().zip(results) {
                     let _ = reply.send(r);
                 }
-                return;
+                return used;
             }
             Err(GroupError::Request(i, e)) => {
                 let (_, reply) = group.remove(i);
                 let _ = reply.send(Err(e));
                 if group.is_empty() {
-                    return;
+                    return None;
                 }
             }
             Err(GroupError::Storage(e)) => {
@@ -809,11 +831,14 @@ fn commit_group(inner: &Inner, cfg: &WriterConfig, mut group: Vec<(Vec<Op>, Repl
                 for (_, reply) in group {
                     let _ = reply.send(Err(e.clone()));
                 }
-                return;
+                return None;
             }
         }
     }
 }
+
+/// One result per request, and the bytes redb uses when measured (after a trim).
+type GroupResults = (Vec<Result<Accepted, AcceptError>>, Option<u64>);
 
 enum GroupError {
     Request(usize, AcceptError),
@@ -825,7 +850,7 @@ fn try_commit(
     cfg: &WriterConfig,
     group: &[(Vec<Op>, Reply)],
     trim: bool,
-) -> Result<Vec<Result<Accepted, AcceptError>>, GroupError> {
+) -> Result<GroupResults, GroupError> {
     let st = |e: redb::Error| GroupError::Storage(AcceptError::storage(e));
     let db = inner
         .db
@@ -862,6 +887,12 @@ fn try_commit(
         }
         tx.store_ctx(&ctx).map_err(GroupError::Storage)?;
     }
+    let used = if trim && cfg.auto_compact_path.is_some() {
+        let st = txn.stats().map_err(|e| st(e.into()))?;
+        Some(st.stored_bytes() + st.metadata_bytes() + st.fragmented_bytes())
+    } else {
+        None
+    };
     crate::crash_point!("journal::before_commit");
     txn.commit().map_err(|e| st(e.into()))?;
     crate::crash_point!("journal::after_commit");
@@ -871,5 +902,5 @@ fn try_commit(
         .counters
         .requests
         .fetch_add(group.len() as u64, Ordering::Relaxed);
-    Ok(results)
+    Ok((results, used))
 }

@@ -2,8 +2,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod basic;
+mod compaction;
 mod corruption;
 mod crash;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 pub mod fixtures;
 mod group_commit;
 mod lost_writes;
