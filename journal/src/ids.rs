@@ -92,8 +92,37 @@ impl fmt::Display for UnixMillis {
 ///
 /// Used for the identity of a whole render (see [`crate::render_checksum`]) and for the key of
 /// every blob (single files: the digest of their content).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+///
+/// Serde: the text form in human-readable formats (JSON), the 32 raw bytes otherwise (the
+/// journal's bincode payloads).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Checksum(pub [u8; 32]);
+
+/// The binary serde form of [`Checksum`] (what derive would produce; schema 1 bytes).
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "Checksum")]
+struct ChecksumBytes([u8; 32]);
+
+impl Serialize for Checksum {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if serializer.is_human_readable() {
+            serializer.collect_str(self)
+        } else {
+            ChecksumBytes(self.0).serialize(serializer)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Checksum {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        if deserializer.is_human_readable() {
+            let text = String::deserialize(deserializer)?;
+            Checksum::parse(&text).map_err(serde::de::Error::custom)
+        } else {
+            ChecksumBytes::deserialize(deserializer).map(|b| Checksum(b.0))
+        }
+    }
+}
 
 /// Error parsing a [`Checksum`] from text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -250,5 +279,16 @@ mod tests {
         assert!(Checksum::parse("sha256:xyz").is_err());
         assert!(Checksum::parse(&text.to_uppercase()).is_err());
         assert!(Checksum::parse(&text[7..]).is_err());
+    }
+
+    #[test]
+    fn checksum_serde_is_text_in_json_and_bytes_in_bincode() {
+        let c = Checksum::of(b"x");
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(json, format!("\"{c}\""));
+        assert_eq!(serde_json::from_str::<Checksum>(&json).unwrap(), c);
+        let bytes = crate::codec::encode_payload(&c);
+        assert_eq!(bytes, c.0.to_vec(), "schema 1 payload bytes unchanged");
+        assert_eq!(crate::codec::decode_payload::<Checksum>(&bytes).unwrap(), c);
     }
 }
