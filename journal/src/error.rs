@@ -210,7 +210,10 @@ pub enum OpenError {
         report: Box<VerifyReport>,
     },
     /// redb refused or failed the open (damaged file, unsupported format, ...).
-    #[error("journal {path} cannot be opened by redb")]
+    #[error(
+        "journal {path} cannot be opened by redb: check the path and the volume, or start with \
+         --journal-recovery=rebuild to move it aside"
+    )]
     Storage {
         /// The file.
         path: PathBuf,
@@ -347,6 +350,48 @@ pub enum ReadError {
     /// redb failed.
     #[error("journal storage failed")]
     Storage(#[source] redb::Error),
+}
+
+impl ReadError {
+    /// How to react.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ReadError::Corrupt(_) => ErrorKind::Fatal,
+            ReadError::Storage(_) => ErrorKind::Retryable,
+        }
+    }
+
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ReadError::Corrupt(_) => "corrupt",
+            ReadError::Storage(_) => "storage",
+        }
+    }
+}
+
+impl CompactError {
+    /// How to react.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CompactError::Busy => ErrorKind::Retryable,
+            _ => ErrorKind::Fatal,
+        }
+    }
+
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            CompactError::ReadOnly => "read_only",
+            CompactError::Busy => "busy",
+            CompactError::WriterGone => "writer_gone",
+            CompactError::Storage(_) => "storage",
+        }
+    }
 }
 
 pub(crate) fn storage<E: Into<redb::Error>>(e: E) -> ReadError {
