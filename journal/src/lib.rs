@@ -22,6 +22,14 @@
 //!  haptic-journalctl: Journal::open(read_only) or decode::* on raw_table() values
 //! ```
 //!
+//! # Inputs
+//! [`Batch`]es (events, blob puts, enqueue / ack / reschedule / park / unpark, term, dispatch
+//! mark, trim) through [`Journal::accept`] and its one-operation shorthands.
+//!
+//! # Effects
+//! One redb write transaction per group of requests, committed with `Durability::Immediate`
+//! (one fsync; two in [`Concurrency::SingleWriter`]); periodic trimming and compaction.
+//!
 //! # Invariants
 //! - An event's `Seq` is gap-free and never reused (meta `next_seq` survives trimming).
 //! - A work item's [`WorkId`] changes on every replacing write; acks compare it (J3).

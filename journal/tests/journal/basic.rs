@@ -136,6 +136,47 @@ fn second_process_gets_in_use() {
     assert!(matches!(err, OpenError::InUse { .. }), "{err}");
 }
 
+const IN_USE_CHILD_ENV: &str = "HAPTIC_JOURNAL_IN_USE_CHILD";
+
+/// Child mode: tries to open the journal the parent holds and prints the outcome.
+#[test]
+fn in_use_child() {
+    let Ok(path) = std::env::var(IN_USE_CHILD_ENV) else {
+        return;
+    };
+    for read_only in [false, true] {
+        match Journal::open(&JournalOptions::new(&path).read_only(read_only)) {
+            Err(OpenError::InUse { .. }) => println!("result in_use"),
+            Err(e) => println!("result other: {e}"),
+            Ok(_) => println!("result opened"),
+        }
+    }
+}
+
+#[test]
+fn another_process_gets_in_use_never_a_hang() {
+    let (_d, path) = tmp();
+    let _j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "basic::in_use_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(IN_USE_CHILD_ENV, &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // libtest may print its own prefix on the same line as the child's first result.
+    let results: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.find("result ").map(|i| &l[i..]))
+        .collect();
+    assert_eq!(results, vec!["result in_use", "result in_use"], "{stdout}");
+}
+
 #[test]
 fn single_writer_allows_live_readers() {
     let (_d, path) = tmp();
@@ -144,6 +185,9 @@ fn single_writer_allows_live_readers() {
     j.accept_events(vec![drift(1)]).unwrap();
     let r = Journal::open(&opts.clone().read_only(true)).unwrap();
     assert_eq!(r.events(Seq(1), 10).unwrap().len(), 1);
+    // The reader follows the live writer's commits.
+    j.accept_events(vec![drift(2)]).unwrap();
+    assert_eq!(r.events(Seq(1), 10).unwrap().len(), 2);
     assert!(matches!(
         r.accept_events(vec![drift(2)]),
         Err(AcceptError::ReadOnly)
