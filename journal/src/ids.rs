@@ -35,8 +35,9 @@ impl fmt::Display for Seq {
 /// Version of one work item: the value a worker takes with the item and hands back to ack it.
 ///
 /// Shape: one counter for all queues, starting at 1, strictly increasing, never reused. Every
-/// write of a work item (enqueue, replace-latest, reschedule is *not* a new write) gets a fresh
-/// `WorkId`, so a compare-and-delete ack on an older id leaves a newer value alone (DESIGN.md J3).
+/// enqueue (including a replace-latest of a status or slot item) gets a fresh `WorkId`, so a
+/// compare-and-delete ack on an older id leaves a newer value alone (DESIGN.md J3). Reschedule and
+/// park keep the item's id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct WorkId(pub u64);
 

@@ -170,6 +170,15 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
         }
         Err(e) => return Err(e),
     };
+    if let Some(m) = &meta
+        && m.dispatched_through.0 >= m.next_seq.0
+    {
+        rep.problem(
+            "meta",
+            RecordKey::Text(tables::META_DISPATCHED.to_owned()),
+            ProblemKind::BadMeta,
+        );
+    }
     let term = meta.as_ref().map_or(u64::MAX, |m| m.term.0);
     let check_term = |rep: &mut VerifyReport, table: &'static str, key: &RecordKey, t: u64| {
         if t > term {
