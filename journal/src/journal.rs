@@ -485,6 +485,23 @@ pub fn open_raw(options: &JournalOptions) -> Result<Database, OpenError> {
         .map_err(|e| map_db_err(path, e))
 }
 
+/// Opens the file as a raw read-only redb database (same mode and error mapping as
+/// [`open_raw`]), e.g. for `migrate --dry-run`. No schema check.
+///
+/// # Errors
+/// [`OpenError::NotFound`], [`OpenError::InUse`] (an exclusive writer holds it),
+/// [`OpenError::Storage`].
+pub fn open_raw_read_only(options: &JournalOptions) -> Result<ReadOnlyDatabase, OpenError> {
+    let path = &options.path;
+    if !path.exists() {
+        return Err(OpenError::NotFound { path: path.clone() });
+    }
+    options
+        .builder()
+        .open_read_only(path)
+        .map_err(|e| map_db_err(path, e))
+}
+
 impl Journal {
     /// Opens (or creates, mode 0600) the journal file and starts the writer thread.
     ///
@@ -1035,6 +1052,23 @@ impl Journal {
                 reason,
             })
         })
+    }
+
+    /// Every stored render manifest, by render checksum. Tools use it to find which files are
+    /// secret ([`crate::AuxKind::is_secret`]) before printing a blob.
+    ///
+    /// # Errors
+    /// [`ReadError::Corrupt`] at the first corrupt manifest.
+    pub fn renders(&self) -> Result<Vec<Render>, ReadError> {
+        let mut out = Vec::new();
+        for (hash, kind, _, _) in self.blobs()? {
+            if kind == BlobKind::Render
+                && let Some(r) = self.get_render(hash)?
+            {
+                out.push(r);
+            }
+        }
+        Ok(out)
     }
 
     /// A blob's reference counts; `None` when it is not stored.

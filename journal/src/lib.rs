@@ -82,8 +82,8 @@ pub use ids::{
 };
 pub use journal::{
     BlobCounts, CommitStats, Concurrency, Durability, Journal, JournalOptions, Meta, Pending,
-    QueueSummary, SCHEMA_VERSION, Stats, TableStat, WorkEntry, init_tables, open_raw, read_meta,
-    read_schema_version, write_schema_version,
+    QueueSummary, SCHEMA_VERSION, Stats, TableStat, WorkEntry, init_tables, open_raw,
+    open_raw_read_only, read_meta, read_schema_version, write_schema_version,
 };
 pub use render::{AuxFile, AuxKind, Render, render_checksum};
 pub use verify::{Problem, ProblemKind, VerifyReport};

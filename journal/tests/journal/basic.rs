@@ -218,3 +218,40 @@ fn schema_too_new_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn renders_are_listed_and_raw_read_only_opens_a_closed_file() {
+    let (_d, path) = tmp();
+    let r = {
+        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let mut b = Batch::new();
+        let render = b.put_render(
+            b"global\n".to_vec(),
+            vec![
+                (AuxKind::Ssl, "ssl/site.pem".into(), b"KEY".to_vec()),
+                (AuxKind::Map, "maps/a.map".into(), b"a 1\n".to_vec()),
+            ],
+        );
+        b.event(rendered(1, render.checksum));
+        j.accept(b).unwrap();
+        let renders = j.renders().unwrap();
+        assert_eq!(renders, vec![render.clone()]);
+        assert_eq!(render.files[0].path, "maps/a.map", "files sorted by path");
+        assert!(render.files[1].kind.is_secret());
+        assert_eq!(
+            render.checksum,
+            render_checksum(
+                b"global\n",
+                &[("ssl/site.pem", b"KEY"), ("maps/a.map", b"a 1\n")]
+            )
+        );
+        render.checksum
+    };
+    let db = open_raw_read_only(&JournalOptions::new(&path)).unwrap();
+    let rtx = redb::ReadableDatabase::begin_read(&db).unwrap();
+    assert_eq!(read_schema_version(&rtx).unwrap(), Some(SCHEMA_VERSION));
+    drop(rtx);
+    drop(db);
+    let j = Journal::open(&JournalOptions::new(&path).read_only(true)).unwrap();
+    assert_eq!(j.get_render(r).unwrap().unwrap().checksum, r);
+}
