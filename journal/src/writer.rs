@@ -904,3 +904,61 @@ fn try_commit(
         .fetch_add(group.len() as u64, Ordering::Relaxed);
     Ok((results, used))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::RwLock;
+    use std::sync::mpsc::sync_channel;
+
+    use super::*;
+    use crate::batch::Batch;
+    use crate::events::{Correlation, Event};
+
+    fn drift(i: u64) -> Event {
+        Event::DriftPreventionTriggered {
+            correlation: Correlation::new(format!("e{i}")),
+            time_since_last_deployment_ms: i,
+        }
+    }
+
+    /// Three requests in one group: the invalid middle one is answered alone with its error,
+    /// the other two share one commit.
+    #[test]
+    fn a_rejected_request_does_not_sink_its_group() {
+        let db = redb::Builder::new()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        let txn = db.begin_write().unwrap();
+        crate::journal::init_tables(&txn).unwrap();
+        txn.commit().unwrap();
+        let inner = Inner {
+            db: RwLock::new(Db::Rw(db)),
+            counters: Counters::default(),
+        };
+        let cfg = WriterConfig {
+            durability: redb::Durability::Immediate,
+            max_group: 16,
+            trim_every_commits: 0,
+            auto_compact_path: None,
+        };
+        let mut group = Vec::new();
+        let mut rxs = Vec::new();
+        for i in 0..3u64 {
+            let mut b = Batch::new();
+            b.event(drift(i));
+            if i == 1 {
+                b.push(Op::ReleaseBlob(Checksum::of(b"never stored")));
+            }
+            let (tx, rx) = sync_channel(1);
+            group.push((b.ops, tx));
+            rxs.push(rx);
+        }
+        commit_group(&inner, &cfg, group, false);
+        let results: Vec<_> = rxs.into_iter().map(|rx| rx.recv().unwrap()).collect();
+        assert_eq!(results[0].as_ref().unwrap().seqs(), vec![Seq(1)]);
+        assert!(matches!(results[1], Err(AcceptError::NoHold { .. })));
+        assert_eq!(results[2].as_ref().unwrap().seqs(), vec![Seq(2)]);
+        assert_eq!(inner.counters.commits.load(Ordering::Relaxed), 1);
+        assert_eq!(inner.counters.events.load(Ordering::Relaxed), 2);
+    }
+}
