@@ -13,15 +13,35 @@ use haptic_journal::*;
 use crate::fixtures::*;
 
 const CHILD_ENV: &str = "HAPTIC_JOURNAL_CRASH_CHILD";
+const TRIM_ENV: &str = "HAPTIC_JOURNAL_CRASH_TRIM";
 
-/// Child mode: a no-op unless the env var names a journal file.
+/// Child mode: a no-op unless the env var names a journal file. With `HAPTIC_JOURNAL_CRASH_TRIM`
+/// set, the child also marks events dispatched, trims every 8 commits and compacts, so the kill
+/// also lands inside trims and compactions.
 #[test]
 fn child_hammer() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let opts = JournalOptions::new(&path).trim_every_commits(0);
+    let trimming = std::env::var_os(TRIM_ENV).is_some();
+    let opts = JournalOptions::new(&path).trim_every_commits(if trimming { 8 } else { 0 });
     let j = Arc::new(Journal::open(&opts).unwrap());
+    if trimming {
+        let j = j.clone();
+        std::thread::spawn(move || {
+            loop {
+                let last = j.meta().unwrap().next_seq.0.saturating_sub(1);
+                j.mark_dispatched(Seq(last)).unwrap();
+                for item in j.queue(Queue::Publish).unwrap() {
+                    j.ack(Queue::Publish, item.key, item.record.id).unwrap();
+                }
+                match j.compact() {
+                    Ok(_) | Err(CompactError::Busy) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+    }
     let _threads: Vec<_> = (0..4u64)
         .map(|t| {
             let j = j.clone();
@@ -67,11 +87,24 @@ fn pseudo_random_ms(bound: u64) -> u64 {
 
 #[test]
 fn sigkill_at_random_moments_keeps_every_durable_seq() {
+    sigkill_runs(false);
+}
+
+#[test]
+fn sigkill_during_trims_and_compactions_keeps_the_log_consistent() {
+    sigkill_runs(true);
+}
+
+fn sigkill_runs(trimming: bool) {
     let (_d, path) = tmp();
     let exe = std::env::current_exe().unwrap();
     let mut all_durable = Vec::new();
     for run in 0..5 {
-        let mut child = Command::new(&exe)
+        let mut cmd = Command::new(&exe);
+        if trimming {
+            cmd.env(TRIM_ENV, "1");
+        }
+        let mut child = cmd
             .args([
                 "--exact",
                 "crash::child_hammer",
@@ -116,7 +149,18 @@ fn sigkill_at_random_moments_keeps_every_durable_seq() {
         let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
         let report = j.verify().unwrap();
         assert!(report.is_clean(), "run {run}: {:?}", report.problems);
-        for s in &all_durable {
+        let max = all_durable.iter().max().copied().unwrap();
+        assert!(
+            j.meta().unwrap().next_seq > max,
+            "run {run}: next_seq went back below {max}"
+        );
+        // Trimming may legitimately remove dispatched events; everything from the oldest kept
+        // event on must be there.
+        let first_kept = j.stats().unwrap().first_seq.unwrap_or(Seq(u64::MAX));
+        for s in all_durable
+            .iter()
+            .filter(|s| !trimming || **s >= first_kept)
+        {
             assert!(
                 j.event(*s).unwrap().is_some(),
                 "run {run}: durable {s} missing after SIGKILL"
