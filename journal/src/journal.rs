@@ -924,9 +924,12 @@ impl Journal {
     // ----- reads -----
 
     pub(crate) fn read_txn(&self) -> Result<ReadTransaction, ReadError> {
-        let db = self.inner.db.read().map_err(|_| {
-            ReadError::Storage(redb::Error::Corrupted("journal lock poisoned".into()))
-        })?;
+        // A poisoned lock only means a thread panicked while holding it; the database is intact.
+        let db = self
+            .inner
+            .db
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         db.begin_read().map_err(storage)
     }
 

@@ -784,7 +784,10 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
 }
 
 fn compact(inner: &Inner) -> Result<bool, CompactError> {
-    let mut db = inner.db.write().map_err(|_| CompactError::WriterGone)?;
+    let mut db = inner
+        .db
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     match &mut *db {
         Db::Ro(_) => Err(CompactError::ReadOnly),
         Db::Rw(d) => {
@@ -855,7 +858,7 @@ fn try_commit(
     let db = inner
         .db
         .read()
-        .map_err(|_| GroupError::Storage(AcceptError::WriterGone))?;
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Db::Rw(db) = &*db else {
         return Err(GroupError::Storage(AcceptError::ReadOnly));
     };
