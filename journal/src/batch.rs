@@ -310,4 +310,19 @@ impl Batch {
     pub fn ack(&mut self, queue: Queue, key: WorkKey, id: WorkId) -> &mut Self {
         self.push(Op::Ack { queue, key, id })
     }
+
+    /// Compare-and-move a status item to `status-parked`.
+    pub fn park(&mut self, key: PodStatusKey, id: WorkId) -> &mut Self {
+        self.push(Op::Park { key, id })
+    }
+
+    /// Starts a new leadership term (put the `BecameLeader` event in the same batch).
+    pub fn set_term(&mut self, term: Term, identity: Identity) -> &mut Self {
+        self.push(Op::SetTerm { term, identity })
+    }
+
+    /// Records that events up to `seq` were dispatched.
+    pub fn mark_dispatched(&mut self, seq: Seq) -> &mut Self {
+        self.push(Op::MarkDispatched(seq))
+    }
 }

@@ -141,6 +141,20 @@ impl JournalOptions {
         self
     }
 
+    /// Sets [`Self::auto_compact`].
+    #[must_use]
+    pub fn auto_compact(mut self, yes: bool) -> Self {
+        self.auto_compact = yes;
+        self
+    }
+
+    /// Sets [`Self::max_group_requests`] (at least 1).
+    #[must_use]
+    pub fn max_group_requests(mut self, n: usize) -> Self {
+        self.max_group_requests = n.max(1);
+        self
+    }
+
     fn builder(&self) -> Builder {
         let mut b = Builder::new();
         b.set_cache_size(self.cache_size_bytes);

@@ -103,6 +103,17 @@ fn terms_grow_and_stamp_records() {
     j.accept_events(vec![drift(1)]).unwrap();
     assert_eq!(j.events(Seq(1), 1).unwrap()[0].1.term, Term(3));
     assert_eq!(j.term().unwrap(), Term(3));
+    // BecameLeader and the term bump commit together; the event carries the new term.
+    let mut b = Batch::new();
+    b.set_term(Term(4), Identity::new("pod-1"));
+    b.event(Event::BecameLeader {
+        correlation: corr(2),
+        identity: Identity::new("pod-1"),
+        term: Term(4),
+    });
+    let seq = j.accept(b).unwrap().seqs()[0];
+    assert_eq!(j.event(seq).unwrap().unwrap().0.term, Term(4));
+    assert_eq!(j.meta().unwrap().identity, Some(Identity::new("pod-1")));
 }
 
 #[test]
