@@ -10,8 +10,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{
-    Checksum, CorrelationId, DeploymentId, EndpointUrl, EventId, Generation, Identity, Namespace,
-    ObjectName, ObjectUid, ReloadId, Term,
+    Checksum, CorrelationId, DeploymentId, EndpointUrl, EventId, Generation, HaproxyVersion,
+    Identity, Namespace, ObjectName, ObjectUid, ReloadId, Term,
 };
 
 /// Correlation of an event in a reconciliation chain (HAPTIC `Correlation`).
@@ -76,8 +76,8 @@ pub struct Endpoint {
     pub url: EndpointUrl,
     /// The pod behind it.
     pub pod: PodRef,
-    /// HAProxy version detected through `/v3/info`, e.g. `3.2.4`, when known.
-    pub detected_version: Option<String>,
+    /// HAProxy version detected through `/v3/info`, when known.
+    pub detected_version: Option<HaproxyVersion>,
 }
 
 /// Why a deployment was scheduled (DESIGN.md section 1).

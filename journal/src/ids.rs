@@ -250,6 +250,10 @@ string_newtype!(
     /// A Kubernetes `resourceVersion`.
     ResourceVersion
 );
+string_newtype!(
+    /// An HAProxy version as the Dataplane API reports it, e.g. `3.2.4`.
+    HaproxyVersion
+);
 
 /// The Dataplane API configuration `version` (the `version` query parameter and
 /// `Configuration-Version` header).

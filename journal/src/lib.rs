@@ -77,8 +77,8 @@ pub use events::{
 };
 pub use ids::{
     Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId, Generation,
-    Identity, Namespace, ObjectName, ObjectUid, ReloadId, ResourceVersion, Seq, Term, UnixMillis,
-    WorkId,
+    HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId, ResourceVersion, Seq,
+    Term, UnixMillis, WorkId,
 };
 pub use journal::{
     BlobCounts, CommitStats, Concurrency, Durability, Journal, JournalOptions, Meta, Pending,
