@@ -206,6 +206,18 @@ macro_rules! string_newtype {
                 f.write_str(&self.0)
             }
         }
+
+        impl From<&str> for $name {
+            fn from(value: &str) -> Self {
+                Self(value.to_owned())
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(value: String) -> Self {
+                Self(value)
+            }
+        }
     };
 }
 
