@@ -1,0 +1,12 @@
+//! Integration tests of the root crate, one binary (STYLE.md 2.7).
+//!
+//! - `architecture`: `src/core/` stays pure;
+//! - `crds`: `deploy/crds/` is up to date, `haptic crds` prints it, the schemas accept our objects;
+//! - `dataplane`: the Dataplane API client against an in-test server that answers as
+//!   ecosystem.md A documents.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod architecture;
+mod crds;
+mod dataplane;
