@@ -193,6 +193,20 @@ impl StorageKind {
     }
 }
 
+impl From<crate::core::naming::AuxKind> for StorageKind {
+    /// Where each kind of auxiliary file is stored: crt-lists are general files (HAPTIC does
+    /// the same; `/storage/ssl_crt_lists` exists only on v3.2+).
+    fn from(kind: crate::core::naming::AuxKind) -> Self {
+        use crate::core::naming::AuxKind;
+        match kind {
+            AuxKind::Map => StorageKind::Map,
+            AuxKind::General | AuxKind::CrtList => StorageKind::General,
+            AuxKind::SslCertificate => StorageKind::SslCertificate,
+            AuxKind::CaFile => StorageKind::CaFile,
+        }
+    }
+}
+
 /// Query flags of storage writes (ecosystem.md A.5). Not every kind honours both.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StorageWriteOptions {

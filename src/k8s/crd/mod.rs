@@ -137,3 +137,102 @@ pub fn all_crds_yaml() -> Result<String, serde_norway::Error> {
     }
     Ok(out)
 }
+
+/// Insert or update the condition of `condition.type_` in a condition list (keyed by type,
+/// order kept).
+///
+/// When a condition of that type exists with the same `status`, its `lastTransitionTime` is
+/// kept (Kubernetes convention: the time only moves when the status changes); reason,
+/// message and observedGeneration are replaced. Returns true when the list changed, so the
+/// caller can skip a write that would change nothing.
+pub fn set_condition(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    mut condition: k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
+) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) => {
+            if existing.status == condition.status {
+                condition.last_transition_time = existing.last_transition_time.clone();
+            }
+            if *existing == condition {
+                return false;
+            }
+            *existing = condition;
+            true
+        }
+        None => {
+            conditions.push(condition);
+            true
+        }
+    }
+}
+
+/// `status.validationError` of an `-invalid` HAProxyCfg: the first error, plus
+/// ` (+N more errors)` when there are more; `None` for no errors.
+pub fn summarize_validation_errors<S: AsRef<str>>(errors: &[S]) -> Option<String> {
+    let first = errors.first()?.as_ref();
+    Some(match errors.len() - 1 {
+        0 => first.to_owned(),
+        1 => format!("{first} (+1 more error)"),
+        more => format!("{first} (+{more} more errors)"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn cond(status: &str, reason: &str, at_secs: i64) -> Condition {
+        Condition {
+            last_transition_time: Time(Timestamp::from_second(at_secs).unwrap_or_default()),
+            message: String::new(),
+            observed_generation: None,
+            reason: reason.into(),
+            status: status.into(),
+            type_: conditions::CONFIG_PINNED.into(),
+        }
+    }
+
+    #[test]
+    fn transition_time_moves_only_with_the_status() {
+        let mut list = Vec::new();
+        assert!(set_condition(
+            &mut list,
+            cond("False", reasons::NEWEST_RENDER_PASSED, 100)
+        ));
+        assert!(!set_condition(
+            &mut list,
+            cond("False", reasons::NEWEST_RENDER_PASSED, 200)
+        ));
+        assert_eq!(
+            list[0].last_transition_time,
+            cond("False", "", 100).last_transition_time
+        );
+        assert!(set_condition(
+            &mut list,
+            cond("True", reasons::NEWEST_RENDER_REJECTED, 300)
+        ));
+        assert_eq!(list.len(), 1);
+        assert_eq!(
+            list[0].last_transition_time,
+            cond("True", "", 300).last_transition_time
+        );
+    }
+
+    #[test]
+    fn validation_error_summary() {
+        assert_eq!(summarize_validation_errors::<&str>(&[]), None);
+        assert_eq!(summarize_validation_errors(&["a"]).as_deref(), Some("a"));
+        assert_eq!(
+            summarize_validation_errors(&["a", "b"]).as_deref(),
+            Some("a (+1 more error)")
+        );
+        assert_eq!(
+            summarize_validation_errors(&["a", "b", "c"]).as_deref(),
+            Some("a (+2 more errors)")
+        );
+    }
+}
