@@ -137,7 +137,48 @@ impl From<Checksum> for String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
     use super::*;
+
+    type OwnedRender = (String, Vec<(String, Vec<u8>)>);
+
+    fn render_strategy() -> impl Strategy<Value = OwnedRender> {
+        (
+            "[a-c\n]{0,6}",
+            prop::collection::btree_map("[/a-c]{0,4}", prop::collection::vec(0u8..3, 0..4), 0..4),
+        )
+            .prop_map(|(config, files)| (config, files.into_iter().collect()))
+    }
+
+    fn checksum_of(render: &OwnedRender) -> Checksum {
+        let files: Vec<AuxFile<'_>> = render
+            .1
+            .iter()
+            .map(|(p, c)| AuxFile {
+                path: p,
+                content: c,
+            })
+            .collect();
+        Checksum::of_render(&render.0, &files)
+    }
+
+    proptest! {
+        /// Tiny alphabets make near-collisions (shifted boundaries, moved bytes) likely.
+        #[test]
+        fn different_renders_never_share_a_checksum(
+            renders in prop::collection::hash_set(render_strategy(), 1..60),
+        ) {
+            let mut seen: HashMap<Checksum, OwnedRender> = HashMap::new();
+            for render in renders {
+                if let Some(other) = seen.insert(checksum_of(&render), render.clone()) {
+                    prop_assert!(false, "{render:?} and {other:?} collide");
+                }
+            }
+        }
+    }
 
     fn file<'a>(path: &'a str, content: &'a str) -> AuxFile<'a> {
         AuxFile {

@@ -81,7 +81,18 @@ pub fn decompress(stored: &StoredContent) -> Result<String, DecompressError> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #[test]
+        fn round_trip_and_never_longer(text in "(backend [a-d]{1,3}\n|\\PC){0,400}", threshold in 0u64..64) {
+            let stored = compress_if_needed(&text, threshold);
+            prop_assert!(stored.content.len() <= text.len());
+            prop_assert_eq!(decompress(&stored).ok(), Some(text));
+        }
+    }
 
     #[test]
     fn small_content_stays_plain() {

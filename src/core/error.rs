@@ -4,7 +4,8 @@
 ///
 /// Each boundary error type (`DataplaneError`, the Kubernetes errors) implements
 /// `fn kind(&self) -> ErrorKind`; the pure `decide` functions consume only this value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// Transient: connection failures, timeouts, 5xx, 429. Retry with bounded backoff.
     Retryable,

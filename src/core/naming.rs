@@ -1,9 +1,9 @@
 //! Names of the objects the publisher writes (DESIGN.md section 1).
 //!
 //! Every name is a valid DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`), so it is also a
-//! valid DNS-1123 subdomain and a valid label value. Limits: HAProxyCfg names and label values
-//! at most 63 characters (the HAProxyCfg name is the value of the `runtime-config` label),
-//! auxiliary object and Secret names at most 253.
+//! valid DNS-1123 subdomain and a valid label value. Limits: HAProxyCfg names (main and
+//! `-invalid`) and label values at most 63 characters (a HAProxyCfg name is the value of the
+//! `runtime-config` label), auxiliary object and Secret names at most 253.
 //!
 //! # Collision freedom
 //! A name is kept verbatim only when it is already valid, fits, and does not itself end in
@@ -15,6 +15,7 @@
 //! path, so files with the same base name in different directories, or of two configs in the
 //! same namespace, get different names.
 
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Suffix of the main HAProxyCfg's name: `<config-name>-haproxycfg`.
@@ -29,7 +30,8 @@ pub const MAX_LABEL_LEN: usize = 63;
 pub const HASH_HEX_LEN: usize = 10;
 
 /// Kind of an auxiliary file; decides the object kind and the name prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AuxKind {
     /// A map file, published as a HAProxyMapFile (`haproxy-map-...`).
     Map,
@@ -56,19 +58,22 @@ impl AuxKind {
     }
 }
 
-/// Name of the main HAProxyCfg, `<config-name>-haproxycfg`, at most 63 characters.
+/// Name of the main HAProxyCfg, `<config-name>-haproxycfg`, at most 55 characters, so that
+/// it and its `-invalid` sibling are both valid label values (the `runtime-config` label).
 pub fn haproxycfg_name(config_name: &str) -> String {
+    let max = MAX_LABEL_LEN - INVALID_SUFFIX.len();
     build(
         "",
         config_name,
         HAPROXYCFG_SUFFIX,
-        MAX_LABEL_LEN,
+        max,
         false,
         config_name.as_bytes(),
     )
 }
 
-/// Name of the HAProxyCfg that holds a rejected render: the main name plus `-invalid`.
+/// Name of the HAProxyCfg that holds a rejected render: the main name plus `-invalid`, at
+/// most 63 characters.
 pub fn invalid_haproxycfg_name(config_name: &str) -> String {
     format!("{}{INVALID_SUFFIX}", haproxycfg_name(config_name))
 }
@@ -205,8 +210,12 @@ mod tests {
         );
         assert!(is_dns1123_label(&n));
         let long = haproxycfg_name(&"a".repeat(80));
-        assert_eq!(long.len(), MAX_LABEL_LEN);
+        assert_eq!(long.len(), MAX_LABEL_LEN - INVALID_SUFFIX.len());
         assert!(is_dns1123_label(&long));
+        assert_eq!(
+            invalid_haproxycfg_name(&"a".repeat(80)).len(),
+            MAX_LABEL_LEN
+        );
     }
 
     #[test]
@@ -261,7 +270,7 @@ mod tests {
                 for name in [haproxycfg_name(raw), label_value(raw)] {
                     prop_assert!(is_dns1123_label(&name), "{name:?} from {raw:?}");
                 }
-                prop_assert!(is_dns1123_subdomain(&invalid_haproxycfg_name(raw)));
+                prop_assert!(is_dns1123_label(&invalid_haproxycfg_name(raw)));
                 if let Some(other) = seen.insert(haproxycfg_name(raw), raw.clone()) {
                     prop_assert!(false, "{raw:?} and {other:?} share a name");
                 }

@@ -20,6 +20,10 @@
 //!   [`conditions::CONFIG_VALIDATED`], [`conditions::CONFIG_PINNED`] and
 //!   [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`;
 //! - auxiliary references include `caFiles`.
+//!
+//! Serialisation: empty lists and `None` fields are omitted. Write spec and status by replace
+//! (resourceVersion-guarded) or server-side apply, not by JSON merge patch: a merge patch does
+//! not clear a field it omits (a removed last pod, a cleared `validationError`).
 
 mod auxfiles;
 mod haproxycfg;
