@@ -177,16 +177,15 @@ impl DataplaneClient {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
-        let text = if is_json {
-            #[derive(serde::Deserialize)]
-            struct V30Body {
-                data: String,
-            }
-            self.json::<V30Body>(resp, "raw configuration body")
-                .await?
-                .data
-        } else {
-            self.text(resp).await?
+        let body = self.text(resp).await?;
+        #[derive(serde::Deserialize)]
+        struct V30Body {
+            data: String,
+        }
+        // v3.0 wraps the text in JSON; a plain body labelled as JSON is taken as text.
+        let text = match is_json.then(|| serde_json::from_str::<V30Body>(&body)) {
+            Some(Ok(v30)) => v30.data,
+            _ => body,
         };
         let version = header_version(&headers)
             .or_else(|| version_in_text(&text))
@@ -342,7 +341,20 @@ impl DataplaneClient {
     }
 
     pub(super) async fn send(&self, req: RequestBuilder) -> Result<Response, DataplaneError> {
-        req.send().await.map_err(|e| self.transport(e))
+        let request = req.build().map_err(|e| self.transport(e))?;
+        let method = request.method().clone();
+        let path = request.url().path().to_owned();
+        match self.http.execute(request).await {
+            Ok(resp) => {
+                tracing::debug!(%method, %path, status = resp.status().as_u16(), "dataplane answered");
+                Ok(resp)
+            }
+            Err(e) => {
+                let error = self.transport(e);
+                tracing::debug!(%method, %path, error = %error, "dataplane request failed");
+                Err(error)
+            }
+        }
     }
 
     pub(super) fn transport(&self, e: reqwest::Error) -> DataplaneError {

@@ -679,3 +679,55 @@ async fn base_url_path_prefix_is_kept() {
     );
     assert!(!format!("{:?}", client.endpoint()).contains("secret"));
 }
+
+#[tokio::test]
+async fn connections_are_reused() {
+    use axum::extract::ConnectInfo;
+    let peers: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
+    let seen = peers.clone();
+    let router = Router::new().fallback(move |ConnectInfo(peer): ConnectInfo<SocketAddr>| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().unwrap().push(peer);
+            "7"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
+    let client = client_for(addr, Duration::from_secs(5), true);
+    for _ in 0..3 {
+        assert_eq!(
+            client.configuration_version().await.unwrap(),
+            ConfigVersion(7)
+        );
+    }
+    let peers = peers.lock().unwrap().clone();
+    assert_eq!(peers.len(), 3);
+    assert!(
+        peers.iter().all(|p| *p == peers[0]),
+        "one connection expected: {peers:?}"
+    );
+}
+
+#[tokio::test]
+async fn raw_configuration_of_a_v3_0_api_is_unwrapped() {
+    let router = Router::new().fallback(|| async {
+        (
+            [(header::CONTENT_TYPE, "application/json")],
+            axum::Json(json!({"data": "# _version=3\nglobal\n"})),
+        )
+    });
+    let client = client_for(serve(router).await, Duration::from_secs(5), true);
+    let raw = client.raw_configuration().await.unwrap();
+    assert_eq!(
+        (raw.version, raw.text.as_str()),
+        (ConfigVersion(3), "# _version=3\nglobal\n")
+    );
+}
