@@ -36,7 +36,10 @@ pub enum DataplaneError {
     /// 409 on a raw push: the configuration is no longer at `expected`
     /// (ecosystem.md A.1/A.2). `actual` comes from the `Configuration-Version` header, else
     /// from the message (`version in configuration file is N, given version is M`).
-    #[error("configuration version conflict: pushed at version {expected}, pod is at {actual:?}")]
+    #[error(
+        "configuration version conflict: pushed at version {expected}, pod is at {}",
+        or_unknown(actual)
+    )]
     Conflict {
         /// The version the push was conditional on.
         expected: ConfigVersion,
@@ -79,7 +82,7 @@ pub enum DataplaneError {
         message: String,
     },
     /// 429: too many requests (e.g. open transactions); retry after `retry_after` when given.
-    #[error("dataplane answered too many requests (retry after {retry_after:?})")]
+    #[error("dataplane answered too many requests (retry after {})", or_unknown(&retry_after.map(|d| format!("{}s", d.as_secs()))))]
     TooManyRequests {
         /// The `Retry-After` header in seconds, when present.
         retry_after: Option<Duration>,
@@ -174,5 +177,40 @@ impl DataplaneError {
             DataplaneError::TooManyRequests { retry_after } => *retry_after,
             _ => None,
         }
+    }
+}
+
+fn or_unknown<T: std::fmt::Display>(value: &Option<T>) -> String {
+    value
+        .as_ref()
+        .map_or_else(|| "unknown".to_owned(), ToString::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_lower_case_and_readable() {
+        let conflict = DataplaneError::Conflict {
+            expected: ConfigVersion(5),
+            actual: Some(ConfigVersion(7)),
+        };
+        assert_eq!(
+            conflict.to_string(),
+            "configuration version conflict: pushed at version 5, pod is at 7"
+        );
+        let busy = DataplaneError::TooManyRequests { retry_after: None };
+        assert_eq!(
+            busy.to_string(),
+            "dataplane answered too many requests (retry after unknown)"
+        );
+        let busy = DataplaneError::TooManyRequests {
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert_eq!(
+            busy.to_string(),
+            "dataplane answered too many requests (retry after 3s)"
+        );
     }
 }
