@@ -1,6 +1,7 @@
 //! Integration tests of the root crate, one binary (STYLE.md 2.7).
 //!
 //! - `architecture`: `src/core/` stays pure;
+//! - `corpus`: checksums, names and compression over `tests/corpus/renders/`;
 //! - `crds`: `deploy/crds/` is up to date, `haptic crds` prints it, the schemas accept our objects;
 //! - `dataplane`: the Dataplane API client against an in-test server that answers as
 //!   ecosystem.md A documents.
@@ -8,5 +9,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod architecture;
+mod corpus;
 mod crds;
 mod dataplane;
