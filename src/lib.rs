@@ -22,6 +22,8 @@
 //! checksum format (`sha256:<hex>`, [`core::Checksum`]) identifies a render everywhere; retries
 //! belong to the components' pure decision code, never to the HTTP clients.
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod core;
 pub mod dataplane;

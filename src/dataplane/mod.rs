@@ -34,6 +34,6 @@ pub use error::DataplaneError;
 pub use normalize::{normalize_raw_config, raw_configs_equal};
 pub use types::{
     ApiInfo, BasicAuth, ClientSettings, HaproxyHealth, Health, Info, PushApplied, PushOptions,
-    PushOutcome, RawConfiguration, ReloadInfo, StorageKind, StorageWriteOptions,
-    StorageWriteOutcome, StoredFile,
+    PushOutcome, RawConfiguration, ReloadInfo, SslCertificateInfo, StorageKind,
+    StorageWriteOptions, StorageWriteOutcome, StoredFile,
 };

@@ -6,7 +6,9 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 
 use super::client::{DataplaneClient, RELOAD_ID_HEADER, header_string, header_version};
 use super::error::DataplaneError;
-use super::types::{StorageKind, StorageWriteOptions, StorageWriteOutcome, StoredFile};
+use super::types::{
+    SslCertificateInfo, StorageKind, StorageWriteOptions, StorageWriteOutcome, StoredFile,
+};
 use crate::core::ReloadId;
 
 /// Multipart field that carries the file (ecosystem.md A.5).
@@ -42,6 +44,25 @@ impl DataplaneClient {
         let resp = self.expect_success(resp).await?;
         let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
         Ok(bytes.to_vec())
+    }
+
+    /// `GET .../storage/ssl_certificates/{name}`: the certificate's metadata, typed.
+    ///
+    /// # Errors
+    /// `NotFound` (`Fatal`) when no such certificate; `InvalidResponse` (`Fatal`) when the body
+    /// is not a JSON object; others as [`DataplaneClient::list_storage`].
+    pub async fn ssl_certificate_info(
+        &self,
+        name: &str,
+    ) -> Result<SslCertificateInfo, DataplaneError> {
+        let req = self.named(
+            Method::GET,
+            StorageKind::SslCertificate,
+            name,
+            StorageWriteOptions::default(),
+        );
+        let resp = self.expect_success(self.send(req).await?).await?;
+        self.json(resp, "certificate metadata").await
     }
 
     /// `POST .../{kind}` multipart (`file_upload`, file name = `name`; general files also get

@@ -234,6 +234,35 @@ pub struct StoredFile {
     pub size: Option<i64>,
 }
 
+/// `GET /v3/services/haproxy/storage/ssl_certificates/{name}`: certificate metadata (the API
+/// does not return the PEM). Field names follow the v3 specification's `ssl_certificate`
+/// model (inferred, not in ecosystem.md A.5; verify against the sandbox); every field is
+/// optional and unknown ones are kept in `other`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SslCertificateInfo {
+    /// Name under which the API stores the file.
+    #[serde(default)]
+    pub storage_name: Option<String>,
+    /// Absolute path on the pod.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Serial number.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// Issuer(s).
+    #[serde(default)]
+    pub issuers: Option<String>,
+    /// SHA-256 fingerprint of the certificate.
+    #[serde(default)]
+    pub sha256_finger_print: Option<String>,
+    /// Expiry, as sent.
+    #[serde(default)]
+    pub not_after: Option<String>,
+    /// Every other field as sent.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
 /// Answer of a successful storage create, replace or delete.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StorageWriteOutcome {

@@ -8,6 +8,8 @@ use haptic::dataplane::{
     StorageKind, StorageWriteOptions, normalize_raw_config,
 };
 
+use serde_json::json;
+
 use super::server::*;
 
 #[tokio::test]
@@ -248,6 +250,10 @@ async fn storage_list_get_replace_delete() {
             .unwrap(),
         b"a b\n"
     );
+    let cert = client.ssl_certificate_info("site.pem").await.unwrap();
+    assert_eq!(cert.sha256_finger_print.as_deref(), Some("AB12"));
+    assert_eq!(cert.serial.as_deref(), Some("01"));
+    assert_eq!(cert.other.get("domains"), Some(&json!("site.haptic.test")));
     let missing = client
         .get_storage_file(StorageKind::Map, "missing.map")
         .await

@@ -169,9 +169,19 @@ pub(super) async fn storage_list(Path(kind): Path<String>) -> Response {
         .into_response()
 }
 
-pub(super) async fn storage_get(Path((_kind, name)): Path<(String, String)>) -> Response {
+pub(super) async fn storage_get(Path((kind, name)): Path<(String, String)>) -> Response {
     if name == "missing.map" {
         return error_body(StatusCode::NOT_FOUND, "file not found");
+    }
+    if kind == "ssl_certificates" {
+        return axum::Json(json!({
+            "storage_name": name,
+            "file": format!("/etc/haproxy/ssl/{name}"),
+            "serial": "01",
+            "sha256_finger_print": "AB12",
+            "domains": "site.haptic.test",
+        }))
+        .into_response();
     }
     (
         [(header::CONTENT_TYPE, "application/octet-stream")],
