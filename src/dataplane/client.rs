@@ -245,7 +245,10 @@ impl DataplaneClient {
             });
         }
         let resp = self.expect_success(resp).await?;
-        let headers = resp.headers();
+        let headers = resp.headers().clone();
+        // The answer echoes the stored file; read it so the connection can be reused.
+        drain(resp).await;
+        let headers = &headers;
         let reload_id = header_string(headers, RELOAD_ID_HEADER).map(ReloadId);
         let applied = if opts.only_validate {
             PushApplied::ValidatedOnly
@@ -405,21 +408,24 @@ impl DataplaneClient {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let code = status.as_u16();
+        // Read the body in every case: it carries the message, and reading it lets the pool
+        // reuse the connection.
+        let message = self.error_message(resp).await;
         Err(match code {
             401 | 403 => DataplaneError::Unauthorized { status: code },
             404 => DataplaneError::NotFound { path },
             429 => DataplaneError::TooManyRequests { retry_after },
             400 | 406 | 413 | 422 => DataplaneError::Rejected {
                 status: code,
-                message: self.error_message(resp).await,
+                message,
             },
             500..=599 => DataplaneError::Server {
                 status: code,
-                message: self.error_message(resp).await,
+                message,
             },
             _ => DataplaneError::UnexpectedStatus {
                 status: code,
-                message: self.error_message(resp).await,
+                message,
             },
         })
     }
@@ -444,6 +450,13 @@ impl DataplaneClient {
         }
         message
     }
+}
+
+/// Read and drop an answer body whose content is not needed: a body left unread makes the
+/// pool close the connection instead of reusing it. A read error changes nothing (the status
+/// already told the outcome), so it is ignored.
+pub(super) async fn drain(resp: Response) {
+    let _ = resp.bytes().await;
 }
 
 pub(super) fn header_string(headers: &HeaderMap, name: &str) -> Option<String> {

@@ -4,7 +4,7 @@
 use reqwest::multipart::{Form, Part};
 use reqwest::{Method, RequestBuilder, StatusCode};
 
-use super::client::{DataplaneClient, RELOAD_ID_HEADER, header_string, header_version};
+use super::client::{DataplaneClient, RELOAD_ID_HEADER, drain, header_string, header_version};
 use super::error::DataplaneError;
 use super::types::{
     SslCertificateInfo, StorageKind, StorageWriteOptions, StorageWriteOutcome, StoredFile,
@@ -134,11 +134,13 @@ impl DataplaneClient {
                 .body(content.to_vec())
         };
         let resp = self.expect_success(self.send(req).await?).await?;
-        Ok(StorageWriteOutcome {
+        let outcome = StorageWriteOutcome {
             storage_name: None,
             reload_id: header_string(resp.headers(), RELOAD_ID_HEADER).map(ReloadId),
             version_after: header_version(resp.headers()),
-        })
+        };
+        drain(resp).await;
+        Ok(outcome)
     }
 
     /// `DELETE .../{kind}/{name}`: remove a stored file. 204/200, or 202 + `Reload-ID`.
@@ -163,11 +165,13 @@ impl DataplaneClient {
             });
         }
         let resp = self.expect_success(resp).await?;
-        Ok(StorageWriteOutcome {
+        let outcome = StorageWriteOutcome {
             storage_name: None,
             reload_id: header_string(resp.headers(), RELOAD_ID_HEADER).map(ReloadId),
             version_after: header_version(resp.headers()),
-        })
+        };
+        drain(resp).await;
+        Ok(outcome)
     }
 
     fn named(
