@@ -1,0 +1,313 @@
+//! A batch: events and queue mutations committed together in one write transaction.
+
+use crate::events::Event;
+use crate::ids::{Checksum, Identity, Seq, Term, UnixMillis, WorkId};
+use crate::render::{AuxFile, AuxKind, Render, render_checksum};
+use crate::work::{EndpointApplied, PodStatusKey, PublishedCheckpoint, Queue, WorkItem, WorkKey};
+
+/// Index of an event inside a [`Batch`], to name it as a work item's origin before its
+/// [`Seq`] is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRef(pub usize);
+
+/// The event a work item derives from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// No event (e.g. a timer).
+    None,
+    /// An event already in the log.
+    Seq(Seq),
+    /// An event earlier in the same batch.
+    Batch(EventRef),
+}
+
+/// Kind of a stored blob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlobKind {
+    /// Raw file content (`blob.file`), keyed by its SHA-256.
+    File,
+    /// A [`Render`] manifest (`blob.render`), keyed by the render checksum; references its files.
+    Render,
+}
+
+impl BlobKind {
+    /// Record kind in the envelope.
+    #[must_use]
+    pub fn record_kind(self) -> &'static str {
+        match self {
+            BlobKind::File => "blob.file",
+            BlobKind::Render => "blob.render",
+        }
+    }
+}
+
+/// One operation of a batch. Built through [`Batch`]'s methods.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Op {
+    /// Append an event.
+    Event(Event),
+    /// Store a blob unless present (dedup); with `hold`, also take an explicit hold on it.
+    PutBlob {
+        /// Key.
+        hash: Checksum,
+        /// File or render manifest.
+        kind: BlobKind,
+        /// Content (for renders: the encoded manifest).
+        content: Vec<u8>,
+        /// Take an explicit hold (released with [`Op::ReleaseBlob`]).
+        hold: bool,
+    },
+    /// Release one explicit hold.
+    ReleaseBlob(Checksum),
+    /// Enqueue a work item (FIFO append, or replace-latest for keyed and slot queues).
+    Enqueue {
+        /// The item.
+        item: WorkItem,
+        /// The event it derives from.
+        origin: Origin,
+        /// Earliest first attempt (unix ms); `None` = now.
+        not_before: Option<UnixMillis>,
+    },
+    /// Compare-and-delete: remove the item under `key` only if its id is still `id`.
+    Ack {
+        /// Queue.
+        queue: Queue,
+        /// Key.
+        key: WorkKey,
+        /// The id the worker took.
+        id: WorkId,
+    },
+    /// Compare-and-update: count a failed attempt and set the next attempt time.
+    Reschedule {
+        /// Queue.
+        queue: Queue,
+        /// Key.
+        key: WorkKey,
+        /// The id the worker took.
+        id: WorkId,
+        /// Earliest next attempt.
+        next_attempt_at: UnixMillis,
+    },
+    /// Compare-and-move a status item from `status-pending` to `status-parked`.
+    Park {
+        /// Key.
+        key: PodStatusKey,
+        /// The id the worker took.
+        id: WorkId,
+    },
+    /// Move parked status items back to pending (`None` = all).
+    Unpark {
+        /// One key, or all.
+        key: Option<PodStatusKey>,
+    },
+    /// Start a new leadership term (must be greater than the current one).
+    SetTerm {
+        /// The term.
+        term: Term,
+        /// Who holds it.
+        identity: Identity,
+    },
+    /// Record that every event up to `Seq` was dispatched to the components.
+    MarkDispatched(Seq),
+    /// Set an endpoint's last-applied state.
+    PutEndpointApplied(EndpointApplied),
+    /// Forget an endpoint.
+    RemoveEndpointApplied(crate::ids::EndpointUrl),
+    /// Set a HAProxyCfg's published checkpoint.
+    PutPublishedCheckpoint(PublishedCheckpoint),
+    /// Trim events below the watermark (see `journal/DESIGN.md`, "Trimming").
+    Trim,
+}
+
+/// What one operation did, in the order of the batch's operations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpOutcome {
+    /// The event's position.
+    Event(Seq),
+    /// The blob's key and whether its content was written now (false: deduplicated).
+    Blob {
+        /// Key.
+        hash: Checksum,
+        /// Content written by this batch.
+        stored: bool,
+    },
+    /// The new item's id.
+    Enqueued(WorkId),
+    /// Whether a compare-and-delete/update/park matched (false: a newer value or nothing was
+    /// there; the newer value was left alone).
+    Matched(bool),
+    /// How many parked items were moved back (or dropped because pending had a newer one).
+    Unparked(u32),
+    /// How many events were trimmed.
+    Trimmed(u64),
+    /// Done (no result).
+    Done,
+}
+
+/// The result of [`crate::Journal::accept`]: one outcome per operation. Durable when returned.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// One entry per operation, in batch order.
+    pub outcomes: Vec<OpOutcome>,
+}
+
+impl Accepted {
+    /// The `Seq` of every event of the batch, in order.
+    #[must_use]
+    pub fn seqs(&self) -> Vec<Seq> {
+        self.outcomes
+            .iter()
+            .filter_map(|o| match o {
+                OpOutcome::Event(s) => Some(*s),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The `WorkId` of every enqueued item, in order.
+    #[must_use]
+    pub fn work_ids(&self) -> Vec<WorkId> {
+        self.outcomes
+            .iter()
+            .filter_map(|o| match o {
+                OpOutcome::Enqueued(w) => Some(*w),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Events and queue mutations that commit together (one write transaction).
+///
+/// Operations apply in order; a blob put earlier in the batch may be referenced by a later event
+/// or item. A blob put without a hold that nothing references when the batch ends is collected.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pub(crate) ops: Vec<Op>,
+    pub(crate) events: usize,
+}
+
+impl Batch {
+    /// An empty batch.
+    #[must_use]
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Number of operations.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch has no operation.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The operations, in order.
+    #[must_use]
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// Appends an operation.
+    pub fn push(&mut self, op: Op) -> &mut Self {
+        if matches!(op, Op::Event(_)) {
+            self.events += 1;
+        }
+        self.ops.push(op);
+        self
+    }
+
+    /// Appends an event; returns its reference inside the batch.
+    pub fn event(&mut self, event: Event) -> EventRef {
+        let r = EventRef(self.events);
+        self.push(Op::Event(event));
+        r
+    }
+
+    /// Stores file content (dedup by SHA-256); returns its key.
+    pub fn put_blob(&mut self, content: Vec<u8>) -> Checksum {
+        let hash = Checksum::of(&content);
+        self.push(Op::PutBlob {
+            hash,
+            kind: BlobKind::File,
+            content,
+            hold: false,
+        });
+        hash
+    }
+
+    /// Stores file content and takes an explicit hold (see [`crate::Journal::release_blob`]).
+    pub fn hold_blob(&mut self, content: Vec<u8>) -> Checksum {
+        let hash = Checksum::of(&content);
+        self.push(Op::PutBlob {
+            hash,
+            kind: BlobKind::File,
+            content,
+            hold: true,
+        });
+        hash
+    }
+
+    /// Stores a whole render: every file as a blob, then the manifest keyed by
+    /// [`render_checksum`]. Returns the manifest. Unchanged content is not written again.
+    ///
+    /// `files`: (kind, path relative to the render root, content); any order.
+    pub fn put_render(
+        &mut self,
+        config: Vec<u8>,
+        files: Vec<(AuxKind, String, Vec<u8>)>,
+    ) -> Render {
+        let pairs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(_, p, c)| (p.as_str(), c.as_slice()))
+            .collect();
+        let checksum = render_checksum(&config, &pairs);
+        let config_size_bytes = config.len() as u64;
+        let config_hash = self.put_blob(config);
+        let mut aux = Vec::with_capacity(files.len());
+        for (kind, path, content) in files {
+            let size_bytes = content.len() as u64;
+            let blob = self.put_blob(content);
+            aux.push(AuxFile {
+                kind,
+                path,
+                blob,
+                size_bytes,
+            });
+        }
+        aux.sort_by(|a, b| a.path.cmp(&b.path));
+        let render = Render {
+            checksum,
+            config: config_hash,
+            config_size_bytes,
+            files: aux,
+        };
+        self.push(Op::PutBlob {
+            hash: checksum,
+            kind: BlobKind::Render,
+            content: crate::codec::encode_payload(&render),
+            hold: false,
+        });
+        render
+    }
+
+    /// Enqueues a work item (FIFO append or replace-latest, by queue).
+    pub fn enqueue(&mut self, item: WorkItem, origin: Origin) -> &mut Self {
+        self.push(Op::Enqueue {
+            item,
+            origin,
+            not_before: None,
+        })
+    }
+
+    /// Compare-and-delete ack (J3).
+    pub fn ack(&mut self, queue: Queue, key: WorkKey, id: WorkId) -> &mut Self {
+        self.push(Op::Ack { queue, key, id })
+    }
+}

@@ -1,0 +1,417 @@
+//! Errors, one enum per operation family (STYLE.md 2.4).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::ids::{Checksum, Term};
+use crate::verify::VerifyReport;
+
+/// How a caller should react to an error (STYLE.md 2.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Trying again later may succeed.
+    Retryable,
+    /// Another writer or a newer value won; re-read and decide again.
+    Conflict,
+    /// Retrying will not help; an operator must act.
+    Fatal,
+}
+
+/// The key of a stored record, for error and verify reports.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecordKey {
+    /// Events log position.
+    Seq(u64),
+    /// A FIFO queue item id.
+    WorkId(u64),
+    /// A text key (pod status key, endpoint URL, HAProxyCfg name, meta key).
+    Text(String),
+    /// A blob key.
+    Blob(Checksum),
+    /// A blob key that is not 32 bytes long.
+    BadBlobKey(Vec<u8>),
+    /// The single-slot key.
+    Slot,
+}
+
+impl fmt::Display for RecordKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordKey::Seq(s) => write!(f, "seq {s}"),
+            RecordKey::WorkId(w) => write!(f, "work id {w}"),
+            RecordKey::Text(t) => write!(f, "{t:?}"),
+            RecordKey::Blob(c) => write!(f, "{c}"),
+            RecordKey::BadBlobKey(b) => write!(f, "0x{}", hex::encode(b)),
+            RecordKey::Slot => f.write_str("slot"),
+        }
+    }
+}
+
+/// Why a stored value failed to decode.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorruptReason {
+    /// The value is shorter than its header says.
+    #[error("value of {len} bytes is truncated, at least {needed} needed")]
+    Truncated {
+        /// Actual length.
+        len: u64,
+        /// Minimum length.
+        needed: u64,
+    },
+    /// Unknown envelope format version byte.
+    #[error("unknown format version {found}")]
+    UnknownFormatVersion {
+        /// The byte found at offset 0.
+        found: u8,
+    },
+    /// The record kind is not printable ASCII.
+    #[error("record kind is not printable ascii")]
+    BadKind,
+    /// The record kind is not one this table holds.
+    #[error("unexpected record kind {found:?}")]
+    UnexpectedKind {
+        /// The kind found.
+        found: String,
+    },
+    /// The declared payload length disagrees with the value length.
+    #[error("payload length {declared} declared, {actual} present")]
+    LengthMismatch {
+        /// Declared length.
+        declared: u64,
+        /// Bytes present.
+        actual: u64,
+        /// Offset of the length field.
+        offset: u64,
+    },
+    /// The CRC32 does not match.
+    #[error("crc32 mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch {
+        /// CRC stored in the envelope.
+        stored: u32,
+        /// CRC computed over the value.
+        computed: u32,
+        /// Offset of the CRC field.
+        offset: u64,
+    },
+    /// The payload is not a valid record of its kind.
+    #[error("payload does not decode: {message}")]
+    Decode {
+        /// The decoder's message.
+        message: String,
+    },
+    /// The payload has bytes after the record.
+    #[error("{extra} trailing bytes after the payload")]
+    TrailingBytes {
+        /// Count of extra bytes.
+        extra: u64,
+    },
+    /// A blob's content does not hash to its key.
+    #[error("content hashes to {actual}, not to its key")]
+    BlobHashMismatch {
+        /// What the content hashes to.
+        actual: Checksum,
+    },
+    /// A meta value has the wrong size or encoding.
+    #[error("meta value is malformed")]
+    BadMeta,
+}
+
+impl CorruptReason {
+    /// Byte offset inside the value where the problem was found, when meaningful.
+    #[must_use]
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            CorruptReason::UnknownFormatVersion { .. } => Some(0),
+            CorruptReason::BadKind => Some(1),
+            CorruptReason::LengthMismatch { offset, .. }
+            | CorruptReason::CrcMismatch { offset, .. } => Some(*offset),
+            CorruptReason::Truncated { len, .. } => Some(*len),
+            _ => None,
+        }
+    }
+}
+
+/// A stored record that failed its checks, with its location (J5).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("corrupt record in table {table} at {key}{}: {reason}", .reason.offset().map(|o| format!(" (byte offset {o})")).unwrap_or_default())]
+pub struct Corrupt {
+    /// Table name.
+    pub table: &'static str,
+    /// Record key.
+    pub key: RecordKey,
+    /// What is wrong.
+    pub reason: CorruptReason,
+}
+
+/// Opening (or creating) a journal failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// Another process holds the journal (redb's file lock).
+    #[error(
+        "journal {path} is in use by another process: stop that process, or inspect it read-only \
+         with concurrency mode single-writer if the controller runs in that mode"
+    )]
+    InUse {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file does not exist and the options do not allow creating it.
+    #[error("journal {path} does not exist: check the path, or allow create")]
+    NotFound {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file was written by newer code.
+    #[error(
+        "journal {path} has schema version {found}, newer than the {supported} this build \
+         supports: run a newer haptic"
+    )]
+    SchemaTooNew {
+        /// The file.
+        path: PathBuf,
+        /// Schema version in the file.
+        found: u32,
+        /// Newest version this code knows.
+        supported: u32,
+    },
+    /// The file has an older schema and needs a migration (never done silently, J8).
+    #[error(
+        "journal {path} has schema version {found}, this build needs {supported}: migrate it \
+         with `haptic-journalctl migrate --write {path}`"
+    )]
+    SchemaTooOld {
+        /// The file.
+        path: PathBuf,
+        /// Schema version in the file.
+        found: u32,
+        /// Version this code needs.
+        supported: u32,
+    },
+    /// The file is a redb database but not a haptic journal (no meta table).
+    #[error("{path} is not a haptic journal (no meta table): check the path")]
+    NotAJournal {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `verify_on_open` (or redb's own checks) found damage (J10).
+    #[error(
+        "journal {path} is corrupt ({} problem(s), first: {}): start with \
+         --journal-recovery=rebuild to move it aside, or inspect it with `haptic-journalctl verify`",
+        .report.problems.len(),
+        .report.problems.first().map(ToString::to_string).unwrap_or_default()
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What verify found.
+        report: Box<VerifyReport>,
+    },
+    /// redb refused or failed the open (damaged file, unsupported format, ...).
+    #[error(
+        "journal {path} cannot be opened by redb: check the path and the volume, or start with \
+         --journal-recovery=rebuild to move it aside"
+    )]
+    Storage {
+        /// The file.
+        path: PathBuf,
+        /// redb's error.
+        #[source]
+        source: redb::Error,
+    },
+    /// The file could not be created, opened or chmodded.
+    #[error("journal {path}: i/o error")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The options contradict each other or redb's rules.
+    #[error("invalid journal options: {reason}")]
+    InvalidOptions {
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+impl OpenError {
+    /// How to react.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            OpenError::InUse { .. } => ErrorKind::Retryable,
+            _ => ErrorKind::Fatal,
+        }
+    }
+
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            OpenError::InUse { .. } => "in_use",
+            OpenError::NotFound { .. } => "not_found",
+            OpenError::SchemaTooNew { .. } => "schema_too_new",
+            OpenError::SchemaTooOld { .. } => "schema_too_old",
+            OpenError::NotAJournal { .. } => "not_a_journal",
+            OpenError::Corrupt { .. } => "corrupt",
+            OpenError::Storage { .. } => "storage",
+            OpenError::Io { .. } => "io",
+            OpenError::InvalidOptions { .. } => "invalid_options",
+        }
+    }
+}
+
+/// A write (accept, enqueue, ack, park, blob, trim, term) failed. Nothing of the request was
+/// committed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcceptError {
+    /// The journal was opened read-only.
+    #[error("journal is open read-only")]
+    ReadOnly,
+    /// The writer thread has stopped (after a panic or a failed commit left redb unusable).
+    #[error("journal writer thread has stopped: reopen the journal")]
+    WriterGone,
+    /// A new term must be greater than the current one (J7).
+    #[error("term {requested} is not newer than the current term {current}")]
+    TermNotNewer {
+        /// Term in meta.
+        current: Term,
+        /// Term requested.
+        requested: Term,
+    },
+    /// A record references a blob that is neither stored nor put in the same batch.
+    #[error("record references blob {blob} which is not stored: put it in the same batch")]
+    MissingBlob {
+        /// The missing blob.
+        blob: Checksum,
+    },
+    /// A blob release named a blob with no hold.
+    #[error("blob {blob} has no hold to release")]
+    NoHold {
+        /// The blob.
+        blob: Checksum,
+    },
+    /// A stored record the write had to read is corrupt.
+    #[error(transparent)]
+    Corrupt(#[from] Corrupt),
+    /// redb failed; the whole group commit failed with it.
+    #[error("journal storage failed")]
+    Storage {
+        /// redb's error, shared by every request of the failed group.
+        #[source]
+        source: Arc<redb::Error>,
+    },
+}
+
+impl AcceptError {
+    /// How to react.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            AcceptError::TermNotNewer { .. } => ErrorKind::Conflict,
+            AcceptError::Storage { .. } => ErrorKind::Retryable,
+            _ => ErrorKind::Fatal,
+        }
+    }
+
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            AcceptError::ReadOnly => "read_only",
+            AcceptError::WriterGone => "writer_gone",
+            AcceptError::TermNotNewer { .. } => "term_not_newer",
+            AcceptError::MissingBlob { .. } => "missing_blob",
+            AcceptError::NoHold { .. } => "no_hold",
+            AcceptError::Corrupt(_) => "corrupt",
+            AcceptError::Storage { .. } => "storage",
+        }
+    }
+
+    pub(crate) fn storage(e: impl Into<redb::Error>) -> Self {
+        AcceptError::Storage {
+            source: Arc::new(e.into()),
+        }
+    }
+}
+
+/// A read failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// A record is corrupt (J5): the caller must not skip it.
+    #[error(transparent)]
+    Corrupt(#[from] Corrupt),
+    /// redb failed.
+    #[error("journal storage failed")]
+    Storage(#[source] redb::Error),
+}
+
+impl ReadError {
+    /// How to react.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ReadError::Corrupt(_) => ErrorKind::Fatal,
+            ReadError::Storage(_) => ErrorKind::Retryable,
+        }
+    }
+
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ReadError::Corrupt(_) => "corrupt",
+            ReadError::Storage(_) => "storage",
+        }
+    }
+}
+
+impl CompactError {
+    /// How to react.
+    #[must_use]
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CompactError::Busy => ErrorKind::Retryable,
+            _ => ErrorKind::Fatal,
+        }
+    }
+
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            CompactError::ReadOnly => "read_only",
+            CompactError::Busy => "busy",
+            CompactError::WriterGone => "writer_gone",
+            CompactError::Storage(_) => "storage",
+        }
+    }
+}
+
+pub(crate) fn storage<E: Into<redb::Error>>(e: E) -> ReadError {
+    ReadError::Storage(e.into())
+}
+
+/// Compaction failed or could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// The journal was opened read-only.
+    #[error("journal is open read-only")]
+    ReadOnly,
+    /// Read transactions were live; try again later.
+    #[error("compaction skipped: read transactions are live")]
+    Busy,
+    /// The writer thread has stopped.
+    #[error("journal writer thread has stopped: reopen the journal")]
+    WriterGone,
+    /// redb failed.
+    #[error("journal compaction failed")]
+    Storage(#[source] redb::Error),
+}

@@ -1,0 +1,666 @@
+//! The accepted events (DESIGN.md section 1): one Rust enum, variants named as in HAPTIC without
+//! the `Event` suffix, record kinds as HAPTIC's dotted type strings.
+//!
+//! Events reference render contents by checksum only ([`Checksum`], a blob key); they never
+//! carry a config body, a file or a credential.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{
+    Checksum, CorrelationId, DeploymentId, EndpointUrl, EventId, Generation, Identity, Namespace,
+    ObjectName, ObjectUid, ReloadId, Term,
+};
+
+/// Correlation of an event in a reconciliation chain (HAPTIC `Correlation`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Correlation {
+    /// This event's own unique id.
+    pub event_id: EventId,
+    /// The chain this event belongs to; `None` for events outside a chain.
+    pub correlation_id: Option<CorrelationId>,
+    /// The event id of the direct cause; `None` at the start of a chain.
+    pub causation_id: Option<EventId>,
+}
+
+impl Correlation {
+    /// A correlation with just an event id (no chain).
+    pub fn new(event_id: impl Into<String>) -> Self {
+        Correlation {
+            event_id: EventId::new(event_id),
+            correlation_id: None,
+            causation_id: None,
+        }
+    }
+}
+
+/// A pod, by namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodRef {
+    /// Pod namespace.
+    pub namespace: Namespace,
+    /// Pod name.
+    pub name: ObjectName,
+}
+
+/// The published HAProxyCfg a deployment or status belongs to (`<config-name>-haproxycfg`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RuntimeConfigRef {
+    /// Namespace of the HAProxyCfg.
+    pub namespace: Namespace,
+    /// Name of the HAProxyCfg.
+    pub name: ObjectName,
+}
+
+/// The config identity the publications belong to (DESIGN.md section 1, "Identity and names").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigIdentity {
+    /// `--config-name`.
+    pub name: ObjectName,
+    /// The controller's namespace.
+    pub namespace: Namespace,
+    /// Uid of the render source object (ConfigMap/Secret), when there is one.
+    pub source_uid: Option<ObjectUid>,
+    /// Generation of the render source object, when there is one.
+    pub source_generation: Option<Generation>,
+}
+
+/// One HAProxy pod's Dataplane API endpoint, as discovery reports it.
+///
+/// Credentials are deliberately absent: they stay in the Secret they came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// Dataplane API base URL.
+    pub url: EndpointUrl,
+    /// The pod behind it.
+    pub pod: PodRef,
+    /// HAProxy version detected through `/v3/info`, e.g. `3.2.4`, when known.
+    pub detected_version: Option<String>,
+}
+
+/// Why a deployment was scheduled (DESIGN.md section 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DeploymentCause {
+    /// A render passed validation.
+    ConfigValidation,
+    /// The pod set changed.
+    PodDiscovery,
+    /// Validation failed; the last passed render is redeployed.
+    ValidationFallback,
+    /// The drift timer fired.
+    DriftPrevention,
+    /// This replica became leader.
+    BecameLeader,
+}
+
+/// A deployment reason: a cause, optionally retried after a deployment timeout.
+///
+/// Text form: `config_validation`, `pod_discovery`, `validation_fallback`, `drift_prevention`,
+/// `became_leader`, each optionally suffixed `_timeout_retry`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DeploymentReason {
+    /// The cause.
+    pub cause: DeploymentCause,
+    /// Whether this is the retry after a deployment timeout.
+    pub timeout_retry: bool,
+}
+
+impl DeploymentReason {
+    /// The stable text form.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        use DeploymentCause as C;
+        match (self.cause, self.timeout_retry) {
+            (C::ConfigValidation, false) => "config_validation",
+            (C::PodDiscovery, false) => "pod_discovery",
+            (C::ValidationFallback, false) => "validation_fallback",
+            (C::DriftPrevention, false) => "drift_prevention",
+            (C::BecameLeader, false) => "became_leader",
+            (C::ConfigValidation, true) => "config_validation_timeout_retry",
+            (C::PodDiscovery, true) => "pod_discovery_timeout_retry",
+            (C::ValidationFallback, true) => "validation_fallback_timeout_retry",
+            (C::DriftPrevention, true) => "drift_prevention_timeout_retry",
+            (C::BecameLeader, true) => "became_leader_timeout_retry",
+        }
+    }
+
+    /// Parses the text form; `None` for anything else.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<DeploymentReason> {
+        let (base, timeout_retry) = match text.strip_suffix("_timeout_retry") {
+            Some(b) => (b, true),
+            None => (text, false),
+        };
+        let cause = match base {
+            "config_validation" => DeploymentCause::ConfigValidation,
+            "pod_discovery" => DeploymentCause::PodDiscovery,
+            "validation_fallback" => DeploymentCause::ValidationFallback,
+            "drift_prevention" => DeploymentCause::DriftPrevention,
+            "became_leader" => DeploymentCause::BecameLeader,
+            _ => return None,
+        };
+        Some(DeploymentReason {
+            cause,
+            timeout_retry,
+        })
+    }
+}
+
+impl fmt::Display for DeploymentReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Added/removed/modified counts of one configuration section.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeCounts {
+    /// Objects added.
+    pub added: u32,
+    /// Objects removed.
+    pub removed: u32,
+    /// Objects modified.
+    pub modified: u32,
+}
+
+/// Operation counts of one endpoint sync (HAPTIC `OperationCounts`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationCounts {
+    /// Total Dataplane API operations.
+    pub total_api_operations: u32,
+    /// Backends.
+    pub backends: ChangeCounts,
+    /// Servers.
+    pub servers: ChangeCounts,
+    /// Frontends.
+    pub frontends: ChangeCounts,
+    /// Map files.
+    pub maps: ChangeCounts,
+    /// SSL certificates.
+    pub ssl_certs: ChangeCounts,
+    /// General files.
+    pub general_files: ChangeCounts,
+}
+
+/// What one endpoint sync did (HAPTIC `SyncMetadata`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncMetadata {
+    /// Whether HAProxy reloaded.
+    pub reload_triggered: bool,
+    /// The `Reload-ID`, when a reload happened.
+    pub reload_id: Option<ReloadId>,
+    /// Duration of the sync in milliseconds.
+    pub sync_duration_ms: u64,
+    /// 409 version conflicts retried.
+    pub version_conflict_retries: u32,
+    /// Whether a raw configuration push was used.
+    pub fallback_used: bool,
+    /// Operation counts.
+    pub operation_counts: OperationCounts,
+    /// The error, when the sync failed.
+    pub error: Option<String>,
+}
+
+/// Verdict of the render gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GateVerdict {
+    /// The render passed `haproxy -c`; the gate releases it.
+    Pass,
+    /// The render failed; the gate stays pinned to the last passed render.
+    Fail,
+}
+
+/// The stable record kind of each event (HAPTIC's dotted type string).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// `template.rendered`
+    TemplateRendered,
+    /// `validation.completed`
+    ValidationCompleted,
+    /// `validation.failed`
+    ValidationFailed,
+    /// `render.gate.completed`
+    RenderGateCompleted,
+    /// `config.validated`
+    ConfigValidated,
+    /// `haproxy.pods.discovered`
+    HAProxyPodsDiscovered,
+    /// `haproxy.pod.terminated`
+    HAProxyPodTerminated,
+    /// `deployment.scheduled`
+    DeploymentScheduled,
+    /// `deployment.cancel.request`
+    DeploymentCancelRequest,
+    /// `deployment.started`
+    DeploymentStarted,
+    /// `instance.deployed`
+    InstanceDeployed,
+    /// `instance.deployment.failed`
+    InstanceDeploymentFailed,
+    /// `deployment.completed`
+    DeploymentCompleted,
+    /// `drift.prevention.triggered`
+    DriftPreventionTriggered,
+    /// `config.applied.to.pod`
+    ConfigAppliedToPod,
+    /// `deployed.config.publish.request`
+    DeployedConfigPublishRequest,
+    /// `config.published`
+    ConfigPublished,
+    /// `leader.became`
+    BecameLeader,
+    /// `leader.lost`
+    LostLeadership,
+}
+
+impl EventKind {
+    /// Every kind, in declaration order.
+    pub const ALL: &'static [EventKind] = &[
+        EventKind::TemplateRendered,
+        EventKind::ValidationCompleted,
+        EventKind::ValidationFailed,
+        EventKind::RenderGateCompleted,
+        EventKind::ConfigValidated,
+        EventKind::HAProxyPodsDiscovered,
+        EventKind::HAProxyPodTerminated,
+        EventKind::DeploymentScheduled,
+        EventKind::DeploymentCancelRequest,
+        EventKind::DeploymentStarted,
+        EventKind::InstanceDeployed,
+        EventKind::InstanceDeploymentFailed,
+        EventKind::DeploymentCompleted,
+        EventKind::DriftPreventionTriggered,
+        EventKind::ConfigAppliedToPod,
+        EventKind::DeployedConfigPublishRequest,
+        EventKind::ConfigPublished,
+        EventKind::BecameLeader,
+        EventKind::LostLeadership,
+    ];
+
+    /// The dotted record kind, stable for tools.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::TemplateRendered => "template.rendered",
+            EventKind::ValidationCompleted => "validation.completed",
+            EventKind::ValidationFailed => "validation.failed",
+            EventKind::RenderGateCompleted => "render.gate.completed",
+            EventKind::ConfigValidated => "config.validated",
+            EventKind::HAProxyPodsDiscovered => "haproxy.pods.discovered",
+            EventKind::HAProxyPodTerminated => "haproxy.pod.terminated",
+            EventKind::DeploymentScheduled => "deployment.scheduled",
+            EventKind::DeploymentCancelRequest => "deployment.cancel.request",
+            EventKind::DeploymentStarted => "deployment.started",
+            EventKind::InstanceDeployed => "instance.deployed",
+            EventKind::InstanceDeploymentFailed => "instance.deployment.failed",
+            EventKind::DeploymentCompleted => "deployment.completed",
+            EventKind::DriftPreventionTriggered => "drift.prevention.triggered",
+            EventKind::ConfigAppliedToPod => "config.applied.to.pod",
+            EventKind::DeployedConfigPublishRequest => "deployed.config.publish.request",
+            EventKind::ConfigPublished => "config.published",
+            EventKind::BecameLeader => "leader.became",
+            EventKind::LostLeadership => "leader.lost",
+        }
+    }
+
+    /// Parses a dotted kind; `None` for unknown text.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<EventKind> {
+        EventKind::ALL.iter().copied().find(|k| k.as_str() == text)
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An accepted event. Durable once [`crate::Journal::accept`] returns its [`crate::Seq`].
+///
+/// Field names follow HAPTIC's events (reference/upstream-behaviour.md section 2) with our fixes:
+/// renders by checksum, deployments by [`DeploymentId`], no credentials, no parsed config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Event {
+    /// A render was read from the render source (`template.rendered`).
+    TemplateRendered {
+        /// Correlation.
+        correlation: Correlation,
+        /// Render checksum (blob key of the manifest).
+        render: Checksum,
+        /// Size of `haproxy.cfg` in bytes.
+        config_bytes: u64,
+        /// Number of auxiliary files.
+        auxiliary_file_count: u32,
+        /// Time to read the render, milliseconds.
+        duration_ms: u64,
+        /// What triggered it (free text from the source, e.g. `configmap_changed`).
+        trigger_reason: String,
+        /// Whether a newer render may supersede it before it is handled.
+        coalescible: bool,
+    },
+    /// `haproxy -c` accepted the render (`validation.completed`).
+    ValidationCompleted {
+        /// Correlation (same correlation id as the render).
+        correlation: Correlation,
+        /// The validated render.
+        render: Checksum,
+        /// HAProxy's warnings.
+        warnings: Vec<String>,
+        /// Validation time, milliseconds.
+        duration_ms: u64,
+        /// Trigger reason carried over from the render.
+        trigger_reason: String,
+        /// Whether a newer validation may supersede it.
+        coalescible: bool,
+    },
+    /// `haproxy -c` rejected the render, or it is empty (`validation.failed`).
+    ValidationFailed {
+        /// Correlation.
+        correlation: Correlation,
+        /// The rejected render, when it was stored.
+        render: Option<Checksum>,
+        /// HAProxy's error messages.
+        errors: Vec<String>,
+        /// Validation time, milliseconds.
+        duration_ms: u64,
+        /// Trigger reason carried over from the render.
+        trigger_reason: String,
+    },
+    /// The render gate's verdict (`render.gate.completed`).
+    RenderGateCompleted {
+        /// Correlation.
+        correlation: Correlation,
+        /// The render judged.
+        render: Checksum,
+        /// Pass or fail.
+        verdict: GateVerdict,
+        /// HAProxy's messages (warnings on pass, errors on fail).
+        messages: Vec<String>,
+        /// The last passed render the gate stays pinned to after a failure; `None` on pass.
+        pinned_to: Option<Checksum>,
+    },
+    /// The config identity publications belong to (`config.validated`).
+    ConfigValidated {
+        /// Correlation.
+        correlation: Correlation,
+        /// The identity.
+        identity: ConfigIdentity,
+    },
+    /// The admitted pod set (`haproxy.pods.discovered`); may be empty.
+    HAProxyPodsDiscovered {
+        /// Correlation.
+        correlation: Correlation,
+        /// Every admitted endpoint.
+        endpoints: Vec<Endpoint>,
+        /// Whether discovery is synced and authoritative (an empty set may wipe status only then).
+        authoritative: bool,
+    },
+    /// A pod left the admitted set (`haproxy.pod.terminated`).
+    HAProxyPodTerminated {
+        /// Correlation.
+        correlation: Correlation,
+        /// The pod.
+        pod: PodRef,
+    },
+    /// The scheduler released a deployment (`deployment.scheduled`).
+    DeploymentScheduled {
+        /// Correlation (correlation id = causation id = the validation's).
+        correlation: Correlation,
+        /// Deployment id.
+        deployment: DeploymentId,
+        /// The render to deploy.
+        render: Checksum,
+        /// Target endpoints.
+        endpoints: Vec<Endpoint>,
+        /// The HAProxyCfg per-pod status goes to.
+        runtime_config: RuntimeConfigRef,
+        /// Why.
+        reason: DeploymentReason,
+        /// Whether a newer scheduled deployment may supersede it.
+        coalescible: bool,
+    },
+    /// The scheduler asks to cancel a deployment after its timeout (`deployment.cancel.request`).
+    DeploymentCancelRequest {
+        /// Correlation.
+        correlation: Correlation,
+        /// The deployment to cancel.
+        deployment: DeploymentId,
+        /// Why, e.g. `deployment_timeout`.
+        reason: String,
+    },
+    /// The deployer started a deployment (`deployment.started`).
+    DeploymentStarted {
+        /// Correlation.
+        correlation: Correlation,
+        /// Deployment id.
+        deployment: DeploymentId,
+        /// Target endpoints.
+        endpoints: Vec<Endpoint>,
+    },
+    /// One endpoint succeeded (`instance.deployed`).
+    InstanceDeployed {
+        /// Correlation.
+        correlation: Correlation,
+        /// Deployment id.
+        deployment: DeploymentId,
+        /// The endpoint.
+        endpoint: Endpoint,
+        /// Time spent on this endpoint, milliseconds.
+        duration_ms: u64,
+        /// Whether HAProxy reloaded.
+        reload_required: bool,
+    },
+    /// One endpoint failed (`instance.deployment.failed`).
+    InstanceDeploymentFailed {
+        /// Correlation.
+        correlation: Correlation,
+        /// Deployment id.
+        deployment: DeploymentId,
+        /// The endpoint.
+        endpoint: Endpoint,
+        /// The error.
+        error: String,
+        /// Whether retrying may help.
+        retryable: bool,
+    },
+    /// A deployment finished (`deployment.completed`).
+    DeploymentCompleted {
+        /// Correlation.
+        correlation: Correlation,
+        /// Deployment id (the scheduler ignores a completion of another deployment).
+        deployment: DeploymentId,
+        /// Endpoints attempted.
+        total: u32,
+        /// Endpoints that succeeded.
+        succeeded: u32,
+        /// Endpoints that failed.
+        failed: u32,
+        /// Wall time, milliseconds.
+        duration_ms: u64,
+        /// Reloads triggered.
+        reloads_triggered: u32,
+        /// Dataplane API operations.
+        total_api_operations: u32,
+        /// Operations by `<section>_<type>`, sorted by key.
+        operation_breakdown: BTreeMap<String, u32>,
+    },
+    /// The drift timer fired (`drift.prevention.triggered`).
+    DriftPreventionTriggered {
+        /// Correlation.
+        correlation: Correlation,
+        /// Time since the last successful deployment, milliseconds.
+        time_since_last_deployment_ms: u64,
+    },
+    /// A deployment reached one pod (`config.applied.to.pod`).
+    ConfigAppliedToPod {
+        /// Correlation.
+        correlation: Correlation,
+        /// The HAProxyCfg the status belongs to.
+        runtime_config: RuntimeConfigRef,
+        /// The pod.
+        pod: PodRef,
+        /// The render applied (same format as `spec.checksum`).
+        checksum: Checksum,
+        /// Whether this was a drift check.
+        is_drift_check: bool,
+        /// What the sync did; `error` is set on failure.
+        sync: SyncMetadata,
+    },
+    /// Publish exactly what the deployer applied (`deployed.config.publish.request`).
+    DeployedConfigPublishRequest {
+        /// Correlation.
+        correlation: Correlation,
+        /// Deployment id.
+        deployment: DeploymentId,
+        /// The applied render.
+        render: Checksum,
+        /// The HAProxyCfg to write.
+        runtime_config: RuntimeConfigRef,
+    },
+    /// The publisher wrote a HAProxyCfg (`config.published`).
+    ConfigPublished {
+        /// Correlation.
+        correlation: Correlation,
+        /// The HAProxyCfg.
+        runtime_config: RuntimeConfigRef,
+        /// The published render.
+        render: Checksum,
+        /// Map files published.
+        map_file_count: u32,
+        /// Secrets published.
+        secret_count: u32,
+    },
+    /// This replica acquired the Lease (`leader.became`).
+    BecameLeader {
+        /// Correlation.
+        correlation: Correlation,
+        /// Replica identity.
+        identity: Identity,
+        /// The new term (also written to meta in the same commit).
+        term: Term,
+    },
+    /// This replica lost the Lease (`leader.lost`).
+    LostLeadership {
+        /// Correlation.
+        correlation: Correlation,
+        /// Replica identity.
+        identity: Identity,
+        /// Why, e.g. `lease_lost`.
+        reason: String,
+    },
+}
+
+impl Event {
+    /// The event's record kind.
+    #[must_use]
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::TemplateRendered { .. } => EventKind::TemplateRendered,
+            Event::ValidationCompleted { .. } => EventKind::ValidationCompleted,
+            Event::ValidationFailed { .. } => EventKind::ValidationFailed,
+            Event::RenderGateCompleted { .. } => EventKind::RenderGateCompleted,
+            Event::ConfigValidated { .. } => EventKind::ConfigValidated,
+            Event::HAProxyPodsDiscovered { .. } => EventKind::HAProxyPodsDiscovered,
+            Event::HAProxyPodTerminated { .. } => EventKind::HAProxyPodTerminated,
+            Event::DeploymentScheduled { .. } => EventKind::DeploymentScheduled,
+            Event::DeploymentCancelRequest { .. } => EventKind::DeploymentCancelRequest,
+            Event::DeploymentStarted { .. } => EventKind::DeploymentStarted,
+            Event::InstanceDeployed { .. } => EventKind::InstanceDeployed,
+            Event::InstanceDeploymentFailed { .. } => EventKind::InstanceDeploymentFailed,
+            Event::DeploymentCompleted { .. } => EventKind::DeploymentCompleted,
+            Event::DriftPreventionTriggered { .. } => EventKind::DriftPreventionTriggered,
+            Event::ConfigAppliedToPod { .. } => EventKind::ConfigAppliedToPod,
+            Event::DeployedConfigPublishRequest { .. } => EventKind::DeployedConfigPublishRequest,
+            Event::ConfigPublished { .. } => EventKind::ConfigPublished,
+            Event::BecameLeader { .. } => EventKind::BecameLeader,
+            Event::LostLeadership { .. } => EventKind::LostLeadership,
+        }
+    }
+
+    /// The event's correlation.
+    #[must_use]
+    pub fn correlation(&self) -> &Correlation {
+        match self {
+            Event::TemplateRendered { correlation, .. }
+            | Event::ValidationCompleted { correlation, .. }
+            | Event::ValidationFailed { correlation, .. }
+            | Event::RenderGateCompleted { correlation, .. }
+            | Event::ConfigValidated { correlation, .. }
+            | Event::HAProxyPodsDiscovered { correlation, .. }
+            | Event::HAProxyPodTerminated { correlation, .. }
+            | Event::DeploymentScheduled { correlation, .. }
+            | Event::DeploymentCancelRequest { correlation, .. }
+            | Event::DeploymentStarted { correlation, .. }
+            | Event::InstanceDeployed { correlation, .. }
+            | Event::InstanceDeploymentFailed { correlation, .. }
+            | Event::DeploymentCompleted { correlation, .. }
+            | Event::DriftPreventionTriggered { correlation, .. }
+            | Event::ConfigAppliedToPod { correlation, .. }
+            | Event::DeployedConfigPublishRequest { correlation, .. }
+            | Event::ConfigPublished { correlation, .. }
+            | Event::BecameLeader { correlation, .. }
+            | Event::LostLeadership { correlation, .. } => correlation,
+        }
+    }
+
+    /// Every render checksum (blob key) the event references; the journal counts these as blob
+    /// references while the event is in the log.
+    #[must_use]
+    pub fn blob_refs(&self) -> Vec<Checksum> {
+        match self {
+            Event::TemplateRendered { render, .. }
+            | Event::ValidationCompleted { render, .. }
+            | Event::DeploymentScheduled { render, .. }
+            | Event::DeployedConfigPublishRequest { render, .. }
+            | Event::ConfigPublished { render, .. } => vec![*render],
+            Event::ValidationFailed { render, .. } => render.iter().copied().collect(),
+            Event::RenderGateCompleted {
+                render, pinned_to, ..
+            } => {
+                let mut v = vec![*render];
+                v.extend(pinned_to.iter().copied());
+                v
+            }
+            Event::ConfigAppliedToPod { checksum, .. } => vec![*checksum],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip() {
+        for k in EventKind::ALL {
+            assert_eq!(EventKind::parse(k.as_str()), Some(*k));
+        }
+        assert_eq!(EventKind::ALL.len(), 19);
+    }
+
+    #[test]
+    fn reasons_round_trip() {
+        for cause in [
+            DeploymentCause::ConfigValidation,
+            DeploymentCause::PodDiscovery,
+            DeploymentCause::ValidationFallback,
+            DeploymentCause::DriftPrevention,
+            DeploymentCause::BecameLeader,
+        ] {
+            for timeout_retry in [false, true] {
+                let r = DeploymentReason {
+                    cause,
+                    timeout_retry,
+                };
+                assert_eq!(DeploymentReason::parse(r.as_str()), Some(r));
+            }
+        }
+        assert_eq!(DeploymentReason::parse("nope"), None);
+    }
+}

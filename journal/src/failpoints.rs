@@ -1,0 +1,126 @@
+//! Crash points (STYLE.md 2.7): `crash_point!("<component>::<before|after>_<step>")`.
+//!
+//! Without the `failpoints` feature the macro expands to `()`. With it, the point is armed by the
+//! environment variable `CRASH_AT=<name>[:<nth hit>]` (n counts from 1; default 1). When the
+//! armed point is reached for the n-th time the process prints `crash_point fired: <name>` to
+//! stderr and calls [`std::process::abort`]: no unwinding, no destructors, no flushing, like a
+//! crash. Every name must be listed in [`ALL`] (a test greps the sources for it).
+
+/// Every crash point name, across all components. Later components add theirs here.
+pub const ALL: &[&str] = &[
+    "journal::before_commit",
+    "journal::after_commit",
+    "journal::before_compact",
+    "journal::after_compact",
+    // haptic-migrations: the test-only v1->v2 step aborts here (feature `test-v2`).
+    "migrations::after_test_v2_half_rewritten",
+];
+
+/// Marks a crash point; see the [module docs](crate::failpoints).
+#[cfg(feature = "failpoints")]
+#[macro_export]
+macro_rules! crash_point {
+    ($name:literal) => {
+        $crate::failpoints::hit($name)
+    };
+}
+
+/// Marks a crash point; compiled out (the `failpoints` feature is off).
+#[cfg(not(feature = "failpoints"))]
+#[macro_export]
+macro_rules! crash_point {
+    ($name:literal) => {
+        ()
+    };
+}
+
+#[cfg(feature = "failpoints")]
+mod armed {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    struct Armed {
+        name: String,
+        nth: u64,
+        hits: AtomicU64,
+    }
+
+    fn armed() -> Option<&'static Armed> {
+        static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+        ARMED
+            .get_or_init(|| {
+                let spec = std::env::var("CRASH_AT").ok()?;
+                let (name, nth) = match spec.rsplit_once(':') {
+                    Some((n, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => {
+                        (n.to_owned(), k.parse().unwrap_or(1))
+                    }
+                    _ => (spec.clone(), 1),
+                };
+                Some(Armed {
+                    name,
+                    nth,
+                    hits: AtomicU64::new(0),
+                })
+            })
+            .as_ref()
+    }
+
+    /// Called by `crash_point!`; aborts when this is the armed point's n-th hit.
+    pub fn hit(name: &'static str) {
+        debug_assert!(
+            super::ALL.contains(&name),
+            "crash point {name} missing from ALL"
+        );
+        if let Some(a) = armed()
+            && a.name == name
+            && a.hits.fetch_add(1, Ordering::SeqCst) + 1 == a.nth
+        {
+            eprintln!("crash_point fired: {name}");
+            std::process::abort();
+        }
+    }
+}
+
+#[cfg(feature = "failpoints")]
+pub use armed::hit;
+
+#[cfg(test)]
+mod tests {
+    /// Every `crash_point!("...")` used in this crate's sources is listed in [`super::ALL`].
+    #[test]
+    fn every_used_point_is_registered() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut used = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("src dir") {
+            let path = entry.expect("entry").path();
+            if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read source");
+            let marker = concat!("crash_point", "!(\"");
+            for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                for (i, _) in line.match_indices(marker) {
+                    let rest = &line[i + marker.len()..];
+                    let end = rest.find('"').expect("closing quote");
+                    used.push(rest[..end].to_owned());
+                }
+            }
+        }
+        assert!(
+            !used.is_empty(),
+            "found no crash points; is the scan broken?"
+        );
+        for name in &used {
+            assert!(
+                super::ALL.contains(&name.as_str()),
+                "crash point {name} missing from ALL"
+            );
+            let (component, step) = name.split_once("::").expect("<component>::<step>");
+            assert!(!component.is_empty());
+            assert!(
+                step.starts_with("before_") || step.starts_with("after_"),
+                "{name}"
+            );
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Integration tests of `haptic-journal` (one binary, submodules per concern).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod basic;
+mod compaction;
+mod corruption;
+mod crash;
+#[cfg(feature = "failpoints")]
+mod failpoints;
+pub mod fixtures;
+mod group_commit;
+mod lost_writes;
+mod model;

@@ -1,0 +1,689 @@
+//! The schema-1 fixture: what `fixtures/v1.redb` holds, built through the public journal API.
+//!
+//! `build(journal)` writes it; `expected()` describes it without a journal (events in `Seq`
+//! order, every queue's items, blobs, state tables, meta), so the test can check a file written
+//! by an older build of this code.
+
+use std::collections::BTreeMap;
+
+use haptic_journal::*;
+
+/// Events, in `Seq` order from 1.
+pub struct Expected {
+    pub events: Vec<Event>,
+    /// Queue -> (item, attempt) in queue order.
+    pub queues: BTreeMap<Queue, Vec<(WorkItem, u32)>>,
+    /// Render manifests stored.
+    pub renders: Vec<Render>,
+    /// File blobs: (content), every one of them stored.
+    pub files: Vec<Vec<u8>>,
+    pub endpoints: Vec<EndpointApplied>,
+    pub checkpoints: Vec<PublishedCheckpoint>,
+    pub term: Term,
+    pub identity: Identity,
+    pub dispatched_through: Seq,
+}
+
+pub const TERM: Term = Term(3);
+pub const DISPATCHED: Seq = Seq(5);
+pub const PRIVATE_KEY_LINE: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDfakefixture";
+
+pub fn config_a() -> Vec<u8> {
+    b"global\n  maxconn 1000\ndefaults\n  mode http\nfrontend fe\n  bind :80\n  \
+      default_backend be\nbackend be\n  server s1 10.0.0.1:8080\n"
+        .to_vec()
+}
+
+pub fn config_b() -> Vec<u8> {
+    b"global\nfrontend fe\n  bind :80\n  use_backend missing\n".to_vec()
+}
+
+pub fn pem() -> Vec<u8> {
+    format!(
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUfixturecert\n-----END CERTIFICATE-----\n\
+         -----BEGIN PRIVATE KEY-----\n{PRIVATE_KEY_LINE}\nAnotherSecretLine==\n\
+         -----END PRIVATE KEY-----\n"
+    )
+    .into_bytes()
+}
+
+pub fn files_a() -> Vec<(AuxKind, String, Vec<u8>)> {
+    vec![
+        (
+            AuxKind::Map,
+            "maps/hosts.map".into(),
+            b"example.com be\n".to_vec(),
+        ),
+        (AuxKind::Ssl, "ssl/example.com.pem".into(), pem()),
+        (
+            AuxKind::Ca,
+            "ca/root.pem".into(),
+            b"-----BEGIN CERTIFICATE-----\nMIIBcafixture\n-----END CERTIFICATE-----\n".to_vec(),
+        ),
+        (
+            AuxKind::General,
+            "general/503.http".into(),
+            b"HTTP/1.0 503\r\n\r\n".to_vec(),
+        ),
+    ]
+}
+
+pub fn held_blob() -> Vec<u8> {
+    b"an explicitly held blob".to_vec()
+}
+
+fn corr(n: u64) -> Correlation {
+    Correlation {
+        event_id: EventId::new(format!("ev-{n}")),
+        correlation_id: Some(CorrelationId::new("ev-1")),
+        causation_id: (n > 1).then(|| EventId::new(format!("ev-{}", n - 1))),
+    }
+}
+
+fn runtime() -> RuntimeConfigRef {
+    RuntimeConfigRef {
+        namespace: Namespace::new("haptic"),
+        name: ObjectName::new("demo-haproxycfg"),
+    }
+}
+
+fn identity() -> ConfigIdentity {
+    ConfigIdentity {
+        name: ObjectName::new("demo"),
+        namespace: Namespace::new("haptic"),
+        source_uid: Some(ObjectUid::new("0b6f0c1e-uid")),
+        source_generation: Some(Generation(7)),
+    }
+}
+
+fn pod(name: &str) -> PodRef {
+    PodRef {
+        namespace: Namespace::new("haptic"),
+        name: ObjectName::new(name),
+    }
+}
+
+fn endpoint(name: &str, ip: u8) -> Endpoint {
+    Endpoint {
+        url: EndpointUrl::new(format!("http://10.0.0.{ip}:5555")),
+        pod: pod(name),
+        detected_version: Some("3.2.4".into()),
+    }
+}
+
+fn reason() -> DeploymentReason {
+    DeploymentReason {
+        cause: DeploymentCause::ConfigValidation,
+        timeout_retry: false,
+    }
+}
+
+fn sync() -> SyncMetadata {
+    SyncMetadata {
+        reload_triggered: true,
+        reload_id: Some(ReloadId::new("r-1")),
+        sync_duration_ms: 42,
+        version_conflict_retries: 1,
+        fallback_used: false,
+        operation_counts: OperationCounts {
+            total_api_operations: 3,
+            servers: ChangeCounts {
+                added: 1,
+                removed: 0,
+                modified: 2,
+            },
+            ..OperationCounts::default()
+        },
+        error: None,
+    }
+}
+
+fn status(pod_name: &str, checksum: Checksum) -> WorkItem {
+    WorkItem::Status(PodStatusItem {
+        runtime_config: runtime(),
+        pod: pod(pod_name),
+        change: PodStatusChange::Applied {
+            checksum,
+            is_drift_check: false,
+            sync: sync(),
+            observed_at: UnixMillis(1_700_000_000_000),
+        },
+    })
+}
+
+fn render_checksums() -> (Checksum, Checksum) {
+    let a = files_a();
+    let pairs: Vec<(&str, &[u8])> = a
+        .iter()
+        .map(|(_, p, c)| (p.as_str(), c.as_slice()))
+        .collect();
+    (
+        render_checksum(&config_a(), &pairs),
+        render_checksum(&config_b(), &[]),
+    )
+}
+
+/// One fixture batch, plus the queue items it enqueues (for `expected`).
+struct Script {
+    batches: Vec<Batch>,
+    events: Vec<Event>,
+    enqueued: Vec<WorkItem>,
+}
+
+impl Script {
+    fn ev(&mut self, b: &mut Batch, e: Event) -> EventRef {
+        self.events.push(e.clone());
+        b.event(e)
+    }
+    fn enq(&mut self, b: &mut Batch, item: WorkItem, origin: Origin) {
+        self.enqueued.push(item.clone());
+        b.enqueue(item, origin);
+    }
+}
+
+fn script() -> Script {
+    let (ra, rb) = render_checksums();
+    let deployment = DeploymentId::new("deploy-1");
+    let request = DeployRequest {
+        deployment: deployment.clone(),
+        render: ra,
+        endpoints: vec![endpoint("haproxy-0", 7), endpoint("haproxy-1", 8)],
+        runtime_config: runtime(),
+        reason: reason(),
+        correlation: corr(9),
+    };
+    let mut s = Script {
+        batches: Vec::new(),
+        events: Vec::new(),
+        enqueued: Vec::new(),
+    };
+    // 1: leadership.
+    let mut b = Batch::new();
+    b.push(Op::SetTerm {
+        term: TERM,
+        identity: Identity::new("haptic-0"),
+    });
+    s.ev(
+        &mut b,
+        Event::BecameLeader {
+            correlation: corr(1),
+            identity: Identity::new("haptic-0"),
+            term: TERM,
+        },
+    );
+    s.batches.push(b);
+    // 2: a render that passes.
+    let mut b = Batch::new();
+    let r = b.put_render(config_a(), files_a());
+    assert_eq!(r.checksum, ra);
+    s.ev(
+        &mut b,
+        Event::TemplateRendered {
+            correlation: corr(2),
+            render: ra,
+            config_bytes: config_a().len() as u64,
+            auxiliary_file_count: 4,
+            duration_ms: 3,
+            trigger_reason: "configmap_changed".into(),
+            coalescible: true,
+        },
+    );
+    let v = s.ev(
+        &mut b,
+        Event::ValidationCompleted {
+            correlation: corr(3),
+            render: ra,
+            warnings: vec!["a warning".into()],
+            duration_ms: 40,
+            trigger_reason: "configmap_changed".into(),
+            coalescible: true,
+        },
+    );
+    s.ev(
+        &mut b,
+        Event::RenderGateCompleted {
+            correlation: corr(4),
+            render: ra,
+            verdict: GateVerdict::Pass,
+            messages: vec![],
+            pinned_to: None,
+        },
+    );
+    s.ev(
+        &mut b,
+        Event::ConfigValidated {
+            correlation: corr(5),
+            identity: identity(),
+        },
+    );
+    s.enq(
+        &mut b,
+        WorkItem::Publish(PublishItem {
+            identity: identity(),
+            render: ra,
+            render_seq: Seq(2),
+            rendered_at: UnixMillis(1_700_000_000_001),
+            validated_at: UnixMillis(1_700_000_000_041),
+            correlation: corr(3),
+        }),
+        Origin::Batch(v),
+    );
+    s.enq(
+        &mut b,
+        WorkItem::Verdict(VerdictItem {
+            identity: identity(),
+            render: ra,
+            render_seq: Seq(2),
+            passed: true,
+            pinned: false,
+            messages: vec![],
+            correlation: corr(4),
+        }),
+        Origin::Batch(v),
+    );
+    s.batches.push(b);
+    // 3: a render that fails.
+    let mut b = Batch::new();
+    let r = b.put_render(config_b(), vec![]);
+    assert_eq!(r.checksum, rb);
+    s.ev(
+        &mut b,
+        Event::TemplateRendered {
+            correlation: corr(6),
+            render: rb,
+            config_bytes: config_b().len() as u64,
+            auxiliary_file_count: 0,
+            duration_ms: 1,
+            trigger_reason: "configmap_changed".into(),
+            coalescible: true,
+        },
+    );
+    let f = s.ev(
+        &mut b,
+        Event::ValidationFailed {
+            correlation: corr(7),
+            render: Some(rb),
+            errors: vec!["backend 'missing' not found".into()],
+            duration_ms: 35,
+            trigger_reason: "configmap_changed".into(),
+        },
+    );
+    s.ev(
+        &mut b,
+        Event::RenderGateCompleted {
+            correlation: corr(8),
+            render: rb,
+            verdict: GateVerdict::Fail,
+            messages: vec!["backend 'missing' not found".into()],
+            pinned_to: Some(ra),
+        },
+    );
+    s.enq(
+        &mut b,
+        WorkItem::Invalid(InvalidPublishItem {
+            identity: identity(),
+            render: Some(rb),
+            render_seq: Seq(6),
+            errors: vec!["backend 'missing' not found".into()],
+            correlation: corr(7),
+        }),
+        Origin::Batch(f),
+    );
+    s.enq(
+        &mut b,
+        WorkItem::Verdict(VerdictItem {
+            identity: identity(),
+            render: rb,
+            render_seq: Seq(6),
+            passed: false,
+            pinned: true,
+            messages: vec!["backend 'missing' not found".into()],
+            correlation: corr(8),
+        }),
+        Origin::Batch(f),
+    );
+    s.batches.push(b);
+    // 4: pods and a scheduled deployment.
+    let mut b = Batch::new();
+    s.ev(
+        &mut b,
+        Event::HAProxyPodsDiscovered {
+            correlation: corr(9),
+            endpoints: request.endpoints.clone(),
+            authoritative: true,
+        },
+    );
+    let d = s.ev(
+        &mut b,
+        Event::DeploymentScheduled {
+            correlation: corr(10),
+            deployment: deployment.clone(),
+            render: ra,
+            endpoints: request.endpoints.clone(),
+            runtime_config: runtime(),
+            reason: reason(),
+            coalescible: false,
+        },
+    );
+    s.enq(
+        &mut b,
+        WorkItem::DeployPending(request.clone()),
+        Origin::Batch(d),
+    );
+    s.batches.push(b);
+    // 5: the deployment runs.
+    let mut b = Batch::new();
+    let st = s.ev(
+        &mut b,
+        Event::DeploymentStarted {
+            correlation: corr(11),
+            deployment: deployment.clone(),
+            endpoints: request.endpoints.clone(),
+        },
+    );
+    s.enq(
+        &mut b,
+        WorkItem::DeployInflight(InFlightDeployment {
+            request: request.clone(),
+            started_at: UnixMillis(1_700_000_000_100),
+            term: TERM,
+        }),
+        Origin::Batch(st),
+    );
+    s.ev(
+        &mut b,
+        Event::InstanceDeployed {
+            correlation: corr(12),
+            deployment: deployment.clone(),
+            endpoint: endpoint("haproxy-0", 7),
+            duration_ms: 120,
+            reload_required: true,
+        },
+    );
+    s.ev(
+        &mut b,
+        Event::InstanceDeploymentFailed {
+            correlation: corr(13),
+            deployment: deployment.clone(),
+            endpoint: endpoint("haproxy-1", 8),
+            error: "409 version conflict".into(),
+            retryable: true,
+        },
+    );
+    let ap = s.ev(
+        &mut b,
+        Event::ConfigAppliedToPod {
+            correlation: corr(14),
+            runtime_config: runtime(),
+            pod: pod("haproxy-0"),
+            checksum: ra,
+            is_drift_check: false,
+            sync: sync(),
+        },
+    );
+    s.enq(&mut b, status("haproxy-0", ra), Origin::Batch(ap));
+    s.enq(&mut b, status("haproxy-1", ra), Origin::Batch(ap));
+    s.ev(
+        &mut b,
+        Event::DeploymentCompleted {
+            correlation: corr(15),
+            deployment: deployment.clone(),
+            total: 2,
+            succeeded: 1,
+            failed: 1,
+            duration_ms: 130,
+            reloads_triggered: 1,
+            total_api_operations: 3,
+            operation_breakdown: BTreeMap::from([("server_update".to_string(), 2)]),
+        },
+    );
+    let pr = s.ev(
+        &mut b,
+        Event::DeployedConfigPublishRequest {
+            correlation: corr(16),
+            deployment: deployment.clone(),
+            render: ra,
+            runtime_config: runtime(),
+        },
+    );
+    s.enq(
+        &mut b,
+        WorkItem::PublishDeployed(DeployedPublishItem {
+            runtime_config: runtime(),
+            render: ra,
+            render_seq: Seq(2),
+            deployment: deployment.clone(),
+            deployed_at: UnixMillis(1_700_000_000_130),
+            correlation: corr(16),
+        }),
+        Origin::Batch(pr),
+    );
+    s.batches.push(b);
+    // 6: publication and state tables.
+    let mut b = Batch::new();
+    let cp = s.ev(
+        &mut b,
+        Event::ConfigPublished {
+            correlation: corr(17),
+            runtime_config: runtime(),
+            render: ra,
+            map_file_count: 1,
+            secret_count: 1,
+        },
+    );
+    s.enq(
+        &mut b,
+        WorkItem::DrainCheckpoint(DrainCheckpoint {
+            runtime_config: runtime(),
+            render: ra,
+            render_seq: Seq(2),
+            deployment,
+        }),
+        Origin::Batch(cp),
+    );
+    for e in endpoints() {
+        b.push(Op::PutEndpointApplied(e));
+    }
+    for c in checkpoints() {
+        b.push(Op::PutPublishedCheckpoint(c));
+    }
+    s.batches.push(b);
+    // 7: the rest of the kinds.
+    let mut b = Batch::new();
+    s.ev(
+        &mut b,
+        Event::DriftPreventionTriggered {
+            correlation: corr(18),
+            time_since_last_deployment_ms: 300_000,
+        },
+    );
+    s.ev(
+        &mut b,
+        Event::HAProxyPodTerminated {
+            correlation: corr(19),
+            pod: pod("haproxy-2"),
+        },
+    );
+    s.ev(
+        &mut b,
+        Event::DeploymentCancelRequest {
+            correlation: corr(20),
+            deployment: DeploymentId::new("deploy-0"),
+            reason: "deployment_timeout".into(),
+        },
+    );
+    s.ev(
+        &mut b,
+        Event::LostLeadership {
+            correlation: corr(21),
+            identity: Identity::new("haptic-0"),
+            reason: "lease_lost".into(),
+        },
+    );
+    s.batches.push(b);
+    s
+}
+
+fn endpoints() -> Vec<EndpointApplied> {
+    let (ra, _) = render_checksums();
+    vec![EndpointApplied {
+        endpoint: EndpointUrl::new("http://10.0.0.7:5555"),
+        pod: pod("haproxy-0"),
+        render: ra,
+        config_version: Some(ConfigVersion(12)),
+        reload_id: Some(ReloadId::new("r-1")),
+        applied_at: UnixMillis(1_700_000_000_120),
+    }]
+}
+
+fn checkpoints() -> Vec<PublishedCheckpoint> {
+    let (ra, _) = render_checksums();
+    vec![PublishedCheckpoint {
+        name: ObjectName::new("demo-haproxycfg"),
+        render: ra,
+        render_seq: Seq(2),
+        resource_version: Some(ResourceVersion::new("4711")),
+        published_at: UnixMillis(1_700_000_000_150),
+    }]
+}
+
+/// Writes the fixture into an empty journal.
+pub fn build(j: &Journal) {
+    for b in script().batches {
+        j.accept(b).expect("fixture batch");
+    }
+    // Park haproxy-1's status (the HAProxyCfg "cannot take it yet"); fail one publish attempt.
+    let pending = j.queue(Queue::StatusPending).expect("status");
+    let e = pending
+        .iter()
+        .find(|e| e.key == WorkKey::Pod(PodStatusKey("haptic/demo-haproxycfg/haproxy-1".into())))
+        .expect("haproxy-1 status");
+    let WorkKey::Pod(key) = e.key.clone() else {
+        unreachable!()
+    };
+    assert!(j.park(key, e.record.id).expect("park"));
+    let p = &j.queue(Queue::Publish).expect("publish")[0];
+    assert!(
+        j.reschedule(
+            Queue::Publish,
+            p.key.clone(),
+            p.record.id,
+            UnixMillis(1_700_000_060_000)
+        )
+        .expect("reschedule")
+    );
+    j.put_blob(held_blob()).expect("held blob");
+    j.mark_dispatched(DISPATCHED).expect("dispatched");
+}
+
+/// What [`build`] wrote.
+pub fn expected() -> Expected {
+    let s = script();
+    let mut queues: BTreeMap<Queue, Vec<(WorkItem, u32)>> = BTreeMap::new();
+    for q in Queue::ALL {
+        queues.insert(*q, Vec::new());
+    }
+    for item in s.enqueued {
+        let mut q = item.queue();
+        let attempt = u32::from(q == Queue::Publish);
+        if let WorkItem::Status(st) = &item
+            && st.pod.name.as_str() == "haproxy-1"
+        {
+            q = Queue::StatusParked;
+        }
+        queues.entry(q).or_default().push((item, attempt));
+    }
+    let (ra, rb) = render_checksums();
+    let files_a = files_a();
+    let render_a = Render {
+        checksum: ra,
+        config: Checksum::of(&config_a()),
+        config_size_bytes: config_a().len() as u64,
+        files: {
+            let mut f: Vec<AuxFile> = files_a
+                .iter()
+                .map(|(k, p, c)| AuxFile {
+                    kind: *k,
+                    path: p.clone(),
+                    blob: Checksum::of(c),
+                    size_bytes: c.len() as u64,
+                })
+                .collect();
+            f.sort_by(|a, b| a.path.cmp(&b.path));
+            f
+        },
+    };
+    let render_b = Render {
+        checksum: rb,
+        config: Checksum::of(&config_b()),
+        config_size_bytes: config_b().len() as u64,
+        files: vec![],
+    };
+    let mut files = vec![config_a(), config_b(), held_blob()];
+    files.extend(files_a.into_iter().map(|(_, _, c)| c));
+    Expected {
+        events: s.events,
+        queues,
+        renders: vec![render_a, render_b],
+        files,
+        endpoints: endpoints(),
+        checkpoints: checkpoints(),
+        term: TERM,
+        identity: Identity::new("haptic-0"),
+        dispatched_through: DISPATCHED,
+    }
+}
+
+/// Asserts that `j` holds exactly [`expected`] (record for record) and verifies clean.
+pub fn assert_matches(j: &Journal) {
+    let exp = expected();
+    let report = j.verify().expect("verify runs");
+    assert!(report.is_clean(), "verify: {:?}", report.problems);
+    assert!(report.records_checked > 0);
+    let meta = j.meta().expect("meta");
+    assert_eq!(meta.schema_version, 1);
+    assert_eq!(meta.codec, "bincode2-serde-le-fixint");
+    assert_eq!(meta.term, exp.term);
+    assert_eq!(meta.identity.as_ref(), Some(&exp.identity));
+    assert_eq!(meta.dispatched_through, exp.dispatched_through);
+    assert_eq!(meta.next_seq, Seq(exp.events.len() as u64 + 1));
+    // Every event, in order, with its header.
+    let events = j.events(Seq(0), usize::MAX).expect("events");
+    assert_eq!(events.len(), exp.events.len());
+    for (i, ((seq, h, e), want)) in events.iter().zip(&exp.events).enumerate() {
+        assert_eq!(*seq, Seq(i as u64 + 1));
+        assert_eq!(e, want, "event {seq}");
+        assert_eq!(h.kind, want.kind().as_str());
+        assert!(h.term <= exp.term);
+    }
+    // Every queue.
+    for q in Queue::ALL {
+        let got: Vec<(WorkItem, u32)> = j
+            .queue(*q)
+            .expect("queue")
+            .into_iter()
+            .map(|e| (e.record.item, e.record.attempt))
+            .collect();
+        assert_eq!(&got, &exp.queues[q], "queue {q}");
+        assert!(!got.is_empty(), "fixture must fill queue {q}");
+    }
+    // Blobs: manifests and files, content-checked.
+    for r in &exp.renders {
+        assert_eq!(j.get_render(r.checksum).expect("render").as_ref(), Some(r));
+    }
+    for f in &exp.files {
+        assert_eq!(
+            j.get_blob(Checksum::of(f)).expect("blob").as_deref(),
+            Some(f.as_slice())
+        );
+    }
+    assert_eq!(
+        j.blobs().expect("blobs").len(),
+        exp.renders.len() + exp.files.len()
+    );
+    assert_eq!(j.endpoints_applied().expect("endpoints"), exp.endpoints);
+    assert_eq!(
+        j.published_checkpoints().expect("checkpoints"),
+        exp.checkpoints
+    );
+}
