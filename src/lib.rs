@@ -19,7 +19,8 @@
 //! - [`cli`]: the command line.
 //!
 //! Invariants every component keeps: an event is acted on only after its journal commit; one
-//! checksum format (`sha256:<hex>`, [`core::Checksum`]) identifies a render everywhere; retries
+//! checksum format (`sha256:<hex>`, [`haptic_journal::render_checksum`]) identifies a render
+//! everywhere; retries
 //! belong to the components' pure decision code, never to the HTTP clients.
 
 #![warn(missing_docs)]

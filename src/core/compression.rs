@@ -3,7 +3,8 @@
 //!
 //! Content is compressed only when it is longer than the threshold *and* the encoded form is
 //! strictly shorter than the original. Checksums are always computed over the uncompressed
-//! content (`Checksum::of_bytes` / `Checksum::of_render`), never over what is stored.
+//! content (`haptic_journal::Checksum::of` / `haptic_journal::render_checksum`), never over what
+//! is stored.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

@@ -15,7 +15,7 @@
 //! path, so files with the same base name in different directories, or of two configs in the
 //! same namespace, get different names.
 
-use serde::{Deserialize, Serialize};
+use haptic_journal::AuxKind;
 use sha2::{Digest, Sha256};
 
 /// Suffix of the main HAProxyCfg's name: `<config-name>-haproxycfg`.
@@ -29,32 +29,17 @@ pub const MAX_LABEL_LEN: usize = 63;
 /// Number of hex digits of the disambiguating hash.
 pub const HASH_HEX_LEN: usize = 10;
 
-/// Kind of an auxiliary file; decides the object kind and the name prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AuxKind {
-    /// A map file, published as a HAProxyMapFile (`haproxy-map-...`).
-    Map,
-    /// A general file (error pages, ...), published as a HAProxyGeneralFile (`haproxy-file-...`).
-    General,
-    /// A crt-list, published as a HAProxyCRTListFile (`haproxy-crtlist-...`).
-    CrtList,
-    /// A certificate + key PEM, published as a Secret (`haproxy-cert-...`).
-    SslCertificate,
-    /// A CA PEM, published as a Secret (`haproxy-ca-...`).
-    CaFile,
-}
-
-impl AuxKind {
-    /// Name prefix of this kind's objects, ending in `-`.
-    pub fn name_prefix(self) -> &'static str {
-        match self {
-            AuxKind::Map => "haproxy-map-",
-            AuxKind::General => "haproxy-file-",
-            AuxKind::CrtList => "haproxy-crtlist-",
-            AuxKind::SslCertificate => "haproxy-cert-",
-            AuxKind::CaFile => "haproxy-ca-",
-        }
+/// Name prefix of the objects that publish files of `kind`, ending in `-`: HAProxyMapFile
+/// (`haproxy-map-`), HAProxyGeneralFile (`haproxy-file-`), HAProxyCRTListFile
+/// (`haproxy-crtlist-`), certificate Secret (`haproxy-cert-`), CA Secret (`haproxy-ca-`).
+#[must_use]
+pub fn aux_name_prefix(kind: AuxKind) -> &'static str {
+    match kind {
+        AuxKind::Map => "haproxy-map-",
+        AuxKind::General => "haproxy-file-",
+        AuxKind::CrtList => "haproxy-crtlist-",
+        AuxKind::Ssl => "haproxy-cert-",
+        AuxKind::Ca => "haproxy-ca-",
     }
 }
 
@@ -85,8 +70,9 @@ pub fn label_value(raw: &str) -> String {
 }
 
 /// Name of the object (custom resource or Secret) that publishes the auxiliary file at `path`
-/// for the HAProxyCfg `runtime_config`: `<kind prefix><sanitised file stem>-<10 hex>`, at most
-/// 253 characters.
+/// (render-relative, as in [`haptic_journal::AuxFile::path`], e.g. `maps/hosts.map`) for the
+/// HAProxyCfg `runtime_config`: `<kind prefix><sanitised file stem>-<10 hex>`, at most 253
+/// characters.
 pub fn aux_object_name(runtime_config: &str, kind: AuxKind, path: &str) -> String {
     let base = path.rsplit('/').next().unwrap_or(path);
     let stem = match base.rfind('.') {
@@ -98,7 +84,7 @@ pub fn aux_object_name(runtime_config: &str, kind: AuxKind, path: &str) -> Strin
     hash_input.push(0);
     hash_input.extend_from_slice(path.as_bytes());
     build(
-        kind.name_prefix(),
+        aux_name_prefix(kind),
         stem,
         "",
         MAX_NAME_LEN,
@@ -226,30 +212,16 @@ mod tests {
 
     #[test]
     fn aux_names_keep_the_stem_and_differ_by_directory() {
-        let a = aux_object_name(
-            "web-haproxycfg",
-            AuxKind::Map,
-            "/etc/haproxy/maps/hosts.map",
-        );
-        let b = aux_object_name(
-            "web-haproxycfg",
-            AuxKind::Map,
-            "/etc/haproxy/other/hosts.map",
-        );
-        let c = aux_object_name(
-            "api-haproxycfg",
-            AuxKind::Map,
-            "/etc/haproxy/maps/hosts.map",
-        );
+        let a = aux_object_name("web-haproxycfg", AuxKind::Map, "maps/hosts.map");
+        let b = aux_object_name("web-haproxycfg", AuxKind::Map, "maps/old/hosts.map");
+        let c = aux_object_name("api-haproxycfg", AuxKind::Map, "maps/hosts.map");
         assert!(a.starts_with("haproxy-map-hosts-"), "{a}");
         assert_ne!(a, b);
         assert_ne!(a, c);
-        let cert = aux_object_name(
-            "web-haproxycfg",
-            AuxKind::SslCertificate,
-            "/etc/haproxy/ssl/ex.com.pem",
-        );
+        let cert = aux_object_name("web-haproxycfg", AuxKind::Ssl, "ssl/ex.com.pem");
         assert!(cert.starts_with("haproxy-cert-ex-com-"), "{cert}");
+        let ca = aux_object_name("web-haproxycfg", AuxKind::Ca, "ca/ex.com.pem");
+        assert!(ca.starts_with("haproxy-ca-ex-com-"), "{ca}");
     }
 
     #[test]
@@ -281,7 +253,7 @@ mod tests {
         fn aux_names_are_valid_and_injective(
             paths in prop::collection::hash_set("(/[a-zA-Z0-9._ -]{0,12}){1,4}|.{0,300}", 1..40),
             kind in prop::sample::select(vec![
-                AuxKind::Map, AuxKind::General, AuxKind::CrtList, AuxKind::SslCertificate, AuxKind::CaFile,
+                AuxKind::Map, AuxKind::Ssl, AuxKind::Ca, AuxKind::General, AuxKind::CrtList,
             ]),
         ) {
             let mut seen = HashMap::new();

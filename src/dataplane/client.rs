@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use haptic_journal::{ConfigVersion, ReloadId};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde::de::DeserializeOwned;
@@ -12,7 +13,7 @@ use super::types::{
     BasicAuth, ClientSettings, Health, Info, PushApplied, PushOptions, PushOutcome,
     RawConfiguration, ReloadInfo,
 };
-use crate::core::{ConfigVersion, ReloadId, ReloadStatus};
+use crate::core::ReloadStatus;
 
 /// `Configuration-Version` response header (ecosystem.md A.1).
 pub const CONFIGURATION_VERSION_HEADER: &str = "configuration-version";
@@ -216,7 +217,7 @@ impl DataplaneClient {
         version: ConfigVersion,
         opts: PushOptions,
     ) -> Result<PushOutcome, DataplaneError> {
-        let version_arg = version.get().to_string();
+        let version_arg = version.0.to_string();
         let mut query = vec![("version", version_arg.as_str())];
         for (flag, on) in [
             ("skip_reload", opts.skip_reload),
@@ -249,7 +250,7 @@ impl DataplaneClient {
         // The answer echoes the stored file; read it so the connection can be reused.
         drain(resp).await;
         let headers = &headers;
-        let reload_id = header_string(headers, RELOAD_ID_HEADER).map(ReloadId);
+        let reload_id = header_reload_id(headers);
         let applied = if opts.only_validate {
             PushApplied::ValidatedOnly
         } else if reload_id.is_some() {
@@ -465,6 +466,10 @@ pub(super) fn header_string(headers: &HeaderMap, name: &str) -> Option<String> {
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
+}
+
+pub(super) fn header_reload_id(headers: &HeaderMap) -> Option<ReloadId> {
+    header_string(headers, RELOAD_ID_HEADER).map(ReloadId)
 }
 
 pub(super) fn header_version(headers: &HeaderMap) -> Option<ConfigVersion> {

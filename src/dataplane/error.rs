@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use haptic_journal::{ConfigVersion, ReloadId};
 use reqwest::Url;
 
-use crate::core::{ConfigVersion, ErrorKind, ReloadId};
+use crate::core::ErrorKind;
 
 /// An error from one Dataplane API call.
 ///

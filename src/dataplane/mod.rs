@@ -25,12 +25,13 @@ mod normalize;
 mod storage;
 mod types;
 
-pub use crate::core::{ConfigVersion, ReloadId, ReloadStatus};
+pub use crate::core::ReloadStatus;
 pub use client::{
     CONFIGURATION_CHECKSUM_HEADER, CONFIGURATION_VERSION_HEADER, Dataplane, DataplaneClient,
     Endpoint, RELOAD_ID_HEADER,
 };
 pub use error::DataplaneError;
+pub use haptic_journal::{ConfigVersion, ReloadId};
 pub use normalize::{normalize_raw_config, raw_configs_equal};
 pub use types::{
     ApiInfo, BasicAuth, ClientSettings, HaproxyHealth, Health, Info, PushApplied, PushOptions,

@@ -1,15 +1,15 @@
 //! Storage calls: maps, SSL certificates, general files (crt-lists and error pages too) and
 //! CA files (ecosystem.md A.5).
 
+use reqwest::header::HeaderMap;
 use reqwest::multipart::{Form, Part};
 use reqwest::{Method, RequestBuilder, StatusCode};
 
-use super::client::{DataplaneClient, RELOAD_ID_HEADER, drain, header_string, header_version};
+use super::client::{DataplaneClient, drain, header_reload_id, header_version};
 use super::error::DataplaneError;
 use super::types::{
     SslCertificateInfo, StorageKind, StorageWriteOptions, StorageWriteOutcome, StoredFile,
 };
-use crate::core::ReloadId;
 
 /// Multipart field that carries the file (ecosystem.md A.5).
 const FILE_UPLOAD_FIELD: &str = "file_upload";
@@ -79,10 +79,7 @@ impl DataplaneClient {
         content: &[u8],
         opts: StorageWriteOptions,
     ) -> Result<StorageWriteOutcome, DataplaneError> {
-        let mut form = Form::new().part(
-            FILE_UPLOAD_FIELD,
-            Part::bytes(content.to_vec()).file_name(name.to_owned()),
-        );
+        let mut form = file_upload(name, content);
         if kind == StorageKind::General {
             form = form.text("id", name.to_owned());
         }
@@ -96,17 +93,12 @@ impl DataplaneClient {
             });
         }
         let resp = self.expect_success(resp).await?;
-        let reload_id = header_string(resp.headers(), RELOAD_ID_HEADER).map(ReloadId);
-        let version_after = header_version(resp.headers());
+        let mut outcome = write_outcome(resp.headers());
         let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
-        let storage_name = serde_json::from_slice::<StoredFile>(&bytes)
+        outcome.storage_name = serde_json::from_slice::<StoredFile>(&bytes)
             .ok()
             .and_then(|f| f.storage_name);
-        Ok(StorageWriteOutcome {
-            storage_name,
-            reload_id,
-            version_after,
-        })
+        Ok(outcome)
     }
 
     /// `PUT .../{kind}/{name}`: replace a stored file's content (text/plain for maps and
@@ -125,20 +117,13 @@ impl DataplaneClient {
     ) -> Result<StorageWriteOutcome, DataplaneError> {
         let req = self.named(Method::PUT, kind, name, opts);
         let req = if kind.replace_is_multipart() {
-            req.multipart(Form::new().part(
-                FILE_UPLOAD_FIELD,
-                Part::bytes(content.to_vec()).file_name(name.to_owned()),
-            ))
+            req.multipart(file_upload(name, content))
         } else {
             req.header(reqwest::header::CONTENT_TYPE, "text/plain")
                 .body(content.to_vec())
         };
         let resp = self.expect_success(self.send(req).await?).await?;
-        let outcome = StorageWriteOutcome {
-            storage_name: None,
-            reload_id: header_string(resp.headers(), RELOAD_ID_HEADER).map(ReloadId),
-            version_after: header_version(resp.headers()),
-        };
+        let outcome = write_outcome(resp.headers());
         drain(resp).await;
         Ok(outcome)
     }
@@ -165,11 +150,7 @@ impl DataplaneClient {
             });
         }
         let resp = self.expect_success(resp).await?;
-        let outcome = StorageWriteOutcome {
-            storage_name: None,
-            reload_id: header_string(resp.headers(), RELOAD_ID_HEADER).map(ReloadId),
-            version_after: header_version(resp.headers()),
-        };
+        let outcome = write_outcome(resp.headers());
         drain(resp).await;
         Ok(outcome)
     }
@@ -184,6 +165,24 @@ impl DataplaneClient {
         let mut segments = kind.segments().to_vec();
         segments.push(name);
         self.request_with_query(method, &segments, &flags(opts))
+    }
+}
+
+/// A multipart form with the file as `file_upload`, named `name`.
+fn file_upload(name: &str, content: &[u8]) -> Form {
+    Form::new().part(
+        FILE_UPLOAD_FIELD,
+        Part::bytes(content.to_vec()).file_name(name.to_owned()),
+    )
+}
+
+/// The outcome a write's answer headers give (`Reload-ID`, `Configuration-Version`); the
+/// storage name is only in a create's body.
+fn write_outcome(headers: &HeaderMap) -> StorageWriteOutcome {
+    StorageWriteOutcome {
+        storage_name: None,
+        reload_id: header_reload_id(headers),
+        version_after: header_version(headers),
     }
 }
 

@@ -3,9 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use haptic_journal::{AuxKind, ConfigVersion, ReloadId};
 use serde::Deserialize;
 
-use crate::core::{ConfigVersion, ReloadId, ReloadStatus};
+use crate::core::ReloadStatus;
 
 /// Settings of the shared HTTP client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,16 +194,15 @@ impl StorageKind {
     }
 }
 
-impl From<crate::core::naming::AuxKind> for StorageKind {
+impl From<AuxKind> for StorageKind {
     /// Where each kind of auxiliary file is stored: crt-lists are general files (HAPTIC does
     /// the same; `/storage/ssl_crt_lists` exists only on v3.2+).
-    fn from(kind: crate::core::naming::AuxKind) -> Self {
-        use crate::core::naming::AuxKind;
+    fn from(kind: AuxKind) -> Self {
         match kind {
             AuxKind::Map => StorageKind::Map,
+            AuxKind::Ssl => StorageKind::SslCertificate,
+            AuxKind::Ca => StorageKind::CaFile,
             AuxKind::General | AuxKind::CrtList => StorageKind::General,
-            AuxKind::SslCertificate => StorageKind::SslCertificate,
-            AuxKind::CaFile => StorageKind::CaFile,
         }
     }
 }

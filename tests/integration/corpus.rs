@@ -6,28 +6,42 @@ use std::fs;
 use std::path::Path;
 
 use haptic::core::compression::{compress_if_needed, decompress};
-use haptic::core::naming::{self, AuxKind};
-use haptic::core::{AuxFile, Checksum};
+use haptic::core::naming;
+use haptic::dataplane::StorageKind;
+use haptic_journal::{AuxKind, Checksum, render_checksum};
 
-/// Render folder → (path on the pod, kind), as the corpus README maps them.
-const FOLDERS: &[(&str, &str, AuxKind)] = &[
-    ("maps", "/etc/haproxy/maps/", AuxKind::Map),
-    ("ssl", "/etc/haproxy/ssl/", AuxKind::SslCertificate),
-    ("ca", "/etc/haproxy/ssl/", AuxKind::CaFile),
-    ("general", "/etc/haproxy/general/", AuxKind::General),
-    ("crt-lists", "/etc/haproxy/general/", AuxKind::CrtList),
+/// Render folder → (kind, Dataplane storage), as the corpus README maps them.
+const FOLDERS: &[(&str, AuxKind, StorageKind)] = &[
+    ("maps", AuxKind::Map, StorageKind::Map),
+    ("ssl", AuxKind::Ssl, StorageKind::SslCertificate),
+    ("ca", AuxKind::Ca, StorageKind::CaFile),
+    ("general", AuxKind::General, StorageKind::General),
+    ("crt-lists", AuxKind::CrtList, StorageKind::General),
 ];
 
 struct Render {
     config: String,
-    /// Pod path → (kind, content).
+    /// Render-relative path (`maps/hosts.map`) → (kind, content).
     files: BTreeMap<String, (AuxKind, Vec<u8>)>,
+}
+
+impl Render {
+    /// The render checksum over the files `keep` selects.
+    fn checksum_of(&self, keep: impl Fn(AuxKind) -> bool) -> Checksum {
+        let files: Vec<(&str, &[u8])> = self
+            .files
+            .iter()
+            .filter(|(_, (kind, _))| keep(*kind))
+            .map(|(path, (_, content))| (path.as_str(), content.as_slice()))
+            .collect();
+        render_checksum(self.config.as_bytes(), &files)
+    }
 }
 
 fn load(dir: &Path) -> Render {
     let config = fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
     let mut files = BTreeMap::new();
-    for (folder, pod_dir, kind) in FOLDERS {
+    for (folder, kind, _) in FOLDERS {
         let Ok(entries) = fs::read_dir(dir.join(folder)) else {
             continue;
         };
@@ -35,7 +49,7 @@ fn load(dir: &Path) -> Render {
             let entry = entry.unwrap();
             let name = entry.file_name().into_string().unwrap();
             files.insert(
-                format!("{pod_dir}{name}"),
+                format!("{folder}/{name}"),
                 (*kind, fs::read(entry.path()).unwrap()),
             );
         }
@@ -64,16 +78,8 @@ fn every_render_has_its_own_checksum_and_valid_names() {
     assert!(renders.len() >= 10, "corpus not found");
     let mut checksums = BTreeMap::new();
     for (name, render) in &renders {
-        let files: Vec<AuxFile<'_>> = render
-            .files
-            .iter()
-            .map(|(p, (_, c))| AuxFile {
-                path: p,
-                content: c,
-            })
-            .collect();
-        let sum = Checksum::of_render(&render.config, &files);
-        if let Some(other) = checksums.insert(sum.clone(), name.clone()) {
+        let sum = render.checksum_of(|_| true);
+        if let Some(other) = checksums.insert(sum, name.clone()) {
             panic!("{name} and {other} share {sum}");
         }
         let cfg = naming::haproxycfg_name(name);
@@ -90,23 +96,22 @@ fn every_render_has_its_own_checksum_and_valid_names() {
     }
     // The CA file counts: 07-ca differs from the same render without it.
     let ca = &renders["07-ca"];
-    let without_ca: Vec<AuxFile<'_>> = ca
-        .files
-        .iter()
-        .filter(|(_, (k, _))| *k != AuxKind::CaFile)
-        .map(|(p, (_, c))| AuxFile {
-            path: p,
-            content: c,
-        })
-        .collect();
-    assert!(without_ca.len() < ca.files.len());
-    assert!(!checksums.contains_key(&Checksum::of_render(&ca.config, &without_ca)));
+    assert!(ca.files.values().any(|(kind, _)| *kind == AuxKind::Ca));
+    let without_ca = ca.checksum_of(|kind| kind != AuxKind::Ca);
+    assert!(!checksums.contains_key(&without_ca));
+}
+
+#[test]
+fn every_folder_maps_to_its_storage() {
+    for (folder, kind, storage) in FOLDERS {
+        assert_eq!(StorageKind::from(*kind), *storage, "{folder}");
+    }
 }
 
 #[test]
 fn the_large_map_compresses_only_above_the_threshold() {
     let renders = renders();
-    let (_, map) = &renders["10-large-map"].files["/etc/haproxy/maps/hosts.map"];
+    let (_, map) = &renders["10-large-map"].files["maps/hosts.map"];
     let text = String::from_utf8(map.clone()).unwrap();
     let default = compress_if_needed(&text, 1024 * 1024);
     assert!(

@@ -3,13 +3,13 @@
 use std::fs;
 use std::path::Path;
 
-use haptic::core::Checksum;
 use haptic::k8s::crd::{
     self, AuxiliaryFileReferences, AuxiliaryFileStatus, ConfigMetadata, HAProxyCRTListFile,
     HAProxyCRTListFileSpec, HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus, HAProxyGeneralFile,
     HAProxyGeneralFileSpec, HAProxyMapFile, HAProxyMapFileSpec, OperationSummary,
     PodDeploymentStatus, ResourceReference, conditions, reasons,
 };
+use haptic_journal::{Checksum, ReloadId, render_checksum};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
@@ -136,14 +136,14 @@ fn time(s: &str) -> Time {
     Time(s.parse::<Timestamp>().unwrap())
 }
 
-fn full_pod(name: &str, checksum: &str) -> PodDeploymentStatus {
+fn full_pod(name: &str, checksum: Checksum) -> PodDeploymentStatus {
     PodDeploymentStatus {
         pod_name: name.into(),
         namespace: Some("haproxy".into()),
-        checksum: Some(checksum.into()),
+        checksum: Some(checksum),
         deployed_at: Some(time("2026-11-30T06:00:00Z")),
         last_reload_at: Some(time("2026-11-30T06:00:01Z")),
-        last_reload_id: Some("2026-11-30-3".into()),
+        last_reload_id: Some(ReloadId::new("2026-11-30-3")),
         sync_duration: Some("1s 250ms".into()),
         version_conflict_retries: Some(1),
         fallback_used: Some(false),
@@ -181,7 +181,7 @@ fn condition(type_: &str, status: &str, reason: &str) -> Condition {
     }
 }
 
-fn aux_status(checksum: &str) -> AuxiliaryFileStatus {
+fn aux_status(checksum: Checksum) -> AuxiliaryFileStatus {
     AuxiliaryFileStatus {
         deployed_to_pods: vec![full_pod("haproxy-0", checksum), failed_pod("haproxy-1")],
         observed_generation: Some(1),
@@ -202,18 +202,18 @@ fn reference(kind: &str, name: &str) -> ResourceReference {
 }
 
 fn examples() -> Vec<(CustomResourceDefinition, Value)> {
-    let checksum = Checksum::of_render("global\n", &[]).to_string();
+    let checksum = render_checksum(b"global\n", &[]);
     let mut cfg = HAProxyCfg::new(
         "web-haproxycfg",
         HAProxyCfgSpec {
             path: crd::HAPROXY_CONFIG_PATH.into(),
             content: "global\n".into(),
-            checksum: checksum.clone(),
+            checksum,
             compressed: true,
         },
     );
     let mut status = HAProxyCfgStatus {
-        deployed_to_pods: vec![full_pod("haproxy-0", &checksum), failed_pod("haproxy-1")],
+        deployed_to_pods: vec![full_pod("haproxy-0", checksum), failed_pod("haproxy-1")],
         pods_synced: None,
         auxiliary_files: Some(AuxiliaryFileReferences {
             map_files: vec![reference("HAProxyMapFile", "haproxy-map-hosts-0123456789")],
@@ -258,40 +258,40 @@ fn examples() -> Vec<(CustomResourceDefinition, Value)> {
     assert_eq!(status.pods_synced.as_deref(), Some("1/2"));
     cfg.status = Some(status);
 
-    let file_sum = Checksum::of_bytes(b"a b\n").to_string();
+    let file_sum = Checksum::of(b"a b\n");
     let mut map = HAProxyMapFile::new(
         "haproxy-map-hosts-0123456789",
         HAProxyMapFileSpec {
             map_name: "hosts.map".into(),
             path: "/etc/haproxy/maps/hosts.map".into(),
             entries: String::new(),
-            checksum: file_sum.clone(),
+            checksum: file_sum,
             compressed: true,
         },
     );
-    map.status = Some(aux_status(&file_sum));
+    map.status = Some(aux_status(file_sum));
     let mut general = HAProxyGeneralFile::new(
         "haproxy-file-503-0123456789",
         HAProxyGeneralFileSpec {
             file_name: "503.http".into(),
             path: "/etc/haproxy/general/503.http".into(),
             content: "HTTP/1.0 503\r\n\r\n".into(),
-            checksum: file_sum.clone(),
+            checksum: file_sum,
             compressed: false,
         },
     );
-    general.status = Some(aux_status(&file_sum));
+    general.status = Some(aux_status(file_sum));
     let mut list = HAProxyCRTListFile::new(
         "haproxy-crtlist-l-0123456789",
         HAProxyCRTListFileSpec {
             list_name: "l.crtlist".into(),
             path: "/etc/haproxy/general/l.crtlist".into(),
             entries: "/etc/haproxy/ssl/ex.pem\n".into(),
-            checksum: file_sum.clone(),
+            checksum: file_sum,
             compressed: false,
         },
     );
-    list.status = Some(aux_status(&file_sum));
+    list.status = Some(aux_status(file_sum));
     vec![
         (
             HAProxyCfg::crd_for_test(),
@@ -323,8 +323,8 @@ fn root_schema(crd: &CustomResourceDefinition) -> &JSONSchemaProps {
 }
 
 /// A small validator for the subset of OpenAPI v3 the generated schemas use: types,
-/// `required`, `nullable`, `minLength`, `minimum`, `date-time`, and unknown fields (which the
-/// API server would prune, silently losing data).
+/// `required`, `nullable`, `minLength`, the checksum `pattern`, `minimum`, `date-time`, and
+/// unknown fields (which the API server would prune, silently losing data).
 fn validate(schema: &JSONSchemaProps, value: &Value, at: &str, errors: &mut Vec<String>) {
     if value.is_null() {
         if schema.nullable != Some(true) {
@@ -379,6 +379,12 @@ fn validate(schema: &JSONSchemaProps, value: &Value, at: &str, errors: &mut Vec<
             Some(s) => {
                 if (s.len() as i64) < schema.min_length.unwrap_or(0) {
                     errors.push(format!("{at}: shorter than minLength"));
+                }
+                match schema.pattern.as_deref() {
+                    None => {}
+                    Some(crd::CHECKSUM_PATTERN) if Checksum::parse(s).is_ok() => {}
+                    Some(crd::CHECKSUM_PATTERN) => errors.push(format!("{at}: not a checksum")),
+                    Some(other) => errors.push(format!("{at}: pattern {other} not checked")),
                 }
                 if schema.format.as_deref() == Some("date-time") && s.parse::<Timestamp>().is_err()
                 {
@@ -439,10 +445,41 @@ fn validator_rejects_what_the_api_server_would() {
         .unwrap()
         .remove("podName");
     value["spec"]["checksum"] = Value::String(String::new());
+    value["spec"]["path"] = Value::String(String::new());
+    value["status"]["deployedToPods"][0]["checksum"] = Value::String("md5:00".into());
     value["status"]["bogus"] = Value::Bool(true);
     let mut errors = Vec::new();
     validate(root_schema(&crd), &value, "", &mut errors);
-    assert_eq!(errors.len(), 3, "{errors:#?}");
+    assert_eq!(errors.len(), 5, "{errors:#?}");
+}
+
+/// Every checksum field is the text form of `haptic_journal::Checksum`: a string with the
+/// pattern, so the API server refuses what the controller could not deserialise.
+#[test]
+fn checksum_fields_are_patterned_strings() {
+    for crd in crd::crds() {
+        let props = root_schema(&crd).properties.as_ref().unwrap();
+        let spec = &props["spec"].properties.as_ref().unwrap()["checksum"];
+        let status = &props["status"].properties.as_ref().unwrap()["deployedToPods"];
+        let Some(JSONSchemaPropsOrArray::Schema(pod)) = &status.items else {
+            panic!("no items")
+        };
+        let pod_checksum = &pod.properties.as_ref().unwrap()["checksum"];
+        for (at, schema) in [("spec", spec), ("pod", pod_checksum)] {
+            let kind = &crd.spec.names.kind;
+            assert_eq!(schema.type_.as_deref(), Some("string"), "{kind} {at}");
+            assert_eq!(
+                schema.pattern.as_deref(),
+                Some(crd::CHECKSUM_PATTERN),
+                "{kind} {at}"
+            );
+        }
+    }
+    let c = Checksum::of(b"x").to_string();
+    assert_eq!(
+        serde_json::to_value(Checksum::parse(&c).unwrap()).unwrap(),
+        Value::String(c)
+    );
 }
 
 #[test]

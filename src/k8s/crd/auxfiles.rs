@@ -3,6 +3,7 @@
 // kube's `printcolumn(...)` repeats `type_ = ...` by design; clippy reads that as a duplicate.
 #![allow(clippy::duplicated_attributes)]
 
+use haptic_journal::Checksum;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -57,8 +58,8 @@ pub struct HAProxyMapFileSpec {
     /// The map's content, or its zstd + base64 form when `compressed`.
     pub entries: String,
     /// `sha256:<hex>` of the uncompressed content.
-    #[schemars(length(min = 1))]
-    pub checksum: String,
+    #[schemars(with = "String", pattern(super::CHECKSUM_PATTERN))]
+    pub checksum: Checksum,
     /// True when `entries` is zstd + base64.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compressed: bool,
@@ -95,8 +96,8 @@ pub struct HAProxyGeneralFileSpec {
     /// The file's content, or its zstd + base64 form when `compressed`.
     pub content: String,
     /// `sha256:<hex>` of the uncompressed content.
-    #[schemars(length(min = 1))]
-    pub checksum: String,
+    #[schemars(with = "String", pattern(super::CHECKSUM_PATTERN))]
+    pub checksum: Checksum,
     /// True when `content` is zstd + base64.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compressed: bool,
@@ -133,8 +134,8 @@ pub struct HAProxyCRTListFileSpec {
     /// The crt-list's content, or its zstd + base64 form when `compressed`.
     pub entries: String,
     /// `sha256:<hex>` of the uncompressed content.
-    #[schemars(length(min = 1))]
-    pub checksum: String,
+    #[schemars(with = "String", pattern(super::CHECKSUM_PATTERN))]
+    pub checksum: Checksum,
     /// True when `entries` is zstd + base64.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compressed: bool,

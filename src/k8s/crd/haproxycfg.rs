@@ -3,6 +3,7 @@
 // kube's `printcolumn(...)` repeats `type_ = ...` by design; clippy reads that as a duplicate.
 #![allow(clippy::duplicated_attributes)]
 
+use haptic_journal::Checksum;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -62,8 +63,8 @@ pub struct HAProxyCfgSpec {
     /// The configuration text, or its zstd + base64 form when `compressed`.
     pub content: String,
     /// `sha256:<hex>` of the whole render (config and every auxiliary file, uncompressed).
-    #[schemars(length(min = 1))]
-    pub checksum: String,
+    #[schemars(with = "String", pattern(super::CHECKSUM_PATTERN))]
+    pub checksum: Checksum,
     /// True when `content` is zstd + base64.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compressed: bool,
@@ -101,11 +102,11 @@ pub struct HAProxyCfgStatus {
 impl HAProxyCfgStatus {
     /// Recompute `podsSynced` from `deployedToPods`: entries whose `checksum` equals
     /// `spec_checksum`, out of all entries.
-    pub fn refresh_pods_synced(&mut self, spec_checksum: &str) {
+    pub fn refresh_pods_synced(&mut self, spec_checksum: &Checksum) {
         let on_spec = self
             .deployed_to_pods
             .iter()
-            .filter(|p| p.checksum.as_deref() == Some(spec_checksum))
+            .filter(|p| p.checksum.as_ref() == Some(spec_checksum))
             .count();
         self.pods_synced = Some(format!("{on_spec}/{}", self.deployed_to_pods.len()));
     }

@@ -14,7 +14,8 @@
 //! - `deployedToPods[].deployedAt` is optional: a pod whose first deployment failed is listed
 //!   with its error and no zero timestamp;
 //! - `spec.checksum` of a HAProxyCfg and each pod's `checksum` use one format, `sha256:<hex>`
-//!   over the whole render ([`crate::core::Checksum::of_render`]);
+//!   over the whole render ([`haptic_journal::render_checksum`]), typed as
+//!   [`haptic_journal::Checksum`] and constrained by the schema pattern [`CHECKSUM_PATTERN`];
 //! - `content`/`entries` have no `minLength` (an empty map file is a valid file);
 //! - the status has `podsSynced` (`<pods on spec.checksum>/<pods listed>`) and conditions
 //!   [`conditions::CONFIG_VALIDATED`], [`conditions::CONFIG_PINNED`] and
@@ -48,6 +49,9 @@ pub const GROUP: &str = "haproxy-haptic.org";
 pub const VERSION: &str = "v1alpha1";
 /// Path of the HAProxy configuration on the pod, written to `HAProxyCfg.spec.path`.
 pub const HAPROXY_CONFIG_PATH: &str = "/etc/haproxy/haproxy.cfg";
+/// Schema pattern of every checksum field: the text form of [`haptic_journal::Checksum`]. The
+/// API server rejects what the controller could not read back.
+pub const CHECKSUM_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
 
 /// Condition types (CamelCase, linkerd style).
 pub mod conditions {

@@ -1,5 +1,6 @@
 //! Status types shared by every haptic custom resource.
 
+use haptic_journal::{Checksum, ReloadId};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,8 @@ pub struct PodDeploymentStatus {
     pub namespace: Option<String>,
     /// `sha256:<hex>` of what the pod runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checksum: Option<String>,
+    #[schemars(with = "Option<String>", pattern(super::CHECKSUM_PATTERN))]
+    pub checksum: Option<Checksum>,
     /// When the pod last took this checksum successfully; absent if it never did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed_at: Option<Time>,
@@ -34,7 +36,8 @@ pub struct PodDeploymentStatus {
         rename = "lastReloadID",
         skip_serializing_if = "Option::is_none"
     )]
-    pub last_reload_id: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub last_reload_id: Option<ReloadId>,
     /// Duration of the last sync, humantime format (e.g. `1s 250ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_duration: Option<String>,

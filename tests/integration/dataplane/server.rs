@@ -55,24 +55,27 @@ pub(super) fn record(log: &Log, seen: Seen) {
     log.lock().unwrap().push(seen);
 }
 
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
 pub(super) async fn push_raw(
     State(log): State<Log>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: String,
 ) -> Response {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
     record(
         &log,
         Seen {
             method: "POST".into(),
             path: "raw".into(),
             query: query.clone(),
-            content_type,
+            content_type: content_type(&headers),
             body: body.clone(),
             parts: vec![],
         },
@@ -197,18 +200,13 @@ pub(super) async fn storage_put(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
     record(
         &log,
         Seen {
             method: "PUT".into(),
             path: format!("{kind}/{name}"),
             query,
-            content_type,
+            content_type: content_type(&headers),
             body: String::from_utf8_lossy(&body).into_owned(),
             parts: vec![],
         },
