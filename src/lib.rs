@@ -1,1 +1,65 @@
+//! haptic: a controller for fleets of HAProxy pods on Kubernetes, with a crash-safe redb journal.
+//!
+//! ```text
+//!  render source --> TemplateRendered --+                        +--> Deployer --> Dataplane API of each HAProxy pod
+//!  (ConfigMap/dir/   ValidationCompleted|   Journal.accept()     |   (DeploymentScheduler -> DeploymentScheduled ->
+//!   ingest API)      ValidationFailed   +--> commit (fsync) --> dispatch    Deployer -> DeploymentCompleted, ConfigAppliedToPod)
+//!  pod discovery --> HAProxyPodsDiscovered, HAProxyPodTerminated          |   DriftPreventionMonitor -> DriftPreventionTriggered
+//!  Lease elector --> BecameLeader / LostLeadership                        +--> ConfigPublisher --> Kubernetes API
+//!                                                                              HAProxyCfg (+ -invalid), HAProxyMapFile,
+//!                                  redb file on the PV <-- haptic-journalctl    HAProxyGeneralFile, HAProxyCRTListFile,
+//!                                                         (offline inspection)   Secrets, per-pod status, conditions
+//! ```
+//!
+//! Modules:
+//! - [`core`]: pure code (checksums, names, compression, IDs, error classification); no I/O,
+//!   no clock, no randomness (enforced by the architecture test);
+//! - [`k8s`]: the custom resource types and their CRDs;
+//! - [`dataplane`]: the HAProxy Dataplane API v3 client;
+//! - [`cli`]: the command line.
+//!
+//! Invariants every component keeps: an event is acted on only after its journal commit; one
+//! checksum format (`sha256:<hex>`, [`haptic_journal::render_checksum`]) identifies a render
+//! everywhere; retries
+//! belong to the components' pure decision code, never to the HTTP clients.
 
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod core;
+pub mod dataplane;
+pub mod k8s;
+
+use std::io::Write as _;
+
+/// Errors of [`run`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The CRDs could not be rendered as YAML.
+    #[error("cannot render the crds as yaml")]
+    CrdYaml(#[source] serde_norway::Error),
+    /// Writing to standard output failed.
+    #[error("cannot write to stdout")]
+    Stdout(#[source] std::io::Error),
+}
+
+/// Run one CLI invocation.
+///
+/// # Errors
+/// [`RunError::CrdYaml`] if the CRD YAML cannot be produced, [`RunError::Stdout`] if standard
+/// output cannot be written.
+///
+/// # Cancel safety
+/// The subcommands so far do no asynchronous work; dropping the future is safe.
+pub async fn run(cli: cli::Cli) -> Result<(), RunError> {
+    let out = match cli.command {
+        cli::Command::Crds => k8s::crd::all_crds_yaml().map_err(RunError::CrdYaml)?,
+        cli::Command::Version => format!("haptic {}\n", env!("CARGO_PKG_VERSION")),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(RunError::Stdout)
+}

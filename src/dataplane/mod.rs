@@ -1,0 +1,40 @@
+//! HAProxy Dataplane API v3 client (ecosystem.md A).
+//!
+//! ```text
+//!  Dataplane (one reqwest pool, no proxy, timeouts)
+//!     |-- client(Endpoint{http://<podIP>:<port>, basic auth}) --> DataplaneClient
+//!            info / health                         GET /v3/info, /v3/health
+//!            configuration_version / raw           GET /v3/services/haproxy/configuration/{version,raw}
+//!            push_raw_configuration(text, N, opts) POST .../configuration/raw?version=N  -> 202 + Reload-ID
+//!            reload_status / wait_for_reload       GET /v3/services/haproxy/reloads/{id}
+//!            list/get/create/replace/delete        .../storage/{maps,ssl_certificates,general}, .../runtime/ssl_ca_files
+//! ```
+//!
+//! The client does one request per call and never retries: the deployer's pure decision code
+//! owns retries, backoff and fencing checks (DESIGN.md section 2). Every error maps to an
+//! [`ErrorKind`](crate::core::ErrorKind) through [`DataplaneError::kind`].
+//!
+//! Content comparison: [`normalize_raw_config`] ignores the API's `# _version=` /
+//! `# _md5hash=` header lines, so a pod whose running file equals the desired config is not
+//! pushed (and not reloaded). The configuration version alone does not prove content
+//! (ecosystem.md A.3): compare content.
+
+mod client;
+mod error;
+mod normalize;
+mod storage;
+mod types;
+
+pub use crate::core::ReloadStatus;
+pub use client::{
+    CONFIGURATION_CHECKSUM_HEADER, CONFIGURATION_VERSION_HEADER, Dataplane, DataplaneClient,
+    Endpoint, RELOAD_ID_HEADER,
+};
+pub use error::DataplaneError;
+pub use haptic_journal::{ConfigVersion, ReloadId};
+pub use normalize::{normalize_raw_config, raw_configs_equal};
+pub use types::{
+    ApiInfo, BasicAuth, ClientSettings, HaproxyHealth, Health, Info, PushApplied, PushOptions,
+    PushOutcome, RawConfiguration, ReloadInfo, SslCertificateInfo, StorageKind,
+    StorageWriteOptions, StorageWriteOutcome, StoredFile,
+};

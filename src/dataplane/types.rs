@@ -1,0 +1,275 @@
+//! Request options and answers of the Dataplane API client.
+
+use std::fmt;
+use std::time::Duration;
+
+use haptic_journal::{AuxKind, ConfigVersion, ReloadId};
+use serde::Deserialize;
+
+use crate::core::ReloadStatus;
+
+/// Settings of the shared HTTP client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSettings {
+    /// Time to establish a TCP connection. Default: 5 s.
+    pub connect_timeout: Duration,
+    /// Time for a whole request, answer body included. A raw push validates with
+    /// `haproxy -c` before answering, so keep this above the validation time. Default: 30 s.
+    pub request_timeout: Duration,
+    /// How long an idle pooled connection is kept for reuse. Default: 90 s.
+    pub pool_idle_timeout: Duration,
+}
+
+impl Default for ClientSettings {
+    fn default() -> Self {
+        ClientSettings {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            pool_idle_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+/// Basic-auth credentials of one endpoint. `Debug` hides the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    /// User name.
+    pub username: String,
+    /// Password (never logged).
+    pub password: String,
+}
+
+impl fmt::Debug for BasicAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BasicAuth")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Query flags of `POST /v3/services/haproxy/configuration/raw` (ecosystem.md A.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PushOptions {
+    /// Write the file, no reload (201).
+    pub skip_reload: bool,
+    /// Reload synchronously now (201; a failed reload answers 400).
+    pub force_reload: bool,
+    /// Only run `haproxy -c`; nothing is applied (202 without Reload-ID).
+    pub only_validate: bool,
+}
+
+/// What a successful raw push did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushApplied {
+    /// Committed; a reload is scheduled under `reload_id` (202 + `Reload-ID`).
+    ReloadScheduled,
+    /// Committed without a pending reload: `skip_reload` (not reloaded) or `force_reload`
+    /// (already reloaded) (201/200).
+    Written,
+    /// `only_validate`: valid, nothing applied (202).
+    ValidatedOnly,
+}
+
+/// Answer of a successful raw push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushOutcome {
+    /// What the push did.
+    pub applied: PushApplied,
+    /// The `Reload-ID` header of a 202; poll it with `reload_status`.
+    pub reload_id: Option<ReloadId>,
+    /// The `Configuration-Version` header after the push (N+1 after a commit at N).
+    pub version_after: Option<ConfigVersion>,
+    /// The `Configuration-Checksum` header (md5 of the file; only comparable with itself).
+    pub configuration_checksum: Option<String>,
+}
+
+/// The running configuration file as the Dataplane API reads it from disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawConfiguration {
+    /// The file's text, including the API's `# _version=` header lines; compare with
+    /// [`super::normalize_raw_config`].
+    pub text: String,
+    /// `Configuration-Version` header, else the file's `# _version=` line.
+    pub version: ConfigVersion,
+    /// `Configuration-Checksum` header (md5), when sent.
+    pub configuration_checksum: Option<String>,
+}
+
+/// `GET /v3/services/haproxy/reloads/{id}` (ecosystem.md A.3).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ReloadInfo {
+    /// The reload ID.
+    pub id: ReloadId,
+    /// Its state.
+    pub status: ReloadStatus,
+    /// HAProxy's output, set on failures.
+    #[serde(default)]
+    pub response: Option<String>,
+    /// Unix seconds of the reload, when done.
+    #[serde(default)]
+    pub reload_timestamp: Option<i64>,
+}
+
+/// `GET /v3/info` (ecosystem.md A.7).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Info {
+    /// API build information.
+    #[serde(default)]
+    pub api: ApiInfo,
+    /// Host facts (hostname, cpu, memory, uptime) as sent.
+    #[serde(default)]
+    pub system: serde_json::Value,
+}
+
+/// The `api` object of `/v3/info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct ApiInfo {
+    /// Dataplane API version, e.g. `v3.2.1 1a2b3c`; use for capability detection.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Build date.
+    #[serde(default)]
+    pub build_date: Option<String>,
+}
+
+/// `GET /v3/health`: `haproxy` is `up`, `down` or `unknown` (always `unknown` unless the API
+/// has a `--status-cmd`; not a liveness signal, ecosystem.md A.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct Health {
+    /// HAProxy's state as the API sees it.
+    #[serde(default = "HaproxyHealth::unknown")]
+    pub haproxy: HaproxyHealth,
+}
+
+/// HAProxy's state in `/v3/health`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HaproxyHealth {
+    /// Running.
+    Up,
+    /// Not running.
+    Down,
+    /// Not known (or any other value).
+    #[serde(other)]
+    Unknown,
+}
+
+impl HaproxyHealth {
+    fn unknown() -> Self {
+        HaproxyHealth::Unknown
+    }
+}
+
+/// Where a file is stored on the pod (ecosystem.md A.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StorageKind {
+    /// `/v3/services/haproxy/storage/maps` (`/etc/haproxy/maps`); PUT is text/plain.
+    Map,
+    /// `/v3/services/haproxy/storage/ssl_certificates` (`/etc/haproxy/ssl`); PEM with cert
+    /// and key; PUT is text/plain; GET of one returns JSON metadata, not the PEM.
+    SslCertificate,
+    /// `/v3/services/haproxy/storage/general` (`/etc/haproxy/general`); also crt-lists and
+    /// error pages; PUT is multipart (v3.1+).
+    General,
+    /// `/v3/services/haproxy/runtime/ssl_ca_files`; POST and PUT multipart `file_upload`
+    /// (not in ecosystem.md A.5: inferred from the v3 spec; verify against the sandbox).
+    CaFile,
+}
+
+impl StorageKind {
+    /// Path segments under `/v3/`.
+    pub(crate) fn segments(self) -> &'static [&'static str] {
+        match self {
+            StorageKind::Map => &["services", "haproxy", "storage", "maps"],
+            StorageKind::SslCertificate => &["services", "haproxy", "storage", "ssl_certificates"],
+            StorageKind::General => &["services", "haproxy", "storage", "general"],
+            StorageKind::CaFile => &["services", "haproxy", "runtime", "ssl_ca_files"],
+        }
+    }
+
+    /// True when `PUT .../{name}` takes a multipart `file_upload` rather than text/plain.
+    pub(crate) fn replace_is_multipart(self) -> bool {
+        matches!(self, StorageKind::General | StorageKind::CaFile)
+    }
+}
+
+impl From<AuxKind> for StorageKind {
+    /// Where each kind of auxiliary file is stored: crt-lists are general files (HAPTIC does
+    /// the same; `/storage/ssl_crt_lists` exists only on v3.2+).
+    fn from(kind: AuxKind) -> Self {
+        match kind {
+            AuxKind::Map => StorageKind::Map,
+            AuxKind::Ssl => StorageKind::SslCertificate,
+            AuxKind::Ca => StorageKind::CaFile,
+            AuxKind::General | AuxKind::CrtList => StorageKind::General,
+        }
+    }
+}
+
+/// Query flags of storage writes (ecosystem.md A.5). Not every kind honours both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StorageWriteOptions {
+    /// Write without a reload.
+    pub skip_reload: bool,
+    /// Reload synchronously.
+    pub force_reload: bool,
+}
+
+/// One entry of a storage listing (fields as sent; unknown fields ignored).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct StoredFile {
+    /// Name under which the API stores the file (may differ from the name sent: sanitised,
+    /// `.map` appended to maps).
+    #[serde(default)]
+    pub storage_name: Option<String>,
+    /// Absolute path on the pod.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Free-form description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Size in bytes.
+    #[serde(default)]
+    pub size: Option<i64>,
+}
+
+/// `GET /v3/services/haproxy/storage/ssl_certificates/{name}`: certificate metadata (the API
+/// does not return the PEM). Field names follow the v3 specification's `ssl_certificate`
+/// model (inferred, not in ecosystem.md A.5; verify against the sandbox); every field is
+/// optional and unknown ones are kept in `other`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SslCertificateInfo {
+    /// Name under which the API stores the file.
+    #[serde(default)]
+    pub storage_name: Option<String>,
+    /// Absolute path on the pod.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Serial number.
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// Issuer(s).
+    #[serde(default)]
+    pub issuers: Option<String>,
+    /// SHA-256 fingerprint of the certificate.
+    #[serde(default)]
+    pub sha256_finger_print: Option<String>,
+    /// Expiry, as sent.
+    #[serde(default)]
+    pub not_after: Option<String>,
+    /// Every other field as sent.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Answer of a successful storage create, replace or delete.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageWriteOutcome {
+    /// Storage name from the answer body (create only).
+    pub storage_name: Option<String>,
+    /// `Reload-ID` of a 202: the change takes effect with that reload.
+    pub reload_id: Option<ReloadId>,
+    /// `Configuration-Version` header after the call.
+    pub version_after: Option<ConfigVersion>,
+}

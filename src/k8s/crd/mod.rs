@@ -1,0 +1,246 @@
+//! Custom resources of group `haproxy-haptic.org`, version `v1alpha1` (upstream-behaviour.md
+//! section 11, with the fixes of DESIGN.md section 3).
+//!
+//! | kind | plural | short | what it holds |
+//! |---|---|---|---|
+//! | [`HAProxyCfg`] | `haproxycfgs` | `hpcfg` | the config that passed the render gate; `-invalid` holds a rejected one |
+//! | [`HAProxyMapFile`] | `haproxymapfiles` | `hpmap` | one map file |
+//! | [`HAProxyGeneralFile`] | `haproxygeneralfiles` | `hpgf` | one general file (error pages, ...) |
+//! | [`HAProxyCRTListFile`] | `haproxycrtlistfiles` | `hpcl` | one crt-list |
+//!
+//! SSL certificates and CA files are core Secrets (type Opaque), see [`secrets`].
+//!
+//! Deliberate differences from HAPTIC's schemas:
+//! - `deployedToPods[].deployedAt` is optional: a pod whose first deployment failed is listed
+//!   with its error and no zero timestamp;
+//! - `spec.checksum` of a HAProxyCfg and each pod's `checksum` use one format, `sha256:<hex>`
+//!   over the whole render ([`haptic_journal::render_checksum`]), typed as
+//!   [`haptic_journal::Checksum`] and constrained by the schema pattern [`CHECKSUM_PATTERN`];
+//! - `content`/`entries` have no `minLength` (an empty map file is a valid file);
+//! - the status has `podsSynced` (`<pods on spec.checksum>/<pods listed>`) and conditions
+//!   [`conditions::CONFIG_VALIDATED`], [`conditions::CONFIG_PINNED`] and
+//!   [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`;
+//! - auxiliary references include `caFiles`.
+//!
+//! Serialisation: empty lists and `None` fields are omitted. Write spec and status by replace
+//! (resourceVersion-guarded) or server-side apply, not by JSON merge patch: a merge patch does
+//! not clear a field it omits (a removed last pod, a cleared `validationError`).
+
+mod auxfiles;
+mod haproxycfg;
+mod status;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt as _;
+
+pub use auxfiles::{
+    AuxiliaryFileStatus, HAProxyCRTListFile, HAProxyCRTListFileSpec, HAProxyGeneralFile,
+    HAProxyGeneralFileSpec, HAProxyMapFile, HAProxyMapFileSpec,
+};
+pub use haproxycfg::{
+    AuxiliaryFileReferences, ConfigMetadata, HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus,
+    ResourceReference,
+};
+pub use status::{OperationSummary, PodDeploymentStatus};
+
+/// API group of every haptic custom resource.
+pub const GROUP: &str = "haproxy-haptic.org";
+/// API version of every haptic custom resource.
+pub const VERSION: &str = "v1alpha1";
+/// Path of the HAProxy configuration on the pod, written to `HAProxyCfg.spec.path`.
+pub const HAPROXY_CONFIG_PATH: &str = "/etc/haproxy/haproxy.cfg";
+/// Schema pattern of every checksum field: the text form of [`haptic_journal::Checksum`]. The
+/// API server rejects what the controller could not read back.
+pub const CHECKSUM_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
+
+/// Condition types (CamelCase, linkerd style).
+pub mod conditions {
+    /// Verdict of the render gate on the newest render: True = passed.
+    pub const CONFIG_VALIDATED: &str = "ConfigValidated";
+    /// True while the gate is pinned: the newest render was rejected and the fleet keeps the
+    /// last render that passed.
+    pub const CONFIG_PINNED: &str = "ConfigPinned";
+    /// True when an object is still over the API server's size limit after compression
+    /// (413, or a 500 saying the request is too large); the publisher does not retry it.
+    pub const SIZE_LIMIT_EXCEEDED: &str = "SizeLimitExceeded";
+}
+
+/// Condition reasons (CamelCase).
+pub mod reasons {
+    /// `ConfigValidated=True`: the newest render passed `haproxy -c`.
+    pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+    /// `ConfigValidated=False`: the newest render was rejected.
+    pub const VALIDATION_FAILED: &str = "ValidationFailed";
+    /// `ConfigPinned=True`: the newest render was rejected, the spec keeps the last good one.
+    pub const NEWEST_RENDER_REJECTED: &str = "NewestRenderRejected";
+    /// `ConfigPinned=False`: the newest render passed, nothing is pinned.
+    pub const NEWEST_RENDER_PASSED: &str = "NewestRenderPassed";
+    /// `SizeLimitExceeded=True`: the object is too large even compressed.
+    pub const OBJECT_TOO_LARGE: &str = "ObjectTooLarge";
+    /// `SizeLimitExceeded=False`: the last write fit.
+    pub const WITHIN_SIZE_LIMIT: &str = "WithinSizeLimit";
+}
+
+/// Label and annotation keys.
+pub mod labels {
+    /// Label on HAProxyCfg objects (main and `-invalid`): the config name.
+    pub const CONFIG: &str = "haproxy-haptic.org/config";
+    /// Label on auxiliary objects and Secrets: the name of the HAProxyCfg they belong to.
+    pub const RUNTIME_CONFIG: &str = "haproxy-haptic.org/runtime-config";
+    /// Annotation on every object the controller writes: the leadership term (decimal) of the
+    /// writer; a writer never overwrites an object stamped with a newer term (DESIGN.md J7).
+    pub const LEADER_TERM: &str = "haproxy-haptic.org/leader-term";
+}
+
+/// Conventions of the Secrets that carry SSL certificates and CA files
+/// (upstream-behaviour.md 11.3).
+pub mod secrets {
+    /// Label `haproxy-haptic.org/type` on such Secrets.
+    pub const TYPE_LABEL: &str = "haproxy-haptic.org/type";
+    /// Value of [`TYPE_LABEL`] for a certificate + key.
+    pub const TYPE_SSL_CERTIFICATE: &str = "ssl-certificate";
+    /// Value of [`TYPE_LABEL`] for a CA file.
+    pub const TYPE_CA_FILE: &str = "ssl-ca-file";
+    /// Annotation: `"true"` when the `certificate` data is zstd + base64.
+    pub const COMPRESSED_ANNOTATION: &str = "haproxy-haptic.org/compressed";
+    /// Annotation: `sha256:<hex>` of the uncompressed content.
+    pub const CHECKSUM_ANNOTATION: &str = "haproxy-haptic.org/checksum";
+    /// Data key of the PEM content (possibly compressed).
+    pub const CERTIFICATE_KEY: &str = "certificate";
+    /// Data key of the path on the pod.
+    pub const PATH_KEY: &str = "path";
+    /// Secret type.
+    pub const SECRET_TYPE: &str = "Opaque";
+}
+
+/// The four CustomResourceDefinitions, in a fixed order: HAProxyCfg, HAProxyMapFile,
+/// HAProxyGeneralFile, HAProxyCRTListFile.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        HAProxyCfg::crd(),
+        HAProxyMapFile::crd(),
+        HAProxyGeneralFile::crd(),
+        HAProxyCRTListFile::crd(),
+    ]
+}
+
+/// One CRD as a YAML document (no leading `---`), as stored in `deploy/crds/<plural>.yaml`.
+///
+/// # Errors
+/// The YAML serialiser's error; it does not fail for these types in practice.
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_norway::Error> {
+    serde_norway::to_string(crd)
+}
+
+/// All four CRDs as one multi-document YAML stream (each document starts with `---`), the
+/// output of `haptic crds`.
+///
+/// # Errors
+/// See [`crd_yaml`].
+pub fn all_crds_yaml() -> Result<String, serde_norway::Error> {
+    let mut out = String::new();
+    for crd in crds() {
+        out.push_str("---\n");
+        out.push_str(&crd_yaml(&crd)?);
+    }
+    Ok(out)
+}
+
+/// Insert or update the condition of `condition.type_` in a condition list (keyed by type,
+/// order kept).
+///
+/// When a condition of that type exists with the same `status`, its `lastTransitionTime` is
+/// kept (Kubernetes convention: the time only moves when the status changes); reason,
+/// message and observedGeneration are replaced. Returns true when the list changed, so the
+/// caller can skip a write that would change nothing.
+pub fn set_condition(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    mut condition: k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition,
+) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
+        Some(existing) => {
+            if existing.status == condition.status {
+                condition.last_transition_time = existing.last_transition_time.clone();
+            }
+            if *existing == condition {
+                return false;
+            }
+            *existing = condition;
+            true
+        }
+        None => {
+            conditions.push(condition);
+            true
+        }
+    }
+}
+
+/// `status.validationError` of an `-invalid` HAProxyCfg: the first error, plus
+/// ` (+N more errors)` when there are more; `None` for no errors.
+pub fn summarize_validation_errors<S: AsRef<str>>(errors: &[S]) -> Option<String> {
+    let first = errors.first()?.as_ref();
+    Some(match errors.len() - 1 {
+        0 => first.to_owned(),
+        1 => format!("{first} (+1 more error)"),
+        more => format!("{first} (+{more} more errors)"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn cond(status: &str, reason: &str, at_secs: i64) -> Condition {
+        Condition {
+            last_transition_time: Time(Timestamp::from_second(at_secs).unwrap_or_default()),
+            message: String::new(),
+            observed_generation: None,
+            reason: reason.into(),
+            status: status.into(),
+            type_: conditions::CONFIG_PINNED.into(),
+        }
+    }
+
+    #[test]
+    fn transition_time_moves_only_with_the_status() {
+        let mut list = Vec::new();
+        assert!(set_condition(
+            &mut list,
+            cond("False", reasons::NEWEST_RENDER_PASSED, 100)
+        ));
+        assert!(!set_condition(
+            &mut list,
+            cond("False", reasons::NEWEST_RENDER_PASSED, 200)
+        ));
+        assert_eq!(
+            list[0].last_transition_time,
+            cond("False", "", 100).last_transition_time
+        );
+        assert!(set_condition(
+            &mut list,
+            cond("True", reasons::NEWEST_RENDER_REJECTED, 300)
+        ));
+        assert_eq!(list.len(), 1);
+        assert_eq!(
+            list[0].last_transition_time,
+            cond("True", "", 300).last_transition_time
+        );
+    }
+
+    #[test]
+    fn validation_error_summary() {
+        assert_eq!(summarize_validation_errors::<&str>(&[]), None);
+        assert_eq!(summarize_validation_errors(&["a"]).as_deref(), Some("a"));
+        assert_eq!(
+            summarize_validation_errors(&["a", "b"]).as_deref(),
+            Some("a (+1 more error)")
+        );
+        assert_eq!(
+            summarize_validation_errors(&["a", "b", "c"]).as_deref(),
+            Some("a (+2 more errors)")
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! Status types shared by every haptic custom resource.
+
+use haptic_journal::{Checksum, ReloadId};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One pod's deployment state, an entry of `status.deployedToPods` (keyed by `podName`,
+/// unordered).
+///
+/// On a HAProxyCfg, `checksum` is the render checksum the pod runs (the same format as
+/// `spec.checksum`); on an auxiliary object it is the file's own checksum. Only `podName` is
+/// required: `deployedAt` is absent until a deployment to the pod succeeded.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDeploymentStatus {
+    /// Name of the HAProxy pod.
+    #[schemars(length(min = 1))]
+    pub pod_name: String,
+    /// Namespace of the pod, when it differs from the object's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// `sha256:<hex>` of what the pod runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", pattern(super::CHECKSUM_PATTERN))]
+    pub checksum: Option<Checksum>,
+    /// When the pod last took this checksum successfully; absent if it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_at: Option<Time>,
+    /// When the last reload triggered by a deployment to this pod was requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reload_at: Option<Time>,
+    /// Reload-ID of that reload.
+    #[serde(
+        default,
+        rename = "lastReloadID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub last_reload_id: Option<ReloadId>,
+    /// Duration of the last sync, humantime format (e.g. `1s 250ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_duration: Option<String>,
+    /// Configuration-version conflicts (409) retried during the last sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub version_conflict_retries: Option<i64>,
+    /// True when the last sync fell back to a raw push.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_used: Option<bool>,
+    /// What the last sync changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_operation_summary: Option<OperationSummary>,
+    /// Error of the last failed sync; cleared by a success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Failed syncs in a row; 0 after a success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub consecutive_errors: Option<i64>,
+    /// When `lastError` happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_at: Option<Time>,
+}
+
+/// Counts of what a sync changed (all counts, at least 0).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationSummary {
+    /// Dataplane API operations performed.
+    #[serde(default, rename = "totalAPIOperations")]
+    #[schemars(range(min = 0))]
+    pub total_api_operations: i64,
+    /// Backends added.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub backends_added: i64,
+    /// Backends removed.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub backends_removed: i64,
+    /// Backends modified.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub backends_modified: i64,
+    /// Servers added.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub servers_added: i64,
+    /// Servers removed.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub servers_removed: i64,
+    /// Servers modified.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub servers_modified: i64,
+    /// Frontends added.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub frontends_added: i64,
+    /// Frontends removed.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub frontends_removed: i64,
+    /// Frontends modified.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub frontends_modified: i64,
+}

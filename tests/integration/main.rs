@@ -1,0 +1,16 @@
+//! Integration tests of the root crate, one binary (STYLE.md 2.7).
+//!
+//! - `architecture`: `src/core/` stays pure;
+//! - `checksum`: the journal's checksum functions keep DESIGN.md's contract;
+//! - `corpus`: checksums, names and compression over `tests/corpus/renders/`;
+//! - `crds`: `deploy/crds/` is up to date, `haptic crds` prints it, the schemas accept our objects;
+//! - `dataplane`: the Dataplane API client against an in-test server that answers as
+//!   ecosystem.md A documents.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod architecture;
+mod checksum;
+mod corpus;
+mod crds;
+mod dataplane;
