@@ -115,3 +115,49 @@ pub fn haproxycfg_crd() -> Value {
         }
     })
 }
+
+/// Runs `kube::runtime::watcher` on its own task (it only makes requests while polled) and hands
+/// its items over a channel; the task ends with the returned receiver.
+pub fn spawn_watcher<K>(api: kube::Api<K>) -> Watcher<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    use futures::StreamExt as _;
+    let (tx, rx) = tokio::sync::mpsc::channel(1024);
+    let task = tokio::spawn(async move {
+        let mut s = kube::runtime::watcher(api, kube::runtime::watcher::Config::default()).boxed();
+        while let Some(item) = s.next().await {
+            if tx.send(item.map_err(|e| e.to_string())).await.is_err() {
+                return;
+            }
+        }
+    });
+    Watcher { rx, task }
+}
+
+/// A watcher running on its own task.
+pub struct Watcher<K> {
+    rx: tokio::sync::mpsc::Receiver<Result<kube::runtime::watcher::Event<K>, String>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl<K> Watcher<K> {
+    /// The next item, waiting at most [`WAIT`].
+    pub async fn next(&mut self) -> Result<kube::runtime::watcher::Event<K>, String> {
+        tokio::time::timeout(WAIT, self.rx.recv())
+            .await
+            .expect("watcher stalled")
+            .expect("watcher ended")
+    }
+
+    /// The next event, panicking on an error item.
+    pub async fn event(&mut self) -> kube::runtime::watcher::Event<K> {
+        self.next().await.unwrap()
+    }
+}
+
+impl<K> Drop for Watcher<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

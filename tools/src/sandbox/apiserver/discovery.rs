@@ -29,9 +29,12 @@ pub fn version() -> Value {
         "platform": "linux/amd64"})
 }
 
-/// Group name → version → types, groups in registration order (core excluded).
-fn groups(types: &[ResourceType]) -> Vec<(String, Vec<(String, Vec<&ResourceType>)>)> {
-    let mut out: Vec<(String, Vec<(String, Vec<&ResourceType>)>)> = Vec::new();
+/// Versions of one group, each with its types.
+type Versions<'a> = Vec<(String, Vec<&'a ResourceType>)>;
+
+/// Group name -> version -> types, groups in registration order (core excluded).
+fn groups(types: &[ResourceType]) -> Vec<(String, Versions<'_>)> {
+    let mut out: Vec<(String, Versions<'_>)> = Vec::new();
     for t in types.iter().filter(|t| !t.group.is_empty()) {
         let gi = match out.iter().position(|(g, _)| *g == t.group) {
             Some(i) => i,
@@ -64,7 +67,7 @@ pub fn apis_legacy(types: &[ResourceType]) -> Value {
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-fn group_doc(g: &str, vs: &[(String, Vec<&ResourceType>)]) -> Value {
+fn group_doc(g: &str, vs: &Versions<'_>) -> Value {
     let versions: Vec<Value> = vs
         .iter()
         .map(|(v, _)| json!({"groupVersion": format!("{g}/{v}"), "version": v}))

@@ -57,7 +57,8 @@ fn collect(v: &Value, prefix: Path, out: &mut BTreeSet<Path>) {
                 collect(c, p, out);
             }
         }
-        Value::Null => {}
+        // An empty map sets nothing; owning it would overlap every later field below it.
+        Value::Null | Value::Object(_) => {}
         _ => {
             out.insert(prefix);
         }
@@ -78,7 +79,7 @@ pub fn remove(obj: &mut Value, path: &Path) {
     if path.is_empty() {
         return;
     }
-    let (last, parents) = path.split_at(path.len() - 1);
+    let (parents, last) = path.split_at(path.len() - 1);
     let mut cur = &mut *obj;
     for k in parents {
         match cur.get_mut(k) {

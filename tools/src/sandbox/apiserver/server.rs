@@ -188,7 +188,7 @@ fn json_resp(status: u16, v: &Value) -> Response<Body> {
 
 fn error_resp(e: &ApiError) -> Response<Body> {
     let mut r = json_resp(e.code, &e.to_status());
-    if let Some(s) = e.retry_after_s
+    if let Some(s) = e.details.retry_after_s
         && let Ok(v) = s.to_string().parse()
     {
         r.headers_mut().insert(hyper::header::RETRY_AFTER, v);
@@ -230,7 +230,7 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body
         }
         if let Some(code) = f.status {
             let mut e = ApiError::from_code(code);
-            e.retry_after_s = f.retry_after_s;
+            e.details.retry_after_s = f.retry_after_s;
             set_status(code);
             return Ok(error_resp(&e));
         }
@@ -631,7 +631,7 @@ fn patch(
             "Invalid",
             "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
         );
-        e.kind = Some("PatchOptions".into());
+        e.details.kind = Some("PatchOptions".into());
         return Err(e);
     }
     let mut st = lock(&sh.state);

@@ -24,6 +24,13 @@ pub struct ApiError {
     pub reason: String,
     /// `Status.message`.
     pub message: String,
+    /// `Status.details` (boxed: results carrying an `ApiError` stay small).
+    pub details: Box<Details>,
+}
+
+/// The `details` of a `Status`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Details {
     /// `details.name`.
     pub name: Option<String>,
     /// `details.group`.
@@ -43,22 +50,18 @@ impl ApiError {
             code,
             reason: reason.to_owned(),
             message: message.into(),
-            name: None,
-            group: None,
-            kind: None,
-            causes: Vec::new(),
-            retry_after_s: None,
+            details: Box::default(),
         }
     }
 
     /// Adds `details.name/group/kind`.
     pub fn details(mut self, group: &str, kind: &str, name: &str) -> Self {
         if !group.is_empty() {
-            self.group = Some(group.to_owned());
+            self.details.group = Some(group.to_owned());
         }
-        self.kind = Some(kind.to_owned());
+        self.details.kind = Some(kind.to_owned());
         if !name.is_empty() {
-            self.name = Some(name.to_owned());
+            self.details.name = Some(name.to_owned());
         }
         self
     }
@@ -131,7 +134,7 @@ impl ApiError {
             format!("{what} \"{name}\" is invalid: {joined}"),
         )
         .details(group, kind, name);
-        e.causes = causes;
+        e.details.causes = causes;
         e
     }
 
@@ -195,24 +198,25 @@ impl ApiError {
             v["reason"] = json!(self.reason);
         }
         let mut details = serde_json::Map::new();
-        if let Some(n) = &self.name {
+        if let Some(n) = &self.details.name {
             details.insert("name".into(), json!(n));
         }
-        if let Some(g) = &self.group {
+        if let Some(g) = &self.details.group {
             details.insert("group".into(), json!(g));
         }
-        if let Some(k) = &self.kind {
+        if let Some(k) = &self.details.kind {
             details.insert("kind".into(), json!(k));
         }
-        if !self.causes.is_empty() {
+        if !self.details.causes.is_empty() {
             let causes: Vec<Value> = self
+                .details
                 .causes
                 .iter()
                 .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
                 .collect();
             details.insert("causes".into(), Value::Array(causes));
         }
-        if let Some(s) = self.retry_after_s {
+        if let Some(s) = self.details.retry_after_s {
             details.insert("retryAfterSeconds".into(), json!(s));
         }
         if !details.is_empty() {

@@ -989,7 +989,7 @@ fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[fields::Conflict])
         )
     };
     let mut e = ApiError::new(409, "Conflict", message).details(&rt.group, &rt.plural, name);
-    e.causes = conflicts
+    e.details.causes = conflicts
         .iter()
         .map(|c| Cause {
             reason: "FieldManagerConflict".into(),

@@ -91,7 +91,10 @@ pub fn json_path(obj: &Value, path: &str) -> Vec<Value> {
                     .into_iter()
                     .filter(|it| match it.get(k.trim()) {
                         Some(Value::String(s)) => s == want,
-                        Some(other) => other.to_string() == want,
+                        Some(other) => {
+                            other.as_i64().is_some_and(|n| want.parse() == Ok(n))
+                                || other.as_bool().is_some_and(|b| want.parse() == Ok(b))
+                        }
                         None => false,
                     })
                     .collect();

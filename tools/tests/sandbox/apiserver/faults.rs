@@ -1,7 +1,6 @@
 //! The fault script and the request log, over HTTP (`/_sandbox/`) and through the Rust handle.
 
-use super::{Env, WAIT};
-use futures::StreamExt as _;
+use super::{Env, WAIT, spawn_watcher};
 use haptic_tools::sandbox::apiserver::Fault;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -161,17 +160,10 @@ async fn faults_delay_drop_and_end_watch() {
     assert!(cms.get("a").await.is_ok());
 
     // end_watch: the open stream ends, the watcher re-watches from its last RV without a relist
-    let mut stream = watcher(cms.clone(), watcher::Config::default()).boxed();
-    let mut next = async || {
-        tokio::time::timeout(WAIT, stream.next())
-            .await
-            .expect("watcher stalled")
-            .unwrap()
-            .unwrap()
-    };
-    assert!(matches!(next().await, watcher::Event::Init));
-    assert!(matches!(next().await, watcher::Event::InitApply(_)));
-    assert!(matches!(next().await, watcher::Event::InitDone));
+    let mut w = spawn_watcher(cms.clone());
+    assert!(matches!(w.event().await, watcher::Event::Init));
+    assert!(matches!(w.event().await, watcher::Event::InitApply(_)));
+    assert!(matches!(w.event().await, watcher::Event::InitDone));
     let watch_requests = || {
         env.server
             .requests()
@@ -201,14 +193,16 @@ async fn faults_delay_drop_and_end_watch() {
     assert_eq!(code, 201);
     cms.create(&PostParams::default(), &cm("b")).await.unwrap();
     assert!(
-        matches!(next().await, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("b"))
+        matches!(w.event().await, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("b"))
     );
     assert_eq!(watch_requests(), 2);
     let lists = env
         .server
         .requests()
         .into_iter()
-        .filter(|r| r.path.ends_with("/configmaps") && !r.query.contains("watch"))
+        .filter(|r| {
+            r.method == "GET" && r.path.ends_with("/configmaps") && !r.query.contains("watch")
+        })
         .count();
     assert_eq!(lists, 1, "end_watch must not cause a relist");
 }

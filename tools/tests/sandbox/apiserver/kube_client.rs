@@ -1,7 +1,6 @@
 //! kube's typed client and `watcher` against the emulator.
 
-use super::{Env, WAIT, haproxycfg_crd};
-use futures::StreamExt as _;
+use super::{Env, haproxycfg_crd, spawn_watcher};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -549,25 +548,18 @@ async fn watcher_streams_events_and_relists_after_410() {
     cms.create(&PostParams::default(), &cm("before", json!({})))
         .await
         .unwrap();
-    let mut stream = watcher(cms.clone(), watcher::Config::default()).boxed();
-    let mut next = async || {
-        tokio::time::timeout(WAIT, stream.next())
-            .await
-            .expect("watcher stalled")
-            .unwrap()
-            .unwrap()
-    };
-    assert!(matches!(next().await, watcher::Event::Init));
+    let mut w = spawn_watcher(cms.clone());
+    assert!(matches!(w.event().await, watcher::Event::Init));
     assert!(
-        matches!(next().await, watcher::Event::InitApply(c) if c.metadata.name.as_deref() == Some("before"))
+        matches!(w.event().await, watcher::Event::InitApply(c) if c.metadata.name.as_deref() == Some("before"))
     );
-    assert!(matches!(next().await, watcher::Event::InitDone));
+    assert!(matches!(w.event().await, watcher::Event::InitDone));
 
     cms.create(&PostParams::default(), &cm("live", json!({"k": "1"})))
         .await
         .unwrap();
     assert!(
-        matches!(next().await, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("live"))
+        matches!(w.event().await, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("live"))
     );
     cms.patch(
         "live",
@@ -577,11 +569,11 @@ async fn watcher_streams_events_and_relists_after_410() {
     .await
     .unwrap();
     assert!(
-        matches!(next().await, watcher::Event::Apply(c) if c.data.as_ref().unwrap()["k"] == "2")
+        matches!(w.event().await, watcher::Event::Apply(c) if c.data.as_ref().unwrap()["k"] == "2")
     );
     cms.delete("live", &DeleteParams::default()).await.unwrap();
     assert!(
-        matches!(next().await, watcher::Event::Delete(c) if c.metadata.name.as_deref() == Some("live"))
+        matches!(w.event().await, watcher::Event::Delete(c) if c.metadata.name.as_deref() == Some("live"))
     );
 
     // Hold the re-watch, end the stream, write and compact: the held watch resumes from an RV
@@ -609,11 +601,14 @@ async fn watcher_streams_events_and_relists_after_410() {
     env.server.compact();
     let mut names = Vec::new();
     loop {
-        match next().await {
-            watcher::Event::Init => names.clear(),
-            watcher::Event::InitApply(c) => names.push(c.metadata.name.unwrap()),
-            watcher::Event::InitDone => break,
-            other => panic!("unexpected event before the relist: {other:?}"),
+        match w.next().await {
+            Err(e) => assert!(e.contains("410") || e.contains("too old"), "{e}"),
+            Ok(ev) => match ev {
+                watcher::Event::Init => names.clear(),
+                watcher::Event::InitApply(c) => names.push(c.metadata.name.unwrap()),
+                watcher::Event::InitDone => break,
+                other => panic!("unexpected event before the relist: {other:?}"),
+            },
         }
     }
     assert_eq!(names, vec!["before", "during-gap"]);
