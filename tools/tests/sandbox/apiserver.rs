@@ -5,6 +5,7 @@
 mod faults;
 mod kube_client;
 mod kubectl;
+mod watch;
 
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
 use serde_json::{Value, json};
@@ -122,10 +123,21 @@ pub fn spawn_watcher<K>(api: kube::Api<K>) -> Watcher<K>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
+    spawn_watcher_with(api, kube::runtime::watcher::Config::default())
+}
+
+/// [`spawn_watcher`] with a watcher configuration.
+pub fn spawn_watcher_with<K>(
+    api: kube::Api<K>,
+    config: kube::runtime::watcher::Config,
+) -> Watcher<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
     use futures::StreamExt as _;
     let (tx, rx) = tokio::sync::mpsc::channel(1024);
     let task = tokio::spawn(async move {
-        let mut s = kube::runtime::watcher(api, kube::runtime::watcher::Config::default()).boxed();
+        let mut s = kube::runtime::watcher(api, config).boxed();
         while let Some(item) = s.next().await {
             if tx.send(item.map_err(|e| e.to_string())).await.is_err() {
                 return;

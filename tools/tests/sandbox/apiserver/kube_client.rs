@@ -639,3 +639,45 @@ async fn watcher_streams_events_and_relists_after_410() {
         (Some("ERROR"), Some(410), Some("Expired"))
     );
 }
+
+#[tokio::test]
+async fn kube_lease_manager_acquires_releases_and_hands_over() {
+    let env = Env::start().await;
+    let client = env.client(true).await;
+    let build = |identity: &str| {
+        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), "leader")
+            .with_namespace("default")
+            .with_identity(identity)
+            .with_duration(3)
+            .with_grace(1)
+            .build()
+    };
+    let one = build("one").await.unwrap();
+    let two = build("two").await.unwrap();
+    let wait = super::WAIT;
+    assert!(
+        tokio::time::timeout(wait, one.changed())
+            .await
+            .unwrap()
+            .unwrap()
+    );
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
+    assert_eq!(
+        holder(leases.get("leader").await.unwrap()).as_deref(),
+        Some("one")
+    );
+
+    let waiter = tokio::spawn(async move {
+        let r = two.changed().await;
+        (two, r)
+    });
+    one.release().await.unwrap();
+    let (two, won) = tokio::time::timeout(wait, waiter).await.unwrap().unwrap();
+    assert!(won.unwrap());
+    let lease = leases.get("leader").await.unwrap();
+    assert_eq!(holder(lease.clone()).as_deref(), Some("two"));
+    assert!(lease.spec.unwrap().lease_transitions.unwrap_or(0) >= 1);
+    two.release().await.unwrap();
+    assert_eq!(holder(leases.get("leader").await.unwrap()), None);
+}
