@@ -20,6 +20,7 @@ pub fn validate(schema: &Value, obj: &mut Value) -> Report {
     let mut r = Report::default();
     // apiVersion, kind and metadata are the server's business, not the schema's.
     if let (Some(props), Some(map)) = (schema["properties"].as_object(), obj.as_object_mut()) {
+        apply_defaults(schema, map);
         let keys: Vec<String> = map.keys().cloned().collect();
         for k in keys {
             if ["apiVersion", "kind", "metadata"].contains(&k.as_str()) {
@@ -41,6 +42,18 @@ pub fn validate(schema: &Value, obj: &mut Value) -> Report {
         required(schema, map, "", &mut r);
     }
     r
+}
+
+/// Fills absent properties that have a `default` (structural-schema defaulting); the walk then
+/// descends into the filled values, so nested defaults apply too.
+fn apply_defaults(schema: &Value, map: &mut serde_json::Map<String, Value>) {
+    for (k, ps) in schema["properties"].as_object().into_iter().flatten() {
+        if let Some(d) = ps.get("default")
+            && !map.contains_key(k)
+        {
+            map.insert(k.clone(), d.clone());
+        }
+    }
 }
 
 fn required(schema: &Value, map: &serde_json::Map<String, Value>, path: &str, r: &mut Report) {
@@ -217,6 +230,7 @@ fn walk(s: &Value, v: &mut Value, path: &str, r: &mut Report) {
             }
         }
         Value::Object(map) => {
+            apply_defaults(s, map);
             let preserve = s["x-kubernetes-preserve-unknown-fields"] == true;
             let props = s["properties"].as_object();
             let additional = &s["additionalProperties"];
