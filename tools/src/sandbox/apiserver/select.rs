@@ -104,15 +104,6 @@ impl Selector {
         }
         for t in split_top(fields.unwrap_or("")) {
             let r = parse_req(&t, true)?;
-            let key = match &r {
-                Req::Eq(k, _) | Req::Ne(k, _) => k.clone(),
-                _ => String::new(),
-            };
-            if !["metadata.name", "metadata.namespace"].contains(&key.as_str()) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {key}"
-                )));
-            }
             s.fields.push(r);
         }
         Ok(s)

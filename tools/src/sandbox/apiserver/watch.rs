@@ -183,10 +183,12 @@ fn poll(sh: &Shared, s: &mut Stream, last: u64, out: &mut Vec<Value>) -> Option<
     }
     let key = s.rt.key();
     let ns = s.p.ns.clone();
+    // The history is ordered by resourceVersion.
+    let start = state.history.partition_point(|e| e.rv <= last);
     let events: Vec<(&'static str, Value, u64)> = state
         .history
-        .iter()
-        .filter(|e| e.rv > last && e.key == key)
+        .range(start..)
+        .filter(|e| e.key == key)
         .filter(|e| {
             ns.as_deref()
                 .is_none_or(|n| e.object["metadata"]["namespace"].as_str() == Some(n))

@@ -131,6 +131,18 @@ async fn crud_conflict_selectors_and_paging() {
     assert_eq!(rest.metadata.continue_, None);
     assert_eq!(names(rest), vec!["l1", "l2", "l3"]);
 
+    let dry = cms
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &cm("dry", json!({})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dry.metadata.name.as_deref(), Some("dry"));
+    assert_eq!(api_err(cms.get("dry").await.unwrap_err()).code, 404);
     let all: Api<ConfigMap> = Api::all(env.client(false).await);
     assert_eq!(
         all.list(&ListParams::default()).await.unwrap().items.len(),
@@ -144,6 +156,29 @@ async fn crud_conflict_selectors_and_paging() {
         .await
         .unwrap();
     assert!(generated.metadata.name.unwrap().starts_with("gen-"));
+    let gone = cms
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("app=x"),
+        )
+        .await
+        .unwrap();
+    let gone: Vec<String> = gone
+        .left()
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect();
+    assert_eq!(gone, vec!["l0", "l2"]);
+    assert_eq!(
+        names(
+            cms.list(&ListParams::default().labels("app"))
+                .await
+                .unwrap()
+        ),
+        vec!["l1", "l3"]
+    );
 }
 
 async fn install_crd(env: &Env) -> Api<DynamicObject> {
@@ -324,6 +359,54 @@ async fn custom_resource_status_subresource_generation_and_schema() {
     assert_eq!(
         (ok.data["spec"]["checksum"].as_str(), ok.metadata.generation),
         (Some("a3"), Some(3))
+    );
+    // server-side apply on /status: only status is taken, owned under the status subresource
+    let status_apply = json!({"apiVersion": "haproxy-haptic.org/v1alpha1", "kind": "HAProxyCfg",
+        "metadata": {"name": "c"}, "spec": {"checksum": "ignored"}, "status": {"observedGeneration": 3}});
+    let applied = api
+        .patch_status(
+            "c",
+            &PatchParams::apply("status-writer"),
+            &Patch::Apply(status_apply),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            applied.data["status"]["observedGeneration"].as_i64(),
+            applied.data["spec"]["checksum"].as_str()
+        ),
+        (Some(3), Some("a3"))
+    );
+    let entry = applied
+        .metadata
+        .managed_fields
+        .unwrap()
+        .into_iter()
+        .find(|m| m.manager.as_deref() == Some("status-writer"))
+        .unwrap();
+    assert_eq!(
+        (entry.operation.as_deref(), entry.subresource.as_deref()),
+        (Some("Apply"), Some("status"))
+    );
+    // server-side apply on the main resource ignores status and bumps generation on a spec change
+    let main_apply = json!({"apiVersion": "haproxy-haptic.org/v1alpha1", "kind": "HAProxyCfg",
+        "metadata": {"name": "c"}, "spec": {"checksum": "a4", "content": "x"}, "status": {"observedGeneration": 99}});
+    let applied = api
+        .patch(
+            "c",
+            &PatchParams::apply("deployer").force(),
+            &Patch::Apply(main_apply),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            applied.data["spec"]["checksum"].as_str(),
+            applied.data["status"]["observedGeneration"].as_i64(),
+            applied.metadata.generation
+        ),
+        (Some("a4"), Some(3), Some(4))
     );
     // strategic merge is refused for custom kinds, as upstream
     let smp = api_err(
