@@ -764,3 +764,41 @@ async fn kube_lease_manager_acquires_releases_and_hands_over() {
     two.release().await.unwrap();
     assert_eq!(holder(leases.get("leader").await.unwrap()), None);
 }
+
+#[tokio::test]
+async fn events_recorder_creates_then_patches_a_series() {
+    let env = Env::start().await;
+    let client = env.client(false).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let target = cms
+        .create(&PostParams::default(), &cm("target", json!({})))
+        .await
+        .unwrap();
+    let reporter = kube::runtime::events::Reporter {
+        controller: "haptic".into(),
+        instance: Some("haptic-0".into()),
+    };
+    let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
+    let event = kube::runtime::events::Event {
+        type_: kube::runtime::events::EventType::Normal,
+        reason: "ConfigApplied".into(),
+        note: Some("applied".into()),
+        action: "Apply".into(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(&target, &());
+    recorder.publish(&event, &reference).await.unwrap();
+    recorder.publish(&event, &reference).await.unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    let list = events.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(list.len(), 1, "{list:?}");
+    let e = &list[0];
+    assert_eq!(
+        (
+            e.reason.as_deref(),
+            e.regarding.as_ref().and_then(|r| r.name.as_deref())
+        ),
+        (Some("ConfigApplied"), Some("target"))
+    );
+    assert_eq!(e.series.as_ref().map(|s| s.count), Some(2));
+}
