@@ -210,7 +210,7 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body
             path: path.clone(),
             query: query.clone(),
             status: 0,
-            at: store::now(),
+            at: jiff::Timestamp::now().to_string(),
         });
         log.len() - 1
     };

@@ -131,6 +131,19 @@ async fn crud_conflict_selectors_and_paging() {
     assert_eq!(rest.metadata.continue_, None);
     assert_eq!(names(rest), vec!["l1", "l2", "l3"]);
 
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(env.client(false).await, "default");
+    let secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds"}, "stringData": {"username": "admin"}}),
+    )
+    .unwrap();
+    let stored = secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    assert_eq!(stored.type_.as_deref(), Some("Opaque"));
+    assert_eq!(stored.data.unwrap()["username"].0, b"admin".to_vec());
+    assert_eq!(stored.string_data, None);
     let dry = cms
         .create(
             &PostParams {

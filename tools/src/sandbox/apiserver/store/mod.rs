@@ -417,6 +417,7 @@ impl State {
         }
         body["apiVersion"] = json!(rt.api_version());
         body["kind"] = json!(rt.kind);
+        normalize(rt, &mut body);
         Self::validate(rt, &mut body, opts)?;
         let av = rt.api_version();
         let w = Writer {
@@ -459,6 +460,27 @@ impl State {
 /// Multi-version CRDs share storage: any version string is accepted when the group matches.
 fn resources_share_version(_api_version: &str) -> bool {
     true
+}
+
+/// Built-in defaulting the clients rely on: a Secret's `stringData` is folded into base64 `data`
+/// and its `type` defaults to `Opaque`.
+fn normalize(rt: &ResourceType, obj: &mut Value) {
+    if rt.group.is_empty() && rt.plural == "secrets" {
+        if let Some(Value::Object(string_data)) =
+            obj.as_object_mut().and_then(|m| m.remove("stringData"))
+        {
+            if !obj["data"].is_object() {
+                obj["data"] = json!({});
+            }
+            for (k, v) in string_data {
+                let text = v.as_str().unwrap_or_default().to_owned();
+                obj["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+            }
+        }
+        if obj.get("type").is_none_or(Value::is_null) {
+            obj["type"] = json!("Opaque");
+        }
+    }
 }
 
 /// The conditions a real apiextensions server sets once a CRD's names are accepted.

@@ -97,6 +97,7 @@ impl State {
         if rt.plural == "customresourcedefinitions" {
             crd_status(&mut new);
         }
+        super::normalize(rt, &mut new);
         Self::validate(rt, &mut new, opts)?;
         let now = now();
         if !applied {
