@@ -21,6 +21,7 @@ mod faults;
 mod fields;
 mod patch;
 mod resources;
+mod routes;
 mod schema;
 mod select;
 mod server;
