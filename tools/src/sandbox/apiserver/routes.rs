@@ -191,6 +191,7 @@ pub(super) async fn route(
     }
     let ns = t.ns.clone().unwrap_or_default();
     let table = accept.contains("as=Table");
+    let metadata_only = accept.contains("as=PartialObjectMetadata");
     let opts = WriteOpts {
         dry_run: q.get("dryRun").is_some_and(|d| d == "All"),
         field_manager: q.get("fieldManager").cloned(),
@@ -237,6 +238,7 @@ pub(super) async fn route(
                     .and_then(|t| t.parse().ok())
                     .map(Duration::from_secs),
                 table,
+                metadata_only,
             };
             let end_after_replay = sh.take_watch_end(path);
             let body = watch::start(sh, rt, path, p, end_after_replay);
@@ -269,6 +271,18 @@ pub(super) async fn route(
                 }
                 return ok(tab);
             }
+            if metadata_only {
+                let items: Vec<Value> = list["items"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(table::partial)
+                    .collect();
+                return ok(
+                    serde_json::json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": list["metadata"], "items": items}),
+                );
+            }
             ok(list)
         }
         ("GET", Some(name)) => {
@@ -276,6 +290,9 @@ pub(super) async fn route(
             let obj = st.get(&rt, &ns, name)?;
             if table {
                 return ok(table::table(&rt, &[obj], &st.rv.to_string(), true));
+            }
+            if metadata_only {
+                return ok(table::partial(&obj));
             }
             ok(obj)
         }

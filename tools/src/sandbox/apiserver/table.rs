@@ -250,3 +250,9 @@ mod tests {
         assert_eq!(json_path(&o, ".spec.missing"), Vec::<Value>::new());
     }
 }
+
+/// The `meta.k8s.io/v1` `PartialObjectMetadata` of an object (kube's `*_metadata` calls and
+/// metadata watchers ask for it with `Accept: ...;as=PartialObjectMetadata[List]`).
+pub fn partial(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}

@@ -39,6 +39,8 @@ pub struct WatchParams {
     pub timeout: Option<Duration>,
     /// Events carry `Table`s (kubectl `get --watch`).
     pub table: bool,
+    /// Events carry `PartialObjectMetadata` (metadata watchers).
+    pub metadata_only: bool,
 }
 
 /// An open watch stream that `end_watch` faults can end.
@@ -98,6 +100,8 @@ impl Stream {
         let object = if self.p.table {
             let first = std::mem::replace(&mut self.first, false);
             table::table(&self.rt, &[out], rv, first)
+        } else if self.p.metadata_only {
+            table::partial(&out)
         } else {
             out
         };

@@ -182,3 +182,55 @@ async fn watch_replays_from_resource_version_and_streaming_lists() {
         .count();
     assert_eq!(lists, 0, "a streaming list makes no LIST request: {log:?}");
 }
+
+#[tokio::test]
+async fn metadata_watcher_and_get_metadata() {
+    let env = Env::start().await;
+    let client = env.client(false).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    let s: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s1", "labels": {"a": "b"}}, "stringData": {"password": "hunter2"}})).unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    let meta = secrets.get_metadata("s1").await.unwrap();
+    assert_eq!(meta.metadata.labels.unwrap()["a"], "b");
+    let list = secrets.list_metadata(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+    let api = secrets.clone();
+    let task = tokio::spawn(async move {
+        use futures::StreamExt as _;
+        let mut st = kube::runtime::metadata_watcher(api, watcher::Config::default()).boxed();
+        while let Some(ev) = st.next().await {
+            if tx.send(ev.map_err(|e| e.to_string())).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut names = Vec::new();
+    let mut next = async || {
+        tokio::time::timeout(WAIT, rx.recv())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+    };
+    loop {
+        match next().await {
+            watcher::Event::InitApply(m) => names.push(m.metadata.name.unwrap()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    secrets.delete("s1", &Default::default()).await.unwrap();
+    assert!(
+        matches!(next().await, watcher::Event::Delete(m) if m.metadata.name.as_deref() == Some("s1"))
+    );
+    assert_eq!(names, vec!["s1"]);
+    let log = env.server.requests();
+    assert!(
+        log.iter().any(|r| r.query.contains("watch=true")),
+        "{log:?}"
+    );
+    task.abort();
+}
