@@ -234,6 +234,12 @@ pub fn table(rt: &ResourceType, objs: &[Value], rv: &str, with_columns: bool) ->
         "columnDefinitions": defs, "rows": rows})
 }
 
+/// The `meta.k8s.io/v1` `PartialObjectMetadata` of an object (kube's `*_metadata` calls and
+/// metadata watchers ask for it with `Accept: ...;as=PartialObjectMetadata[List]`).
+pub fn partial(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,10 +255,4 @@ mod tests {
         assert_eq!(json_path(&o, ".spec.l[1]"), vec![json!(2)]);
         assert_eq!(json_path(&o, ".spec.missing"), Vec::<Value>::new());
     }
-}
-
-/// The `meta.k8s.io/v1` `PartialObjectMetadata` of an object (kube's `*_metadata` calls and
-/// metadata watchers ask for it with `Accept: ...;as=PartialObjectMetadata[List]`).
-pub fn partial(obj: &Value) -> Value {
-    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
 }
