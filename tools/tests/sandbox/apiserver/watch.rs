@@ -196,27 +196,12 @@ async fn metadata_watcher_and_get_metadata() {
     let list = secrets.list_metadata(&Default::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
 
-    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-    let api = secrets.clone();
-    let task = tokio::spawn(async move {
-        use futures::StreamExt as _;
-        let mut st = kube::runtime::metadata_watcher(api, watcher::Config::default()).boxed();
-        while let Some(ev) = st.next().await {
-            if tx.send(ev.map_err(|e| e.to_string())).await.is_err() {
-                return;
-            }
-        }
-    });
+    let meta_api: Api<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Secret>> =
+        Api::namespaced(env.client(false).await, "default");
+    let mut w = spawn_watcher_with(meta_api, watcher::Config::default());
     let mut names = Vec::new();
-    let mut next = async || {
-        tokio::time::timeout(WAIT, rx.recv())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-    };
     loop {
-        match next().await {
+        match w.event().await {
             watcher::Event::InitApply(m) => names.push(m.metadata.name.unwrap()),
             watcher::Event::InitDone => break,
             _ => {}
@@ -224,7 +209,7 @@ async fn metadata_watcher_and_get_metadata() {
     }
     secrets.delete("s1", &Default::default()).await.unwrap();
     assert!(
-        matches!(next().await, watcher::Event::Delete(m) if m.metadata.name.as_deref() == Some("s1"))
+        matches!(w.event().await, watcher::Event::Delete(m) if m.metadata.name.as_deref() == Some("s1"))
     );
     assert_eq!(names, vec!["s1"]);
     let log = env.server.requests();
@@ -232,5 +217,4 @@ async fn metadata_watcher_and_get_metadata() {
         log.iter().any(|r| r.query.contains("watch=true")),
         "{log:?}"
     );
-    task.abort();
 }
