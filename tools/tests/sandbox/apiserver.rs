@@ -2,9 +2,11 @@
 //! `watcher`) against an in-process emulator on 127.0.0.1:0.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod custom;
 mod faults;
 mod kube_client;
 mod kubectl;
+mod leases;
 mod watch;
 
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
