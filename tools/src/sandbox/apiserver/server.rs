@@ -31,7 +31,9 @@ pub struct Shared {
     /// Fault script, in the order added.
     pub faults: Mutex<Vec<ArmedFault>>,
     /// Every request seen (but `/_sandbox/` ones).
-    pub log: Mutex<Vec<RequestRecord>>,
+    /// Entries carry a sequence number so a status lands on its own request even after a reset.
+    pub log: Mutex<Vec<(u64, RequestRecord)>>,
+    next_request: AtomicU64,
     /// Open watch streams by id.
     pub watches: Mutex<HashMap<u64, OpenWatch>>,
     next_watch: AtomicU64,
@@ -56,6 +58,7 @@ impl Shared {
             rv_rx: rx,
             faults: Mutex::new(Vec::new()),
             log: Mutex::new(Vec::new()),
+            next_request: AtomicU64::new(1),
             watches: Mutex::new(HashMap::new()),
             next_watch: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
@@ -136,7 +139,7 @@ impl Shared {
 
     /// A copy of the request log.
     pub fn requests(&self) -> Vec<RequestRecord> {
-        lock(&self.log).clone()
+        lock(&self.log).iter().map(|(_, r)| r.clone()).collect()
     }
 
     /// Empties the request log.
@@ -199,19 +202,20 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body
     if path.starts_with("/_sandbox/") {
         return Ok(sandbox(&sh, req, &method, &path).await);
     }
-    let idx = {
-        let mut log = lock(&sh.log);
-        log.push(RequestRecord {
+    let seq = sh.next_request.fetch_add(1, Ordering::Relaxed);
+    lock(&sh.log).push((
+        seq,
+        RequestRecord {
             method: method.clone(),
             path: path.clone(),
             query: query.clone(),
             status: 0,
             at: jiff::Timestamp::now().to_string(),
-        });
-        log.len() - 1
-    };
+        },
+    ));
     let set_status = |status: u16| {
-        if let Some(r) = lock(&sh.log).get_mut(idx) {
+        let mut log = lock(&sh.log);
+        if let Some((_, r)) = log.iter_mut().rev().find(|(s, _)| *s == seq) {
             r.status = status;
         }
     };

@@ -171,8 +171,16 @@ async fn faults_delay_drop_and_end_watch() {
             .filter(|r| r.query.contains("watch=true"))
             .count()
     };
+    // status 200 is logged once the stream is registered, so end_watch can find it
+    let open_watches = || {
+        env.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.query.contains("watch=true") && r.status == 200)
+            .count()
+    };
     tokio::time::timeout(WAIT, async {
-        while watch_requests() == 0 {
+        while open_watches() == 0 {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })

@@ -317,7 +317,7 @@ async fn watcher_streams_events_and_relists_after_410() {
         .add_fault(haptic_tools::sandbox::apiserver::Fault {
             method: "GET".into(),
             path: path.into(),
-            delay_ms: Some(1500),
+            delay_ms: Some(3000),
             times: Some(1),
             ..Default::default()
         })
