@@ -23,6 +23,9 @@ pub const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 /// Watch events kept for replay; older resourceVersions get the 410 ERROR event.
 pub const HISTORY_EVENTS: usize = 10_000;
+/// Serialized bytes of watch history kept (large custom resources make events big); the oldest
+/// events go first, as with [`HISTORY_EVENTS`].
+pub const HISTORY_BYTES: usize = 256 * 1024 * 1024;
 
 /// Storage key of a kind: (group, plural).
 type Key = (String, String);
@@ -40,6 +43,8 @@ pub struct Event {
     pub type_: &'static str,
     /// The object after the write (for DELETED, its last state with the deletion's RV).
     pub object: Value,
+    /// Serialized size of `object`, for the history budget.
+    pub bytes: usize,
 }
 
 /// Options of a write request.
@@ -71,6 +76,8 @@ pub struct State {
     pub rv: u64,
     /// Watch events with RV > `floor`, oldest first.
     pub history: VecDeque<Event>,
+    /// Sum of `bytes` over `history`.
+    history_bytes: usize,
     /// Watches from a resourceVersion below this are too old (410).
     pub floor: u64,
     ids: u64,
@@ -92,6 +99,7 @@ impl State {
             objects: BTreeMap::new(),
             rv: 0,
             history: VecDeque::new(),
+            history_bytes: 0,
             floor: 0,
             ids: 0,
             notify,
@@ -170,14 +178,20 @@ impl State {
         } else {
             map.insert(ok, obj.clone());
         }
+        let bytes = obj.to_string().len();
+        self.history_bytes += bytes;
         self.history.push_back(Event {
             rv: self.rv,
             key: key.clone(),
             type_,
             object: obj.clone(),
+            bytes,
         });
-        while self.history.len() > HISTORY_EVENTS {
+        while self.history.len() > 1
+            && (self.history.len() > HISTORY_EVENTS || self.history_bytes > HISTORY_BYTES)
+        {
             if let Some(e) = self.history.pop_front() {
+                self.history_bytes -= e.bytes;
                 self.floor = e.rv;
             }
         }
@@ -189,6 +203,7 @@ impl State {
     /// the 410 ERROR event.
     pub fn compact(&mut self) {
         self.history.clear();
+        self.history_bytes = 0;
         self.floor = self.rv;
     }
 
