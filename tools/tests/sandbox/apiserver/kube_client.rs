@@ -310,15 +310,15 @@ async fn watcher_streams_events_and_relists_after_410() {
         matches!(w.event().await, watcher::Event::Delete(c) if c.metadata.name.as_deref() == Some("live"))
     );
 
-    // Hold the re-watch, end the stream, write and compact: the held watch resumes from an RV
-    // older than the history and gets the ERROR 410 event; the watcher relists.
+    // Make every re-watch fail, end the stream and see the failure; then write, compact and let
+    // the re-watch through: it resumes from an RV older than the history, gets the ERROR 410
+    // event, and the watcher relists. (The raw watcher has no backoff; its channel bounds the loop.)
     let path = "/api/v1/namespaces/default/configmaps$";
     env.server
         .add_fault(haptic_tools::sandbox::apiserver::Fault {
             method: "GET".into(),
             path: path.into(),
-            delay_ms: Some(3000),
-            times: Some(1),
+            status: Some(500),
             ..Default::default()
         })
         .unwrap();
@@ -329,14 +329,21 @@ async fn watcher_streams_events_and_relists_after_410() {
             ..Default::default()
         })
         .unwrap();
+    let failed = w.next().await.unwrap_err();
+    assert!(
+        failed.contains("500") || failed.contains("nternal"),
+        "{failed}"
+    );
     cms.create(&PostParams::default(), &cm("during-gap", json!({})))
         .await
         .unwrap();
     env.server.compact();
+    env.server.clear_faults();
     let mut names = Vec::new();
+    let mut expired = false;
     loop {
         match w.next().await {
-            Err(e) => assert!(e.contains("410") || e.contains("too old"), "{e}"),
+            Err(e) => expired |= e.contains("410") || e.contains("too old"),
             Ok(ev) => match ev {
                 watcher::Event::Init => names.clear(),
                 watcher::Event::InitApply(c) => names.push(c.metadata.name.unwrap()),
@@ -345,6 +352,7 @@ async fn watcher_streams_events_and_relists_after_410() {
             },
         }
     }
+    assert!(expired, "the watcher never saw the 410");
     assert_eq!(names, vec!["before", "during-gap"]);
     let watches: Vec<_> = env
         .server

@@ -218,3 +218,22 @@ async fn metadata_watcher_and_get_metadata() {
         "{log:?}"
     );
 }
+
+#[tokio::test]
+async fn shutdown_ends_watch_streams_and_stops_serving() {
+    let env = Env::start().await;
+    let url = env.server.url();
+    let mut resp = reqwest::get(format!("{url}/api/v1/namespaces/default/pods?watch=true"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let server = env.server;
+    tokio::time::timeout(WAIT, server.shutdown())
+        .await
+        .expect("shutdown hung");
+    let end = tokio::time::timeout(WAIT, resp.chunk())
+        .await
+        .expect("watch stream survived shutdown");
+    assert!(!matches!(end, Ok(Some(_))), "{end:?}");
+    assert!(reqwest::get(format!("{url}/version")).await.is_err());
+}
