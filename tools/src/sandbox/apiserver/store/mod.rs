@@ -502,15 +502,25 @@ fn normalize(rt: &ResourceType, obj: &mut Value) {
 fn crd_status(crd: &mut Value) {
     let names = crd["spec"]["names"].clone();
     let t = now();
-    crd["status"] = json!({
-        "acceptedNames": names,
-        "storedVersions": crd["spec"]["versions"].as_array().into_iter().flatten()
-            .filter(|v| v["storage"] == true).map(|v| v["name"].clone()).collect::<Vec<_>>(),
-        "conditions": [
+    let mut stored: Vec<Value> = crd["status"]["storedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for v in crd["spec"]["versions"].as_array().into_iter().flatten() {
+        if v["storage"] == true && !stored.contains(&v["name"]) {
+            stored.push(v["name"].clone());
+        }
+    }
+    // Conditions keep their transition times across updates, so re-applying a CRD is a no-op.
+    let conditions = match crd["status"]["conditions"].as_array() {
+        Some(c) if !c.is_empty() => Value::Array(c.clone()),
+        _ => json!([
             {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
              "message": "no conflicts found", "lastTransitionTime": t},
             {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
              "message": "the initial names have been accepted", "lastTransitionTime": t},
-        ],
-    });
+        ]),
+    };
+    crd["status"] =
+        json!({"acceptedNames": names, "storedVersions": stored, "conditions": conditions});
 }
