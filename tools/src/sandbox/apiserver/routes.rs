@@ -236,6 +236,7 @@ pub(super) async fn route(
                 timeout: q
                     .get("timeoutSeconds")
                     .and_then(|t| t.parse().ok())
+                    .filter(|t| *t > 0)
                     .map(Duration::from_secs),
                 table,
                 metadata_only,
