@@ -17,6 +17,7 @@
 //! `POST /_sandbox/compact` (forget the watch history: older watches get the 410 ERROR event).
 
 mod discovery;
+mod events;
 mod faults;
 mod fields;
 mod patch;

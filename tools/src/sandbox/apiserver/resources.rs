@@ -58,6 +58,10 @@ impl ResourceType {
 
     /// Storage key: objects are shared by every version of a group/resource.
     pub fn key(&self) -> (String, String) {
+        if self.group.is_empty() && self.plural == "events" {
+            // Core events are a view of the events.k8s.io storage (see `events.rs`).
+            return ("events.k8s.io".to_owned(), "events".to_owned());
+        }
         (self.group.clone(), self.plural.clone())
     }
 

@@ -1,6 +1,6 @@
 //! Label selectors (`a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x)`; comma = AND) and
-//! field selectors (`metadata.name`, `metadata.namespace`, with `=`, `==`, `!=`), on list and watch
-//! (apiserver-emulation.md §6).
+//! field selectors (`metadata.name`, `metadata.namespace`, any other dotted path; `=`, `==`, `!=`),
+//! on list and watch (apiserver-emulation.md §6).
 
 use super::status::{ApiError, ApiResult};
 use serde_json::Value;
@@ -113,15 +113,15 @@ impl Selector {
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = &obj["metadata"]["labels"];
         let label = |k: &str| labels.get(k).and_then(Value::as_str).map(str::to_owned);
-        let field = |k: &str| match k {
-            "metadata.name" => obj["metadata"]["name"].as_str().map(str::to_owned),
-            "metadata.namespace" => Some(
-                obj["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned(),
-            ),
-            _ => None,
+        // Any dotted path is accepted (upstream allows a per-kind set such as `involvedObject.name`
+        // for events or `status.phase` for pods); a missing field compares as "".
+        let field = |k: &str| {
+            let v = k.split('.').try_fold(obj, |v, part| v.get(part));
+            Some(match v {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            })
         };
         self.labels.iter().all(|r| check(r, &label)) && self.fields.iter().all(|r| check(r, &field))
     }

@@ -79,7 +79,8 @@ impl Stream {
             .to_owned();
         let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
         let id = (ns, name);
-        let matches = self.p.selector.matches(obj);
+        let out = State::out(&self.rt, obj);
+        let matches = self.p.selector.matches(&out);
         let was = self.seen.contains(&id);
         let everything = self.p.selector == Selector::default();
         let t = match (type_, matches, was) {
@@ -96,7 +97,6 @@ impl Stream {
         } else {
             self.seen.insert(id);
         }
-        let out = State::out(&self.rt, obj);
         let object = if self.p.table {
             let first = std::mem::replace(&mut self.first, false);
             table::table(&self.rt, &[out], rv, first)

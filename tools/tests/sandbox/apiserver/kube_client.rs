@@ -418,4 +418,33 @@ async fn events_recorder_creates_then_patches_a_series() {
         (Some("ConfigApplied"), Some("target"))
     );
     assert_eq!(e.series.as_ref().map(|s| s.count), Some(2));
+
+    // the same event through the core v1 view, as `kubectl describe` reads it
+    let core: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(env.client(false).await, "default");
+    let by_object = ListParams::default().fields("involvedObject.name=target");
+    let list = core.list(&by_object).await.unwrap().items;
+    assert_eq!(list.len(), 1, "{list:?}");
+    let c = &list[0];
+    assert_eq!(
+        (
+            c.involved_object.name.as_deref(),
+            c.message.as_deref(),
+            c.reason.as_deref(),
+            c.count
+        ),
+        (
+            Some("target"),
+            Some("applied"),
+            Some("ConfigApplied"),
+            Some(2)
+        )
+    );
+    assert!(
+        core.list(&ListParams::default().fields("involvedObject.name=other"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
 }

@@ -4,6 +4,7 @@
 //! Objects are keyed by (group, plural) and then (namespace, name); all versions of a custom
 //! resource share one storage and are relabelled with the requested apiVersion on the way out.
 
+use super::events;
 use super::fields::{self, Writer};
 use super::resources::{self, ResourceType};
 use super::schema;
@@ -153,7 +154,11 @@ impl State {
 
     /// Labels an object with the type's kind and apiVersion.
     pub fn out(rt: &ResourceType, obj: &Value) -> Value {
-        let mut o = obj.clone();
+        let mut o = if events::is_core(rt) {
+            events::to_core(obj)
+        } else {
+            obj.clone()
+        };
         if let Some(m) = o.as_object_mut() {
             m.insert("apiVersion".into(), json!(rt.api_version()));
             m.insert("kind".into(), json!(rt.kind));
@@ -227,8 +232,9 @@ impl State {
             .get(&rt.key())
             .into_iter()
             .flatten()
-            .filter(|((ons, _), o)| ns.is_none_or(|n| n == ons) && sel.matches(o))
+            .filter(|((ons, _), _)| ns.is_none_or(|n| n == ons))
             .map(|(_, o)| Self::out(rt, o))
+            .filter(|o| sel.matches(o))
             .collect()
     }
 
@@ -369,6 +375,9 @@ impl State {
             ));
         }
         Self::check_kind(rt, &body)?;
+        if events::is_core(rt) {
+            body = events::to_storage(&body);
+        }
         if !body["metadata"].is_object() {
             body["metadata"] = json!({});
         }

@@ -1,6 +1,7 @@
 //! The write paths that change an existing object: PUT, PATCH and server-side apply.
 
 use super::{State, WriteOpts, crd_status, now};
+use crate::sandbox::apiserver::events;
 use crate::sandbox::apiserver::fields::{self, Writer};
 use crate::sandbox::apiserver::resources::ResourceType;
 use crate::sandbox::apiserver::status::{ApiError, ApiResult, Cause};
@@ -27,6 +28,9 @@ impl State {
             ));
         }
         Self::check_kind(rt, &new)?;
+        if events::is_core(rt) {
+            new = events::to_storage(&new);
+        }
         if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
             && !rv.is_empty()
             && Some(rv) != old["metadata"]["resourceVersion"].as_str()
@@ -165,6 +169,9 @@ impl State {
             return Err(ApiError::bad_request("the apply body must be an object"));
         }
         Self::check_kind(rt, &body)?;
+        if events::is_core(rt) {
+            body = events::to_storage(&body);
+        }
         if body["metadata"]["managedFields"].is_array() {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }
