@@ -452,6 +452,7 @@ impl State {
             subresource: "",
             api_version: &av,
             now: &now,
+            schema: rt.schema.as_ref(),
         };
         fields::record_update(None, &mut body, &w);
         Self::check_size(&body)?;
