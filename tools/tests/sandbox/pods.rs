@@ -1,1 +1,1000 @@
 //! Sandbox pod and Dataplane endpoint tests.
+//!
+//! Most tests lease a pod of one shared sandbox (its own runtime on a background thread), so the
+//! HAProxy processes start once per test binary. Bounded waits only; no timed assertions.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use haptic_tools::sandbox::pods::{Mode, PodInfo, Sandbox, SandboxConfig, netns};
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/corpus/haproxy");
+const RENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/corpus/renders");
+const SHARED_PODS: usize = 4;
+
+struct Shared {
+    _rt: tokio::runtime::Runtime,
+    sandbox: Sandbox,
+    free: Mutex<Vec<usize>>,
+    cv: Condvar,
+}
+
+fn shared() -> &'static Shared {
+    static SHARED: OnceLock<Shared> = OnceLock::new();
+    SHARED.get_or_init(|| {
+        // Built on a plain thread: the tests calling this run inside their own runtimes.
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let sandbox = rt
+                .block_on(Sandbox::start(SandboxConfig {
+                    pods: SHARED_PODS,
+                    reload_delay: Duration::from_millis(300),
+                    ..SandboxConfig::default()
+                }))
+                .expect("sandbox starts");
+            Shared {
+                _rt: rt,
+                sandbox,
+                free: Mutex::new((0..SHARED_PODS).collect()),
+                cv: Condvar::new(),
+            }
+        })
+        .join()
+        .expect("sandbox thread")
+    })
+}
+
+/// Exclusive use of one shared pod for the duration of a test.
+struct Lease {
+    idx: usize,
+    pod: PodInfo,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let s = shared();
+        s.free
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.idx);
+        s.cv.notify_one();
+    }
+}
+
+fn lease() -> Lease {
+    let s = shared();
+    let mut free = s.free.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        if let Some(idx) = free.pop() {
+            return Lease {
+                idx,
+                pod: s.sandbox.pods()[idx].clone(),
+            };
+        }
+        free = s.cv.wait(free).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+struct Dp {
+    c: reqwest::Client,
+    base: String,
+    user: String,
+    pass: String,
+}
+
+impl Dp {
+    fn new(pod: &PodInfo) -> Dp {
+        Dp {
+            c: client(),
+            base: pod.dataplane_url.clone(),
+            user: "admin".into(),
+            pass: "haptic-sandbox".into(),
+        }
+    }
+    fn req(&self, m: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.c
+            .request(m, format!("{}{path}", self.base))
+            .basic_auth(&self.user, Some(&self.pass))
+    }
+    async fn version(&self) -> u64 {
+        self.req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/version",
+        )
+        .send()
+        .await
+        .expect("version")
+        .json()
+        .await
+        .expect("json")
+    }
+    async fn push(&self, cfg: &str, query: &str) -> reqwest::Response {
+        let v = self.version().await;
+        self.req(
+            reqwest::Method::POST,
+            &format!("/v3/services/haproxy/configuration/raw?version={v}{query}"),
+        )
+        .header("content-type", "text/plain")
+        .body(cfg.to_string())
+        .send()
+        .await
+        .expect("post raw")
+    }
+    async fn upload(&self, kind: &str, name: &str, bytes: Vec<u8>) -> reqwest::Response {
+        let form = reqwest::multipart::Form::new().part(
+            "file_upload",
+            reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()),
+        );
+        self.req(
+            reqwest::Method::POST,
+            &format!("/v3/services/haproxy/{kind}"),
+        )
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload")
+    }
+    async fn wait_reload(&self, id: &str) -> serde_json::Value {
+        for _ in 0..200 {
+            let r: serde_json::Value = self
+                .req(
+                    reqwest::Method::GET,
+                    &format!("/v3/services/haproxy/reloads/{id}"),
+                )
+                .send()
+                .await
+                .expect("reload")
+                .json()
+                .await
+                .expect("json");
+            if r["status"] != "in_progress" {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("reload {id} still in progress after 10 s");
+    }
+    async fn sandbox(&self, path: &str, body: serde_json::Value) -> reqwest::Response {
+        self.c
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .expect("sandbox hook")
+    }
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn render(name: &str, file: &str) -> String {
+    read(&format!("{RENDERS}/{name}/{file}"))
+}
+
+/// A real HTTP(S) request with curl to the pod's traffic address.
+fn curl(pod: &PodInfo, scheme: &str, port: u16, host: Option<&str>, path: &str) -> String {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sk", "--noproxy", "*", "--max-time", "5"]);
+    if let Some(h) = host {
+        cmd.args(["-H", &format!("Host: {h}")]);
+    }
+    let port = if port < 1024 {
+        port + pod.port_offset
+    } else {
+        port
+    };
+    cmd.arg(format!("{scheme}://{}:{port}{path}", pod.traffic_address));
+    let out = cmd.output().expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn md5_hex(b: &[u8]) -> String {
+    haptic_tools::sandbox::pods::dataplane::md5_hex(b)
+}
+
+#[tokio::test]
+async fn pods_version_conflict_and_auth() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    let v = dp.version().await;
+    let r = dp
+        .req(
+            reqwest::Method::POST,
+            &format!("/v3/services/haproxy/configuration/raw?version={}", v + 5),
+        )
+        .body(render("01-basic", "haproxy.cfg"))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 409);
+    let hv = r.headers()["configuration-version"]
+        .to_str()
+        .expect("hdr")
+        .to_string();
+    let hc = r.headers()["configuration-checksum"]
+        .to_str()
+        .expect("hdr")
+        .to_string();
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(body["code"], 409);
+    assert_eq!(
+        body["message"],
+        format!(
+            "version in configuration file is {v}, given version is {}",
+            v + 5
+        )
+    );
+    assert_eq!(hv, v.to_string());
+    let raw = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/raw",
+        )
+        .send()
+        .await
+        .expect("raw");
+    assert_eq!(
+        raw.headers()["configuration-checksum"].to_str().expect("h"),
+        hc
+    );
+    let text = raw.text().await.expect("text");
+    assert_eq!(md5_hex(text.as_bytes()), hc);
+    assert!(text.starts_with(&format!("# _version={v}\n")), "{text}");
+    // no version → 400; no credentials → 401
+    let r = dp
+        .req(
+            reqwest::Method::POST,
+            "/v3/services/haproxy/configuration/raw",
+        )
+        .body(render("01-basic", "haproxy.cfg"))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 400);
+    let r =
+        dp.c.get(format!("{}/v3/info", dp.base))
+            .send()
+            .await
+            .expect("info");
+    assert_eq!(r.status(), 401);
+    let info: serde_json::Value = dp
+        .req(reqwest::Method::GET, "/v3/info")
+        .send()
+        .await
+        .expect("info")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        info["api"]["version"]
+            .as_str()
+            .expect("v")
+            .starts_with("v3.")
+    );
+    let h: serde_json::Value = dp
+        .req(reqwest::Method::GET, "/v3/health")
+        .send()
+        .await
+        .expect("h")
+        .json()
+        .await
+        .expect("j");
+    assert_eq!(h["haproxy"], "up");
+}
+
+#[tokio::test]
+async fn pods_invalid_config_rejected_with_haproxy_message() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    let v = dp.version().await;
+    let r = dp.push(&render("08-invalid", "haproxy.cfg"), "").await;
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.expect("json");
+    let msg = body["message"].as_str().expect("message");
+    assert!(
+        msg.contains("[ALERT]") && msg.contains("unknown keyword 'no-such-directive'"),
+        "{msg}"
+    );
+    assert_eq!(body["code"], 400);
+    // 09: a map the render does not carry
+    let r = dp.push(&render("09-missing-map", "haproxy.cfg"), "").await;
+    assert_eq!(r.status(), 400);
+    let msg = r.text().await.expect("t");
+    assert!(msg.contains("absent.map"), "{msg}");
+    assert_eq!(
+        dp.version().await,
+        v,
+        "a rejected config does not move the version"
+    );
+    // only_validate: 202, nothing applied
+    let r = dp
+        .push(&render("01-basic", "haproxy.cfg"), "&only_validate=true")
+        .await;
+    assert_eq!(r.status(), 202);
+    assert!(r.headers().get("reload-id").is_none());
+    assert_eq!(dp.version().await, v);
+}
+
+#[tokio::test]
+async fn pods_reload_lifecycle_and_last_known_good() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    // A slow reload keeps the id in progress long enough to see it.
+    let r = dp
+        .sandbox(
+            "/_sandbox/faults",
+            serde_json::json!({"reload": "slow", "times": 1, "delay_ms": 1500}),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let cfg = render("01-basic", "haproxy.cfg");
+    let r = dp.push(&cfg, "").await;
+    assert_eq!(r.status(), 202);
+    let id = r.headers()["reload-id"].to_str().expect("id").to_string();
+    let re = regex::Regex::new(r"^\d{4}-\d{2}-\d{2}-\d+$").expect("re");
+    assert!(re.is_match(&id), "{id}");
+    let first: serde_json::Value = dp
+        .req(
+            reqwest::Method::GET,
+            &format!("/v3/services/haproxy/reloads/{id}"),
+        )
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(first["status"], "in_progress");
+    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(curl(&l.pod, "http", 80, None, "/"), "render 01-basic");
+    let good_raw = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/raw",
+        )
+        .send()
+        .await
+        .expect("raw")
+        .text()
+        .await
+        .expect("t");
+
+    // Scripted failure: HAProxy rejects the reload, last-known-good is restored and still serves.
+    let r = dp
+        .sandbox(
+            "/_sandbox/faults",
+            serde_json::json!({"reload": "fail", "times": 1}),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp
+        .push(
+            &cfg.replace("render 01-basic", "render 01-basic changed"),
+            "",
+        )
+        .await;
+    assert_eq!(r.status(), 202);
+    let id2 = r.headers()["reload-id"].to_str().expect("id").to_string();
+    assert_ne!(id, id2);
+    let res = dp.wait_reload(&id2).await;
+    assert_eq!(res["status"], "failed");
+    assert!(
+        res["response"].as_str().expect("r").contains("[ALERT]"),
+        "{res}"
+    );
+    assert_eq!(curl(&l.pod, "http", 80, None, "/"), "render 01-basic");
+    let raw = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/raw",
+        )
+        .send()
+        .await
+        .expect("raw")
+        .text()
+        .await
+        .expect("t");
+    assert_eq!(raw, good_raw, "last-known-good file restored");
+    let missing = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/reloads/1999-01-01-7",
+        )
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(missing.status(), 404);
+
+    // force_reload: synchronous, 201, no Reload-ID
+    let r = dp.push(&cfg, "&force_reload=true").await;
+    assert_eq!(r.status(), 201);
+    assert!(r.headers().get("reload-id").is_none());
+}
+
+#[tokio::test]
+async fn pods_storage_rules() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    // Start from a config that references nothing.
+    let r = dp
+        .push(&render("01-basic", "haproxy.cfg"), "&skip_reload=true")
+        .await;
+    assert_eq!(r.status(), 201);
+    for (kind, name) in [
+        ("storage/maps", "hosts.map"),
+        ("storage/ssl_certificates", "site.pem"),
+        ("storage/general", "403.http"),
+        ("runtime/ssl_ca_files", "clients-ca.pem"),
+        ("storage/ssl_crt_lists", "sites.crtlist"),
+    ] {
+        let _ = dp
+            .req(
+                reqwest::Method::DELETE,
+                &format!("/v3/services/haproxy/{kind}/{name}"),
+            )
+            .send()
+            .await;
+    }
+    let map = render("02-maps", "maps/hosts.map");
+    let r = dp
+        .upload("storage/maps", "hosts.map", map.clone().into_bytes())
+        .await;
+    assert_eq!(r.status(), 201);
+    let meta: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(meta["storage_name"], "hosts.map");
+    let r = dp
+        .upload("storage/maps", "hosts.map", map.clone().into_bytes())
+        .await;
+    assert_eq!(r.status(), 409);
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(body["code"], 409);
+    // name rule: .map appended
+    let r = dp.upload("storage/maps", "extra", b"a b\n".to_vec()).await;
+    assert_eq!(r.status(), 201);
+    let meta: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(meta["storage_name"], "extra.map");
+    // replace (text/plain), read back
+    let r = dp
+        .req(
+            reqwest::Method::PUT,
+            "/v3/services/haproxy/storage/maps/hosts.map?skip_reload=true",
+        )
+        .header("content-type", "text/plain")
+        .body(render("03-maps-changed", "maps/hosts.map"))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status(), 204);
+    let got = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/storage/maps/hosts.map",
+        )
+        .send()
+        .await
+        .expect("get")
+        .text()
+        .await
+        .expect("t");
+    assert_eq!(got, render("03-maps-changed", "maps/hosts.map"));
+    let r = dp
+        .req(
+            reqwest::Method::PUT,
+            "/v3/services/haproxy/storage/maps/hosts.map",
+        )
+        .body(map.clone())
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status(), 202);
+    assert!(r.headers().contains_key("reload-id"));
+    // referenced by the running config → delete 409; unreferenced → 204
+    let r = dp
+        .push(&render("02-maps", "haproxy.cfg"), "&force_reload=true")
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/maps/hosts.map",
+        )
+        .send()
+        .await
+        .expect("del");
+    assert_eq!(r.status(), 409);
+    let msg = r.text().await.expect("t");
+    assert!(msg.contains("referenced"), "{msg}");
+    let r = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/maps/extra.map",
+        )
+        .send()
+        .await
+        .expect("del");
+    assert_eq!(r.status(), 204);
+    // certificates: cert without key rejected, with key stored in /etc/haproxy/ssl
+    let pem = render("05-tls", "ssl/site.pem");
+    let cert_only: String = {
+        let start = pem.find("-----BEGIN CERTIFICATE-----").expect("cert");
+        let end =
+            pem.find("-----END CERTIFICATE-----").expect("end") + "-----END CERTIFICATE-----".len();
+        format!("{}\n", &pem[start..end])
+    };
+    let r = dp
+        .upload(
+            "storage/ssl_certificates",
+            "site.pem",
+            cert_only.clone().into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 400);
+    let r = dp
+        .upload(
+            "storage/ssl_certificates",
+            "site.pem",
+            pem.clone().into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    assert!(l.pod.dir.join("etc-haproxy/ssl/site.pem").exists());
+    // CA file through the runtime endpoint, beside the certificates
+    let r = dp
+        .upload(
+            "runtime/ssl_ca_files",
+            "clients-ca.pem",
+            render("07-ca", "ca/clients-ca.pem").into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    assert!(l.pod.dir.join("etc-haproxy/ssl/clients-ca.pem").exists());
+    let r = dp
+        .push(&render("07-ca", "haproxy.cfg"), "&force_reload=true")
+        .await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+    let r = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/ssl_certificates/site.pem",
+        )
+        .send()
+        .await
+        .expect("del");
+    assert_eq!(r.status(), 409);
+    let r = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/runtime/ssl_ca_files/clients-ca.pem",
+        )
+        .send()
+        .await
+        .expect("del");
+    assert_eq!(r.status(), 409);
+    // general files and crt-lists
+    let r = dp
+        .upload(
+            "storage/general",
+            "403.http",
+            render("04-errors", "general/403.http").into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp
+        .upload("storage/general", "403.http", b"x".to_vec())
+        .await;
+    assert_eq!(r.status(), 409);
+    let r = dp
+        .upload(
+            "storage/ssl_crt_lists",
+            "sites.crtlist",
+            render("06-crtlist", "crt-lists/sites.crtlist").into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    assert!(l.pod.dir.join("etc-haproxy/general/sites.crtlist").exists());
+    let r = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/general/403.http",
+        )
+        .send()
+        .await
+        .expect("del");
+    assert_eq!(r.status(), 204);
+    let list: serde_json::Value = dp
+        .req(reqwest::Method::GET, "/v3/services/haproxy/storage/maps")
+        .send()
+        .await
+        .expect("list")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+    // back to a config referencing nothing, then the cert can go
+    let r = dp
+        .push(&render("01-basic", "haproxy.cfg"), "&force_reload=true")
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/ssl_certificates/site.pem",
+        )
+        .send()
+        .await
+        .expect("del");
+    assert_eq!(r.status(), 204);
+}
+
+#[tokio::test]
+async fn pods_corpus_config_pushed_and_read_back() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    let cfg = read(&format!("{CORPUS}/basic/two-servers.cfg"));
+    let v = dp.version().await;
+    let r = dp.push(&cfg, "").await;
+    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
+    let id = r.headers()["reload-id"].to_str().expect("id").to_string();
+    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(dp.version().await, v + 1);
+    let r = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/raw",
+        )
+        .send()
+        .await
+        .expect("raw");
+    assert_eq!(
+        r.headers()["configuration-version"].to_str().expect("h"),
+        (v + 1).to_string()
+    );
+    let raw = r.text().await.expect("t");
+    assert_eq!(raw, format!("# _version={}\n{}", v + 1, cfg));
+    // the pod really runs it: the master CLI of this pod reports a worker, and the file on the
+    // pod's /etc/haproxy is the one read back
+    assert_eq!(
+        read(
+            &l.pod
+                .dir
+                .join("etc-haproxy/haproxy.cfg")
+                .display()
+                .to_string()
+        ),
+        raw
+    );
+}
+
+#[tokio::test]
+async fn pods_renders_01_02_05_serve_traffic() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    let _ = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/maps/hosts.map",
+        )
+        .send()
+        .await;
+    let r = dp.push(&render("01-basic", "haproxy.cfg"), "").await;
+    assert_eq!(r.status(), 202);
+    let id = r.headers()["reload-id"].to_str().expect("id").to_string();
+    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(curl(&l.pod, "http", 80, None, "/"), "render 01-basic");
+
+    let r = dp
+        .upload(
+            "storage/maps",
+            "hosts.map",
+            render("02-maps", "maps/hosts.map").into_bytes(),
+        )
+        .await;
+    assert!(r.status() == 201 || r.status() == 409);
+    if r.status() == 409 {
+        let r = dp
+            .req(
+                reqwest::Method::PUT,
+                "/v3/services/haproxy/storage/maps/hosts.map?skip_reload=true",
+            )
+            .body(render("02-maps", "maps/hosts.map"))
+            .send()
+            .await
+            .expect("put");
+        assert_eq!(r.status(), 204);
+    }
+    let r = dp.push(&render("02-maps", "haproxy.cfg"), "").await;
+    assert_eq!(r.status(), 202);
+    let id = r.headers()["reload-id"].to_str().expect("id").to_string();
+    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(
+        curl(&l.pod, "http", 80, Some("shop.haptic.test"), "/"),
+        "render 02-maps shop-v1"
+    );
+    assert_eq!(
+        curl(&l.pod, "http", 80, Some("unknown.haptic.test"), "/"),
+        "render 02-maps no-route"
+    );
+
+    let r = dp
+        .upload(
+            "storage/ssl_certificates",
+            "site.pem",
+            render("05-tls", "ssl/site.pem").into_bytes(),
+        )
+        .await;
+    assert!(r.status() == 201 || r.status() == 409, "{}", r.status());
+    let r = dp.push(&render("05-tls", "haproxy.cfg"), "").await;
+    assert_eq!(r.status(), 202);
+    let id = r.headers()["reload-id"].to_str().expect("id").to_string();
+    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(curl(&l.pod, "https", 443, None, "/"), "render 05-tls ssl=1");
+    assert_eq!(curl(&l.pod, "http", 80, None, "/"), "render 05-tls ssl=0");
+}
+
+#[tokio::test]
+async fn pods_faults_requests_and_drift_hooks() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    assert_eq!(
+        dp.c.delete(format!("{}/_sandbox/requests", dp.base))
+            .send()
+            .await
+            .expect("d")
+            .status(),
+        204
+    );
+    let r = dp
+        .sandbox(
+            "/_sandbox/faults",
+            serde_json::json!({"method": "GET", "path": "configuration/version$", "status": 503, "times": 1, "retry_after_s": 2}),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/version",
+        )
+        .send()
+        .await
+        .expect("v");
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["retry-after"], "2");
+    let body: serde_json::Value = r.json().await.expect("json");
+    assert_eq!(body["code"], 503);
+    let v = dp.version().await;
+    let log: serde_json::Value =
+        dp.c.get(format!("{}/_sandbox/requests", dp.base))
+            .send()
+            .await
+            .expect("g")
+            .json()
+            .await
+            .expect("j");
+    let statuses: Vec<u64> = log
+        .as_array()
+        .expect("a")
+        .iter()
+        .map(|r| r["status"].as_u64().unwrap_or(0))
+        .collect();
+    assert_eq!(statuses, vec![503, 200]);
+    assert_eq!(log[0]["path"], "/v3/services/haproxy/configuration/version");
+    // drop: the connection closes without an answer
+    dp.sandbox(
+        "/_sandbox/faults",
+        serde_json::json!({"path": "/v3/info", "drop": true, "times": 1}),
+    )
+    .await;
+    assert!(
+        dp.req(reqwest::Method::GET, "/v3/info")
+            .send()
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        dp.req(reqwest::Method::GET, "/v3/info")
+            .send()
+            .await
+            .expect("i")
+            .status(),
+        200
+    );
+    assert_eq!(
+        dp.c.delete(format!("{}/_sandbox/faults", dp.base))
+            .send()
+            .await
+            .expect("d")
+            .status(),
+        204
+    );
+    // bump-version: version moves, content does not
+    let before = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/raw",
+        )
+        .send()
+        .await
+        .expect("r")
+        .text()
+        .await
+        .expect("t");
+    dp.sandbox("/_sandbox/bump-version", serde_json::json!({}))
+        .await;
+    assert_eq!(dp.version().await, v + 1);
+    let after = dp
+        .req(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/raw",
+        )
+        .send()
+        .await
+        .expect("r")
+        .text()
+        .await
+        .expect("t");
+    assert_eq!(
+        after.lines().skip(1).collect::<Vec<_>>(),
+        before.lines().skip(1).collect::<Vec<_>>()
+    );
+    // edit-config behind the API's back: content changes, version only with bump_version
+    let cfg = render("01-basic", "haproxy.cfg").replace("render 01-basic", "drifted");
+    let r =
+        dp.c.post(format!("{}/_sandbox/edit-config", dp.base))
+            .body(cfg.clone())
+            .send()
+            .await
+            .expect("e");
+    assert_eq!(r.status(), 200);
+    let res: serde_json::Value = r.json().await.expect("j");
+    assert_eq!(res["reload"], "succeeded");
+    assert_eq!(dp.version().await, v + 1);
+    assert_eq!(curl(&l.pod, "http", 80, None, "/"), "drifted");
+    let r =
+        dp.c.post(format!(
+            "{}/_sandbox/edit-config?bump_version=true",
+            dp.base
+        ))
+        .body(cfg)
+        .send()
+        .await
+        .expect("e");
+    assert_eq!(r.status(), 200);
+    assert_eq!(dp.version().await, v + 2);
+    let r =
+        dp.c.post(format!(
+            "{}/_sandbox/edit-file?path=/etc/haproxy/maps/drift.map",
+            dp.base
+        ))
+        .body("a b\n")
+        .send()
+        .await
+        .expect("f");
+    assert_eq!(r.status(), 204);
+    assert_eq!(
+        read(
+            &l.pod
+                .dir
+                .join("etc-haproxy/maps/drift.map")
+                .display()
+                .to_string()
+        ),
+        "a b\n"
+    );
+    let _ = std::fs::remove_file(l.pod.dir.join("etc-haproxy/maps/drift.map"));
+}
+
+fn dead_pid() -> u32 {
+    let mut c = std::process::Command::new("true").spawn().expect("true");
+    let pid = c.id();
+    c.wait().expect("wait");
+    pid
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_own_sandbox_leaves_nothing_behind_and_stand_ins_answer() {
+    if !nix_is_root() {
+        return;
+    }
+    // A stale namespace of a dead sandbox is removed at start-up.
+    let stale = netns::netns_name(dead_pid(), "0");
+    netns::run_cmd("ip", &["netns", "add", &stale]).expect("ip netns add");
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 1,
+        stand_in_pods: 1,
+        stand_in_delay: Duration::from_millis(20),
+        reload_delay: Duration::from_millis(100),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("start");
+    eprintln!("started");
+    assert!(!netns::netns_exists(&stale), "stale namespace removed");
+    assert_eq!(sb.mode(), Mode::Netns);
+    let pods = sb.pods();
+    let standin = pods.iter().find(|p| p.stand_in).expect("stand-in").clone();
+    let dp = Dp::new(&standin);
+    eprintln!("pushing to {standin:?}");
+    let r = dp.push(&render("08-invalid", "haproxy.cfg"), "").await;
+    assert_eq!(r.status(), 400, "stand-ins validate with haproxy -c");
+    let r = dp.push(&render("01-basic", "haproxy.cfg"), "").await;
+    assert_eq!(r.status(), 202);
+    let id = r.headers()["reload-id"].to_str().expect("id").to_string();
+    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    let real = pods.iter().find(|p| !p.stand_in).expect("real").clone();
+    // the echo server on the host side of the link, reached from inside the pod by HAProxy
+    let dpr = Dp::new(&real);
+    let cfg = format!(
+        "{}    default_backend be\nbackend be\n    server echo {}\n",
+        render("01-basic", "haproxy.cfg").replace(
+            "    http-request return status 200 content-type text/plain string \"render 01-basic\"\n",
+            ""
+        ),
+        real.echo_address
+    );
+    let r = dpr.push(&cfg, "&force_reload=true").await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+    assert!(
+        curl(&real, "http", 80, None, "/hello")
+            .starts_with(&format!("echo {} GET /hello", real.name))
+    );
+
+    let pids = sb.pids().await;
+    assert!(pids.len() >= 3, "master, worker, janitor: {pids:?}");
+    let namespaces = sb.namespaces().to_vec();
+    sb.shutdown().await;
+    for pid in &pids {
+        assert!(!netns::pid_alive(*pid), "pid {pid} left behind");
+    }
+    for ns in &namespaces {
+        assert!(!netns::netns_exists(ns), "namespace {ns} left behind");
+    }
+
+    // Drop without shutdown cleans up as well.
+    let sb = Sandbox::start(SandboxConfig::default())
+        .await
+        .expect("start");
+    let pids = sb.pids().await;
+    let namespaces = sb.namespaces().to_vec();
+    drop(sb);
+    for pid in &pids {
+        assert!(!netns::pid_alive(*pid), "pid {pid} left behind after drop");
+    }
+    for ns in &namespaces {
+        assert!(
+            !netns::netns_exists(ns),
+            "namespace {ns} left behind after drop"
+        );
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[allow(dead_code)]
+fn corpus_dir(sub: &str) -> PathBuf {
+    PathBuf::from(CORPUS).join(sub)
+}

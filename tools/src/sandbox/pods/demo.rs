@@ -1,0 +1,1 @@
+//! `haptic-sandbox demo`: pushes the render corpus to every pod over real HTTP (being built).
