@@ -994,7 +994,319 @@ fn nix_is_root() -> bool {
         .unwrap_or(false)
 }
 
-#[allow(dead_code)]
 fn corpus_dir(sub: &str) -> PathBuf {
     PathBuf::from(CORPUS).join(sub)
+}
+
+/// Pids of every descendant of `root` (from /proc).
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            && let Some((_, rest)) = stat.rsplit_once(')')
+            && let Some(ppid) = rest
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok())
+        {
+            parent.insert(pid, ppid);
+        }
+    }
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parent.iter().filter(|(_, pp)| **pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+#[tokio::test]
+async fn pods_non_root_fallback_runs_in_loopback_mode() {
+    if !nix_is_root() {
+        return; // needs root to switch to an unprivileged user
+    }
+    use std::io::BufRead as _;
+    let bin = env!("CARGO_BIN_EXE_haptic-sandbox");
+    let mut child = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin])
+        .args([
+            "up",
+            "--pods",
+            "1",
+            "--no-apiserver",
+            "--json",
+            "--reload-delay-ms",
+            "200",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn haptic-sandbox as nobody");
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let err_log = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
+        s
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the JSON line within 60 s");
+    let up: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
+    assert_eq!(up["mode"], "loopback");
+    let p = &up["pods"][0];
+    let pod = PodInfo {
+        name: p["name"].as_str().expect("name").into(),
+        pod_ip: p["pod_ip"].as_str().expect("ip").parse().expect("ip"),
+        dataplane_port: 5555,
+        dataplane_url: p["dataplane_url"].as_str().expect("url").into(),
+        traffic_address: p["traffic_address"]
+            .as_str()
+            .expect("t")
+            .parse()
+            .expect("ip"),
+        port_offset: p["port_offset"].as_u64().expect("offset") as u16,
+        echo_address: p["echo_address"]
+            .as_str()
+            .expect("e")
+            .parse()
+            .expect("addr"),
+        netns: None,
+        dir: PathBuf::new(),
+        stand_in: false,
+    };
+    assert!(pod.pod_ip.is_loopback());
+    let dp = Dp::new(&pod);
+    let r = dp
+        .push(&render("01-basic", "haproxy.cfg"), "&force_reload=true")
+        .await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+    assert_eq!(curl(&pod, "http", 80, None, "/"), "render 01-basic");
+    // paths inside expressions resolve to the pod's own files
+    let r = dp
+        .upload(
+            "storage/maps",
+            "hosts.map",
+            render("02-maps", "maps/hosts.map").into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp
+        .push(&render("02-maps", "haproxy.cfg"), "&force_reload=true")
+        .await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+    assert_eq!(
+        curl(&pod, "http", 80, Some("shop.haptic.test"), "/"),
+        "render 02-maps shop-v1"
+    );
+    // outbound targets are refused, naming the line
+    let v = dp.version().await;
+    let r = dp
+        .push(&read(&format!("{CORPUS}/servers/enabled-real.cfg")), "")
+        .await;
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.expect("json");
+    let msg = body["message"].as_str().expect("msg");
+    assert!(
+        msg.contains("refused") && msg.contains("line ") && msg.contains("server "),
+        "{msg}"
+    );
+    assert_eq!(dp.version().await, v);
+
+    let pids = descendants(child.id());
+    assert!(
+        pids.len() >= 3,
+        "sandbox, haproxy master and worker: {pids:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let mut exited = None;
+    for _ in 0..300 {
+        if let Some(st) = child.try_wait().expect("wait") {
+            exited = Some(st);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = exited.expect("haptic-sandbox exits within 15 s of SIGTERM");
+    assert!(st.success(), "{st}");
+    let log = err_log.join().expect("stderr");
+    assert!(log.contains("LOOPBACK MODE"), "{log}");
+    for pid in pids {
+        assert!(!netns::pid_alive(pid), "pid {pid} left behind");
+    }
+}
+
+/// Peer addresses of the sockets of processes named haproxy, from `ss -tanpu` (optionally run in
+/// namespace `ns`).
+fn haproxy_peers(ns: Option<&str>) -> Vec<String> {
+    let mut cmd = match ns {
+        Some(ns) => {
+            let mut c = std::process::Command::new("ip");
+            c.args(["netns", "exec", ns, "ss", "-tanpu"]);
+            c
+        }
+        None => {
+            let mut c = std::process::Command::new("ss");
+            c.arg("-tanpu");
+            c
+        }
+    };
+    let out = cmd.output().expect("ss");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"haproxy\""))
+        .filter_map(|l| l.split_whitespace().nth(5).map(str::to_string))
+        .collect()
+}
+
+fn peer_allowed(peer: &str) -> bool {
+    let host = peer
+        .rsplit_once(':')
+        .map(|(h, _)| h)
+        .unwrap_or(peer)
+        .trim_matches(['[', ']']);
+    if host == "*" || host == "0.0.0.0" || host == "::" || host.is_empty() {
+        return true; // listening / unconnected
+    }
+    match host
+        .split('%')
+        .next()
+        .unwrap_or(host)
+        .parse::<std::net::IpAddr>()
+    {
+        Ok(std::net::IpAddr::V4(ip)) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || (ip.octets()[0] == 10 && ip.octets()[1] == netns::LINK_OCTET)
+        }
+        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn pods_network_safety_corpus_targets_never_leave_the_pod() {
+    let l = lease();
+    let ns = l.pod.netns.clone().expect("namespace mode");
+    let dp = Dp::new(&l.pod);
+    // The namespace has only its link route: no default route.
+    let routes =
+        netns::run_cmd("ip", &["netns", "exec", &ns, "ip", "-4", "route"]).expect("ip route");
+    assert!(!routes.contains("default"), "{routes}");
+    assert!(
+        routes
+            .lines()
+            .all(|r| r.starts_with(&format!("10.{}.", netns::LINK_OCTET))),
+        "{routes}"
+    );
+    let unreachable = netns::run_cmd(
+        "ip",
+        &["netns", "exec", &ns, "ip", "route", "get", "8.8.8.8"],
+    );
+    assert!(
+        unreachable.is_err(),
+        "8.8.8.8 must be unreachable from the pod: {unreachable:?}"
+    );
+
+    let mut accepted = 0;
+    let mut samples = 0;
+    for dir in [
+        "resolvers",
+        "peers",
+        "mailers",
+        "servers",
+        "http-checks",
+        "tcp-checks",
+    ] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir(dir))
+            .expect("corpus dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "cfg"))
+            .collect();
+        files.sort();
+        for f in files {
+            // a listener so the worker starts even for configs without one
+            let cfg = format!(
+                "{}\nfrontend sandbox_probe\n    mode http\n    bind *:8405\n    http-request return status 200\n",
+                read(&f.display().to_string())
+            );
+            let r = dp.push(&cfg, "&force_reload=true").await;
+            if r.status() != 201 {
+                continue;
+            }
+            accepted += 1;
+            // let health checks, resolvers, peers and mailers try for a while
+            for _ in 0..2 {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                samples += 1;
+                for peer in haproxy_peers(Some(&ns))
+                    .into_iter()
+                    .chain(haproxy_peers(None))
+                {
+                    assert!(
+                        peer_allowed(&peer),
+                        "{} made haproxy connect to {peer}",
+                        f.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(accepted >= 6, "only {accepted} corpus configs ran");
+    assert!(samples > 0);
+    // Health checks do run and fail locally (L4CON: network unreachable), never reaching out.
+    let cfg = "global\n    stats socket /var/run/haproxy.sock mode 600 level admin\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\nbackend be\n    server s1 192.168.1.10:8080 check inter 100ms\nfrontend sandbox_probe\n    bind *:8405\n    default_backend be\n";
+    let r = dp.push(cfg, "&force_reload=true").await;
+    assert_eq!(r.status(), 201);
+    let sock = l.pod.dir.join("run/haproxy.sock");
+    let mut stat = String::new();
+    for _ in 0..100 {
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("echo 'show stat' | socat - UNIX-CONNECT:{}", sock.display()),
+            ])
+            .output()
+            .expect("socat");
+        stat = String::from_utf8_lossy(&out.stdout).into_owned();
+        if stat
+            .lines()
+            .any(|l| l.starts_with("be,s1,") && l.contains("L4CON"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        stat.lines()
+            .any(|l| l.starts_with("be,s1,") && l.contains("L4CON")),
+        "{stat}"
+    );
+    for peer in haproxy_peers(Some(&ns))
+        .into_iter()
+        .chain(haproxy_peers(None))
+    {
+        assert!(peer_allowed(&peer), "haproxy connected to {peer}");
+    }
+    // back to a plain config for the next test using this pod
+    let r = dp
+        .push(&render("01-basic", "haproxy.cfg"), "&force_reload=true")
+        .await;
+    assert_eq!(r.status(), 201);
 }

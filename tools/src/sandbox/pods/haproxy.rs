@@ -407,7 +407,7 @@ fn rewrite_paths(line: &str, fs: &PodFs) -> String {
         let boundary = i == 0
             || matches!(
                 bytes[i - 1],
-                b' ' | b'\t' | b'"' | b'\'' | b'=' | b',' | b'@'
+                b' ' | b'\t' | b'"' | b'\'' | b'=' | b',' | b'@' | b'('
             );
         let rest = &line[i..];
         if boundary {
