@@ -512,7 +512,13 @@ async fn info(State(core): State<Arc<PodCore>>) -> Response {
 
 async fn health(State(core): State<Arc<PodCore>>) -> Response {
     // ecosystem.md §A.7: always 200.
-    let up = core.stand_in || core.master.lock().await.is_some();
+    let up = core.stand_in
+        || core
+            .master
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|m| super::netns::pid_alive(m.pid));
     axum::Json(json!({"haproxy": if up { "up" } else { "down" }})).into_response()
 }
 
