@@ -29,6 +29,10 @@ pub struct PodFs {
 impl PodFs {
     /// Lays out `root/etc-haproxy/{maps,ssl,general}` and `root/run`.
     pub fn create(root: &Path) -> Result<PodFs> {
+        // A pod starts empty, even in a reused --dir.
+        if root.exists() {
+            std::fs::remove_dir_all(root)?;
+        }
         let fs = PodFs {
             root: root.to_path_buf(),
             etc: root.join("etc-haproxy"),

@@ -166,6 +166,19 @@ pub fn create_namespaces(names: &[(String, bool)]) -> Result<Vec<Option<Link>>> 
             "ip",
             &["netns", "exec", ns, "ip", "link", "set", "lo", "up"],
         )?;
+        // IPv6 off in the pod (no link-local chatter, no router discovery): IPv4 /30 link only.
+        let _ = run_cmd(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ],
+        );
         if !*with_link {
             out.push(None);
             continue;

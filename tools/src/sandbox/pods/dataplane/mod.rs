@@ -48,6 +48,9 @@ pub struct Settings {
     pub loopback: bool,
 }
 
+/// The request log keeps the newest requests only (long benchmark runs).
+pub const MAX_RECORDED_REQUESTS: usize = 100_000;
+
 /// One recorded request (`GET /_sandbox/requests`).
 #[derive(Debug, Clone, Serialize)]
 pub struct RequestRecord {
@@ -379,6 +382,9 @@ impl PodCore {
             return;
         }
         let mut r = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        if r.len() >= MAX_RECORDED_REQUESTS {
+            r.drain(..MAX_RECORDED_REQUESTS / 10);
+        }
         r.push(RequestRecord {
             method: method.into(),
             path: path.into(),
