@@ -678,6 +678,72 @@ async fn pods_corpus_config_pushed_and_read_back() {
         ),
         raw
     );
+
+    // A corpus config with a frontend serves on the pod's port: HAProxy itself answers (its backend
+    // server sits at an unreachable private address, so the answer is HAProxy's 503 page).
+    let r = dp
+        .push(
+            &read(&format!("{CORPUS}/frontends/basic.cfg")),
+            "&force_reload=true",
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "--noproxy",
+            "*",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .arg(format!(
+            "http://{}:{}/",
+            l.pod.traffic_address,
+            80 + l.pod.port_offset
+        ))
+        .output()
+        .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "503");
+    // map-frontend validates once its map is on the pod (the deployer's job)
+    let _ = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/maps/domains.map",
+        )
+        .send()
+        .await;
+    let with_map = read(&format!("{CORPUS}/map-frontend/with-map.cfg"));
+    let r = dp.push(&with_map, "").await;
+    assert_eq!(r.status(), 400);
+    let r = dp
+        .upload(
+            "storage/maps",
+            "domains.map",
+            read(&format!("{CORPUS}/map-files/domains.map")).into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp.push(&with_map, "").await;
+    assert_eq!(r.status(), 202);
+    let id = r.headers()["reload-id"].to_str().expect("id").to_string();
+    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    let r = dp
+        .push(&render("01-basic", "haproxy.cfg"), "&force_reload=true")
+        .await;
+    assert_eq!(r.status(), 201);
+    let r = dp
+        .req(
+            reqwest::Method::DELETE,
+            "/v3/services/haproxy/storage/maps/domains.map",
+        )
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status(), 204);
 }
 
 #[tokio::test]
@@ -1458,4 +1524,18 @@ async fn pods_up_registers_pods_and_secret_in_the_emulator() {
         assert!(!netns::pid_alive(p), "pid {p} left behind");
     }
     result
+}
+
+#[tokio::test]
+async fn pods_missing_haproxy_is_a_clear_error() {
+    let err = Sandbox::start(SandboxConfig {
+        haproxy_bin: "/nonexistent/haproxy".into(),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect_err("no haproxy");
+    assert!(
+        format!("{err:#}").contains("apt-get install -y haproxy"),
+        "{err:#}"
+    );
 }
