@@ -1539,3 +1539,32 @@ async fn pods_missing_haproxy_is_a_clear_error() {
         "{err:#}"
     );
 }
+
+#[tokio::test]
+async fn pods_demo_walks_the_render_corpus() {
+    let bin = env!("CARGO_BIN_EXE_haptic-sandbox");
+    let out = tokio::process::Command::new(bin)
+        .args(["demo", "--pods", "2", "--renders", RENDERS])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("the haptic controller does not exist yet"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("10 of 10 renders behaved as renders/README.md says on 2 pod(s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("render 10-large-map backend-047"),
+        "{stdout}"
+    );
+}
