@@ -123,6 +123,11 @@ pub(super) async fn edit_config(
     Query(q): Query<HashMap<String, String>>,
     body: String,
 ) -> Response {
+    if core.settings.loopback
+        && let Err(msg) = crate::sandbox::pods::safety::check_outbound(&body)
+    {
+        return error(400, msg);
+    }
     let mut st = core.cfg.lock().await;
     let v = if qbool(&q, "bump_version") {
         core.version() + 1

@@ -319,6 +319,14 @@ impl PodCore {
         {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
+        self.reload_with_fault(st, fault).await
+    }
+
+    async fn reload_with_fault(
+        &self,
+        st: &mut CfgState,
+        fault: Option<(ReloadFaultKind, u64)>,
+    ) -> Result<(), String> {
         let current = self.read_config();
         let scripted_fail = matches!(fault, Some((ReloadFaultKind::Fail, _)));
         let res = if self.stand_in {
@@ -365,13 +373,23 @@ impl PodCore {
                 ra.next.clone()
             };
             let Some(id) = pending else { continue };
+            // A slow reload waits without the config lock: pushes meanwhile join this batch.
+            let fault = self.take_reload_fault();
+            if let Some((_, delay)) = fault
+                && delay > 0
+            {
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
+                }
+            }
             let mut st = self.cfg.lock().await;
             // Changes scheduled from here on get a new id.
             {
                 let mut ra = self.reloads.lock().unwrap_or_else(|p| p.into_inner());
                 ra.next = None;
             }
-            let res = self.reload_locked(&mut st).await;
+            let res = self.reload_with_fault(&mut st, fault).await;
             drop(st);
             self.finish_reload(&id, &res);
         }
