@@ -1568,3 +1568,62 @@ async fn pods_demo_walks_the_render_corpus() {
         "{stdout}"
     );
 }
+
+#[tokio::test]
+async fn pods_killed_sandbox_is_cleaned_up_by_its_janitor() {
+    if !nix_is_root() {
+        return;
+    }
+    use std::io::BufRead as _;
+    let bin = env!("CARGO_BIN_EXE_haptic-sandbox");
+    let mut child = std::process::Command::new(bin)
+        .args(["up", "--pods", "2", "--no-apiserver", "--json"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(60)).expect("JSON line");
+    let up: serde_json::Value = serde_json::from_str(&line).expect("json");
+    assert_eq!(up["mode"], "netns");
+    assert_eq!(up["pods"].as_array().map(Vec::len), Some(2));
+    let prefix = format!("hs{}-", child.id());
+    let ours = || {
+        netns::list_netns()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ours().len(), 2);
+    let mut pids = descendants(child.id());
+    for ns in ours() {
+        pids.extend(netns::netns_pids(&ns));
+    }
+    // SIGKILL: no clean-up code of ours runs; the janitor sees its input end and cleans up.
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reap");
+    let mut clean = false;
+    for _ in 0..200 {
+        if ours().is_empty() && pids.iter().all(|p| !netns::pid_alive(*p)) {
+            clean = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        clean,
+        "left behind: namespaces {:?}, pids {:?}",
+        ours(),
+        pids.iter()
+            .filter(|p| netns::pid_alive(**p))
+            .collect::<Vec<_>>()
+    );
+}
