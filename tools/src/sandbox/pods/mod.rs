@@ -18,6 +18,27 @@
 //! `haproxy -c` runs in a link-less validation namespace so a host name in a config cannot cause a
 //! DNS query.
 //!
+//! # Test hooks on every pod's Dataplane endpoint (no auth)
+//! ```text
+//! POST   /_sandbox/faults   {"method":"<regex>","path":"<regex>","status":503,"times":1,
+//!                            "retry_after_s":2,"delay_ms":0,"drop":false}
+//!        regexes unanchored, matched on the method and the path without query; times 0/absent =
+//!        always; first matching fault applies; delay_ms then `status` (body {code,message}, plus
+//!        Retry-After) or, without status, the real answer; drop closes the connection unanswered
+//! POST   /_sandbox/faults   {"reload":"slow"|"fail","times":N,"delay_ms":D}
+//!        slow: the next N reloads finish D ms later; fail: HAProxy rejects them (an invalid line is
+//!        added for that reload) and last-known-good is restored
+//! DELETE /_sandbox/faults
+//! GET    /_sandbox/requests  [{"method","path","query","status","at"}] (status 0 = dropped)
+//! DELETE /_sandbox/requests
+//! POST   /_sandbox/bump-version            version + 1, content unchanged
+//! POST   /_sandbox/edit-config[?bump_version=true]   body = new config, written behind the API's
+//!        back and reloaded; the version moves only with bump_version
+//! POST   /_sandbox/edit-file?path=/etc/haproxy/maps/x.map   body = new content (no reload)
+//! POST   /_sandbox/kill                    HAProxy killed, endpoint closed, Pod object deleted
+//! ```
+//! Example: `curl -X POST $URL/_sandbox/faults -d '{"path":"configuration/raw","status":500,"times":1}'`.
+//!
 //! # Deviations from the real Dataplane API (v3) a client must know
 //! - Subset only: no transactions, no fine-grained configuration endpoints, no runtime map or server
 //!   endpoints, no `X-Runtime-Actions`; unknown paths answer 401 without credentials, 404 with them.
