@@ -47,6 +47,12 @@ pub(super) async fn post_raw(
     let skip_reload = qbool(&q, "skip_reload");
     let force_reload = qbool(&q, "force_reload");
     let only_validate = qbool(&q, "only_validate");
+    if let Some(t) = q.get("transaction_id") {
+        return error(
+            404,
+            format!("transaction {t} not found (haptic-sandbox implements no transactions)"),
+        );
+    }
     if !body.is_empty() && !body.contains('\n') {
         return error(400, "invalid configuration: no newline character found");
     }
