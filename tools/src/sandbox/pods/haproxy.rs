@@ -450,13 +450,27 @@ fn rewrite_bind(line: &str, addr: Ipv4Addr, port_offset: u16) -> String {
     let new_addrs: Vec<String> = addrs
         .split(',')
         .map(|a| {
+            // IP families keep their protocol, on IPv4 (the pod address is IPv4)
+            let families = [
+                ("ipv4@", ""),
+                ("ipv6@", ""),
+                ("tcp@", "tcp4@"),
+                ("tcp4@", "tcp4@"),
+                ("tcp6@", "tcp4@"),
+                ("udp@", "udp4@"),
+                ("udp4@", "udp4@"),
+                ("udp6@", "udp4@"),
+                ("quic4@", "quic4@"),
+                ("quic6@", "quic4@"),
+            ];
+            let (prefix, a) = families
+                .iter()
+                .find_map(|(p, to)| a.strip_prefix(p).map(|rest| (*to, rest)))
+                .unwrap_or(("", a));
             // unix sockets, abstract namespaces, fds: paths were rewritten already
-            if a.starts_with('/')
-                || a.contains('@') && !a.starts_with("ipv4@") && !a.starts_with("ipv6@")
-            {
-                return a.to_string();
+            if a.starts_with('/') || a.contains('@') {
+                return format!("{prefix}{a}");
             }
-            let a = a.trim_start_matches("ipv4@").trim_start_matches("ipv6@");
             let Some(colon) = a.rfind(':') else {
                 return a.to_string();
             };
@@ -469,7 +483,7 @@ fn rewrite_bind(line: &str, addr: Ipv4Addr, port_offset: u16) -> String {
                 })
                 .collect::<Vec<_>>()
                 .join("-");
-            format!("{addr}:{new_ports}")
+            format!("{prefix}{addr}:{new_ports}")
         })
         .collect();
     format!(

@@ -166,19 +166,6 @@ pub fn create_namespaces(names: &[(String, bool)]) -> Result<Vec<Option<Link>>> 
             "ip",
             &["netns", "exec", ns, "ip", "link", "set", "lo", "up"],
         )?;
-        // IPv6 off in the pod (no link-local chatter, no router discovery): IPv4 /30 link only.
-        let _ = run_cmd(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.all.disable_ipv6=1",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ],
-        );
         if !*with_link {
             out.push(None);
             continue;
@@ -199,6 +186,19 @@ pub fn create_namespaces(names: &[(String, bool)]) -> Result<Vec<Option<Link>>> 
             ],
         )?;
         run_cmd("ip", &["link", "set", &pod_if, "netns", ns])?;
+        // No IPv6 on the link (no link-local or router-discovery chatter); IPv6 stays on inside the
+        // pod so `bind [::]:80` still works, with nowhere to go but ::1.
+        let _ = run_cmd(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{pod_if}.disable_ipv6=1"),
+            ],
+        );
         run_cmd(
             "ip",
             &["addr", "add", &format!("{host_ip}/30"), "dev", &host_if],
