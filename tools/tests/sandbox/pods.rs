@@ -1149,6 +1149,7 @@ async fn pods_non_root_fallback_runs_in_loopback_mode() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn haptic-sandbox as nobody");
+    let _reap = Reap(child.id());
     let stdout = child.stdout.take().expect("stdout");
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -1444,6 +1445,7 @@ async fn pods_up_registers_pods_and_secret_in_the_emulator() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn");
+    let _reap = Reap(child.id());
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -1583,6 +1585,7 @@ async fn pods_killed_sandbox_is_cleaned_up_by_its_janitor() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn");
+    let _reap = Reap(child.id());
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -1626,4 +1629,28 @@ async fn pods_killed_sandbox_is_cleaned_up_by_its_janitor() {
             .filter(|p| netns::pid_alive(**p))
             .collect::<Vec<_>>()
     );
+}
+
+/// Ends a spawned sandbox process even when an assertion fails first (SIGTERM, bounded wait,
+/// SIGKILL); a process already gone (or reaped) is left alone.
+struct Reap(u32);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill};
+        let pid = nix::unistd::Pid::from_raw(self.0 as i32);
+        let ours = std::fs::read(format!("/proc/{}/cmdline", self.0))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("haptic-sandbox"));
+        if !ours || !netns::pid_alive(self.0) {
+            return;
+        }
+        let _ = kill(pid, Signal::SIGTERM);
+        for _ in 0..200 {
+            if !netns::pid_alive(self.0) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = kill(pid, Signal::SIGKILL);
+    }
 }
