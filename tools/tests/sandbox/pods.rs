@@ -1415,19 +1415,10 @@ async fn pods_network_safety_corpus_targets_never_leave_the_pod() {
     assert_eq!(r.status(), 201);
 }
 
-/// Marked: depends on the Kubernetes API emulator (skipped while `ApiServer::start` bails, as it
-/// does on the pods branch before the emulator lands).
+/// `haptic-sandbox up --json` registers its pods and the Dataplane Secret in the emulator.
 #[tokio::test]
 async fn pods_up_registers_pods_and_secret_in_the_emulator() {
-    use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
     use std::io::BufRead as _;
-    match ApiServer::start(ApiServerConfig::default()).await {
-        Ok(api) => api.shutdown().await,
-        Err(e) => {
-            eprintln!("skipped: the Kubernetes API emulator does not start here ({e})");
-            return;
-        }
-    }
     let bin = env!("CARGO_BIN_EXE_haptic-sandbox");
     let mut child = std::process::Command::new(bin)
         .args([
