@@ -329,36 +329,27 @@ fn age(secs: Option<u64>) -> String {
     }
 }
 
-/// `serde_json` prints a `Checksum` as 32 numbers (journal/REQUESTS.md R2); print `sha256:<hex>`.
-fn checksums_as_text(v: Value) -> Value {
+fn to_json<T: serde::Serialize>(v: &T) -> Value {
+    // `Checksum` serializes as "sha256:<hex>" in JSON (human-readable serializers).
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// `v` without its `correlation` fields (ids that crowd one-line summaries; `show` prints them).
+fn without_correlation(v: &Value) -> Value {
     match v {
-        Value::Array(a) => {
-            if a.len() == 32 && a.iter().all(|x| x.as_u64().is_some_and(|n| n <= 255)) {
-                let bytes: Vec<u8> = a
-                    .iter()
-                    .filter_map(Value::as_u64)
-                    .filter_map(|n| u8::try_from(n).ok())
-                    .collect();
-                Value::String(format!("sha256:{}", hex::encode(bytes)))
-            } else {
-                Value::Array(a.into_iter().map(checksums_as_text).collect())
-            }
-        }
         Value::Object(m) => Value::Object(
-            m.into_iter()
-                .map(|(k, v)| (k, checksums_as_text(v)))
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "correlation")
+                .map(|(k, v)| (k.clone(), without_correlation(v)))
                 .collect(),
         ),
-        other => other,
+        Value::Array(a) => Value::Array(a.iter().map(without_correlation).collect()),
+        other => other.clone(),
     }
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Value {
-    checksums_as_text(serde_json::to_value(v).unwrap_or(Value::Null))
-}
-
 fn short(v: &Value, max: usize) -> String {
-    let s = v.to_string();
+    let s = without_correlation(v).to_string();
     if s.chars().count() <= max {
         s
     } else {
