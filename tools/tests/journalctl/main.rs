@@ -425,6 +425,12 @@ fn holder() {
         Concurrency::Exclusive
     };
     let j = Journal::open(&JournalOptions::new(path).concurrency(c)).unwrap();
+    // One commit after open: a live reader must see it (the fixture ends at seq 21).
+    j.accept_events(vec![haptic_journal::Event::DriftPreventionTriggered {
+        correlation: haptic_journal::Correlation::new("holder"),
+        time_since_last_deployment_ms: 1,
+    }])
+    .unwrap();
     println!("holder-ready");
     let mut sink = String::new();
     let _ = std::io::stdin().read_to_string(&mut sink);
@@ -475,12 +481,18 @@ fn a_journal_held_exclusively_is_in_use_but_single_writer_is_readable() {
 
     let h = hold("single-writer", &p);
     let r = run(&["summary", &f]);
+    let live = run(&["--json", "summary", &f]);
     let r2 = run(&["pending", "--json", &f]);
     let r3 = run(&["verify", &f]);
     let r4 = run(&["compact", &f, "--write"]);
     release(h);
     assert_eq!(r.code, 0, "{}", r.err);
     assert!(r.out.contains("term            3"));
+    assert_eq!(
+        json_lines(&live.out)[0]["last_seq"],
+        23,
+        "the live holder's commit is visible (the exclusive holder committed seq 22)"
+    );
     assert_eq!(r2.code, 0, "{}", r2.err);
     assert_eq!(r2.out.lines().count(), 9);
     assert_eq!(r3.code, 0, "{}", r3.err);
