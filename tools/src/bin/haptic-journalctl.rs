@@ -130,6 +130,38 @@ enum Command {
     },
 }
 
+/// `println!` that exits quietly when stdout is closed (`haptic-journalctl ... | head`).
+macro_rules! outln {
+    () => {
+        emit(format_args!(""), true)
+    };
+    ($($t:tt)*) => {
+        emit(format_args!($($t)*), true)
+    };
+}
+
+/// `print!` that exits quietly when stdout is closed.
+macro_rules! outp {
+    ($($t:tt)*) => {
+        emit(format_args!($($t)*), false)
+    };
+}
+
+fn emit(args: std::fmt::Arguments<'_>, newline: bool) {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    let r = o
+        .write_fmt(args)
+        .and_then(|()| if newline { o.write_all(b"\n") } else { Ok(()) });
+    if let Err(e) = r {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("haptic-journalctl: error: writing to stdout: {e}");
+        std::process::exit(2);
+    }
+}
+
 /// A failure and its exit code.
 #[derive(Debug)]
 enum Fail {
@@ -164,7 +196,7 @@ struct Out {
 
 impl Out {
     fn line(&self, v: &Value) {
-        println!("{v}");
+        outln!("{v}");
     }
 
     fn table(&self, header: &[&str], rows: &[Vec<String>]) {
@@ -187,9 +219,9 @@ impl Out {
             }
             s.trim_end().to_owned()
         };
-        println!("{}", fmt_row(header.to_vec()));
+        outln!("{}", fmt_row(header.to_vec()));
         for r in rows {
-            println!("{}", fmt_row(r.iter().map(String::as_str).collect()));
+            outln!("{}", fmt_row(r.iter().map(String::as_str).collect()));
         }
     }
 }
@@ -427,24 +459,24 @@ fn summary(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         }));
         return Ok(0);
     }
-    println!(
+    outln!(
         "file            {} ({} bytes)",
         path.display(),
         stats.file_bytes.unwrap_or(0)
     );
-    println!(
+    outln!(
         "schema          {} (codec {}), supported by this build: {}",
         meta.schema_version,
         meta.codec,
         haptic_journal::SCHEMA_VERSION
     );
-    println!("created         {}", time(meta.created_at));
-    println!(
+    outln!("created         {}", time(meta.created_at));
+    outln!(
         "term            {} (identity {})",
         meta.term,
         meta.identity.as_ref().map_or("-", |i| i.as_str())
     );
-    println!(
+    outln!(
         "events          kept {}..{}, next seq {}, dispatched through {}, {} undispatched",
         stats.first_seq.map_or("-".into(), |s| s.to_string()),
         stats.last_seq.map_or("-".into(), |s| s.to_string()),
@@ -452,7 +484,7 @@ fn summary(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         meta.dispatched_through,
         undispatched
     );
-    println!(
+    outln!(
         "oldest pending  {}",
         oldest.map_or("none".into(), |(t, q)| format!(
             "{} item, {} old",
@@ -460,7 +492,7 @@ fn summary(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
             age(Some(t.until_ms(now) / 1000))
         ))
     );
-    println!();
+    outln!();
     let rows: Vec<Vec<String>> = stats
         .tables
         .iter()
@@ -486,7 +518,7 @@ fn pending(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
             let age = q
                 .oldest_age_secs(now)
                 .map_or_else(|| "null".to_owned(), |s| s.to_string());
-            println!(
+            outln!(
                 "{{\"queue\": {}, \"count\": {}, \"oldest_age_s\": {}}}",
                 Value::String(q.queue.as_str().to_owned()),
                 q.count,
@@ -507,8 +539,8 @@ fn pending(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         })
         .collect();
     out.table(&["QUEUE", "COUNT", "OLDEST_AGE"], &rows);
-    println!();
-    println!(
+    outln!();
+    outln!(
         "events to dispatch again: {} (seq {}..={}), term {}",
         p.undispatched_events,
         p.dispatched_through.0 + 1,
@@ -563,20 +595,20 @@ fn stats(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         ],
         &rows,
     );
-    println!();
-    println!("file bytes        {file}");
-    println!("live bytes        {live} (keys + values)");
-    println!("stored bytes      {stored} (redb leaf/branch bytes in use)");
-    println!(
+    outln!();
+    outln!("file bytes        {file}");
+    outln!("live bytes        {live} (keys + values)");
+    outln!("stored bytes      {stored} (redb leaf/branch bytes in use)");
+    outln!(
         "fragmented bytes  {frag} ({:.1}% of stored)",
         pct(frag, stored)
     );
-    println!(
+    outln!(
         "unused bytes      {free} ({:.1}% of the file: free pages, metadata, growth)",
         pct(free, file)
     );
     if compact_advised {
-        println!(
+        outln!(
             "advice            stop the controller, then `haptic-journalctl compact --write {}`",
             path.display()
         );
@@ -815,12 +847,12 @@ fn show(j: &Journal, path: &Path, seq: u64, out: &Out) -> Res<u8> {
     if out.json {
         out.line(&v);
     } else {
-        println!("seq          {seq}");
-        println!("kind         {}", h.kind);
-        println!("term         {}", h.term);
-        println!("accepted at  {}", time(h.accepted_at));
-        println!("size         {} bytes", h.size_bytes);
-        println!(
+        outln!("seq          {seq}");
+        outln!("kind         {}", h.kind);
+        outln!("term         {}", h.term);
+        outln!("accepted at  {}", time(h.accepted_at));
+        outln!("size         {} bytes", h.size_bytes);
+        outln!(
             "dispatched   {}",
             if seq <= meta.dispatched_through.0 {
                 "yes"
@@ -828,14 +860,14 @@ fn show(j: &Journal, path: &Path, seq: u64, out: &Out) -> Res<u8> {
                 "no (replayed on restart)"
             }
         );
-        println!(
+        outln!(
             "event        {}",
             serde_json::to_string_pretty(&v["event"])
                 .unwrap_or_default()
                 .replace('\n', "\n             ")
         );
         for d in &derived {
-            println!(
+            outln!(
                 "work item    {} {} (id w{}, attempt {})",
                 d["queue"].as_str().unwrap_or(""),
                 d["key"].as_str().unwrap_or(""),
@@ -844,7 +876,7 @@ fn show(j: &Journal, path: &Path, seq: u64, out: &Out) -> Res<u8> {
             );
         }
         for b in &blobs {
-            println!(
+            outln!(
                 "blob         {}{}",
                 b["blob"].as_str().unwrap_or(""),
                 if b["stored"].as_bool() == Some(true) {
@@ -979,8 +1011,8 @@ fn blob(j: &Journal, path: &Path, hash: &str, reveal: bool, out: &Out) -> Res<u8
         if out.json {
             out.line(&json!({"blob": h.to_string(), "kind": "blob.render", "render": to_json(&r)}));
         } else {
-            println!("render   {}", r.checksum);
-            println!("config   {} ({} bytes)", r.config, r.config_size_bytes);
+            outln!("render   {}", r.checksum);
+            outln!("config   {} ({} bytes)", r.config, r.config_size_bytes);
             let rows: Vec<Vec<String>> = r
                 .files
                 .iter()
@@ -1017,9 +1049,9 @@ fn blob(j: &Journal, path: &Path, hash: &str, reveal: bool, out: &Out) -> Res<u8
         }
         out.line(&v);
     } else if binary {
-        println!("{}", hex::encode(&content));
+        outln!("{}", hex::encode(&content));
     } else {
-        print!("{text}");
+        outp!("{text}");
         if redacted {
             eprintln!(
                 "haptic-journalctl: {h}: secret material redacted ({} bytes stored); add \
@@ -1062,7 +1094,7 @@ fn verify(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         if !rows.is_empty() {
             out.table(&["TABLE", "KEY", "OFFSET", "PROBLEM"], &rows);
         }
-        println!(
+        outln!(
             "{}: {} records checked, {} problem(s)",
             path.display(),
             rep.records_checked,
@@ -1122,7 +1154,7 @@ fn compact(path: &Path, write: bool, out: &Out) -> Res<u8> {
             "file": path.display().to_string(), "before_bytes": before, "after_bytes": after,
         }));
     } else {
-        println!(
+        outln!(
             "{}: compacted, {} -> {} bytes",
             path.display(),
             before.unwrap_or(0),
@@ -1179,16 +1211,16 @@ fn migrate(path: &Path, dry_run: bool, write: bool, out: &Out) -> Res<u8> {
             "steps": steps, "result": action,
         }));
     } else {
-        println!(
+        outln!(
             "{}: schema {}, this build: {}",
             path.display(),
             plan.found,
             plan.target
         );
         for s in &plan.steps {
-            println!("step {} ({} -> {}): {}", s.name, s.from, s.to, s.summary);
+            outln!("step {} ({} -> {}): {}", s.name, s.from, s.to, s.summary);
         }
-        println!("{action}");
+        outln!("{action}");
     }
     Ok(0)
 }
