@@ -24,7 +24,7 @@ pub const V1_TO_V2: Step = Step {
 /// The test chain: schema 1 baseline, then [`V1_TO_V2`].
 pub const STEPS: &[Step] = &[V1_TO_V2];
 
-/// The crash point inside [`V1_TO_V2`].
+/// The crash point inside [`V1_TO_V2`] (listed in `haptic_journal::failpoints::ALL`).
 pub const CRASH_POINT: &str = "migrations::after_test_v2_half_rewritten";
 
 /// `events_v2`: `u64 Seq -> bincode(V2Event)`.
@@ -74,31 +74,10 @@ fn v1_to_v2(txn: &redb::WriteTransaction) -> Result<(), StepError> {
             out.insert(*seq, bytes.as_slice())?;
             events.remove(*seq)?;
             if i + 1 == half {
-                crash_point(CRASH_POINT);
+                haptic_journal::crash_point!("migrations::after_test_v2_half_rewritten");
             }
         }
     }
     txn.delete_table(v1::tables::EVENTS)?;
     Ok(())
-}
-
-/// Same contract as `haptic_journal::crash_point!` (`CRASH_AT=<name>[:<nth>]`, marker on stderr,
-/// `abort()`), kept local until the name is in `haptic_journal::failpoints::ALL`
-/// (journal/REQUESTS.md R1).
-fn crash_point(name: &'static str) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static HITS: AtomicU64 = AtomicU64::new(0);
-    let Ok(spec) = std::env::var("CRASH_AT") else {
-        return;
-    };
-    let (armed, nth) = match spec.rsplit_once(':') {
-        Some((n, k)) if k.bytes().all(|b| b.is_ascii_digit()) && !k.is_empty() => {
-            (n.to_owned(), k.parse().unwrap_or(1))
-        }
-        _ => (spec, 1),
-    };
-    if armed == name && HITS.fetch_add(1, Ordering::SeqCst) + 1 == nth {
-        eprintln!("crash_point fired: {name}");
-        std::process::abort();
-    }
 }

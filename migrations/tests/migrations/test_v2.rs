@@ -62,6 +62,16 @@ fn v1_to_v2_migrates_a_copy_of_the_fixture() {
         }) => assert_eq!((found, supported), (1, 2)),
         other => panic!("expected SchemaTooOld, got {other:?}"),
     }
+    let (_d2, other) = fixture_copy();
+    // Allowed: migrated (logged), then this build's schema-1 journal refuses the v2 file.
+    match haptic_migrations::open_with(&JournalOptions::new(&other), Policy::Migrate, STEPS) {
+        Err(MigrateError::SchemaTooNew {
+            found, supported, ..
+        }) => assert_eq!((found, supported), (2, 1)),
+        other => panic!("expected SchemaTooNew after migrating, got {other:?}"),
+    }
+    let plan = haptic_migrations::plan(&JournalOptions::new(&other), STEPS).unwrap();
+    assert_eq!((plan.found, plan.steps.len()), (2, 0));
     let plan = haptic_migrations::plan(&opts, STEPS).unwrap();
     assert_eq!(plan.steps.len(), 1);
     let m = haptic_migrations::migrate_with(&opts, STEPS).unwrap();

@@ -1,0 +1,505 @@
+//! `haptic-journalctl` tests (one binary): the built tool against copies of the committed v1
+//! fixture (`migrations/fixtures/v1.redb`), a corrupted copy, a missing file, a newer schema,
+//! and a journal held by another process in each concurrency mode.
+//!
+//! The holder process is this test binary re-executed with `HAPTIC_JOURNALCTL_HOLDER=<mode>:<file>`
+//! running only `holder`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use haptic_journal::redb;
+use haptic_journal::{Concurrency, Journal, JournalOptions};
+
+const BIN: &str = env!("CARGO_BIN_EXE_haptic-journalctl");
+const HOLDER_ENV: &str = "HAPTIC_JOURNALCTL_HOLDER";
+const KEY_LINE: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDfakefixture";
+const QUEUES: [&str; 9] = [
+    "publish",
+    "publish-deployed",
+    "invalid",
+    "verdict",
+    "status-pending",
+    "status-parked",
+    "deploy-pending",
+    "deploy-inflight",
+    "drain-checkpoint",
+];
+
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+fn run(args: &[&str]) -> Run {
+    let o = Command::new(BIN)
+        .args(args)
+        .env_remove("HAPTIC_JOURNALCTL_CONCURRENCY")
+        .output()
+        .unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+        err: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v1.redb")
+}
+
+fn copy() -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.redb");
+    std::fs::copy(fixture(), &path).unwrap();
+    let s = path.display().to_string();
+    (dir, path, s)
+}
+
+fn json_lines(s: &str) -> Vec<serde_json::Value> {
+    s.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn summary_works_on_the_committed_fixture() {
+    let r = run(&["summary", fixture().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("schema          1"), "{}", r.out);
+    assert!(r.out.contains("term            3 (identity haptic-0)"));
+    assert!(r.out.contains("oldest pending  "));
+    for t in haptic_journal::tables::ALL_TABLES {
+        assert!(r.out.lines().any(|l| l.starts_with(t)), "table {t} missing");
+    }
+    let r = run(&["--json", "summary", fixture().to_str().unwrap()]);
+    assert_eq!(r.code, 0);
+    let v = &json_lines(&r.out)[0];
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["term"], 3);
+    assert_eq!(v["last_seq"], 21);
+    assert_eq!(v["tables"].as_array().unwrap().len(), 15);
+    assert!(v["oldest_pending"]["age_s"].is_u64());
+}
+
+/// `{"queue": NAME, "count": N, "oldest_age_s": S}`, exactly one line per queue.
+#[test]
+fn pending_json_has_the_exact_line_format() {
+    let (_d, _p, f) = copy();
+    let r = run(&["pending", "--json", &f]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let lines: Vec<&str> = r.out.lines().collect();
+    assert_eq!(lines.len(), QUEUES.len(), "{}", r.out);
+    for (line, q) in lines.iter().zip(QUEUES) {
+        let count = if q == "verdict" { 2 } else { 1 };
+        let prefix = format!("{{\"queue\": \"{q}\", \"count\": {count}, \"oldest_age_s\": ");
+        let rest = line
+            .strip_prefix(&prefix)
+            .unwrap_or_else(|| panic!("{line:?} does not start with {prefix:?}"));
+        let age = rest.strip_suffix('}').unwrap();
+        assert!(
+            !age.is_empty() && age.bytes().all(|b| b.is_ascii_digit()),
+            "{line}"
+        );
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 3);
+    }
+    // Empty queues: null ages.
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.redb");
+    drop(Journal::open(&JournalOptions::new(&empty)).unwrap());
+    let r = run(&["pending", "--json", empty.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let lines: Vec<&str> = r.out.lines().collect();
+    assert_eq!(lines.len(), 9);
+    for (line, q) in lines.iter().zip(QUEUES) {
+        assert_eq!(
+            *line,
+            format!("{{\"queue\": \"{q}\", \"count\": 0, \"oldest_age_s\": null}}")
+        );
+    }
+    // Table output names every queue and the events to replay.
+    let r = run(&["pending", &f]);
+    assert_eq!(r.code, 0);
+    for q in QUEUES {
+        assert!(r.out.contains(q));
+    }
+    assert!(r.out.contains("events to dispatch again: 16 (seq 6..=21)"));
+}
+
+#[test]
+fn dump_filters_by_since_kind_and_limit() {
+    let (_d, _p, f) = copy();
+    let r = run(&["dump", &f, "events", "--limit", "3"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.out.lines().count(), 4, "{}", r.out);
+    let r = run(&["--json", "dump", &f, "events", "--since", "20"]);
+    let v = json_lines(&r.out);
+    assert_eq!(
+        v.iter()
+            .map(|x| x["key"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![20, 21]
+    );
+    let r = run(&["dump", &f, "events", "--kind", "deployment.", "--json"]);
+    let v = json_lines(&r.out);
+    assert_eq!(v.len(), 4);
+    assert!(
+        v.iter()
+            .all(|x| x["kind"].as_str().unwrap().starts_with("deployment."))
+    );
+    assert!(
+        v[0]["record"]["DeploymentScheduled"]["render"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    let r = run(&[
+        "dump",
+        &f,
+        "events",
+        "--kind",
+        "leader.became",
+        "--limit",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(json_lines(&r.out)[0]["key"], 1);
+    // Queue names work as table names; every table dumps.
+    let r = run(&["dump", &f, "status-parked", "--json"]);
+    let v = json_lines(&r.out);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0]["table"], "status_parked");
+    assert_eq!(v[0]["key"], "haptic/demo-haproxycfg/haproxy-1");
+    for t in haptic_journal::tables::ALL_TABLES {
+        let r = run(&["dump", &f, t]);
+        assert_eq!(r.code, 0, "{t}: {}", r.err);
+        assert!(r.out.lines().count() >= 2, "{t}: {}", r.out);
+    }
+    let r = run(&["dump", &f, "meta", "--json"]);
+    assert!(
+        json_lines(&r.out)
+            .iter()
+            .any(|v| v["key"] == "schema_version" && v["value"] == 1)
+    );
+    let r = run(&["dump", &f, "no-such-table"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("unknown table"));
+}
+
+#[test]
+fn show_prints_one_event_with_its_work_items() {
+    let (_d, _p, f) = copy();
+    let r = run(&["--json", "show", &f, "3"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v = &json_lines(&r.out)[0];
+    assert_eq!(v["kind"], "validation.completed");
+    assert_eq!(v["dispatched"], true);
+    let queues: Vec<&str> = v["work_items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(queues, vec!["publish", "verdict"]);
+    let r = run(&["show", &f, "21"]);
+    assert_eq!(r.code, 0);
+    assert!(r.out.contains("leader.lost") && r.out.contains("replayed on restart"));
+    let r = run(&["show", &f, "999"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("no event at seq 999"));
+}
+
+fn ssl_blob(f: &str) -> String {
+    let r = run(&["--json", "dump", f, "blobs"]);
+    for v in json_lines(&r.out) {
+        if let Some(files) = v["record"]["render"]["files"].as_array() {
+            for file in files {
+                if file["kind"] == "Ssl" {
+                    return file["blob"].as_str().unwrap().to_owned();
+                }
+            }
+        }
+    }
+    panic!("no ssl blob in the fixture: {}", r.out)
+}
+
+#[test]
+fn blob_redacts_private_keys_unless_revealed() {
+    let (_d, _p, f) = copy();
+    let h = ssl_blob(&f);
+    let r = run(&["blob", &f, &h]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("-----BEGIN CERTIFICATE-----"));
+    assert!(r.out.contains("-----BEGIN PRIVATE KEY-----"));
+    assert!(!r.out.contains(KEY_LINE), "private key leaked: {}", r.out);
+    assert!(!r.out.contains("AnotherSecretLine"));
+    assert!(r.out.contains("redacted"));
+    assert!(r.err.contains("--reveal-secrets"));
+    let r = run(&["--json", "blob", &f, &h]);
+    let v = &json_lines(&r.out)[0];
+    assert_eq!(v["secret"], true);
+    assert_eq!(v["redacted"], true);
+    assert!(!r.out.contains(KEY_LINE));
+    let r = run(&["blob", &f, &h, "--reveal-secrets"]);
+    assert_eq!(r.code, 0);
+    assert!(r.out.contains(KEY_LINE));
+    // A short prefix works; a render prints its manifest.
+    let prefix = &h["sha256:".len().."sha256:".len() + 8];
+    assert_eq!(run(&["blob", &f, prefix]).code, 0);
+    let r = run(&["--json", "dump", &f, "events", "--limit", "2"]);
+    let render = json_lines(&r.out)[1]["record"]["TemplateRendered"]["render"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = run(&["blob", &f, &render]);
+    assert_eq!(r.code, 0);
+    assert!(r.out.contains("ssl/example.com.pem"));
+    assert_eq!(run(&["blob", &f, "zz"]).code, 2);
+}
+
+/// Flips one byte inside every occurrence of `marker` (inside a stored record).
+fn flip_marker(path: &Path, marker: &[u8]) -> usize {
+    let mut bytes = std::fs::read(path).unwrap();
+    let mut hits = 0;
+    let mut i = 0;
+    while i + marker.len() <= bytes.len() {
+        if &bytes[i..i + marker.len()] == marker {
+            bytes[i + marker.len() / 2] ^= 0x01;
+            hits += 1;
+            i += marker.len();
+        } else {
+            i += 1;
+        }
+    }
+    std::fs::write(path, bytes).unwrap();
+    hits
+}
+
+#[test]
+fn verify_is_clean_on_the_fixture_and_names_table_and_key_when_corrupt() {
+    let (_d, p, f) = copy();
+    let r = run(&["verify", &f]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("0 problem(s)"));
+    // seq 21 is LostLeadership { reason: "lease_lost" }.
+    assert!(flip_marker(&p, b"lease_lost") >= 1);
+    let r = run(&["verify", &f]);
+    assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
+    assert!(
+        r.out
+            .lines()
+            .any(|l| l.starts_with("events") && l.contains("seq 21") && l.contains("crc32")),
+        "{}",
+        r.out
+    );
+    assert!(r.err.contains(&f) && r.err.contains("--journal-recovery=rebuild"));
+    let r = run(&["--json", "verify", &f]);
+    assert_eq!(r.code, 1);
+    let v = json_lines(&r.out);
+    assert_eq!(v[0]["table"], "events");
+    assert_eq!(v[0]["key"], 21);
+    assert!(v[0]["offset"].is_u64());
+    // Reads that hit the record fail instead of skipping it; others still work.
+    let r = run(&["dump", &f, "events"]);
+    assert_eq!(r.code, 1);
+    assert!(r.out.contains("CORRUPT"));
+    assert_eq!(run(&["show", &f, "21"]).code, 1);
+    assert_eq!(run(&["pending", &f]).code, 0);
+}
+
+#[test]
+fn missing_file_exits_2_for_every_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.redb");
+    let m = missing.to_str().unwrap();
+    for args in [
+        vec!["summary", m],
+        vec!["pending", m],
+        vec!["dump", m, "events"],
+        vec!["show", m, "1"],
+        vec!["blob", m, "abcdef"],
+        vec!["verify", m],
+        vec!["stats", m],
+        vec!["compact", m, "--write"],
+        vec!["migrate", m, "--dry-run"],
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.err);
+        assert!(r.err.contains(m), "{args:?} must name the file: {}", r.err);
+        assert!(r.err.contains("does not exist"), "{}", r.err);
+    }
+    assert!(!missing.exists(), "a read must never create the file");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let (_d, _p, f) = copy();
+    assert_eq!(run(&[]).code, 2);
+    assert_eq!(run(&["frobnicate", &f]).code, 2);
+    assert_eq!(run(&["show", &f, "not-a-number"]).code, 2);
+    assert_eq!(run(&["migrate", &f, "--dry-run", "--write"]).code, 2);
+    let r = run(&["compact", &f]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("--write"));
+    assert_eq!(run(&["--help"]).code, 0);
+}
+
+#[test]
+fn stats_and_compact_and_migrate() {
+    let (_d, p, f) = copy();
+    let r = run(&["stats", &f]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("file bytes") && r.out.contains("live bytes"));
+    let r = run(&["--json", "stats", &f]);
+    let v = json_lines(&r.out);
+    assert_eq!(v.len(), 16);
+    assert!(v[15]["file_bytes"].as_u64().unwrap() >= v[15]["live_bytes"].as_u64().unwrap());
+    let before = std::fs::read(&p).unwrap();
+    let r = run(&["compact", &f, "--write"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("compacted"));
+    assert_eq!(run(&["verify", &f]).code, 0);
+    let r = run(&["migrate", &f]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("schema 1"));
+    let r = run(&["--json", "migrate", &f, "--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(json_lines(&r.out)[0]["found"], 1);
+    assert_eq!(run(&["migrate", &f, "--write"]).code, 0);
+    assert_eq!(run(&["verify", &f]).code, 0);
+    // Reads never write.
+    let (_d2, p2, f2) = copy();
+    let orig = std::fs::read(&p2).unwrap();
+    for args in [
+        vec!["summary", &f2],
+        vec!["pending", &f2],
+        vec!["verify", &f2],
+        vec!["stats", &f2],
+        vec!["migrate", &f2, "--dry-run"],
+    ] {
+        assert_eq!(run(&args).code, 0);
+    }
+    assert_eq!(
+        std::fs::read(&p2).unwrap(),
+        orig,
+        "a read-only command wrote"
+    );
+    drop(before);
+}
+
+#[test]
+fn schema_too_new_exits_2_naming_both_versions() {
+    let (_d, p, f) = copy();
+    {
+        let db = redb::Database::open(&p).unwrap();
+        let txn = db.begin_write().unwrap();
+        haptic_journal::write_schema_version(&txn, 7).unwrap();
+        txn.commit().unwrap();
+    }
+    for args in [vec!["summary", &f], vec!["migrate", &f, "--write"]] {
+        let r = run(&args);
+        assert_eq!(r.code, 2, "{args:?}");
+        assert!(
+            r.err.contains("schema version 7") && r.err.contains(&f) && r.err.contains("newer"),
+            "{}",
+            r.err
+        );
+    }
+}
+
+/// Holder mode: opens the journal read-write in the given mode, prints `ready`, waits for EOF.
+#[test]
+fn holder() {
+    let Ok(spec) = std::env::var(HOLDER_ENV) else {
+        return;
+    };
+    let (mode, path) = spec.split_once(':').unwrap();
+    let c = if mode == "single-writer" {
+        Concurrency::SingleWriter
+    } else {
+        Concurrency::Exclusive
+    };
+    let j = Journal::open(&JournalOptions::new(path).concurrency(c)).unwrap();
+    // One commit after open: a live reader must see it (the fixture ends at seq 21).
+    j.accept_events(vec![haptic_journal::Event::DriftPreventionTriggered {
+        correlation: haptic_journal::Correlation::new("holder"),
+        time_since_last_deployment_ms: 1,
+    }])
+    .unwrap();
+    println!("holder-ready");
+    let mut sink = String::new();
+    let _ = std::io::stdin().read_to_string(&mut sink);
+    drop(j);
+}
+
+type Holder = (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+);
+
+fn hold(mode: &str, path: &Path) -> Holder {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "holder", "--nocapture", "--test-threads", "1"])
+        .env(HOLDER_ENV, format!("{mode}:{}", path.display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let l = lines.next().expect("holder exited early").unwrap();
+        if l.contains("holder-ready") {
+            break;
+        }
+    }
+    (child, lines)
+}
+
+/// Closes the holder's stdin and waits; its stdout stays open until it exited.
+fn release((mut child, lines): Holder) {
+    drop(child.stdin.take());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "holder failed: {rest:?}");
+}
+
+#[test]
+fn a_journal_held_exclusively_is_in_use_but_single_writer_is_readable() {
+    let (_d, p, f) = copy();
+    let h = hold("exclusive", &p);
+    let r = run(&["summary", &f]);
+    let r2 = run(&["verify", &f]);
+    release(h);
+    assert_eq!(r.code, 2, "{}", r.out);
+    assert!(r.err.contains("in use") && r.err.contains(&f), "{}", r.err);
+    assert!(r.err.contains("single-writer"), "the fix: {}", r.err);
+    assert_eq!(r2.code, 2);
+
+    let h = hold("single-writer", &p);
+    let r = run(&["summary", &f]);
+    let live = run(&["--json", "summary", &f]);
+    let r2 = run(&["pending", "--json", &f]);
+    let r3 = run(&["verify", &f]);
+    let r4 = run(&["compact", &f, "--write"]);
+    release(h);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("term            3"));
+    assert_eq!(
+        json_lines(&live.out)[0]["last_seq"],
+        23,
+        "the live holder's commit is visible (the exclusive holder committed seq 22)"
+    );
+    assert_eq!(r2.code, 0, "{}", r2.err);
+    assert_eq!(r2.out.lines().count(), 9);
+    assert_eq!(r3.code, 0, "{}", r3.err);
+    assert_eq!(
+        r4.code, 2,
+        "a writer must not open a live journal: {}",
+        r4.out
+    );
+    assert!(r4.err.contains("in use"));
+}
