@@ -13,7 +13,9 @@ pub struct ApiServerConfig {
 
 impl Default for ApiServerConfig {
     fn default() -> Self {
-        Self { listen: SocketAddr::from(([127, 0, 0, 1], 0)) }
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
     }
 }
 
