@@ -1,0 +1,9 @@
+//! The deployer (scheduler + executor + drift monitor + dispatcher) against the sandbox:
+//! 3 real HAProxy pods behind Dataplane API endpoints, the render corpus, scripted faults,
+//! drift and a restart. Bounded waits only; no timed assertions.
+
+mod drift;
+mod faults;
+mod harness;
+mod render_stream;
+mod restart;
