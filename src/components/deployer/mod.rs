@@ -120,6 +120,8 @@ pub struct DeployerStats {
     pub reloads: AtomicU64,
     /// Drift checks that found a difference (`DriftDetected`).
     pub drift_detected: AtomicU64,
+    /// Runs stopped because the Lease was no longer valid.
+    pub deposed: AtomicU64,
 }
 
 /// How a run ended.
@@ -265,6 +267,7 @@ impl Deployer {
             let Some(r) = next else { break };
             if matches!(r.result, Err(SyncError::LeaseLost)) {
                 tracing::warn!(deployment = %request.deployment, "lease lost: deployment stopped");
+                self.stats.deposed.fetch_add(1, Ordering::Relaxed);
                 return Ok(RunOutcome::Deposed);
             }
             let mut b = Batch::new();

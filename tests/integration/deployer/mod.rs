@@ -7,3 +7,4 @@ mod faults;
 mod harness;
 mod render_stream;
 mod restart;
+mod timeout;
