@@ -2,6 +2,7 @@
 //! 3 real HAProxy pods behind Dataplane API endpoints, the render corpus, scripted faults,
 //! drift and a restart. Bounded waits only; no timed assertions.
 
+mod corpus;
 mod drift;
 mod faults;
 mod harness;
