@@ -136,6 +136,14 @@ pub enum RunOutcome {
     },
     /// The Lease was lost before a push: stopped at once, the in-flight slot stays.
     Deposed,
+    /// Cancelled through the token (timeout, drain, lost leadership): per-endpoint results so far
+    /// are journaled, the in-flight slot is the caller's to clear or keep.
+    Cancelled {
+        /// Endpoints that succeeded before the cancel.
+        succeeded: u32,
+        /// Endpoints that failed before the cancel.
+        failed: u32,
+    },
 }
 
 /// The executor. Cheap to share (`Arc`).
@@ -260,7 +268,7 @@ impl Deployer {
             let next = tokio::select! {
                 () = cancel.cancelled() => {
                     tracing::info!(deployment = %request.deployment, "deployment cancelled");
-                    return Ok(RunOutcome::Completed { succeeded: ok, failed });
+                    return Ok(RunOutcome::Cancelled { succeeded: ok, failed });
                 }
                 n = futs.next() => n,
             };
