@@ -157,6 +157,17 @@ pub struct Deployer {
     info: Mutex<HashMap<String, crate::dataplane::Info>>,
     /// Counters.
     pub stats: DeployerStats,
+    /// Stall check (a run longer than [`crate::components::STALL_AFTER`] is unhealthy).
+    pub health: crate::components::Health,
+}
+
+/// Marks the deployer idle again when a run ends, also when its future is dropped.
+struct BusyGuard<'a>(&'a crate::components::Health);
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
 }
 
 impl std::fmt::Debug for Deployer {
@@ -191,6 +202,7 @@ impl Deployer {
             drift_hook,
             info: Mutex::new(HashMap::new()),
             stats: DeployerStats::default(),
+            health: crate::components::Health::default(),
         }
     }
 
@@ -212,6 +224,8 @@ impl Deployer {
         request: DeployRequest,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, DispatchError> {
+        self.health.begin(UnixMillis::now().0);
+        let _busy = BusyGuard(&self.health);
         let started = Instant::now();
         let corr = request.correlation.clone();
         if request.endpoints.is_empty() {
