@@ -6,6 +6,7 @@ mod corpus;
 mod drift;
 mod faults;
 mod harness;
+mod parallel;
 mod render_stream;
 mod restart;
 mod timeout;
