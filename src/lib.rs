@@ -16,6 +16,8 @@
 //!   no clock, no randomness (enforced by the architecture test);
 //! - [`k8s`]: the custom resource types and their CRDs;
 //! - [`dataplane`]: the HAProxy Dataplane API v3 client;
+//! - [`components`]: `deployment-scheduler`, `deployer`, `drift-monitor` (pure `decide` + shell);
+//! - [`dispatch`]: the event dispatcher (journal first, then the components, in `Seq` order);
 //! - [`cli`]: the command line.
 //!
 //! Invariants every component keeps: an event is acted on only after its journal commit; one
@@ -26,8 +28,10 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod components;
 pub mod core;
 pub mod dataplane;
+pub mod dispatch;
 pub mod k8s;
 
 use std::io::Write as _;
