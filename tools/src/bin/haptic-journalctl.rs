@@ -130,6 +130,22 @@ enum Command {
     },
 }
 
+impl Command {
+    fn file(&self) -> &Path {
+        match self {
+            Command::Summary { file }
+            | Command::Pending { file }
+            | Command::Dump { file, .. }
+            | Command::Show { file, .. }
+            | Command::Blob { file, .. }
+            | Command::Verify { file }
+            | Command::Stats { file }
+            | Command::Compact { file, .. }
+            | Command::Migrate { file, .. } => file,
+        }
+    }
+}
+
 /// `println!` that exits quietly when stdout is closed (`haptic-journalctl ... | head`).
 macro_rules! outln {
     () => {
@@ -176,7 +192,17 @@ type Res<T = ()> = Result<T, Fail>;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let out = Out { json: cli.json };
-    match run(cli, &out) {
+    let file = cli.command.file().to_owned();
+    // redb panics on pages damaged outside redb; every read below runs contained, and this
+    // catches whatever a walk outside the library's guards might still hit.
+    let res = haptic_journal::contain::contain(|| run(cli, &out)).unwrap_or_else(|d| {
+        Err(Fail::Corrupt(format!(
+            "journal {} is damaged: {d}; the controller refuses to start on it (J10): copy it \
+             aside, then start the controller with --journal-recovery=rebuild",
+            file.display()
+        )))
+    });
+    match res {
         Ok(code) => ExitCode::from(code),
         Err(Fail::Corrupt(m)) => {
             eprintln!("haptic-journalctl: {m}");
@@ -277,7 +303,9 @@ fn open_fail(path: &Path, e: OpenError) -> Fail {
              controller with journal concurrency mode single-writer"
         )),
         OpenError::Corrupt { report, .. } => Fail::Corrupt(format!(
-            "journal {p} is corrupt: {} problem(s), first: {}; run `haptic-journalctl verify {p}`",
+            "journal {p} is corrupt: {} problem(s), first: {}; the controller refuses to start on \
+             it (J10): copy it aside, then start the controller with --journal-recovery=rebuild \
+             (`haptic-journalctl verify {p}` lists what it can read)",
             report.problems.len(),
             report
                 .problems
@@ -316,6 +344,11 @@ fn read_fail(path: &Path, e: ReadError) -> Fail {
             path.display()
         )),
         ReadError::Storage(s) => storage_fail(path, &s),
+        ReadError::Damaged(d) => Fail::Corrupt(format!(
+            "journal {} is damaged: {d}; the controller refuses to start on it (J10): copy it \
+             aside, then start the controller with --journal-recovery=rebuild",
+            path.display()
+        )),
         other => Fail::Usage(format!("journal {}: {other}", path.display())),
     }
 }
@@ -399,6 +432,7 @@ fn key_json(k: &RecordKey) -> Value {
         RecordKey::Blob(c) => json!(c.to_string()),
         RecordKey::BadBlobKey(b) => json!(format!("0x{}", hex::encode(b))),
         RecordKey::Slot => json!("slot"),
+        RecordKey::Unknown => Value::Null,
     }
 }
 
