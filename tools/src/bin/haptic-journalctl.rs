@@ -255,8 +255,8 @@ impl Out {
 fn run(cli: Cli, out: &Out) -> Res<u8> {
     let mode = cli.concurrency;
     match cli.command {
-        Command::Summary { file } => summary(&open_ro(&file, mode)?, &file, out),
-        Command::Pending { file } => pending(&open_ro(&file, mode)?, &file, out),
+        Command::Summary { file } => summary(&*open_ro(&file, mode)?, &file, out),
+        Command::Pending { file } => pending(&*open_ro(&file, mode)?, &file, out),
         Command::Dump {
             file,
             table,
@@ -264,7 +264,7 @@ fn run(cli: Cli, out: &Out) -> Res<u8> {
             kind,
             limit,
         } => dump(
-            &open_ro(&file, mode)?,
+            &*open_ro(&file, mode)?,
             &file,
             &table,
             since,
@@ -272,14 +272,14 @@ fn run(cli: Cli, out: &Out) -> Res<u8> {
             limit,
             out,
         ),
-        Command::Show { file, seq } => show(&open_ro(&file, mode)?, &file, seq, out),
+        Command::Show { file, seq } => show(&*open_ro(&file, mode)?, &file, seq, out),
         Command::Blob {
             file,
             hash,
             reveal_secrets,
-        } => blob(&open_ro(&file, mode)?, &file, &hash, reveal_secrets, out),
-        Command::Verify { file } => verify(&open_ro(&file, mode)?, &file, out),
-        Command::Stats { file } => stats(&open_ro(&file, mode)?, &file, out),
+        } => blob(&*open_ro(&file, mode)?, &file, &hash, reveal_secrets, out),
+        Command::Verify { file } => verify(&*open_ro(&file, mode)?, &file, out),
+        Command::Stats { file } => stats(&*open_ro(&file, mode)?, &file, out),
         Command::Compact { file, write } => compact(&file, write, out),
         Command::Migrate {
             file,
@@ -353,11 +353,38 @@ fn read_fail(path: &Path, e: ReadError) -> Fail {
     }
 }
 
+/// A read-only journal, possibly a repaired private copy of the file (kept until dropped).
+struct Opened {
+    journal: Journal,
+    _copy: Option<tempfile::TempDir>,
+}
+
+impl std::ops::Deref for Opened {
+    type Target = Journal;
+    fn deref(&self) -> &Journal {
+        &self.journal
+    }
+}
+
+fn needs_repair(e: &OpenError) -> bool {
+    matches!(
+        e,
+        OpenError::Storage {
+            source: redb::Error::RepairAborted,
+            ..
+        }
+    )
+}
+
 /// Opens read-only without verify-on-open (a corrupt file must still be inspectable). `auto`
 /// tries exclusive first, then single-writer (a controller running in single-writer mode).
-fn open_ro(path: &Path, mode: Mode) -> Res<Journal> {
-    let opts = |c: Concurrency| {
-        JournalOptions::new(path)
+///
+/// A journal left by a killed process needs redb's repair, which a read-only open refuses: the
+/// file is then copied to a private temporary file, the copy is opened read-write (redb repairs
+/// it, as the controller's next start would) and read; the original is never written.
+fn open_ro(path: &Path, mode: Mode) -> Res<Opened> {
+    let opts = |p: &Path, c: Concurrency| {
+        JournalOptions::new(p)
             .read_only(true)
             .verify_on_open(false)
             .concurrency(c)
@@ -366,13 +393,75 @@ fn open_ro(path: &Path, mode: Mode) -> Res<Journal> {
         Mode::SingleWriter => Concurrency::SingleWriter,
         _ => Concurrency::Exclusive,
     };
-    match Journal::open(&opts(first)) {
-        Ok(j) => Ok(j),
+    let res = match Journal::open(&opts(path, first)) {
         Err(OpenError::InUse { .. }) if mode == Mode::Auto => {
-            Journal::open(&opts(Concurrency::SingleWriter)).map_err(|e| open_fail(path, e))
+            Journal::open(&opts(path, Concurrency::SingleWriter))
         }
+        r => r,
+    };
+    match res {
+        Ok(journal) => Ok(Opened {
+            journal,
+            _copy: None,
+        }),
+        Err(e) if needs_repair(&e) => open_repaired_copy(path),
         Err(e) => Err(open_fail(path, e)),
     }
+}
+
+/// Copies a journal that needs redb's crash repair to a private temporary file and opens the
+/// copy read-write once (raw redb, no schema check), which repairs it. The original is untouched.
+fn repaired_copy(path: &Path) -> Res<(tempfile::TempDir, PathBuf)> {
+    let p = path.display();
+    let dir = tempfile::Builder::new()
+        .prefix("haptic-journalctl-")
+        .tempdir()
+        .map_err(|e| {
+            Fail::Usage(format!(
+                "journal {p}: cannot create a temporary directory: {e}"
+            ))
+        })?;
+    let copy = dir.path().join("repaired-copy.redb");
+    std::fs::copy(path, &copy).map_err(|e| {
+        Fail::Usage(format!(
+            "journal {p} was not closed cleanly and needs a repair; copying it to {} failed: \
+             {e}: free space in the temporary directory (TMPDIR) and retry",
+            copy.display()
+        ))
+    })?;
+    drop(haptic_journal::open_raw(&JournalOptions::new(&copy)).map_err(|e| repair_fail(path, e))?);
+    eprintln!(
+        "haptic-journalctl: journal {p} was not closed cleanly; reading a repaired temporary \
+         copy, the original is untouched"
+    );
+    Ok((dir, copy))
+}
+
+/// A crashed journal whose copy redb cannot repair (or read) is damaged: exit 1.
+fn repair_fail(path: &Path, e: OpenError) -> Fail {
+    match open_fail(path, e) {
+        Fail::Corrupt(m) => Fail::Corrupt(m),
+        Fail::Usage(m) => Fail::Corrupt(format!(
+            "journal {} was not closed cleanly and redb cannot repair a copy of it ({m}): the \
+             file is damaged (truncated or overwritten): copy it aside, then start the controller \
+             with --journal-recovery=rebuild",
+            path.display()
+        )),
+    }
+}
+
+fn open_repaired_copy(path: &Path) -> Res<Opened> {
+    let (dir, copy) = repaired_copy(path)?;
+    let journal = Journal::open(
+        &JournalOptions::new(&copy)
+            .read_only(true)
+            .verify_on_open(false),
+    )
+    .map_err(|e| repair_fail(path, e))?;
+    Ok(Opened {
+        journal,
+        _copy: Some(dir),
+    })
 }
 
 // ----- helpers -----
@@ -1208,8 +1297,26 @@ fn migrate_fail(path: &Path, e: MigrateError) -> Fail {
 
 fn migrate(path: &Path, dry_run: bool, write: bool, out: &Out) -> Res<u8> {
     let opts = JournalOptions::new(path).create(false);
-    let plan = haptic_migrations::plan(&opts, haptic_migrations::STEPS)
-        .map_err(|e| migrate_fail(path, e))?;
+    let mut repaired = None;
+    let plan = match haptic_migrations::plan(&opts, haptic_migrations::STEPS) {
+        Err(MigrateError::Storage {
+            source: redb::Error::RepairAborted,
+            ..
+        }) => {
+            // Not closed cleanly: plan (and dry-run) on a repaired copy; --write migrates the
+            // file itself, whose read-write open repairs it.
+            let (dir, copy) = repaired_copy(path)?;
+            let plan = haptic_migrations::plan(
+                &JournalOptions::new(&copy).create(false),
+                haptic_migrations::STEPS,
+            )
+            .map_err(|e| migrate_fail(path, e))?;
+            repaired = Some((dir, copy));
+            plan
+        }
+        r => r.map_err(|e| migrate_fail(path, e))?,
+    };
+    let source = repaired.as_ref().map_or(path, |(_, c)| c.as_path());
     let steps: Vec<Value> = plan
         .steps
         .iter()
@@ -1230,7 +1337,7 @@ fn migrate(path: &Path, dry_run: bool, write: bool, out: &Out) -> Res<u8> {
             path.to_owned()
         } else {
             let copy = dir.path().join("journal-dry-run.redb");
-            std::fs::copy(path, &copy)
+            std::fs::copy(source, &copy)
                 .map_err(|e| Fail::Usage(format!("copying {}: {e}", path.display())))?;
             copy
         };

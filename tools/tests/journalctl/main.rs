@@ -549,3 +549,70 @@ fn damaged_pages_exit_1_naming_file_table_and_fix_never_panic() {
     let r = run(&["verify", &f]);
     assert!(r.err.contains("table events"), "{}", r.err);
 }
+
+#[test]
+fn a_journal_left_by_a_killed_process_is_read_from_a_repaired_copy() {
+    let (_d, p, f) = copy();
+    let (mut child, _lines) = hold("exclusive", &p);
+    child.kill().unwrap(); // SIGKILL: no clean close
+    child.wait().unwrap();
+    let orig = std::fs::read(&p).unwrap();
+    let cmds: Vec<Vec<&str>> = vec![
+        vec!["summary", &f],
+        vec!["pending", &f],
+        vec!["verify", &f],
+        vec!["stats", &f],
+        vec!["dump", &f, "events"],
+        vec!["show", &f, "3"],
+        vec!["migrate", &f],
+        vec!["migrate", &f, "--dry-run"],
+    ];
+    let blobs = run(&["--json", "dump", &f, "blobs"]);
+    let blob = json_lines(&blobs.out)[0]["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut cmds = cmds;
+    cmds.push(vec!["blob", &f, &blob]);
+    for args in &cmds {
+        let r = run(args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+        assert!(
+            r.err.contains("not closed cleanly") && r.err.contains("original is untouched"),
+            "{args:?}: {}",
+            r.err
+        );
+    }
+    let r = run(&["--json", "summary", &f]);
+    assert_eq!(
+        json_lines(&r.out)[0]["last_seq"],
+        22,
+        "the killed holder's durable commit is in the copy"
+    );
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        orig,
+        "a read wrote the original"
+    );
+    // Writes work on the original (its read-write open repairs it); afterwards it is clean.
+    assert_eq!(run(&["compact", &f, "--write"]).code, 0);
+    let r = run(&["summary", &f]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.err.contains("not closed cleanly"), "{}", r.err);
+}
+
+#[test]
+fn a_truncated_journal_is_corruption() {
+    let (_d, p, f) = copy();
+    let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    file.set_len(50_000).unwrap();
+    for cmd in ["summary", "verify"] {
+        let r = run(&[cmd, &f]);
+        assert_eq!(r.code, 1, "{cmd}: {}", r.err);
+        assert!(
+            r.err.contains(&f) && r.err.contains("--journal-recovery=rebuild"),
+            "{}",
+            r.err
+        );
+    }
+}
