@@ -494,6 +494,7 @@ pub fn open_raw(options: &JournalOptions) -> Result<Database, OpenError> {
     if !path.exists() {
         return Err(OpenError::NotFound { path: path.clone() });
     }
+    check_regular(path)?;
     guarded_open(path, || {
         options
             .builder()
@@ -513,6 +514,7 @@ pub fn open_raw_read_only(options: &JournalOptions) -> Result<ReadOnlyDatabase, 
     if !path.exists() {
         return Err(OpenError::NotFound { path: path.clone() });
     }
+    check_regular(path)?;
     guarded_open(path, || {
         options
             .builder()
@@ -539,6 +541,7 @@ impl Journal {
 
     fn open_unguarded(options: &JournalOptions) -> Result<Journal, OpenError> {
         check_options(options)?;
+        check_regular(&options.path)?;
         let path = options.path.clone();
         let exists = path.exists();
         let b = options.builder();
@@ -1335,6 +1338,20 @@ fn guarded_open<T>(path: &Path, f: impl FnOnce() -> Result<T, OpenError>) -> Res
             report: Box::new(crate::verify::VerifyReport::damaged(d)),
         })
     })
+}
+
+/// An existing journal path must be a regular file: redb would block forever opening a FIFO.
+fn check_regular(path: &Path) -> Result<(), OpenError> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(OpenError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a directory, FIFO, socket or device): give the journal file",
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn check_options(o: &JournalOptions) -> Result<(), OpenError> {

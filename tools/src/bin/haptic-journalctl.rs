@@ -353,6 +353,85 @@ fn read_fail(path: &Path, e: ReadError) -> Fail {
     }
 }
 
+/// Checks `path` before redb sees it: it must exist, be a regular file (redb would block
+/// forever on a FIFO) and be readable (and writable with `write`) by this user.
+fn check_file(path: &Path, write: bool) -> Res {
+    let p = path.display();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Fail::Usage(format!(
+                "journal {p} is a symbolic link loop (too many levels of symbolic links): point \
+                 the path at the journal file itself"
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dangling = std::fs::symlink_metadata(path).is_ok();
+            return Err(Fail::Usage(if dangling {
+                format!(
+                    "journal {p} is a symbolic link to a file that does not exist: check the \
+                     link target (the controller's --journal-path)"
+                )
+            } else {
+                format!(
+                    "journal {p} does not exist: check the path (the controller's --journal-path)"
+                )
+            }));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(permission_fail(path, &e, write));
+        }
+        Err(e) => return Err(Fail::Usage(format!("journal {p}: cannot stat it: {e}"))),
+    };
+    if !meta.is_file() {
+        let what = {
+            use std::os::unix::fs::FileTypeExt as _;
+            let t = meta.file_type();
+            if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if t.is_socket() {
+                "a socket"
+            } else if t.is_block_device() || t.is_char_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            }
+        };
+        return Err(Fail::Usage(format!(
+            "journal {p} is {what}, not a regular file: give the path of the journal file (the \
+             controller's --journal-path)"
+        )));
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                permission_fail(path, &e, write)
+            } else {
+                Fail::Usage(format!("journal {p}: cannot open it: {e}"))
+            }
+        })?;
+    Ok(())
+}
+
+fn permission_fail(path: &Path, e: &std::io::Error, write: bool) -> Fail {
+    Fail::Usage(format!(
+        "journal {}: permission denied ({e}): this is a file permissions problem, not damage: \
+         run haptic-journalctl as the controller's user (the journal is created mode 0600), or \
+         with sudo{}",
+        path.display(),
+        if write {
+            "; --write needs write access to the file"
+        } else {
+            ""
+        }
+    ))
+}
+
 /// A read-only journal, possibly a repaired private copy of the file (kept until dropped).
 struct Opened {
     journal: Journal,
@@ -383,6 +462,7 @@ fn needs_repair(e: &OpenError) -> bool {
 /// file is then copied to a private temporary file, the copy is opened read-write (redb repairs
 /// it, as the controller's next start would) and read; the original is never written.
 fn open_ro(path: &Path, mode: Mode) -> Res<Opened> {
+    check_file(path, false)?;
     let opts = |p: &Path, c: Concurrency| {
         JournalOptions::new(p)
             .read_only(true)
@@ -1253,6 +1333,7 @@ fn compact(path: &Path, write: bool, out: &Out) -> Res<u8> {
             path.display()
         )));
     }
+    check_file(path, true)?;
     let before = std::fs::metadata(path).map(|m| m.len()).ok();
     let j =
         Journal::open(&JournalOptions::new(path).create(false)).map_err(|e| open_fail(path, e))?;
@@ -1296,6 +1377,7 @@ fn migrate_fail(path: &Path, e: MigrateError) -> Fail {
 }
 
 fn migrate(path: &Path, dry_run: bool, write: bool, out: &Out) -> Res<u8> {
+    check_file(path, write)?;
     let opts = JournalOptions::new(path).create(false);
     let mut repaired = None;
     let plan = match haptic_migrations::plan(&opts, haptic_migrations::STEPS) {

@@ -616,3 +616,81 @@ fn a_truncated_journal_is_corruption() {
         );
     }
 }
+
+/// Runs the tool, killing it after 10 s (a hang fails the test instead of blocking it).
+fn run_bounded(args: &[&str]) -> Run {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            c.kill().unwrap();
+            c.wait().unwrap();
+            panic!("haptic-journalctl {args:?} hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = c.wait_with_output().unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+        err: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn non_regular_files_and_symlink_loops_are_refused_up_front() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = fifo.display().to_string();
+    for args in [
+        vec!["summary", fifo.as_str()],
+        vec!["verify", fifo.as_str()],
+        vec!["compact", fifo.as_str(), "--write"],
+        vec!["migrate", fifo.as_str()],
+    ] {
+        let r = run_bounded(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.err);
+        assert!(r.err.contains("FIFO") && r.err.contains(&fifo), "{}", r.err);
+    }
+    let dir = d.path().display().to_string();
+    let r = run_bounded(&["summary", &dir]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("directory"), "{}", r.err);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    let r = run_bounded(&["summary", &a.display().to_string()]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err.contains("symbolic link loop") && !r.err.contains("does not exist"),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn an_unreadable_journal_is_a_permissions_problem() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let (_d, p, f) = copy();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut c = Command::new(BIN);
+    c.args(["summary", &f]);
+    if nix::unistd::geteuid().is_root() {
+        // root ignores file modes: run the tool as nobody.
+        c.uid(65534).gid(65534);
+    }
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("permission") && err.contains(&f) && !err.contains("haptic journal"),
+        "{err}"
+    );
+}
