@@ -858,6 +858,7 @@ fn dump(
 ) -> Res<u8> {
     let limit = limit.unwrap_or(usize::MAX);
     if table == "blob_refs" {
+        check_dump_filters("blob_refs", since, kind)?;
         return dump_blob_refs(j, path, limit, out);
     }
     let Some(name) = table_name(table) else {
@@ -871,6 +872,7 @@ fn dump(
                 .join(", ")
         )));
     };
+    check_dump_filters(name, since, kind)?;
     let from = (name == "events").then(|| Seq(since.unwrap_or(0)));
     let filtering = kind.is_some() || (since.is_some() && name != "events");
     let rows = j
@@ -968,6 +970,67 @@ fn dump(
         )));
     }
     Ok(0)
+}
+
+/// The record kinds table `name` holds (empty: the table has no record kinds).
+fn known_kinds(name: &str) -> Vec<String> {
+    match name {
+        "events" => haptic_journal::EventKind::ALL
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect(),
+        "blobs" => vec![
+            BlobKind::File.record_kind().to_owned(),
+            BlobKind::Render.record_kind().to_owned(),
+        ],
+        "endpoint_applied" => vec![haptic_journal::EndpointApplied::RECORD_KIND.to_owned()],
+        "published_checkpoint" => {
+            vec![haptic_journal::PublishedCheckpoint::RECORD_KIND.to_owned()]
+        }
+        t => Queue::ALL
+            .iter()
+            .filter(|q| q.table_name() == t)
+            .map(|q| match q {
+                Queue::StatusPending | Queue::StatusParked => "work.status".to_owned(),
+                q => format!("work.{}", q.as_str()),
+            })
+            .collect(),
+    }
+}
+
+/// `--since` applies to tables keyed by a number (events by Seq, FIFO queues by WorkId);
+/// `--kind` to tables of enveloped records, and must name (a prefix of) a kind the table holds.
+fn check_dump_filters(name: &str, since: Option<u64>, kind: Option<&str>) -> Res {
+    let fifo = Queue::ALL
+        .iter()
+        .any(|q| q.table_name() == name && q.shape() == haptic_journal::QueueShape::Fifo);
+    if since.is_some() && name != "events" && !fifo {
+        return Err(Fail::Usage(format!(
+            "--since does not apply to table {name}: it filters events (by seq) and the FIFO \
+             queues publish, publish-deployed, invalid, verdict (by work id)"
+        )));
+    }
+    let Some(k) = kind else {
+        return Ok(());
+    };
+    let known = known_kinds(name);
+    if known.is_empty() {
+        return Err(Fail::Usage(format!(
+            "--kind does not apply to table {name}: its values are not typed records"
+        )));
+    }
+    if k.is_empty() || !known.iter().any(|c| c.starts_with(k)) {
+        return Err(Fail::Usage(format!(
+            "unknown record kind {k:?} for table {name}: use one of {} (or a prefix such as \
+             {:?})",
+            known.join(", "),
+            known[0]
+                .split('.')
+                .next()
+                .map_or(String::new(), |p| format!("{p}."))
+        )));
+    }
+    Ok(())
 }
 
 fn decoded_json(d: &decode::Decoded) -> Value {

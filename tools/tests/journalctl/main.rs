@@ -694,3 +694,41 @@ fn an_unreadable_journal_is_a_permissions_problem() {
         "{err}"
     );
 }
+
+#[test]
+fn dump_filters_that_do_not_apply_are_usage_errors() {
+    let (_d, _p, f) = copy();
+    let r = run(&["dump", &f, "events", "--kind", "no.such.kind"]);
+    assert_eq!(r.code, 2, "{}", r.out);
+    assert!(
+        r.err.contains("no.such.kind") && r.err.contains("deployment.completed"),
+        "lists the known kinds: {}",
+        r.err
+    );
+    for args in [
+        vec!["dump", &f, "blobs", "--since", "3"],
+        vec!["dump", &f, "meta", "--since", "3"],
+        vec!["dump", &f, "meta", "--kind", "x"],
+        vec!["dump", &f, "blob_refs", "--kind", "blob.file"],
+        vec!["dump", &f, "status-pending", "--since", "1"],
+        vec!["dump", &f, "publish", "--kind", "work.verdict"],
+    ] {
+        assert_eq!(run(&args).code, 2, "{args:?}");
+    }
+    for args in [
+        vec!["dump", &f, "events", "--kind", "deployment."],
+        vec![
+            "dump",
+            &f,
+            "publish",
+            "--since",
+            "1",
+            "--kind",
+            "work.publish",
+        ],
+        vec!["dump", &f, "blobs", "--kind", "blob.render"],
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+    }
+}
