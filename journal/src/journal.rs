@@ -291,9 +291,13 @@ pub struct TableStat {
     pub entries: u64,
     /// Sum of key and value lengths, bytes.
     pub live_bytes: u64,
-    /// redb's stored bytes (incl. page overhead).
+    /// redb's stored bytes: keys and values in leaf pages (no page overhead).
     pub stored_bytes: u64,
-    /// redb's fragmented bytes in the table's pages.
+    /// redb's metadata bytes: keys in branch pages and page headers.
+    pub metadata_bytes: u64,
+    /// redb's "fragmented" bytes: the unused part of the table's allocated pages (page slack).
+    /// `stored + metadata + fragmented` = the table's pages; a non-empty table has at least one
+    /// page (4 KiB), so a small table is mostly slack, which compaction cannot remove.
     pub fragmented_bytes: u64,
 }
 
@@ -1529,6 +1533,7 @@ fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, Re
         entries,
         live_bytes: live,
         stored_bytes: stats.stored_bytes(),
+        metadata_bytes: stats.metadata_bytes(),
         fragmented_bytes: stats.fragmented_bytes(),
     })
 }

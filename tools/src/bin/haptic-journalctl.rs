@@ -758,19 +758,25 @@ fn stats(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
     let file = s.file_bytes.unwrap_or(0);
     let live = s.live_bytes();
     let stored: u64 = s.tables.iter().map(|t| t.stored_bytes).sum();
+    let metadata: u64 = s.tables.iter().map(|t| t.metadata_bytes).sum();
     let frag: u64 = s.tables.iter().map(|t| t.fragmented_bytes).sum();
-    let free = file.saturating_sub(stored + frag);
-    let compact_advised = file > stored + frag + 8 * 1024 * 1024 && free * 2 > file;
+    // The tables' allocated pages: stored + metadata + slack (redb's "fragmented" bytes).
+    let pages = stored + metadata + frag;
+    // Everything else: redb's header, table directory, allocator state and free pages.
+    let other = file.saturating_sub(pages);
+    let compact_advised = file > pages + 8 * 1024 * 1024 && other * 2 > file;
     if out.json {
         for t in &s.tables {
             out.line(&json!({
                 "table": t.name, "entries": t.entries, "live_bytes": t.live_bytes,
-                "stored_bytes": t.stored_bytes, "fragmented_bytes": t.fragmented_bytes,
+                "stored_bytes": t.stored_bytes, "metadata_bytes": t.metadata_bytes,
+                "fragmented_bytes": t.fragmented_bytes,
             }));
         }
         out.line(&json!({
             "file": path.display().to_string(), "file_bytes": file, "live_bytes": live,
-            "stored_bytes": stored, "fragmented_bytes": frag, "unused_bytes": free,
+            "stored_bytes": stored, "metadata_bytes": metadata, "fragmented_bytes": frag,
+            "table_page_bytes": pages, "other_bytes": other, "unused_bytes": other,
             "compact_advised": compact_advised,
         }));
         return Ok(0);
@@ -794,21 +800,29 @@ fn stats(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
             "ENTRIES",
             "LIVE_BYTES",
             "STORED_BYTES",
-            "FRAGMENTED_BYTES",
+            "PAGE_SLACK_BYTES",
         ],
         &rows,
     );
     outln!();
     outln!("file bytes        {file}");
     outln!("live bytes        {live} (keys + values)");
-    outln!("stored bytes      {stored} (redb leaf/branch bytes in use)");
     outln!(
-        "fragmented bytes  {frag} ({:.1}% of stored)",
-        pct(frag, stored)
+        "table pages       {pages} bytes ({:.1}% of the file)",
+        pct(pages, file)
+    );
+    outln!("  stored          {stored} (keys + values in leaf pages)");
+    outln!("  metadata        {metadata} (branch keys, page headers)");
+    outln!(
+        "  page slack      {frag} ({:.1}% of the table pages: unused space inside allocated pages, \
+         redb's \"fragmented\" bytes; a non-empty table takes at least one 4 KiB page, and \
+         compact does not remove slack)",
+        pct(frag, pages)
     );
     outln!(
-        "unused bytes      {free} ({:.1}% of the file: free pages, metadata, growth)",
-        pct(free, file)
+        "other bytes       {other} ({:.1}% of the file: redb header, table directory, allocator \
+         state, free pages; compact returns only free pages)",
+        pct(other, file)
     );
     if compact_advised {
         outln!(
@@ -1422,10 +1436,16 @@ fn compact(path: &Path, write: bool, out: &Out) -> Res<u8> {
         }));
     } else {
         outln!(
-            "{}: compacted, {} -> {} bytes",
+            "{}: compacted, {} -> {} bytes{}",
             path.display(),
             before.unwrap_or(0),
-            after.unwrap_or(0)
+            after.unwrap_or(0),
+            if after >= before {
+                " (no free pages to return: see `haptic-journalctl stats` for page slack and \
+                 redb's own pages, which compaction keeps)"
+            } else {
+                ""
+            }
         );
     }
     Ok(0)

@@ -732,3 +732,29 @@ fn dump_filters_that_do_not_apply_are_usage_errors() {
         assert_eq!(r.code, 0, "{args:?}: {}", r.err);
     }
 }
+
+#[test]
+fn stats_labels_page_slack_as_a_share_of_table_pages() {
+    let (_d, _p, f) = copy();
+    let r = run(&["stats", &f]);
+    assert_eq!(r.code, 0);
+    assert!(!r.out.contains("% of stored"), "{}", r.out);
+    let v = json_lines(&run(&["--json", "stats", &f]).out);
+    let t = &v[v.len() - 1];
+    let n = |k: &str| t[k].as_u64().unwrap();
+    assert_eq!(
+        n("table_page_bytes"),
+        n("stored_bytes") + n("metadata_bytes") + n("fragmented_bytes")
+    );
+    assert_eq!(n("table_page_bytes") % 4096, 0, "whole pages");
+    assert_eq!(n("other_bytes"), n("file_bytes") - n("table_page_bytes"));
+    let pct = r
+        .out
+        .lines()
+        .find(|l| l.contains("page slack"))
+        .and_then(|l| l.split('(').nth(1))
+        .and_then(|s| s.split('%').next())
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap();
+    assert!(pct <= 100.0, "{}", r.out);
+}
