@@ -33,6 +33,8 @@ pub enum RecordKey {
     BadBlobKey(Vec<u8>),
     /// The single-slot key.
     Slot,
+    /// No key is known (damage found below the record level).
+    Unknown,
 }
 
 impl fmt::Display for RecordKey {
@@ -44,6 +46,7 @@ impl fmt::Display for RecordKey {
             RecordKey::Blob(c) => write!(f, "{c}"),
             RecordKey::BadBlobKey(b) => write!(f, "0x{}", hex::encode(b)),
             RecordKey::Slot => f.write_str("slot"),
+            RecordKey::Unknown => f.write_str("unknown key"),
         }
     }
 }
@@ -350,6 +353,10 @@ pub enum ReadError {
     /// redb failed.
     #[error("journal storage failed")]
     Storage(#[source] redb::Error),
+    /// A redb page is damaged: redb panicked reading it (contained, [`crate::contain`]). J10:
+    /// the file must be moved aside (`--journal-recovery=rebuild`).
+    #[error(transparent)]
+    Damaged(#[from] crate::contain::Damage),
 }
 
 impl ReadError {
@@ -357,7 +364,7 @@ impl ReadError {
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
         match self {
-            ReadError::Corrupt(_) => ErrorKind::Fatal,
+            ReadError::Corrupt(_) | ReadError::Damaged(_) => ErrorKind::Fatal,
             ReadError::Storage(_) => ErrorKind::Retryable,
         }
     }
@@ -368,6 +375,7 @@ impl ReadError {
         match self {
             ReadError::Corrupt(_) => "corrupt",
             ReadError::Storage(_) => "storage",
+            ReadError::Damaged(_) => "damaged",
         }
     }
 }

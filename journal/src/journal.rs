@@ -291,9 +291,13 @@ pub struct TableStat {
     pub entries: u64,
     /// Sum of key and value lengths, bytes.
     pub live_bytes: u64,
-    /// redb's stored bytes (incl. page overhead).
+    /// redb's stored bytes: keys and values in leaf pages (no page overhead).
     pub stored_bytes: u64,
-    /// redb's fragmented bytes in the table's pages.
+    /// redb's metadata bytes: keys in branch pages and page headers.
+    pub metadata_bytes: u64,
+    /// redb's "fragmented" bytes: the unused part of the table's allocated pages (page slack).
+    /// `stored + metadata + fragmented` = the table's pages; a non-empty table has at least one
+    /// page (4 KiB), so a small table is mostly slack, which compaction cannot remove.
     pub fragmented_bytes: u64,
 }
 
@@ -454,6 +458,7 @@ fn bad_meta(key: &str) -> ReadError {
 /// # Errors
 /// [`ReadError::Corrupt`] for a missing or malformed value; storage errors.
 pub fn read_meta(txn: &ReadTransaction) -> Result<Meta, ReadError> {
+    crate::contain::at_table("meta");
     let t = txn.open_table(tables::META).map_err(storage)?;
     let get = |k: &str| -> Result<Option<Vec<u8>>, ReadError> {
         Ok(t.get(k).map_err(storage)?.map(|v| v.value().to_vec()))
@@ -493,10 +498,13 @@ pub fn open_raw(options: &JournalOptions) -> Result<Database, OpenError> {
     if !path.exists() {
         return Err(OpenError::NotFound { path: path.clone() });
     }
-    options
-        .builder()
-        .open(path)
-        .map_err(|e| map_db_err(path, e))
+    check_regular(path)?;
+    guarded_open(path, || {
+        options
+            .builder()
+            .open(path)
+            .map_err(|e| map_db_err(path, e))
+    })
 }
 
 /// Opens the file as a raw read-only redb database (same mode and error mapping as
@@ -510,10 +518,13 @@ pub fn open_raw_read_only(options: &JournalOptions) -> Result<ReadOnlyDatabase, 
     if !path.exists() {
         return Err(OpenError::NotFound { path: path.clone() });
     }
-    options
-        .builder()
-        .open_read_only(path)
-        .map_err(|e| map_db_err(path, e))
+    check_regular(path)?;
+    guarded_open(path, || {
+        options
+            .builder()
+            .open_read_only(path)
+            .map_err(|e| map_db_err(path, e))
+    })
 }
 
 impl Journal {
@@ -529,7 +540,12 @@ impl Journal {
     /// [`OpenError::Storage`] / [`OpenError::Io`]; [`OpenError::InvalidOptions`] for
     /// `Durability::None` with `Concurrency::SingleWriter`.
     pub fn open(options: &JournalOptions) -> Result<Journal, OpenError> {
+        guarded_open(&options.path, || Self::open_unguarded(options))
+    }
+
+    fn open_unguarded(options: &JournalOptions) -> Result<Journal, OpenError> {
         check_options(options)?;
+        check_regular(&options.path)?;
         let path = options.path.clone();
         let exists = path.exists();
         let b = options.builder();
@@ -561,6 +577,15 @@ impl Journal {
     /// # Errors
     /// As [`Journal::open`].
     pub fn open_with_backend(
+        backend: impl StorageBackend,
+        options: &JournalOptions,
+    ) -> Result<Journal, OpenError> {
+        guarded_open(&options.path, || {
+            Self::open_with_backend_unguarded(backend, options)
+        })
+    }
+
+    fn open_with_backend_unguarded(
         backend: impl StorageBackend,
         options: &JournalOptions,
     ) -> Result<Journal, OpenError> {
@@ -600,6 +625,12 @@ impl Journal {
                     return Err(OpenError::Corrupt {
                         path,
                         report: Box::new(crate::verify::VerifyReport::single(c)),
+                    });
+                }
+                Err(ReadError::Damaged(d)) => {
+                    return Err(OpenError::Corrupt {
+                        path,
+                        report: Box::new(crate::verify::VerifyReport::damaged(d)),
                     });
                 }
             }
@@ -656,6 +687,10 @@ impl Journal {
                     report: Box::new(crate::verify::VerifyReport::single(c)),
                 },
                 ReadError::Storage(e) => st(e),
+                ReadError::Damaged(d) => OpenError::Corrupt {
+                    path: path.clone(),
+                    report: Box::new(crate::verify::VerifyReport::damaged(d)),
+                },
             })?;
             if !report.is_clean() {
                 return Err(OpenError::Corrupt {
@@ -952,7 +987,7 @@ impl Journal {
     /// # Errors
     /// [`ReadError`].
     pub fn meta(&self) -> Result<Meta, ReadError> {
-        read_meta(&self.read_txn()?)
+        guarded(|| read_meta(&self.read_txn()?))
     }
 
     /// The current leadership term.
@@ -960,7 +995,7 @@ impl Journal {
     /// # Errors
     /// [`ReadError`].
     pub fn term(&self) -> Result<Term, ReadError> {
-        Ok(self.meta()?.term)
+        guarded(|| Ok(self.meta()?.term))
     }
 
     /// One event.
@@ -968,16 +1003,18 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] when it fails its CRC or decode.
     pub fn event(&self, seq: Seq) -> Result<Option<(RecordHeader, Event)>, ReadError> {
-        let rtx = self.read_txn()?;
-        let t = rtx.open_table(tables::EVENTS).map_err(storage)?;
-        let Some(v) = t.get(seq.0).map_err(storage)? else {
-            return Ok(None);
-        };
-        decode::event(v.value()).map(Some).map_err(|reason| {
-            ReadError::Corrupt(Corrupt {
-                table: "events",
-                key: RecordKey::Seq(seq.0),
-                reason,
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx.open_table(tables::EVENTS).map_err(storage)?;
+            let Some(v) = t.get(seq.0).map_err(storage)? else {
+                return Ok(None);
+            };
+            decode::event(v.value()).map(Some).map_err(|reason| {
+                ReadError::Corrupt(Corrupt {
+                    table: "events",
+                    key: RecordKey::Seq(seq.0),
+                    reason,
+                })
             })
         })
     }
@@ -991,21 +1028,23 @@ impl Journal {
         from: Seq,
         limit: usize,
     ) -> Result<Vec<(Seq, RecordHeader, Event)>, ReadError> {
-        let rtx = self.read_txn()?;
-        let t = rtx.open_table(tables::EVENTS).map_err(storage)?;
-        let mut out = Vec::new();
-        for r in t.range(from.0..).map_err(storage)?.take(limit) {
-            let (k, v) = r.map_err(storage)?;
-            let (h, e) = decode::event(v.value()).map_err(|reason| {
-                ReadError::Corrupt(Corrupt {
-                    table: "events",
-                    key: RecordKey::Seq(k.value()),
-                    reason,
-                })
-            })?;
-            out.push((Seq(k.value()), h, e));
-        }
-        Ok(out)
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx.open_table(tables::EVENTS).map_err(storage)?;
+            let mut out = Vec::new();
+            for r in t.range(from.0..).map_err(storage)?.take(limit) {
+                let (k, v) = r.map_err(storage)?;
+                let (h, e) = decode::event(v.value()).map_err(|reason| {
+                    ReadError::Corrupt(Corrupt {
+                        table: "events",
+                        key: RecordKey::Seq(k.value()),
+                        reason,
+                    })
+                })?;
+                out.push((Seq(k.value()), h, e));
+            }
+            Ok(out)
+        })
     }
 
     /// Every item of a queue in queue order (FIFO by id; status queues by key; slots: 0 or 1).
@@ -1013,7 +1052,7 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] at the first corrupt item.
     pub fn queue(&self, queue: Queue) -> Result<Vec<WorkEntry>, ReadError> {
-        read_queue(&self.read_txn()?, queue)
+        guarded(|| read_queue(&self.read_txn()?, queue))
     }
 
     /// Items of `queue` due at `now` (`next_attempt_at <= now`), in queue order, at most `limit`.
@@ -1026,12 +1065,14 @@ impl Journal {
         now: UnixMillis,
         limit: usize,
     ) -> Result<Vec<WorkEntry>, ReadError> {
-        Ok(self
-            .queue(queue)?
-            .into_iter()
-            .filter(|e| e.record.next_attempt_at <= now)
-            .take(limit)
-            .collect())
+        guarded(|| {
+            Ok(self
+                .queue(queue)?
+                .into_iter()
+                .filter(|e| e.record.next_attempt_at <= now)
+                .take(limit)
+                .collect())
+        })
     }
 
     /// A blob's content (for renders: the encoded manifest; use [`Journal::get_render`]).
@@ -1039,19 +1080,21 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] when the envelope or the content hash is wrong.
     pub fn get_blob(&self, hash: Checksum) -> Result<Option<Vec<u8>>, ReadError> {
-        let rtx = self.read_txn()?;
-        let t = rtx.open_table(tables::BLOBS).map_err(storage)?;
-        let Some(v) = t.get(hash.as_bytes().as_slice()).map_err(storage)? else {
-            return Ok(None);
-        };
-        let (_, content) = decode::blob_checked(hash, v.value()).map_err(|reason| {
-            ReadError::Corrupt(Corrupt {
-                table: "blobs",
-                key: RecordKey::Blob(hash),
-                reason,
-            })
-        })?;
-        Ok(Some(content.to_vec()))
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx.open_table(tables::BLOBS).map_err(storage)?;
+            let Some(v) = t.get(hash.as_bytes().as_slice()).map_err(storage)? else {
+                return Ok(None);
+            };
+            let (_, content) = decode::blob_checked(hash, v.value()).map_err(|reason| {
+                ReadError::Corrupt(Corrupt {
+                    table: "blobs",
+                    key: RecordKey::Blob(hash),
+                    reason,
+                })
+            })?;
+            Ok(Some(content.to_vec()))
+        })
     }
 
     /// A render manifest by render checksum.
@@ -1059,14 +1102,16 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] when it is not a valid manifest.
     pub fn get_render(&self, checksum: Checksum) -> Result<Option<Render>, ReadError> {
-        let Some(content) = self.get_blob(checksum)? else {
-            return Ok(None);
-        };
-        decode::render(&content).map(Some).map_err(|reason| {
-            ReadError::Corrupt(Corrupt {
-                table: "blobs",
-                key: RecordKey::Blob(checksum),
-                reason,
+        guarded(|| {
+            let Some(content) = self.get_blob(checksum)? else {
+                return Ok(None);
+            };
+            decode::render(&content).map(Some).map_err(|reason| {
+                ReadError::Corrupt(Corrupt {
+                    table: "blobs",
+                    key: RecordKey::Blob(checksum),
+                    reason,
+                })
             })
         })
     }
@@ -1077,15 +1122,17 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] at the first corrupt manifest.
     pub fn renders(&self) -> Result<Vec<Render>, ReadError> {
-        let mut out = Vec::new();
-        for (hash, kind, _, _) in self.blobs()? {
-            if kind == BlobKind::Render
-                && let Some(r) = self.get_render(hash)?
-            {
-                out.push(r);
+        guarded(|| {
+            let mut out = Vec::new();
+            for (hash, kind, _, _) in self.blobs()? {
+                if kind == BlobKind::Render
+                    && let Some(r) = self.get_render(hash)?
+                {
+                    out.push(r);
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     /// A blob's reference counts; `None` when it is not stored.
@@ -1093,14 +1140,16 @@ impl Journal {
     /// # Errors
     /// [`ReadError`].
     pub fn blob_counts(&self, hash: Checksum) -> Result<Option<BlobCounts>, ReadError> {
-        let rtx = self.read_txn()?;
-        let t = rtx.open_table(tables::BLOB_REFS).map_err(storage)?;
-        Ok(t.get(hash.as_bytes().as_slice())
-            .map_err(storage)?
-            .map(|v| {
-                let (refs, holds) = v.value();
-                BlobCounts { refs, holds }
-            }))
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx.open_table(tables::BLOB_REFS).map_err(storage)?;
+            Ok(t.get(hash.as_bytes().as_slice())
+                .map_err(storage)?
+                .map(|v| {
+                    let (refs, holds) = v.value();
+                    BlobCounts { refs, holds }
+                }))
+        })
     }
 
     /// Every stored blob with its kind, size and counts, by key.
@@ -1108,39 +1157,42 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] at the first corrupt blob.
     pub fn blobs(&self) -> Result<Vec<(Checksum, BlobKind, u64, BlobCounts)>, ReadError> {
-        let rtx = self.read_txn()?;
-        let t = rtx.open_table(tables::BLOBS).map_err(storage)?;
-        let refs = rtx.open_table(tables::BLOB_REFS).map_err(storage)?;
-        let mut out = Vec::new();
-        for r in t.iter().map_err(storage)? {
-            let (k, v) = r.map_err(storage)?;
-            let key = Checksum::from_key(k.value()).ok_or_else(|| {
-                ReadError::Corrupt(Corrupt {
-                    table: "blobs",
-                    key: RecordKey::BadBlobKey(k.value().to_vec()),
-                    reason: CorruptReason::BadMeta,
-                })
-            })?;
-            let (_, kind, content) = decode::blob(v.value()).map_err(|reason| {
-                ReadError::Corrupt(Corrupt {
-                    table: "blobs",
-                    key: RecordKey::Blob(key),
-                    reason,
-                })
-            })?;
-            let (r, h) = refs
-                .get(k.value())
-                .map_err(storage)?
-                .map(|v| v.value())
-                .unwrap_or((0, 0));
-            out.push((
-                key,
-                kind,
-                content.len() as u64,
-                BlobCounts { refs: r, holds: h },
-            ));
-        }
-        Ok(out)
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            crate::contain::at_table("blobs");
+            let t = rtx.open_table(tables::BLOBS).map_err(storage)?;
+            let refs = rtx.open_table(tables::BLOB_REFS).map_err(storage)?;
+            let mut out = Vec::new();
+            for r in t.iter().map_err(storage)? {
+                let (k, v) = r.map_err(storage)?;
+                let key = Checksum::from_key(k.value()).ok_or_else(|| {
+                    ReadError::Corrupt(Corrupt {
+                        table: "blobs",
+                        key: RecordKey::BadBlobKey(k.value().to_vec()),
+                        reason: CorruptReason::BadMeta,
+                    })
+                })?;
+                let (_, kind, content) = decode::blob(v.value()).map_err(|reason| {
+                    ReadError::Corrupt(Corrupt {
+                        table: "blobs",
+                        key: RecordKey::Blob(key),
+                        reason,
+                    })
+                })?;
+                let (r, h) = refs
+                    .get(k.value())
+                    .map_err(storage)?
+                    .map(|v| v.value())
+                    .unwrap_or((0, 0));
+                out.push((
+                    key,
+                    kind,
+                    content.len() as u64,
+                    BlobCounts { refs: r, holds: h },
+                ));
+            }
+            Ok(out)
+        })
     }
 
     /// Every endpoint's last-applied state, by URL.
@@ -1148,21 +1200,23 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] at the first corrupt record.
     pub fn endpoints_applied(&self) -> Result<Vec<EndpointApplied>, ReadError> {
-        let rtx = self.read_txn()?;
-        let t = rtx.open_table(tables::ENDPOINT_APPLIED).map_err(storage)?;
-        let mut out = Vec::new();
-        for r in t.iter().map_err(storage)? {
-            let (k, v) = r.map_err(storage)?;
-            let (_, e) = decode::endpoint_applied(v.value()).map_err(|reason| {
-                ReadError::Corrupt(Corrupt {
-                    table: "endpoint_applied",
-                    key: RecordKey::Text(k.value().to_owned()),
-                    reason,
-                })
-            })?;
-            out.push(e);
-        }
-        Ok(out)
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx.open_table(tables::ENDPOINT_APPLIED).map_err(storage)?;
+            let mut out = Vec::new();
+            for r in t.iter().map_err(storage)? {
+                let (k, v) = r.map_err(storage)?;
+                let (_, e) = decode::endpoint_applied(v.value()).map_err(|reason| {
+                    ReadError::Corrupt(Corrupt {
+                        table: "endpoint_applied",
+                        key: RecordKey::Text(k.value().to_owned()),
+                        reason,
+                    })
+                })?;
+                out.push(e);
+            }
+            Ok(out)
+        })
     }
 
     /// Every HAProxyCfg's published checkpoint, by name.
@@ -1170,23 +1224,25 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] at the first corrupt record.
     pub fn published_checkpoints(&self) -> Result<Vec<PublishedCheckpoint>, ReadError> {
-        let rtx = self.read_txn()?;
-        let t = rtx
-            .open_table(tables::PUBLISHED_CHECKPOINT)
-            .map_err(storage)?;
-        let mut out = Vec::new();
-        for r in t.iter().map_err(storage)? {
-            let (k, v) = r.map_err(storage)?;
-            let (_, p) = decode::published_checkpoint(v.value()).map_err(|reason| {
-                ReadError::Corrupt(Corrupt {
-                    table: "published_checkpoint",
-                    key: RecordKey::Text(k.value().to_owned()),
-                    reason,
-                })
-            })?;
-            out.push(p);
-        }
-        Ok(out)
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx
+                .open_table(tables::PUBLISHED_CHECKPOINT)
+                .map_err(storage)?;
+            let mut out = Vec::new();
+            for r in t.iter().map_err(storage)? {
+                let (k, v) = r.map_err(storage)?;
+                let (_, p) = decode::published_checkpoint(v.value()).map_err(|reason| {
+                    ReadError::Corrupt(Corrupt {
+                        table: "published_checkpoint",
+                        key: RecordKey::Text(k.value().to_owned()),
+                        reason,
+                    })
+                })?;
+                out.push(p);
+            }
+            Ok(out)
+        })
     }
 
     /// Raw `(key, value)` pairs of any table except `blob_refs` (use [`Journal::blobs`]), for
@@ -1202,8 +1258,10 @@ impl Journal {
         from: Option<Seq>,
         limit: usize,
     ) -> Result<Vec<(RecordKey, Vec<u8>)>, ReadError> {
-        let rtx = self.read_txn()?;
-        raw_table(&rtx, table, from, limit)
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            raw_table(&rtx, table, from, limit)
+        })
     }
 
     /// What a restart would replay: undispatched events and every queue's count and oldest item.
@@ -1211,19 +1269,21 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] when a queue item is corrupt.
     pub fn pending(&self) -> Result<Pending, ReadError> {
-        let rtx = self.read_txn()?;
-        let meta = read_meta(&rtx)?;
-        let last_seq = Seq(meta.next_seq.0.saturating_sub(1));
-        let mut queues = Vec::new();
-        for q in Queue::ALL {
-            queues.push(summarize(&rtx, *q)?);
-        }
-        Ok(Pending {
-            term: meta.term,
-            dispatched_through: meta.dispatched_through,
-            last_seq,
-            undispatched_events: last_seq.0.saturating_sub(meta.dispatched_through.0),
-            queues,
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let meta = read_meta(&rtx)?;
+            let last_seq = Seq(meta.next_seq.0.saturating_sub(1));
+            let mut queues = Vec::new();
+            for q in Queue::ALL {
+                queues.push(summarize(&rtx, *q)?);
+            }
+            Ok(Pending {
+                term: meta.term,
+                dispatched_through: meta.dispatched_through,
+                last_seq,
+                undispatched_events: last_seq.0.saturating_sub(meta.dispatched_through.0),
+                queues,
+            })
         })
     }
 
@@ -1232,25 +1292,28 @@ impl Journal {
     /// # Errors
     /// [`ReadError`].
     pub fn stats(&self) -> Result<Stats, ReadError> {
-        let rtx = self.read_txn()?;
-        let mut tables_out = Vec::new();
-        for name in tables::ALL_TABLES {
-            tables_out.push(table_stat(&rtx, name)?);
-        }
-        let mut queues = Vec::new();
-        for q in Queue::ALL {
-            queues.push(summarize(&rtx, *q)?);
-        }
-        let ev = rtx.open_table(tables::EVENTS).map_err(storage)?;
-        let first_seq = ev.first().map_err(storage)?.map(|(k, _)| Seq(k.value()));
-        let last_seq = ev.last().map_err(storage)?.map(|(k, _)| Seq(k.value()));
-        let file_bytes = std::fs::metadata(&self.path).ok().map(|m| m.len());
-        Ok(Stats {
-            file_bytes,
-            tables: tables_out,
-            queues,
-            first_seq,
-            last_seq,
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let mut tables_out = Vec::new();
+            for name in tables::ALL_TABLES {
+                tables_out.push(table_stat(&rtx, name)?);
+            }
+            let mut queues = Vec::new();
+            for q in Queue::ALL {
+                queues.push(summarize(&rtx, *q)?);
+            }
+            crate::contain::at_table("events");
+            let ev = rtx.open_table(tables::EVENTS).map_err(storage)?;
+            let first_seq = ev.first().map_err(storage)?.map(|(k, _)| Seq(k.value()));
+            let last_seq = ev.last().map_err(storage)?.map(|(k, _)| Seq(k.value()));
+            let file_bytes = std::fs::metadata(&self.path).ok().map(|m| m.len());
+            Ok(Stats {
+                file_bytes,
+                tables: tables_out,
+                queues,
+                first_seq,
+                last_seq,
+            })
         })
     }
 
@@ -1261,7 +1324,37 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Storage`] when redb itself fails.
     pub fn verify(&self) -> Result<crate::verify::VerifyReport, ReadError> {
-        crate::verify::verify(&self.read_txn()?)
+        guarded(|| crate::verify::verify(&self.read_txn()?))
+    }
+}
+
+/// Runs a read walk with redb panics contained ([`crate::contain`]): a damaged page is
+/// [`ReadError::Damaged`], never a panic.
+fn guarded<T>(f: impl FnOnce() -> Result<T, ReadError>) -> Result<T, ReadError> {
+    crate::contain::contain(f).unwrap_or_else(|d| Err(ReadError::Damaged(d)))
+}
+
+/// Runs an open with redb panics contained: a damaged page is [`OpenError::Corrupt`] (J10).
+fn guarded_open<T>(path: &Path, f: impl FnOnce() -> Result<T, OpenError>) -> Result<T, OpenError> {
+    crate::contain::contain(f).unwrap_or_else(|d| {
+        Err(OpenError::Corrupt {
+            path: path.to_owned(),
+            report: Box::new(crate::verify::VerifyReport::damaged(d)),
+        })
+    })
+}
+
+/// An existing journal path must be a regular file: redb would block forever opening a FIFO.
+fn check_regular(path: &Path) -> Result<(), OpenError> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(OpenError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a directory, FIFO, socket or device): give the journal file",
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -1293,6 +1386,7 @@ fn create_private(path: &Path) -> Result<std::fs::File, OpenError> {
 
 pub(crate) fn read_queue(rtx: &ReadTransaction, queue: Queue) -> Result<Vec<WorkEntry>, ReadError> {
     let name = queue.table_name();
+    crate::contain::at_table(name);
     let mut out = Vec::new();
     let mut push = |key: WorkKey, rk: RecordKey, bytes: &[u8]| -> Result<(), ReadError> {
         let (header, record) = decode::work(bytes).map_err(|reason| {
@@ -1354,6 +1448,7 @@ fn summarize(rtx: &ReadTransaction, queue: Queue) -> Result<QueueSummary, ReadEr
 }
 
 fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, ReadError> {
+    crate::contain::at_table(name);
     let mut live = 0u64;
     let (entries, stats) = match name {
         "meta" => stat_of(
@@ -1438,6 +1533,7 @@ fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, Re
         entries,
         live_bytes: live,
         stored_bytes: stats.stored_bytes(),
+        metadata_bytes: stats.metadata_bytes(),
         fragmented_bytes: stats.fragmented_bytes(),
     })
 }
@@ -1463,6 +1559,9 @@ pub(crate) fn raw_table(
     from: Option<Seq>,
     limit: usize,
 ) -> Result<Vec<(RecordKey, Vec<u8>)>, ReadError> {
+    if let Some(t) = tables::ALL_TABLES.iter().find(|t| **t == table) {
+        crate::contain::at_table(t);
+    }
     let mut out = Vec::new();
     macro_rules! dump {
         ($def:expr, $key:expr) => {{

@@ -54,6 +54,7 @@
 
 pub mod batch;
 pub mod codec;
+pub mod contain;
 pub mod decode;
 pub mod error;
 pub mod events;
@@ -68,6 +69,7 @@ mod writer;
 
 pub use batch::{Accepted, Batch, BlobKind, EventRef, Op, OpOutcome, Origin};
 pub use codec::RecordHeader;
+pub use contain::Damage;
 pub use error::{
     AcceptError, CompactError, Corrupt, CorruptReason, ErrorKind, OpenError, ReadError, RecordKey,
 };

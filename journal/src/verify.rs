@@ -57,6 +57,12 @@ pub enum ProblemKind {
     },
     /// meta itself is missing or malformed.
     BadMeta,
+    /// redb could not read a page of the file (it panicked; contained): the b-tree itself is
+    /// damaged below the record level.
+    Damaged {
+        /// redb's message and where it failed.
+        message: String,
+    },
 }
 
 impl fmt::Display for ProblemKind {
@@ -68,6 +74,7 @@ impl fmt::Display for ProblemKind {
                 write!(f, "reference count {stored} stored, {found} found")
             }
             ProblemKind::OrphanBlob => f.write_str("blob content and counts disagree"),
+            ProblemKind::Damaged { message } => write!(f, "{message}"),
             ProblemKind::UncollectedBlob => f.write_str("unreferenced blob was not collected"),
             ProblemKind::SeqGap { expected, found } => {
                 write!(f, "event log gap: expected seq {expected}, found {found}")
@@ -139,6 +146,20 @@ impl VerifyReport {
         }
     }
 
+    /// A report with one [`ProblemKind::Damaged`] problem (a contained redb panic).
+    pub(crate) fn damaged(d: crate::contain::Damage) -> Self {
+        let message = d.to_string();
+        VerifyReport {
+            problems: vec![Problem {
+                table: d.table.unwrap_or("redb-internal"),
+                key: RecordKey::Unknown,
+                offset: None,
+                kind: ProblemKind::Damaged { message },
+            }],
+            records_checked: 0,
+        }
+    }
+
     fn corrupt(&mut self, table: &'static str, key: RecordKey, reason: CorruptReason) {
         let offset = reason.offset();
         self.problems.push(Problem {
@@ -162,6 +183,7 @@ impl VerifyReport {
 /// Runs the walk in one read transaction (a consistent snapshot).
 pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
     let mut rep = VerifyReport::default();
+    crate::contain::at_table("meta");
     let meta = match crate::journal::read_meta(rtx) {
         Ok(m) => Some(m),
         Err(ReadError::Corrupt(c)) => {
@@ -198,11 +220,13 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
 
     // events
     {
+        crate::contain::at_table("events");
         let t = rtx.open_table(tables::EVENTS).map_err(storage)?;
         let mut expected: Option<u64> = None;
         for r in t.iter().map_err(storage)? {
             let (k, v) = r.map_err(storage)?;
             let seq = k.value();
+            crate::contain::at_key(|| RecordKey::Seq(seq));
             rep.records_checked += 1;
             let key = RecordKey::Seq(seq);
             if let Some(e) = expected
@@ -245,8 +269,10 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
     // queues
     for q in Queue::ALL {
         let name = q.table_name();
+        crate::contain::at_table(name);
         let mut visit =
             |rep: &mut VerifyReport, key: RecordKey, id_key: Option<u64>, bytes: &[u8]| {
+                crate::contain::at_key(|| key.clone());
                 rep.records_checked += 1;
                 match decode::work(bytes) {
                     Ok((h, w)) => {
@@ -303,11 +329,13 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
         ("endpoint_applied", tables::ENDPOINT_APPLIED),
         ("published_checkpoint", tables::PUBLISHED_CHECKPOINT),
     ] {
+        crate::contain::at_table(name);
         let t = rtx.open_table(def).map_err(storage)?;
         for r in t.iter().map_err(storage)? {
             let (k, v) = r.map_err(storage)?;
             rep.records_checked += 1;
             let key = RecordKey::Text(k.value().to_owned());
+            crate::contain::at_key(|| key.clone());
             let res = if name == "endpoint_applied" {
                 decode::endpoint_applied(v.value()).map(|(h, _)| h)
             } else {
@@ -323,10 +351,17 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
     // blobs: content, hashes, manifests (which reference their files)
     let mut stored: BTreeMap<Checksum, ()> = BTreeMap::new();
     {
+        crate::contain::at_table("blobs");
         let t = rtx.open_table(tables::BLOBS).map_err(storage)?;
         for r in t.iter().map_err(storage)? {
             let (k, v) = r.map_err(storage)?;
             rep.records_checked += 1;
+            crate::contain::at_key(|| {
+                Checksum::from_key(k.value()).map_or_else(
+                    || RecordKey::BadBlobKey(k.value().to_vec()),
+                    RecordKey::Blob,
+                )
+            });
             let Some(hash) = Checksum::from_key(k.value()) else {
                 rep.problem(
                     "blobs",
@@ -359,6 +394,7 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
     }
     // blob_refs: counts equal references found; no zero entries; content present
     {
+        crate::contain::at_table("blob_refs");
         let t = rtx.open_table(tables::BLOB_REFS).map_err(storage)?;
         let mut counted: BTreeMap<Checksum, ()> = BTreeMap::new();
         for r in t.iter().map_err(storage)? {
@@ -372,6 +408,7 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
                 continue;
             };
             counted.insert(hash, ());
+            crate::contain::at_key(|| RecordKey::Blob(hash));
             let (refs, holds) = v.value();
             let f = found.get(&hash).copied().unwrap_or(0);
             if refs != f {

@@ -11,3 +11,4 @@ pub mod fixtures;
 mod group_commit;
 mod lost_writes;
 mod model;
+mod page_damage;

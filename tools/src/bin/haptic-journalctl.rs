@@ -130,6 +130,22 @@ enum Command {
     },
 }
 
+impl Command {
+    fn file(&self) -> &Path {
+        match self {
+            Command::Summary { file }
+            | Command::Pending { file }
+            | Command::Dump { file, .. }
+            | Command::Show { file, .. }
+            | Command::Blob { file, .. }
+            | Command::Verify { file }
+            | Command::Stats { file }
+            | Command::Compact { file, .. }
+            | Command::Migrate { file, .. } => file,
+        }
+    }
+}
+
 /// `println!` that exits quietly when stdout is closed (`haptic-journalctl ... | head`).
 macro_rules! outln {
     () => {
@@ -176,7 +192,17 @@ type Res<T = ()> = Result<T, Fail>;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let out = Out { json: cli.json };
-    match run(cli, &out) {
+    let file = cli.command.file().to_owned();
+    // redb panics on pages damaged outside redb; every read below runs contained, and this
+    // catches whatever a walk outside the library's guards might still hit.
+    let res = haptic_journal::contain::contain(|| run(cli, &out)).unwrap_or_else(|d| {
+        Err(Fail::Corrupt(format!(
+            "journal {} is damaged: {d}; the controller refuses to start on it (J10): copy it \
+             aside, then start the controller with --journal-recovery=rebuild",
+            file.display()
+        )))
+    });
+    match res {
         Ok(code) => ExitCode::from(code),
         Err(Fail::Corrupt(m)) => {
             eprintln!("haptic-journalctl: {m}");
@@ -229,8 +255,8 @@ impl Out {
 fn run(cli: Cli, out: &Out) -> Res<u8> {
     let mode = cli.concurrency;
     match cli.command {
-        Command::Summary { file } => summary(&open_ro(&file, mode)?, &file, out),
-        Command::Pending { file } => pending(&open_ro(&file, mode)?, &file, out),
+        Command::Summary { file } => summary(&*open_ro(&file, mode)?, &file, out),
+        Command::Pending { file } => pending(&*open_ro(&file, mode)?, &file, out),
         Command::Dump {
             file,
             table,
@@ -238,7 +264,7 @@ fn run(cli: Cli, out: &Out) -> Res<u8> {
             kind,
             limit,
         } => dump(
-            &open_ro(&file, mode)?,
+            &*open_ro(&file, mode)?,
             &file,
             &table,
             since,
@@ -246,14 +272,14 @@ fn run(cli: Cli, out: &Out) -> Res<u8> {
             limit,
             out,
         ),
-        Command::Show { file, seq } => show(&open_ro(&file, mode)?, &file, seq, out),
+        Command::Show { file, seq } => show(&*open_ro(&file, mode)?, &file, seq, out),
         Command::Blob {
             file,
             hash,
             reveal_secrets,
-        } => blob(&open_ro(&file, mode)?, &file, &hash, reveal_secrets, out),
-        Command::Verify { file } => verify(&open_ro(&file, mode)?, &file, out),
-        Command::Stats { file } => stats(&open_ro(&file, mode)?, &file, out),
+        } => blob(&*open_ro(&file, mode)?, &file, &hash, reveal_secrets, out),
+        Command::Verify { file } => verify(&*open_ro(&file, mode)?, &file, out),
+        Command::Stats { file } => stats(&*open_ro(&file, mode)?, &file, out),
         Command::Compact { file, write } => compact(&file, write, out),
         Command::Migrate {
             file,
@@ -277,7 +303,9 @@ fn open_fail(path: &Path, e: OpenError) -> Fail {
              controller with journal concurrency mode single-writer"
         )),
         OpenError::Corrupt { report, .. } => Fail::Corrupt(format!(
-            "journal {p} is corrupt: {} problem(s), first: {}; run `haptic-journalctl verify {p}`",
+            "journal {p} is corrupt: {} problem(s), first: {}; the controller refuses to start on \
+             it (J10): copy it aside, then start the controller with --journal-recovery=rebuild \
+             (`haptic-journalctl verify {p}` lists what it can read)",
             report.problems.len(),
             report
                 .problems
@@ -316,15 +344,127 @@ fn read_fail(path: &Path, e: ReadError) -> Fail {
             path.display()
         )),
         ReadError::Storage(s) => storage_fail(path, &s),
+        ReadError::Damaged(d) => Fail::Corrupt(format!(
+            "journal {} is damaged: {d}; the controller refuses to start on it (J10): copy it \
+             aside, then start the controller with --journal-recovery=rebuild",
+            path.display()
+        )),
         other => Fail::Usage(format!("journal {}: {other}", path.display())),
     }
 }
 
+/// Checks `path` before redb sees it: it must exist, be a regular file (redb would block
+/// forever on a FIFO) and be readable (and writable with `write`) by this user.
+fn check_file(path: &Path, write: bool) -> Res {
+    let p = path.display();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Fail::Usage(format!(
+                "journal {p} is a symbolic link loop (too many levels of symbolic links): point \
+                 the path at the journal file itself"
+            )));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dangling = std::fs::symlink_metadata(path).is_ok();
+            return Err(Fail::Usage(if dangling {
+                format!(
+                    "journal {p} is a symbolic link to a file that does not exist: check the \
+                     link target (the controller's --journal-path)"
+                )
+            } else {
+                format!(
+                    "journal {p} does not exist: check the path (the controller's --journal-path)"
+                )
+            }));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(permission_fail(path, &e, write));
+        }
+        Err(e) => return Err(Fail::Usage(format!("journal {p}: cannot stat it: {e}"))),
+    };
+    if !meta.is_file() {
+        let what = {
+            use std::os::unix::fs::FileTypeExt as _;
+            let t = meta.file_type();
+            if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() {
+                "a FIFO (named pipe)"
+            } else if t.is_socket() {
+                "a socket"
+            } else if t.is_block_device() || t.is_char_device() {
+                "a device"
+            } else {
+                "not a regular file"
+            }
+        };
+        return Err(Fail::Usage(format!(
+            "journal {p} is {what}, not a regular file: give the path of the journal file (the \
+             controller's --journal-path)"
+        )));
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                permission_fail(path, &e, write)
+            } else {
+                Fail::Usage(format!("journal {p}: cannot open it: {e}"))
+            }
+        })?;
+    Ok(())
+}
+
+fn permission_fail(path: &Path, e: &std::io::Error, write: bool) -> Fail {
+    Fail::Usage(format!(
+        "journal {}: permission denied ({e}): this is a file permissions problem, not damage: \
+         run haptic-journalctl as the controller's user (the journal is created mode 0600), or \
+         with sudo{}",
+        path.display(),
+        if write {
+            "; --write needs write access to the file"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// A read-only journal, possibly a repaired private copy of the file (kept until dropped).
+struct Opened {
+    journal: Journal,
+    _copy: Option<tempfile::TempDir>,
+}
+
+impl std::ops::Deref for Opened {
+    type Target = Journal;
+    fn deref(&self) -> &Journal {
+        &self.journal
+    }
+}
+
+fn needs_repair(e: &OpenError) -> bool {
+    matches!(
+        e,
+        OpenError::Storage {
+            source: redb::Error::RepairAborted,
+            ..
+        }
+    )
+}
+
 /// Opens read-only without verify-on-open (a corrupt file must still be inspectable). `auto`
 /// tries exclusive first, then single-writer (a controller running in single-writer mode).
-fn open_ro(path: &Path, mode: Mode) -> Res<Journal> {
-    let opts = |c: Concurrency| {
-        JournalOptions::new(path)
+///
+/// A journal left by a killed process needs redb's repair, which a read-only open refuses: the
+/// file is then copied to a private temporary file, the copy is opened read-write (redb repairs
+/// it, as the controller's next start would) and read; the original is never written.
+fn open_ro(path: &Path, mode: Mode) -> Res<Opened> {
+    check_file(path, false)?;
+    let opts = |p: &Path, c: Concurrency| {
+        JournalOptions::new(p)
             .read_only(true)
             .verify_on_open(false)
             .concurrency(c)
@@ -333,13 +473,75 @@ fn open_ro(path: &Path, mode: Mode) -> Res<Journal> {
         Mode::SingleWriter => Concurrency::SingleWriter,
         _ => Concurrency::Exclusive,
     };
-    match Journal::open(&opts(first)) {
-        Ok(j) => Ok(j),
+    let res = match Journal::open(&opts(path, first)) {
         Err(OpenError::InUse { .. }) if mode == Mode::Auto => {
-            Journal::open(&opts(Concurrency::SingleWriter)).map_err(|e| open_fail(path, e))
+            Journal::open(&opts(path, Concurrency::SingleWriter))
         }
+        r => r,
+    };
+    match res {
+        Ok(journal) => Ok(Opened {
+            journal,
+            _copy: None,
+        }),
+        Err(e) if needs_repair(&e) => open_repaired_copy(path),
         Err(e) => Err(open_fail(path, e)),
     }
+}
+
+/// Copies a journal that needs redb's crash repair to a private temporary file and opens the
+/// copy read-write once (raw redb, no schema check), which repairs it. The original is untouched.
+fn repaired_copy(path: &Path) -> Res<(tempfile::TempDir, PathBuf)> {
+    let p = path.display();
+    let dir = tempfile::Builder::new()
+        .prefix("haptic-journalctl-")
+        .tempdir()
+        .map_err(|e| {
+            Fail::Usage(format!(
+                "journal {p}: cannot create a temporary directory: {e}"
+            ))
+        })?;
+    let copy = dir.path().join("repaired-copy.redb");
+    std::fs::copy(path, &copy).map_err(|e| {
+        Fail::Usage(format!(
+            "journal {p} was not closed cleanly and needs a repair; copying it to {} failed: \
+             {e}: free space in the temporary directory (TMPDIR) and retry",
+            copy.display()
+        ))
+    })?;
+    drop(haptic_journal::open_raw(&JournalOptions::new(&copy)).map_err(|e| repair_fail(path, e))?);
+    eprintln!(
+        "haptic-journalctl: journal {p} was not closed cleanly; reading a repaired temporary \
+         copy, the original is untouched"
+    );
+    Ok((dir, copy))
+}
+
+/// A crashed journal whose copy redb cannot repair (or read) is damaged: exit 1.
+fn repair_fail(path: &Path, e: OpenError) -> Fail {
+    match open_fail(path, e) {
+        Fail::Corrupt(m) => Fail::Corrupt(m),
+        Fail::Usage(m) => Fail::Corrupt(format!(
+            "journal {} was not closed cleanly and redb cannot repair a copy of it ({m}): the \
+             file is damaged (truncated or overwritten): copy it aside, then start the controller \
+             with --journal-recovery=rebuild",
+            path.display()
+        )),
+    }
+}
+
+fn open_repaired_copy(path: &Path) -> Res<Opened> {
+    let (dir, copy) = repaired_copy(path)?;
+    let journal = Journal::open(
+        &JournalOptions::new(&copy)
+            .read_only(true)
+            .verify_on_open(false),
+    )
+    .map_err(|e| repair_fail(path, e))?;
+    Ok(Opened {
+        journal,
+        _copy: Some(dir),
+    })
 }
 
 // ----- helpers -----
@@ -399,6 +601,7 @@ fn key_json(k: &RecordKey) -> Value {
         RecordKey::Blob(c) => json!(c.to_string()),
         RecordKey::BadBlobKey(b) => json!(format!("0x{}", hex::encode(b))),
         RecordKey::Slot => json!("slot"),
+        RecordKey::Unknown => Value::Null,
     }
 }
 
@@ -555,19 +758,25 @@ fn stats(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
     let file = s.file_bytes.unwrap_or(0);
     let live = s.live_bytes();
     let stored: u64 = s.tables.iter().map(|t| t.stored_bytes).sum();
+    let metadata: u64 = s.tables.iter().map(|t| t.metadata_bytes).sum();
     let frag: u64 = s.tables.iter().map(|t| t.fragmented_bytes).sum();
-    let free = file.saturating_sub(stored + frag);
-    let compact_advised = file > stored + frag + 8 * 1024 * 1024 && free * 2 > file;
+    // The tables' allocated pages: stored + metadata + slack (redb's "fragmented" bytes).
+    let pages = stored + metadata + frag;
+    // Everything else: redb's header, table directory, allocator state and free pages.
+    let other = file.saturating_sub(pages);
+    let compact_advised = file > pages + 8 * 1024 * 1024 && other * 2 > file;
     if out.json {
         for t in &s.tables {
             out.line(&json!({
                 "table": t.name, "entries": t.entries, "live_bytes": t.live_bytes,
-                "stored_bytes": t.stored_bytes, "fragmented_bytes": t.fragmented_bytes,
+                "stored_bytes": t.stored_bytes, "metadata_bytes": t.metadata_bytes,
+                "fragmented_bytes": t.fragmented_bytes,
             }));
         }
         out.line(&json!({
             "file": path.display().to_string(), "file_bytes": file, "live_bytes": live,
-            "stored_bytes": stored, "fragmented_bytes": frag, "unused_bytes": free,
+            "stored_bytes": stored, "metadata_bytes": metadata, "fragmented_bytes": frag,
+            "table_page_bytes": pages, "other_bytes": other, "unused_bytes": other,
             "compact_advised": compact_advised,
         }));
         return Ok(0);
@@ -591,21 +800,29 @@ fn stats(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
             "ENTRIES",
             "LIVE_BYTES",
             "STORED_BYTES",
-            "FRAGMENTED_BYTES",
+            "PAGE_SLACK_BYTES",
         ],
         &rows,
     );
     outln!();
     outln!("file bytes        {file}");
     outln!("live bytes        {live} (keys + values)");
-    outln!("stored bytes      {stored} (redb leaf/branch bytes in use)");
     outln!(
-        "fragmented bytes  {frag} ({:.1}% of stored)",
-        pct(frag, stored)
+        "table pages       {pages} bytes ({:.1}% of the file)",
+        pct(pages, file)
+    );
+    outln!("  stored          {stored} (keys + values in leaf pages)");
+    outln!("  metadata        {metadata} (branch keys, page headers)");
+    outln!(
+        "  page slack      {frag} ({:.1}% of the table pages: unused space inside allocated pages, \
+         redb's \"fragmented\" bytes; a non-empty table takes at least one 4 KiB page, and \
+         compact does not remove slack)",
+        pct(frag, pages)
     );
     outln!(
-        "unused bytes      {free} ({:.1}% of the file: free pages, metadata, growth)",
-        pct(free, file)
+        "other bytes       {other} ({:.1}% of the file: redb header, table directory, allocator \
+         state, free pages; compact returns only free pages)",
+        pct(other, file)
     );
     if compact_advised {
         outln!(
@@ -655,6 +872,7 @@ fn dump(
 ) -> Res<u8> {
     let limit = limit.unwrap_or(usize::MAX);
     if table == "blob_refs" {
+        check_dump_filters("blob_refs", since, kind)?;
         return dump_blob_refs(j, path, limit, out);
     }
     let Some(name) = table_name(table) else {
@@ -668,6 +886,7 @@ fn dump(
                 .join(", ")
         )));
     };
+    check_dump_filters(name, since, kind)?;
     let from = (name == "events").then(|| Seq(since.unwrap_or(0)));
     let filtering = kind.is_some() || (since.is_some() && name != "events");
     let rows = j
@@ -765,6 +984,67 @@ fn dump(
         )));
     }
     Ok(0)
+}
+
+/// The record kinds table `name` holds (empty: the table has no record kinds).
+fn known_kinds(name: &str) -> Vec<String> {
+    match name {
+        "events" => haptic_journal::EventKind::ALL
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect(),
+        "blobs" => vec![
+            BlobKind::File.record_kind().to_owned(),
+            BlobKind::Render.record_kind().to_owned(),
+        ],
+        "endpoint_applied" => vec![haptic_journal::EndpointApplied::RECORD_KIND.to_owned()],
+        "published_checkpoint" => {
+            vec![haptic_journal::PublishedCheckpoint::RECORD_KIND.to_owned()]
+        }
+        t => Queue::ALL
+            .iter()
+            .filter(|q| q.table_name() == t)
+            .map(|q| match q {
+                Queue::StatusPending | Queue::StatusParked => "work.status".to_owned(),
+                q => format!("work.{}", q.as_str()),
+            })
+            .collect(),
+    }
+}
+
+/// `--since` applies to tables keyed by a number (events by Seq, FIFO queues by WorkId);
+/// `--kind` to tables of enveloped records, and must name (a prefix of) a kind the table holds.
+fn check_dump_filters(name: &str, since: Option<u64>, kind: Option<&str>) -> Res {
+    let fifo = Queue::ALL
+        .iter()
+        .any(|q| q.table_name() == name && q.shape() == haptic_journal::QueueShape::Fifo);
+    if since.is_some() && name != "events" && !fifo {
+        return Err(Fail::Usage(format!(
+            "--since does not apply to table {name}: it filters events (by seq) and the FIFO \
+             queues publish, publish-deployed, invalid, verdict (by work id)"
+        )));
+    }
+    let Some(k) = kind else {
+        return Ok(());
+    };
+    let known = known_kinds(name);
+    if known.is_empty() {
+        return Err(Fail::Usage(format!(
+            "--kind does not apply to table {name}: its values are not typed records"
+        )));
+    }
+    if k.is_empty() || !known.iter().any(|c| c.starts_with(k)) {
+        return Err(Fail::Usage(format!(
+            "unknown record kind {k:?} for table {name}: use one of {} (or a prefix such as \
+             {:?})",
+            known.join(", "),
+            known[0]
+                .split('.')
+                .next()
+                .map_or(String::new(), |p| format!("{p}."))
+        )));
+    }
+    Ok(())
 }
 
 fn decoded_json(d: &decode::Decoded) -> Value {
@@ -1130,6 +1410,7 @@ fn compact(path: &Path, write: bool, out: &Out) -> Res<u8> {
             path.display()
         )));
     }
+    check_file(path, true)?;
     let before = std::fs::metadata(path).map(|m| m.len()).ok();
     let j =
         Journal::open(&JournalOptions::new(path).create(false)).map_err(|e| open_fail(path, e))?;
@@ -1155,10 +1436,16 @@ fn compact(path: &Path, write: bool, out: &Out) -> Res<u8> {
         }));
     } else {
         outln!(
-            "{}: compacted, {} -> {} bytes",
+            "{}: compacted, {} -> {} bytes{}",
             path.display(),
             before.unwrap_or(0),
-            after.unwrap_or(0)
+            after.unwrap_or(0),
+            if after >= before {
+                " (no free pages to return: see `haptic-journalctl stats` for page slack and \
+                 redb's own pages, which compaction keeps)"
+            } else {
+                ""
+            }
         );
     }
     Ok(0)
@@ -1173,9 +1460,28 @@ fn migrate_fail(path: &Path, e: MigrateError) -> Fail {
 }
 
 fn migrate(path: &Path, dry_run: bool, write: bool, out: &Out) -> Res<u8> {
+    check_file(path, write)?;
     let opts = JournalOptions::new(path).create(false);
-    let plan = haptic_migrations::plan(&opts, haptic_migrations::STEPS)
-        .map_err(|e| migrate_fail(path, e))?;
+    let mut repaired = None;
+    let plan = match haptic_migrations::plan(&opts, haptic_migrations::STEPS) {
+        Err(MigrateError::Storage {
+            source: redb::Error::RepairAborted,
+            ..
+        }) => {
+            // Not closed cleanly: plan (and dry-run) on a repaired copy; --write migrates the
+            // file itself, whose read-write open repairs it.
+            let (dir, copy) = repaired_copy(path)?;
+            let plan = haptic_migrations::plan(
+                &JournalOptions::new(&copy).create(false),
+                haptic_migrations::STEPS,
+            )
+            .map_err(|e| migrate_fail(path, e))?;
+            repaired = Some((dir, copy));
+            plan
+        }
+        r => r.map_err(|e| migrate_fail(path, e))?,
+    };
+    let source = repaired.as_ref().map_or(path, |(_, c)| c.as_path());
     let steps: Vec<Value> = plan
         .steps
         .iter()
@@ -1196,7 +1502,7 @@ fn migrate(path: &Path, dry_run: bool, write: bool, out: &Out) -> Res<u8> {
             path.to_owned()
         } else {
             let copy = dir.path().join("journal-dry-run.redb");
-            std::fs::copy(path, &copy)
+            std::fs::copy(source, &copy)
                 .map_err(|e| Fail::Usage(format!("copying {}: {e}", path.display())))?;
             copy
         };

@@ -503,3 +503,258 @@ fn a_journal_held_exclusively_is_in_use_but_single_writer_is_readable() {
     );
     assert!(r4.err.contains("in use"));
 }
+
+/// A copy of the fixture with one 4 KiB page zeroed or one byte flipped.
+fn damaged_copy(zero_page: Option<u64>, flip: Option<usize>) -> (tempfile::TempDir, String) {
+    let (d, p, f) = copy();
+    let mut b = std::fs::read(&p).unwrap();
+    if let Some(n) = zero_page {
+        let at = usize::try_from(n * 4096).unwrap();
+        b[at..at + 4096].fill(0);
+    }
+    if let Some(o) = flip {
+        b[o] ^= 0xff;
+    }
+    std::fs::write(&p, b).unwrap();
+    (d, f)
+}
+
+#[test]
+fn damaged_pages_exit_1_naming_file_table_and_fix_never_panic() {
+    let cases = [3u64, 5, 8, 10, 12, 13, 16, 20]
+        .map(|n| (Some(n), None))
+        .into_iter()
+        .chain([4096usize, 8192, 12325, 16421, 40997, 45093, 49189].map(|o| (None, Some(o))));
+    for (page, flip) in cases {
+        let (_d, f) = damaged_copy(page, flip);
+        for cmd in ["verify", "summary", "pending", "stats"] {
+            let r = run(&[cmd, &f]);
+            let what = format!("{cmd} with page {page:?} zeroed / byte {flip:?} flipped");
+            // `pending` reads only the queues: damage elsewhere does not concern it.
+            if cmd == "pending" && r.code == 0 {
+                continue;
+            }
+            assert_eq!(r.code, 1, "{what}: {}", r.err);
+            assert!(!r.err.contains("panicked"), "{what}: {}", r.err);
+            assert!(r.err.contains(&f), "{what}: names the file: {}", r.err);
+            assert!(
+                r.err.contains("--journal-recovery=rebuild"),
+                "{what}: the fix: {}",
+                r.err
+            );
+        }
+    }
+    // The table is named when the walk knows it.
+    let (_d, f) = damaged_copy(Some(12), None);
+    let r = run(&["verify", &f]);
+    assert!(r.err.contains("table events"), "{}", r.err);
+}
+
+#[test]
+fn a_journal_left_by_a_killed_process_is_read_from_a_repaired_copy() {
+    let (_d, p, f) = copy();
+    let (mut child, _lines) = hold("exclusive", &p);
+    child.kill().unwrap(); // SIGKILL: no clean close
+    child.wait().unwrap();
+    let orig = std::fs::read(&p).unwrap();
+    let cmds: Vec<Vec<&str>> = vec![
+        vec!["summary", &f],
+        vec!["pending", &f],
+        vec!["verify", &f],
+        vec!["stats", &f],
+        vec!["dump", &f, "events"],
+        vec!["show", &f, "3"],
+        vec!["migrate", &f],
+        vec!["migrate", &f, "--dry-run"],
+    ];
+    let blobs = run(&["--json", "dump", &f, "blobs"]);
+    let blob = json_lines(&blobs.out)[0]["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut cmds = cmds;
+    cmds.push(vec!["blob", &f, &blob]);
+    for args in &cmds {
+        let r = run(args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+        assert!(
+            r.err.contains("not closed cleanly") && r.err.contains("original is untouched"),
+            "{args:?}: {}",
+            r.err
+        );
+    }
+    let r = run(&["--json", "summary", &f]);
+    assert_eq!(
+        json_lines(&r.out)[0]["last_seq"],
+        22,
+        "the killed holder's durable commit is in the copy"
+    );
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        orig,
+        "a read wrote the original"
+    );
+    // Writes work on the original (its read-write open repairs it); afterwards it is clean.
+    assert_eq!(run(&["compact", &f, "--write"]).code, 0);
+    let r = run(&["summary", &f]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.err.contains("not closed cleanly"), "{}", r.err);
+}
+
+#[test]
+fn a_truncated_journal_is_corruption() {
+    let (_d, p, f) = copy();
+    let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    file.set_len(50_000).unwrap();
+    for cmd in ["summary", "verify"] {
+        let r = run(&[cmd, &f]);
+        assert_eq!(r.code, 1, "{cmd}: {}", r.err);
+        assert!(
+            r.err.contains(&f) && r.err.contains("--journal-recovery=rebuild"),
+            "{}",
+            r.err
+        );
+    }
+}
+
+/// Runs the tool, killing it after 10 s (a hang fails the test instead of blocking it).
+fn run_bounded(args: &[&str]) -> Run {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            c.kill().unwrap();
+            c.wait().unwrap();
+            panic!("haptic-journalctl {args:?} hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = c.wait_with_output().unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+        err: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn non_regular_files_and_symlink_loops_are_refused_up_front() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let fifo = fifo.display().to_string();
+    for args in [
+        vec!["summary", fifo.as_str()],
+        vec!["verify", fifo.as_str()],
+        vec!["compact", fifo.as_str(), "--write"],
+        vec!["migrate", fifo.as_str()],
+    ] {
+        let r = run_bounded(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.err);
+        assert!(r.err.contains("FIFO") && r.err.contains(&fifo), "{}", r.err);
+    }
+    let dir = d.path().display().to_string();
+    let r = run_bounded(&["summary", &dir]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("directory"), "{}", r.err);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    std::os::unix::fs::symlink(&b, &a).unwrap();
+    std::os::unix::fs::symlink(&a, &b).unwrap();
+    let r = run_bounded(&["summary", &a.display().to_string()]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.err.contains("symbolic link loop") && !r.err.contains("does not exist"),
+        "{}",
+        r.err
+    );
+}
+
+#[test]
+fn an_unreadable_journal_is_a_permissions_problem() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    let (_d, p, f) = copy();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let mut c = Command::new(BIN);
+    c.args(["summary", &f]);
+    if nix::unistd::geteuid().is_root() {
+        // root ignores file modes: run the tool as nobody.
+        c.uid(65534).gid(65534);
+    }
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("permission") && err.contains(&f) && !err.contains("haptic journal"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dump_filters_that_do_not_apply_are_usage_errors() {
+    let (_d, _p, f) = copy();
+    let r = run(&["dump", &f, "events", "--kind", "no.such.kind"]);
+    assert_eq!(r.code, 2, "{}", r.out);
+    assert!(
+        r.err.contains("no.such.kind") && r.err.contains("deployment.completed"),
+        "lists the known kinds: {}",
+        r.err
+    );
+    for args in [
+        vec!["dump", &f, "blobs", "--since", "3"],
+        vec!["dump", &f, "meta", "--since", "3"],
+        vec!["dump", &f, "meta", "--kind", "x"],
+        vec!["dump", &f, "blob_refs", "--kind", "blob.file"],
+        vec!["dump", &f, "status-pending", "--since", "1"],
+        vec!["dump", &f, "publish", "--kind", "work.verdict"],
+    ] {
+        assert_eq!(run(&args).code, 2, "{args:?}");
+    }
+    for args in [
+        vec!["dump", &f, "events", "--kind", "deployment."],
+        vec![
+            "dump",
+            &f,
+            "publish",
+            "--since",
+            "1",
+            "--kind",
+            "work.publish",
+        ],
+        vec!["dump", &f, "blobs", "--kind", "blob.render"],
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.err);
+    }
+}
+
+#[test]
+fn stats_labels_page_slack_as_a_share_of_table_pages() {
+    let (_d, _p, f) = copy();
+    let r = run(&["stats", &f]);
+    assert_eq!(r.code, 0);
+    assert!(!r.out.contains("% of stored"), "{}", r.out);
+    let v = json_lines(&run(&["--json", "stats", &f]).out);
+    let t = &v[v.len() - 1];
+    let n = |k: &str| t[k].as_u64().unwrap();
+    assert_eq!(
+        n("table_page_bytes"),
+        n("stored_bytes") + n("metadata_bytes") + n("fragmented_bytes")
+    );
+    assert_eq!(n("table_page_bytes") % 4096, 0, "whole pages");
+    assert_eq!(n("other_bytes"), n("file_bytes") - n("table_page_bytes"));
+    let pct = r
+        .out
+        .lines()
+        .find(|l| l.contains("page slack"))
+        .and_then(|l| l.split('(').nth(1))
+        .and_then(|s| s.split('%').next())
+        .and_then(|s| s.parse::<f64>().ok())
+        .unwrap();
+    assert!(pct <= 100.0, "{}", r.out);
+}
