@@ -1645,3 +1645,68 @@ impl Drop for Reap {
         let _ = kill(pid, Signal::SIGKILL);
     }
 }
+
+/// Loopback mode (forced here; what a non-root run gets) refuses every config the review found
+/// connecting off-host, with a 400 naming the offending line, and the version does not move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_loopback_mode_refuses_every_outbound_directive() {
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 1,
+        force_loopback: true,
+        reload_delay: Duration::from_millis(100),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("start");
+    assert_eq!(sb.mode(), Mode::Loopback);
+    let pod = sb.pods()[0].clone();
+    let dp = Dp::new(&pod);
+    let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\nfrontend f\n    bind *:8404\n    default_backend b\n";
+    let cases = [
+        "backend b\n    option httpchk\n    http-check connect addr 10.0.0.5 port 80\n    server s 127.0.0.1:1 check\n",
+        "backend b\n    mode tcp\n    option tcp-check\n    tcp-check connect addr 10.0.0.6 port 80\n    server s 127.0.0.1:1 check\n",
+        "backend b\n    server s 127.0.0.1:1 agent-check agent-addr 10.0.0.8 agent-port 9999\n",
+        "backend b\n    default-server agent-addr 10.0.0.8\n    server s 127.0.0.1:1 agent-check agent-port 9999\n",
+        "resolvers r\n    parse-resolv-conf\nbackend b\n    server s 127.0.0.1:1\n",
+        "backend b\n    option httpchk\n    http-check connect addr 192.0.2.2 port 9999\n    server s 127.0.0.1:1 check\n",
+    ];
+    for body in cases {
+        let cfg = format!("{head}{body}");
+        let bad = body
+            .lines()
+            .find(|l| {
+                l.contains("10.0.0.") || l.contains("192.0.2.") || l.contains("parse-resolv-conf")
+            })
+            .expect("an offending line")
+            .trim()
+            .to_string();
+        let line_no = cfg.lines().position(|l| l.trim() == bad).expect("line") + 1;
+        let v = dp.version().await;
+        let r = dp.push(&cfg, "&force_reload=true").await;
+        assert_eq!(r.status(), 400, "{cfg}");
+        let b: serde_json::Value = r.json().await.expect("json");
+        let msg = b["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("refused")
+                && msg.contains(&format!("line {line_no}:"))
+                && msg.contains(&bad),
+            "{cfg}\n→ {msg}"
+        );
+        assert_eq!(dp.version().await, v);
+        // the out-of-band edit hook applies the same rule
+        let r =
+            dp.c.post(format!("{}/_sandbox/edit-config", dp.base))
+                .body(cfg.clone())
+                .send()
+                .await
+                .expect("edit-config");
+        assert_eq!(r.status(), 400, "{cfg}");
+    }
+    // a loopback-only health-checked config is still accepted
+    let ok = format!(
+        "{head}backend b\n    option httpchk\n    http-check connect addr 127.0.0.1 port 80\n    server s 127.0.0.1:1 check agent-check agent-addr 127.0.0.1 agent-port 9\n"
+    );
+    let r = dp.push(&ok, "&force_reload=true").await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+    sb.shutdown().await;
+}
