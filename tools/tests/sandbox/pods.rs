@@ -822,7 +822,7 @@ async fn pods_faults_requests_and_drift_hooks() {
             .await
             .expect("d")
             .status(),
-        204
+        200
     );
     let r = dp
         .sandbox(
@@ -886,7 +886,7 @@ async fn pods_faults_requests_and_drift_hooks() {
             .await
             .expect("d")
             .status(),
-        204
+        200
     );
     // bump-version: version moves, content does not
     let before = dp
@@ -1709,4 +1709,171 @@ async fn pods_loopback_mode_refuses_every_outbound_directive() {
     let r = dp.push(&ok, "&force_reload=true").await;
     assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
     sb.shutdown().await;
+}
+
+/// `curl -d` (form content type) against both peers' `/_sandbox/` paths, via the real `curl`.
+fn curl_d(method: &str, url: &str, body: Option<&str>) -> (u16, serde_json::Value) {
+    let mut c = std::process::Command::new("curl");
+    c.args([
+        "-s",
+        "--noproxy",
+        "*",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+        url,
+    ]);
+    if let Some(b) = body {
+        c.args(["-d", b]);
+    }
+    let out = c.output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (
+        code.trim().parse().expect("code"),
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// The `/_sandbox/` control paths read JSON whatever the content type and answer alike on both
+/// peers (a pod and the API emulator).
+#[tokio::test]
+async fn pods_and_emulator_control_paths_take_curl_d_and_answer_alike() {
+    use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
+    let api = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("emulator");
+    let l = lease();
+    let pod = l.pod.dataplane_url.clone();
+    let emu = api.url().trim_end_matches('/').to_string();
+    let mut answers = Vec::new();
+    for base in [&pod, &emu] {
+        let faults = format!("{base}/_sandbox/faults");
+        let requests = format!("{base}/_sandbox/requests");
+        let body = if base == &pod {
+            r#"{"reload":"fail","times":1}"#
+        } else {
+            r#"{"path":"nothing-matches-this","status":503,"times":1}"#
+        };
+        let post = tokio::task::spawn_blocking({
+            let f = faults.clone();
+            move || curl_d("POST", &f, Some(body))
+        })
+        .await
+        .expect("curl");
+        let del_f = tokio::task::spawn_blocking(move || curl_d("DELETE", &faults, None))
+            .await
+            .expect("curl");
+        let del_r = tokio::task::spawn_blocking(move || curl_d("DELETE", &requests, None))
+            .await
+            .expect("curl");
+        answers.push((post, del_f, del_r));
+    }
+    let expected = (
+        (201, serde_json::json!({"ok": true, "faults": 1})),
+        (200, serde_json::json!({"ok": true})),
+        (200, serde_json::json!({"ok": true})),
+    );
+    assert_eq!(answers[0], expected, "pod");
+    assert_eq!(answers[1], expected, "emulator");
+}
+
+/// Invalid faults are refused naming the field, and a fault whose `times` are used up is no longer
+/// listed, on both peers.
+#[tokio::test]
+async fn pods_and_emulator_validate_faults_and_drop_spent_ones() {
+    use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
+    let api = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("emulator");
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    let emu = api.url().trim_end_matches('/').to_string();
+    let c = client();
+    for (base, probe) in [
+        (
+            dp.base.clone(),
+            format!("{}/v3/services/haproxy/configuration/version", dp.base),
+        ),
+        (
+            emu.clone(),
+            format!("{emu}/api/v1/namespaces/default/configmaps"),
+        ),
+    ] {
+        let faults = format!("{base}/_sandbox/faults");
+        for (body, field) in [
+            (r#"{"path":"x","stauts":500}"#, "stauts"),
+            (r#"{"path":"x","status":99}"#, "status"),
+            (r#"{"path":"x","status":600}"#, "status"),
+            (r#"{"path":"x","status":"500"}"#, "status"),
+            (r#"{"path":"x"}"#, "status"),
+            (r#"{"path":"x","status":500,"drop":true}"#, "drop"),
+            (r#"{"path":"(","status":500}"#, "path"),
+        ] {
+            let r = c.post(&faults).body(body).send().await.expect("post");
+            assert_eq!(r.status(), 400, "{base}: {body}");
+            let v: serde_json::Value = r.json().await.expect("json");
+            let msg = v["message"].as_str().unwrap_or_default();
+            assert!(msg.contains(field), "{base}: {body} → {msg}");
+        }
+        let list: serde_json::Value = c
+            .get(&faults)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("j");
+        assert_eq!(
+            list,
+            serde_json::json!([]),
+            "{base}: nothing armed by refusals"
+        );
+        let r = c
+            .post(&faults)
+            .body(r#"{"method":"GET","path":"(configuration/version|configmaps)$","status":500,"times":2}"#)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), 201, "{base}");
+        let list: serde_json::Value = c
+            .get(&faults)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("j");
+        assert_eq!(list[0]["remaining"], 2, "{base}: {list}");
+        for _ in 0..2 {
+            let r = c
+                .get(&probe)
+                .basic_auth("admin", Some("haptic-sandbox"))
+                .send()
+                .await
+                .expect("probe");
+            assert_eq!(r.status(), 500, "{base}");
+        }
+        let list: serde_json::Value = c
+            .get(&faults)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("j");
+        assert_eq!(
+            list,
+            serde_json::json!([]),
+            "{base}: the spent fault is gone"
+        );
+        let r = c
+            .get(&probe)
+            .basic_auth("admin", Some("haptic-sandbox"))
+            .send()
+            .await
+            .expect("probe");
+        assert_eq!(r.status(), 200, "{base}");
+    }
 }

@@ -28,6 +28,8 @@
 //! POST   /_sandbox/faults   {"reload":"slow"|"fail","times":N,"delay_ms":D}
 //!        slow: the next N reloads finish D ms later; fail: HAProxy rejects them (an invalid line is
 //!        added for that reload) and last-known-good is restored
+//! GET    /_sandbox/faults   armed faults as posted plus "remaining" (null = every time);
+//!        used-up faults are dropped
 //! DELETE /_sandbox/faults
 //! GET    /_sandbox/requests  [{"method","path","query","status","at"}] (status 0 = dropped)
 //! DELETE /_sandbox/requests
@@ -38,6 +40,10 @@
 //! POST   /_sandbox/kill                    HAProxy killed, endpoint closed, Pod object deleted
 //! ```
 //! Example: `curl -X POST $URL/_sandbox/faults -d '{"path":"configuration/raw","status":500,"times":1}'`.
+//! Bodies are JSON whatever the content type; `POST /_sandbox/faults` answers
+//! `201 {"ok":true,"faults":N}`, the DELETEs `200 {"ok":true}`, as on the API emulator; unknown
+//! fields, a status outside 100..=599 and contradictions answer 400 naming the field
+//! ([`crate::sandbox::control`]).
 //!
 //! # Deviations from the real Dataplane API (v3) a client must know
 //! - Subset only: no transactions, no fine-grained configuration endpoints, no runtime map or server
