@@ -1877,3 +1877,47 @@ async fn pods_and_emulator_validate_faults_and_drop_spent_ones() {
         assert_eq!(r.status(), 200, "{base}");
     }
 }
+
+/// `up --loopback` as root says the mode was forced, not that it is not running as root.
+#[tokio::test]
+async fn pods_up_loopback_as_root_says_why() {
+    if !nix_is_root() {
+        return;
+    }
+    use std::io::BufRead as _;
+    let bin = env!("CARGO_BIN_EXE_haptic-sandbox");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "up",
+            "--pods",
+            "1",
+            "--no-apiserver",
+            "--json",
+            "--loopback",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn haptic-sandbox");
+    let _reap = Reap(child.id());
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut line = String::new();
+    let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    let up: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
+    assert_eq!(up["mode"], "loopback");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let mut log = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut log);
+    let _ = child.wait();
+    assert!(
+        log.contains("forced (--loopback) although running as root"),
+        "{log}"
+    );
+    assert!(!log.contains("not running as root"), "{log}");
+}

@@ -220,6 +220,15 @@ impl std::fmt::Debug for Sandbox {
 
 static INSTANCE: AtomicU32 = AtomicU32::new(0);
 
+/// Why a sandbox runs in loopback mode, for the start-up banner.
+fn loopback_reason(forced: bool, root: bool) -> &'static str {
+    match (forced, root) {
+        (true, true) => "loopback mode forced (--loopback) although running as root",
+        (true, false) => "loopback mode forced (--loopback), and not running as root anyway",
+        (false, _) => "not running as root",
+    }
+}
+
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -413,10 +422,11 @@ impl Sandbox {
             }
             Mode::Loopback => {
                 eprintln!(
-                    "haptic-sandbox: not running as root: LOOPBACK MODE (no network namespaces). Each pod \
+                    "haptic-sandbox: {}: LOOPBACK MODE (no network namespaces). Each pod \
                      gets its own 127.232.x.y address; bind addresses are rewritten onto it{}, \
                      /etc/haproxy and /var/run paths onto the pod's directory, and renders naming \
                      non-loopback servers, nameservers, peers, mailers or log targets are refused.",
+                    loopback_reason(cfg.force_loopback, is_root()),
                     if loopback_port_offset() > 0 {
                         " (ports below 1024 + 10000)"
                     } else {
