@@ -1482,12 +1482,38 @@ async fn pods_up_registers_pods_and_secret_in_the_emulator() {
                     .flatten()
                     .any(|c| c.type_ == "Ready" && c.status == "True")
             );
+            let cs = st.container_statuses.clone().unwrap_or_default();
+            assert_eq!(cs.len(), 2, "haproxy and dataplane container statuses");
+            assert!(
+                cs.iter()
+                    .all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some())),
+                "{cs:?}"
+            );
             let ann = p.metadata.annotations.clone().unwrap_or_default();
             assert_eq!(
                 ann.get("haproxy-haptic.org/dataplane-port")
                     .map(String::as_str),
                 Some("5556")
             );
+        }
+        // kubectl's table shows READY 2/2 (from containerStatuses, like the server-side printer)
+        let out = std::process::Command::new("kubectl")
+            .args([
+                "--kubeconfig",
+                kubeconfig,
+                "-n",
+                ns,
+                "get",
+                "pods",
+                "--no-headers",
+            ])
+            .output()
+            .expect("kubectl");
+        let table = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(table.lines().count(), 2, "{table}");
+        for line in table.lines() {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(cols.get(1..3), Some(&["2/2", "Running"][..]), "{table}");
         }
         let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
             kube::Api::namespaced(client, ns);
