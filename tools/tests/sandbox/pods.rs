@@ -1947,3 +1947,69 @@ async fn pods_up_loopback_as_root_says_why() {
     );
     assert!(!log.contains("not running as root"), "{log}");
 }
+
+/// The stale-cleanup pass removes the temporary directories of dead sandboxes (kubeconfig, pod
+/// files, private keys): marked with a dead owner, or unmarked (older sandboxes), old and used by
+/// no process. Live owners' and in-use directories stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_stale_cleanup_removes_dead_sandboxes_directories() {
+    use haptic_tools::sandbox::pods::{OWNER_FILE, cleanup_stale_dirs};
+    let parent = tempfile::tempdir().expect("tempdir");
+    let mk = |name: &str, owner: Option<u32>, old: bool| {
+        let d = parent.path().join(name);
+        std::fs::create_dir_all(d.join("haproxy-0/ssl")).expect("mkdir");
+        std::fs::write(d.join("haproxy-0/ssl/key.pem"), "PRIVATE KEY").expect("write");
+        if let Some(pid) = owner {
+            std::fs::write(d.join(OWNER_FILE), pid.to_string()).expect("owner");
+        }
+        if old {
+            let ok = std::process::Command::new("touch")
+                .args(["-d", "1 hour ago"])
+                .arg(&d)
+                .status()
+                .expect("touch")
+                .success();
+            assert!(ok);
+        }
+        d
+    };
+    let dead = mk("haptic-sandbox-dead01", Some(dead_pid()), false);
+    let live = mk("haptic-sandbox-live01", Some(std::process::id()), true);
+    let unmarked_old = mk("haptic-sandbox-unmk01", None, true);
+    let unmarked_new = mk("haptic-sandbox-unmk02", None, false);
+    let in_use = mk("haptic-sandbox-used01", None, true);
+    let other = mk("not-a-sandbox-dir", Some(dead_pid()), true);
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(&in_use)
+        .spawn()
+        .expect("sleep");
+    let removed = cleanup_stale_dirs(parent.path());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let mut removed: Vec<_> = removed.into_iter().collect();
+    removed.sort();
+    assert_eq!(removed, vec![dead.clone(), unmarked_old.clone()]);
+    assert!(!dead.exists() && !unmarked_old.exists());
+    assert!(live.exists() && unmarked_new.exists() && in_use.exists() && other.exists());
+
+    // Sandbox::start runs the pass on the system temp dir and marks its own directory.
+    let stale = std::env::temp_dir().join(format!("haptic-sandbox-t{}", dead_pid()));
+    std::fs::create_dir_all(&stale).expect("mkdir");
+    std::fs::write(stale.join(OWNER_FILE), dead_pid().to_string()).expect("owner");
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 0,
+        stand_in_pods: 1,
+        force_loopback: true,
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("start");
+    assert!(
+        !stale.exists(),
+        "a dead sandbox's directory is removed at start-up"
+    );
+    let own = std::fs::read_to_string(sb.dir().join(OWNER_FILE)).expect("owner file");
+    assert_eq!(own, std::process::id().to_string());
+    sb.shutdown().await;
+}
