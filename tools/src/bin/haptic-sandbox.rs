@@ -234,6 +234,17 @@ impl Kube {
                 {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
                 {"type": "Ready", "status": "True", "lastTransitionTime": now}
             ],
+            // as the kubelet reports them, so `kubectl get pods` prints READY 2/2
+            "containerStatuses": [
+                {"name": "dataplane", "image": "haproxytech/dataplaneapi:3",
+                 "imageID": "", "containerID": format!("sandbox://{}/dataplane", pod.name),
+                 "ready": true, "started": true, "restartCount": 0,
+                 "state": {"running": {"startedAt": now}}},
+                {"name": "haproxy", "image": "haproxy:2.6",
+                 "imageID": "", "containerID": format!("sandbox://{}/haproxy", pod.name),
+                 "ready": true, "started": true, "restartCount": 0,
+                 "state": {"running": {"startedAt": now}}}
+            ],
         });
         self.send(
             reqwest::Method::PUT,

@@ -822,7 +822,7 @@ async fn pods_faults_requests_and_drift_hooks() {
             .await
             .expect("d")
             .status(),
-        204
+        200
     );
     let r = dp
         .sandbox(
@@ -886,7 +886,7 @@ async fn pods_faults_requests_and_drift_hooks() {
             .await
             .expect("d")
             .status(),
-        204
+        200
     );
     // bump-version: version moves, content does not
     let before = dp
@@ -1482,12 +1482,38 @@ async fn pods_up_registers_pods_and_secret_in_the_emulator() {
                     .flatten()
                     .any(|c| c.type_ == "Ready" && c.status == "True")
             );
+            let cs = st.container_statuses.clone().unwrap_or_default();
+            assert_eq!(cs.len(), 2, "haproxy and dataplane container statuses");
+            assert!(
+                cs.iter()
+                    .all(|c| c.ready && c.state.as_ref().is_some_and(|s| s.running.is_some())),
+                "{cs:?}"
+            );
             let ann = p.metadata.annotations.clone().unwrap_or_default();
             assert_eq!(
                 ann.get("haproxy-haptic.org/dataplane-port")
                     .map(String::as_str),
                 Some("5556")
             );
+        }
+        // kubectl's table shows READY 2/2 (from containerStatuses, like the server-side printer)
+        let out = std::process::Command::new("kubectl")
+            .args([
+                "--kubeconfig",
+                kubeconfig,
+                "-n",
+                ns,
+                "get",
+                "pods",
+                "--no-headers",
+            ])
+            .output()
+            .expect("kubectl");
+        let table = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(table.lines().count(), 2, "{table}");
+        for line in table.lines() {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(cols.get(1..3), Some(&["2/2", "Running"][..]), "{table}");
         }
         let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
             kube::Api::namespaced(client, ns);
@@ -1644,4 +1670,346 @@ impl Drop for Reap {
         }
         let _ = kill(pid, Signal::SIGKILL);
     }
+}
+
+/// Loopback mode (forced here; what a non-root run gets) refuses every config the review found
+/// connecting off-host, with a 400 naming the offending line, and the version does not move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_loopback_mode_refuses_every_outbound_directive() {
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 1,
+        force_loopback: true,
+        reload_delay: Duration::from_millis(100),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("start");
+    assert_eq!(sb.mode(), Mode::Loopback);
+    let pod = sb.pods()[0].clone();
+    let dp = Dp::new(&pod);
+    let head = "defaults\n    mode http\n    timeout connect 1s\n    timeout client 1s\n    timeout server 1s\nfrontend f\n    bind *:8404\n    default_backend b\n";
+    let cases = [
+        "backend b\n    option httpchk\n    http-check connect addr 10.0.0.5 port 80\n    server s 127.0.0.1:1 check\n",
+        "backend b\n    mode tcp\n    option tcp-check\n    tcp-check connect addr 10.0.0.6 port 80\n    server s 127.0.0.1:1 check\n",
+        "backend b\n    server s 127.0.0.1:1 agent-check agent-addr 10.0.0.8 agent-port 9999\n",
+        "backend b\n    default-server agent-addr 10.0.0.8\n    server s 127.0.0.1:1 agent-check agent-port 9999\n",
+        "resolvers r\n    parse-resolv-conf\nbackend b\n    server s 127.0.0.1:1\n",
+        "backend b\n    option httpchk\n    http-check connect addr 192.0.2.2 port 9999\n    server s 127.0.0.1:1 check\n",
+    ];
+    for body in cases {
+        let cfg = format!("{head}{body}");
+        let bad = body
+            .lines()
+            .find(|l| {
+                l.contains("10.0.0.") || l.contains("192.0.2.") || l.contains("parse-resolv-conf")
+            })
+            .expect("an offending line")
+            .trim()
+            .to_string();
+        let line_no = cfg.lines().position(|l| l.trim() == bad).expect("line") + 1;
+        let v = dp.version().await;
+        let r = dp.push(&cfg, "&force_reload=true").await;
+        assert_eq!(r.status(), 400, "{cfg}");
+        let b: serde_json::Value = r.json().await.expect("json");
+        let msg = b["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("refused")
+                && msg.contains(&format!("line {line_no}:"))
+                && msg.contains(&bad),
+            "{cfg}\n→ {msg}"
+        );
+        assert_eq!(dp.version().await, v);
+        // the out-of-band edit hook applies the same rule
+        let r =
+            dp.c.post(format!("{}/_sandbox/edit-config", dp.base))
+                .body(cfg.clone())
+                .send()
+                .await
+                .expect("edit-config");
+        assert_eq!(r.status(), 400, "{cfg}");
+    }
+    // a loopback-only health-checked config is still accepted
+    let ok = format!(
+        "{head}backend b\n    option httpchk\n    http-check connect addr 127.0.0.1 port 80\n    server s 127.0.0.1:1 check agent-check agent-addr 127.0.0.1 agent-port 9\n"
+    );
+    let r = dp.push(&ok, "&force_reload=true").await;
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap_or_default());
+    sb.shutdown().await;
+}
+
+/// `curl -d` (form content type) against both peers' `/_sandbox/` paths, via the real `curl`.
+fn curl_d(method: &str, url: &str, body: Option<&str>) -> (u16, serde_json::Value) {
+    let mut c = std::process::Command::new("curl");
+    c.args([
+        "-s",
+        "--noproxy",
+        "*",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+        url,
+    ]);
+    if let Some(b) = body {
+        c.args(["-d", b]);
+    }
+    let out = c.output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').expect("status line");
+    (
+        code.trim().parse().expect("code"),
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// The `/_sandbox/` control paths read JSON whatever the content type and answer alike on both
+/// peers (a pod and the API emulator).
+#[tokio::test]
+async fn pods_and_emulator_control_paths_take_curl_d_and_answer_alike() {
+    use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
+    let api = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("emulator");
+    let l = lease();
+    let pod = l.pod.dataplane_url.clone();
+    let emu = api.url().trim_end_matches('/').to_string();
+    let mut answers = Vec::new();
+    for base in [&pod, &emu] {
+        let faults = format!("{base}/_sandbox/faults");
+        let requests = format!("{base}/_sandbox/requests");
+        let body = if base == &pod {
+            r#"{"reload":"fail","times":1}"#
+        } else {
+            r#"{"path":"nothing-matches-this","status":503,"times":1}"#
+        };
+        let post = tokio::task::spawn_blocking({
+            let f = faults.clone();
+            move || curl_d("POST", &f, Some(body))
+        })
+        .await
+        .expect("curl");
+        let del_f = tokio::task::spawn_blocking(move || curl_d("DELETE", &faults, None))
+            .await
+            .expect("curl");
+        let del_r = tokio::task::spawn_blocking(move || curl_d("DELETE", &requests, None))
+            .await
+            .expect("curl");
+        answers.push((post, del_f, del_r));
+    }
+    let expected = (
+        (201, serde_json::json!({"ok": true, "faults": 1})),
+        (200, serde_json::json!({"ok": true})),
+        (200, serde_json::json!({"ok": true})),
+    );
+    assert_eq!(answers[0], expected, "pod");
+    assert_eq!(answers[1], expected, "emulator");
+}
+
+/// Invalid faults are refused naming the field, and a fault whose `times` are used up is no longer
+/// listed, on both peers.
+#[tokio::test]
+async fn pods_and_emulator_validate_faults_and_drop_spent_ones() {
+    use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
+    let api = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("emulator");
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    let emu = api.url().trim_end_matches('/').to_string();
+    let c = client();
+    for (base, probe) in [
+        (
+            dp.base.clone(),
+            format!("{}/v3/services/haproxy/configuration/version", dp.base),
+        ),
+        (
+            emu.clone(),
+            format!("{emu}/api/v1/namespaces/default/configmaps"),
+        ),
+    ] {
+        let faults = format!("{base}/_sandbox/faults");
+        for (body, field) in [
+            (r#"{"path":"x","stauts":500}"#, "stauts"),
+            (r#"{"path":"x","status":99}"#, "status"),
+            (r#"{"path":"x","status":600}"#, "status"),
+            (r#"{"path":"x","status":"500"}"#, "status"),
+            (r#"{"path":"x"}"#, "status"),
+            (r#"{"path":"x","status":500,"drop":true}"#, "drop"),
+            (r#"{"path":"(","status":500}"#, "path"),
+        ] {
+            let r = c.post(&faults).body(body).send().await.expect("post");
+            assert_eq!(r.status(), 400, "{base}: {body}");
+            let v: serde_json::Value = r.json().await.expect("json");
+            let msg = v["message"].as_str().unwrap_or_default();
+            assert!(msg.contains(field), "{base}: {body} → {msg}");
+        }
+        let list: serde_json::Value = c
+            .get(&faults)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("j");
+        assert_eq!(
+            list,
+            serde_json::json!([]),
+            "{base}: nothing armed by refusals"
+        );
+        let r = c
+            .post(&faults)
+            .body(r#"{"method":"GET","path":"(configuration/version|configmaps)$","status":500,"times":2}"#)
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), 201, "{base}");
+        let list: serde_json::Value = c
+            .get(&faults)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("j");
+        assert_eq!(list[0]["remaining"], 2, "{base}: {list}");
+        for _ in 0..2 {
+            let r = c
+                .get(&probe)
+                .basic_auth("admin", Some("haptic-sandbox"))
+                .send()
+                .await
+                .expect("probe");
+            assert_eq!(r.status(), 500, "{base}");
+        }
+        let list: serde_json::Value = c
+            .get(&faults)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("j");
+        assert_eq!(
+            list,
+            serde_json::json!([]),
+            "{base}: the spent fault is gone"
+        );
+        let r = c
+            .get(&probe)
+            .basic_auth("admin", Some("haptic-sandbox"))
+            .send()
+            .await
+            .expect("probe");
+        assert_eq!(r.status(), 200, "{base}");
+    }
+}
+
+/// `up --loopback` as root says the mode was forced, not that it is not running as root.
+#[tokio::test]
+async fn pods_up_loopback_as_root_says_why() {
+    if !nix_is_root() {
+        return;
+    }
+    use std::io::BufRead as _;
+    let bin = env!("CARGO_BIN_EXE_haptic-sandbox");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "up",
+            "--pods",
+            "1",
+            "--no-apiserver",
+            "--json",
+            "--loopback",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn haptic-sandbox");
+    let _reap = Reap(child.id());
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut line = String::new();
+    let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    let up: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
+    assert_eq!(up["mode"], "loopback");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let mut log = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut log);
+    let _ = child.wait();
+    assert!(
+        log.contains("forced (--loopback) although running as root"),
+        "{log}"
+    );
+    assert!(!log.contains("not running as root"), "{log}");
+}
+
+/// The stale-cleanup pass removes the temporary directories of dead sandboxes (kubeconfig, pod
+/// files, private keys): marked with a dead owner, or unmarked (older sandboxes), old and used by
+/// no process. Live owners' and in-use directories stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_stale_cleanup_removes_dead_sandboxes_directories() {
+    use haptic_tools::sandbox::pods::{OWNER_FILE, cleanup_stale_dirs};
+    let parent = tempfile::tempdir().expect("tempdir");
+    let mk = |name: &str, owner: Option<u32>, old: bool| {
+        let d = parent.path().join(name);
+        std::fs::create_dir_all(d.join("haproxy-0/ssl")).expect("mkdir");
+        std::fs::write(d.join("haproxy-0/ssl/key.pem"), "PRIVATE KEY").expect("write");
+        if let Some(pid) = owner {
+            std::fs::write(d.join(OWNER_FILE), pid.to_string()).expect("owner");
+        }
+        if old {
+            let ok = std::process::Command::new("touch")
+                .args(["-d", "1 hour ago"])
+                .arg(&d)
+                .status()
+                .expect("touch")
+                .success();
+            assert!(ok);
+        }
+        d
+    };
+    let dead = mk("haptic-sandbox-dead01", Some(dead_pid()), false);
+    let live = mk("haptic-sandbox-live01", Some(std::process::id()), true);
+    let unmarked_old = mk("haptic-sandbox-unmk01", None, true);
+    let unmarked_new = mk("haptic-sandbox-unmk02", None, false);
+    let in_use = mk("haptic-sandbox-used01", None, true);
+    let other = mk("not-a-sandbox-dir", Some(dead_pid()), true);
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(&in_use)
+        .spawn()
+        .expect("sleep");
+    let removed = cleanup_stale_dirs(parent.path());
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    let mut removed: Vec<_> = removed.into_iter().collect();
+    removed.sort();
+    assert_eq!(removed, vec![dead.clone(), unmarked_old.clone()]);
+    assert!(!dead.exists() && !unmarked_old.exists());
+    assert!(live.exists() && unmarked_new.exists() && in_use.exists() && other.exists());
+
+    // Sandbox::start runs the pass on the system temp dir and marks its own directory.
+    let stale = std::env::temp_dir().join(format!("haptic-sandbox-t{}", dead_pid()));
+    std::fs::create_dir_all(&stale).expect("mkdir");
+    std::fs::write(stale.join(OWNER_FILE), dead_pid().to_string()).expect("owner");
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 0,
+        stand_in_pods: 1,
+        force_loopback: true,
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("start");
+    assert!(
+        !stale.exists(),
+        "a dead sandbox's directory is removed at start-up"
+    );
+    let own = std::fs::read_to_string(sb.dir().join(OWNER_FILE)).expect("owner file");
+    assert_eq!(own, std::process::id().to_string());
+    sb.shutdown().await;
 }

@@ -12,8 +12,12 @@ use serde::{Deserialize, Serialize};
 /// `times` of them); with `times` left over, it also ends that many matching watches opened later,
 /// right after their replayed events. An `end_watch` fault is kept for ordinary requests only when
 /// it also has a `status`, `drop` or `delay_ms`.
+///
+/// Unknown fields, a status outside `100..=599` and contradictions (`drop` with `status`,
+/// `retry_after_s` without `status`, a fault that would do nothing) are refused
+/// ([`crate::sandbox::control`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Fault {
     /// Regex on the HTTP method; empty matches all.
     pub method: String,
@@ -63,8 +67,15 @@ impl ArmedFault {
     /// Compiles a fault's regexes.
     ///
     /// # Errors
-    /// The regex error text when a pattern does not compile.
+    /// The message (naming the field) when a pattern does not compile or the fault is invalid.
     pub fn new(spec: Fault) -> Result<Self, String> {
+        crate::sandbox::control::check_request_fault(
+            spec.status,
+            spec.retry_after_s,
+            spec.delay_ms,
+            spec.drop,
+            spec.end_watch,
+        )?;
         let method = regex::Regex::new(&spec.method).map_err(|e| format!("method: {e}"))?;
         let path = regex::Regex::new(&spec.path).map_err(|e| format!("path: {e}"))?;
         let remaining = spec.times.filter(|t| *t > 0);
@@ -86,6 +97,20 @@ impl ArmedFault {
         if let Some(r) = self.remaining.as_mut() {
             *r = r.saturating_sub(1);
         }
+    }
+
+    /// Whether the fault's `times` are used up (it is then dropped from the script).
+    pub fn spent(&self) -> bool {
+        self.remaining == Some(0)
+    }
+
+    /// The fault as `GET /_sandbox/faults` lists it: as posted, plus `remaining`.
+    pub fn listed(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.spec).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            m.insert("remaining".into(), serde_json::json!(self.remaining));
+        }
+        v
     }
 
     /// Whether the fault acts on ordinary requests (not only on watch streams).

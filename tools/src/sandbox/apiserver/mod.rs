@@ -121,11 +121,13 @@ impl ApiServer {
     /// Adds a fault (same semantics as `POST /_sandbox/faults`, see [`Fault`]).
     ///
     /// # Errors
-    /// When the method or path regex does not compile.
+    /// When the method or path regex does not compile or the fault is invalid (unknown status,
+    /// contradictory fields, a fault that would do nothing).
     pub fn add_fault(&self, fault: Fault) -> anyhow::Result<()> {
         self.shared
             .add_fault(fault)
-            .map_err(|e| anyhow::anyhow!("invalid fault regex: {e}"))
+            .map(|_| ())
+            .map_err(|e| anyhow::anyhow!("invalid fault: {e}"))
     }
 
     /// Removes every fault (`DELETE /_sandbox/faults`).

@@ -220,10 +220,13 @@ pub(super) async fn route(
         Bytes::new()
     };
     let selector = || {
-        Selector::parse(
+        let (ls, fs) = (
             q.get("labelSelector").map(String::as_str),
             q.get("fieldSelector").map(String::as_str),
-        )
+        );
+        let sel = Selector::parse(ls, fs)?;
+        sel.check_field_labels(group, version, &rt.plural, ls, fs)?;
+        Ok::<_, ApiError>(sel)
     };
     match (method, t.name.as_deref()) {
         ("GET", None) if q.get("watch").is_some_and(|w| w == "true" || w == "1") => {

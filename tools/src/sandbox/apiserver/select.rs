@@ -1,6 +1,8 @@
 //! Label selectors (`a=b`, `a==b`, `a!=b`, `a`, `!a`, `a in (x,y)`, `a notin (x)`; comma = AND) and
-//! field selectors (`metadata.name`, `metadata.namespace`, any other dotted path; `=`, `==`, `!=`),
-//! on list and watch (apiserver-emulation.md §6).
+//! field selectors (`metadata.name`, `metadata.namespace` and the per-kind field labels upstream
+//! supports, e.g. pods' `status.phase`, `spec.nodeName`; `=`, `==`, `!=`), on list and watch
+//! (apiserver-emulation.md §6). Any other field label is a 400 `field label not supported`, as
+//! upstream.
 
 use super::status::{ApiError, ApiResult};
 use serde_json::Value;
@@ -109,12 +111,77 @@ impl Selector {
         Ok(s)
     }
 
+    /// Refuses field labels the kind does not support, with upstream's message
+    /// (`… field label not supported: data.x`, 400 BadRequest). Supported: `metadata.name`,
+    /// `metadata.namespace`, and per kind the labels the real API server registers
+    /// (pkg/registry/*/strategy.go `…ToSelectableFields` and the field label conversion funcs).
+    pub fn check_field_labels(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        labels: Option<&str>,
+        fields: Option<&str>,
+    ) -> ApiResult<()> {
+        let extra: &[&str] = match (group, plural) {
+            ("", "pods") => &[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.podIPs",
+                "status.nominatedNodeName",
+            ],
+            ("", "secrets") => &["type"],
+            ("" | "events.k8s.io", "events") => &[
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ],
+            _ => &[],
+        };
+        for r in &self.fields {
+            let (Req::Eq(k, _)
+            | Req::Ne(k, _)
+            | Req::Exists(k)
+            | Req::NotExists(k)
+            | Req::In(k, _)
+            | Req::NotIn(k, _)) = r;
+            if !matches!(k.as_str(), "metadata.name" | "metadata.namespace")
+                && !extra.contains(&k.as_str())
+            {
+                let gvr = if group.is_empty() {
+                    format!("/{version}, Resource={plural}")
+                } else {
+                    format!("{group}/{version}, Resource={plural}")
+                };
+                return Err(ApiError::bad_request(format!(
+                    "Unable to find \"{gvr}\" that match label selector \"{}\", field selector \"{}\": field label not supported: {k}",
+                    labels.unwrap_or(""),
+                    fields.unwrap_or("")
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the object matches.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = &obj["metadata"]["labels"];
         let label = |k: &str| labels.get(k).and_then(Value::as_str).map(str::to_owned);
-        // Any dotted path is accepted (upstream allows a per-kind set such as `involvedObject.name`
-        // for events or `status.phase` for pods); a missing field compares as "".
+        // Field labels were checked against the kind ([`Selector::check_field_labels`]); each is
+        // the object's dotted path; a missing field compares as "".
         let field = |k: &str| {
             let v = k.split('.').try_fold(obj, |v, part| v.get(part));
             Some(match v {

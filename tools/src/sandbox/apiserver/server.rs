@@ -82,8 +82,9 @@ impl Shared {
     /// Adds a fault; an `end_watch` fault ends matching open streams at once.
     ///
     /// # Errors
-    /// A message when a regex does not compile.
-    pub fn add_fault(&self, f: Fault) -> Result<(), String> {
+    /// A message naming the field when a regex does not compile or the fault is invalid.
+    /// Returns how many faults are armed afterwards.
+    pub fn add_fault(&self, f: Fault) -> Result<usize, String> {
         let mut armed = ArmedFault::new(f)?;
         if armed.spec.end_watch {
             let watches = lock(&self.watches);
@@ -99,13 +100,17 @@ impl Shared {
                     }
                 }
             }
+            drop(watches);
             let future_watches = armed.remaining.is_some_and(|r| r > 0);
             if !future_watches && !armed.acts_on_requests() {
-                return Ok(());
+                return Ok(lock(&self.faults).len());
             }
         }
-        lock(&self.faults).push(armed);
-        Ok(())
+        let mut faults = lock(&self.faults);
+        if !armed.spent() {
+            faults.push(armed);
+        }
+        Ok(faults.len())
     }
 
     /// Removes every fault.
@@ -120,7 +125,9 @@ impl Shared {
             .iter_mut()
             .find(|f| f.acts_on_requests() && f.matches(method, path))?;
         f.consume();
-        Some(f.spec.clone())
+        let spec = f.spec.clone();
+        faults.retain(|f| !f.spent());
+        Some(spec)
     }
 
     /// Whether a new watch on `path` must end after its replay (an `end_watch` fault with times left).
@@ -131,6 +138,7 @@ impl Shared {
         }) {
             Some(f) => {
                 f.consume();
+                faults.retain(|f| !f.spent());
                 true
             }
             None => false,
@@ -258,15 +266,15 @@ async fn sandbox(sh: &Shared, req: Request<Incoming>, method: &str, path: &str) 
         }
     };
     match (method, path) {
-        ("POST", "/_sandbox/faults") => match serde_json::from_slice::<Fault>(&body) {
+        ("POST", "/_sandbox/faults") => match crate::sandbox::control::parse_json::<Fault>(&body) {
             Ok(f) => match sh.add_fault(f) {
-                Ok(()) => json_resp(201, &json!({"ok": true})),
+                Ok(n) => json_resp(201, &json!({"ok": true, "faults": n})),
                 Err(e) => error_resp(&ApiError::bad_request(e)),
             },
             Err(e) => error_resp(&ApiError::bad_request(format!("invalid fault: {e}"))),
         },
         ("GET", "/_sandbox/faults") => {
-            let list: Vec<Fault> = lock(&sh.faults).iter().map(|f| f.spec.clone()).collect();
+            let list: Vec<Value> = lock(&sh.faults).iter().map(ArmedFault::listed).collect();
             json_resp(200, &json!(list))
         }
         ("DELETE", "/_sandbox/faults") => {

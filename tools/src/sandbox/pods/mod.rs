@@ -13,6 +13,10 @@
 //! below 1024 moved up by 10000 when they cannot be bound, `/etc/haproxy` and `/var/run` paths onto
 //! the pod's directories), and renders naming outbound targets are refused ([`safety`]).
 //!
+//! Without `dir`, a sandbox works in `<tmp>/haptic-sandbox-*` and writes its pid to
+//! [`OWNER_FILE`] there; each start removes the directories of dead owners
+//! ([`cleanup_stale_dirs`]), as it removes their namespaces, since `kill -9` runs no destructor.
+//!
 //! Stand-in pods answer like the others but run no HAProxy (validation still runs `haproxy -c`).
 //! They listen on `127.233.x.y:5555` (host network, no namespace); in namespace mode their
 //! `haproxy -c` runs in a link-less validation namespace so a host name in a config cannot cause a
@@ -28,6 +32,8 @@
 //! POST   /_sandbox/faults   {"reload":"slow"|"fail","times":N,"delay_ms":D}
 //!        slow: the next N reloads finish D ms later; fail: HAProxy rejects them (an invalid line is
 //!        added for that reload) and last-known-good is restored
+//! GET    /_sandbox/faults   armed faults as posted plus "remaining" (null = every time);
+//!        used-up faults are dropped
 //! DELETE /_sandbox/faults
 //! GET    /_sandbox/requests  [{"method","path","query","status","at"}] (status 0 = dropped)
 //! DELETE /_sandbox/requests
@@ -38,6 +44,10 @@
 //! POST   /_sandbox/kill                    HAProxy killed, endpoint closed, Pod object deleted
 //! ```
 //! Example: `curl -X POST $URL/_sandbox/faults -d '{"path":"configuration/raw","status":500,"times":1}'`.
+//! Bodies are JSON whatever the content type; `POST /_sandbox/faults` answers
+//! `201 {"ok":true,"faults":N}`, the DELETEs `200 {"ok":true}`, as on the API emulator; unknown
+//! fields, a status outside 100..=599 and contradictions answer 400 naming the field
+//! ([`crate::sandbox::control`]).
 //!
 //! # Deviations from the real Dataplane API (v3) a client must know
 //! - Subset only: no transactions, no fine-grained configuration endpoints, no runtime map or server
@@ -214,6 +224,97 @@ impl std::fmt::Debug for Sandbox {
 
 static INSTANCE: AtomicU32 = AtomicU32::new(0);
 
+/// Prefix of the temporary directory of a sandbox started without `dir`.
+pub const TEMPDIR_PREFIX: &str = "haptic-sandbox-";
+/// File in that directory holding the owner's pid, for [`cleanup_stale_dirs`].
+pub const OWNER_FILE: &str = ".haptic-sandbox-owner";
+/// An unmarked directory (made before owner files existed) must be at least this old, and
+/// referenced by no process, to be removed.
+const UNMARKED_MIN_AGE: Duration = Duration::from_secs(600);
+
+/// Removes the temporary directories (`<tmp>/haptic-sandbox-*`) of sandboxes whose owner process
+/// is dead: after `kill -9` no destructor runs, and the directory holds a kubeconfig, the pods'
+/// files and uploaded private keys. A directory names its owner in [`OWNER_FILE`]; one without
+/// (left by an older sandbox) is removed when it is older than ten minutes and no process refers to
+/// it (command line, working directory, open files or mounts, as a pod's bind mounts would).
+/// Directories given with `dir` are never touched.
+pub fn cleanup_stale_dirs(tmp: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return Vec::new();
+    };
+    let candidates: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(TEMPDIR_PREFIX))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    let mut in_use: Option<Vec<String>> = None;
+    let mut removed = Vec::new();
+    for dir in candidates {
+        let stale = match std::fs::read_to_string(dir.join(OWNER_FILE)) {
+            Ok(pid) => pid
+                .trim()
+                .parse::<u32>()
+                .is_ok_and(|pid| !netns::pid_alive(pid)),
+            Err(_) => {
+                let old = std::fs::metadata(&dir)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age >= UNMARKED_MIN_AGE);
+                let refs = in_use.get_or_insert_with(process_references);
+                let d = dir.to_string_lossy();
+                old && !refs.iter().any(|r| r.contains(d.as_ref()))
+            }
+        };
+        if stale && std::fs::remove_dir_all(&dir).is_ok() {
+            removed.push(dir);
+        }
+    }
+    removed
+}
+
+/// Per live process: its command line, working directory, open files and mounts, as text.
+fn process_references() -> Vec<String> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .map(|e| {
+            let p = e.path();
+            let mut s = std::fs::read(p.join("cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+                .unwrap_or_default();
+            if let Ok(cwd) = std::fs::read_link(p.join("cwd")) {
+                s.push('\n');
+                s.push_str(&cwd.to_string_lossy());
+            }
+            if let Ok(fds) = std::fs::read_dir(p.join("fd")) {
+                for fd in fds.flatten() {
+                    if let Ok(t) = std::fs::read_link(fd.path()) {
+                        s.push('\n');
+                        s.push_str(&t.to_string_lossy());
+                    }
+                }
+            }
+            s.push('\n');
+            s.push_str(&std::fs::read_to_string(p.join("mountinfo")).unwrap_or_default());
+            s
+        })
+        .collect()
+}
+
+/// Why a sandbox runs in loopback mode, for the start-up banner.
+fn loopback_reason(forced: bool, root: bool) -> &'static str {
+    match (forced, root) {
+        (true, true) => "loopback mode forced (--loopback) although running as root",
+        (true, false) => "loopback mode forced (--loopback), and not running as root anyway",
+        (false, _) => "not running as root",
+    }
+}
+
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
@@ -292,9 +393,15 @@ impl Sandbox {
                 (d.clone(), None)
             }
             None => {
-                let t = tempfile::Builder::new()
-                    .prefix("haptic-sandbox-")
-                    .tempdir()?;
+                // Same stale-cleanup pass as the namespaces: directories of dead sandboxes go
+                // (they hold kubeconfigs, pod files and uploaded private keys).
+                let tmp = std::env::temp_dir();
+                let removed = tokio::task::spawn_blocking(move || cleanup_stale_dirs(&tmp)).await?;
+                if !removed.is_empty() {
+                    tracing::info!("removed directories of dead sandboxes: {removed:?}");
+                }
+                let t = tempfile::Builder::new().prefix(TEMPDIR_PREFIX).tempdir()?;
+                std::fs::write(t.path().join(OWNER_FILE), std::process::id().to_string())?;
                 (t.path().to_path_buf(), Some(t))
             }
         };
@@ -407,10 +514,11 @@ impl Sandbox {
             }
             Mode::Loopback => {
                 eprintln!(
-                    "haptic-sandbox: not running as root: LOOPBACK MODE (no network namespaces). Each pod \
+                    "haptic-sandbox: {}: LOOPBACK MODE (no network namespaces). Each pod \
                      gets its own 127.232.x.y address; bind addresses are rewritten onto it{}, \
                      /etc/haproxy and /var/run paths onto the pod's directory, and renders naming \
                      non-loopback servers, nameservers, peers, mailers or log targets are refused.",
+                    loopback_reason(cfg.force_loopback, is_root()),
                     if loopback_port_offset() > 0 {
                         " (ports below 1024 + 10000)"
                     } else {

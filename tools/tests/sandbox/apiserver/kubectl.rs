@@ -353,3 +353,65 @@ async fn kubectl_watch_pods() {
     assert!(more.last().unwrap().contains("1/1"), "{more:?}");
     child.kill().await.unwrap();
 }
+
+/// Unsupported field labels are a 400 as upstream (`field label not supported`); the per-kind
+/// labels (pods' `status.phase`, `spec.nodeName`) and `metadata.name` work.
+#[tokio::test]
+async fn kubectl_field_selectors_only_on_supported_labels() {
+    let env = Env::start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(true).await, "default");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "one"}, "data": {"x": "y"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+
+    let r = kubectl(&env, &["get", "cm", "--field-selector", "data.x=y"], None).await;
+    assert!(!r.ok, "{}", r.stdout);
+    assert!(
+        r.stderr.contains("(BadRequest)") && r.stderr.contains("field label not supported: data.x"),
+        "{}",
+        r.stderr
+    );
+    let (code, body, _) = env
+        .http(
+            "GET",
+            "/api/v1/namespaces/default/configmaps?fieldSelector=data.x%3Dy",
+            "",
+            None,
+        )
+        .await;
+    assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
+    let (code, _, _) = env
+        .http(
+            "GET",
+            "/api/v1/namespaces/default/configmaps?watch=true&fieldSelector=data.x%3Dy",
+            "",
+            None,
+        )
+        .await;
+    assert_eq!(code, 400, "watches too");
+
+    let list = get_json(
+        &env,
+        &["get", "cm", "--field-selector", "metadata.name=one"],
+    )
+    .await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+    let list = get_json(
+        &env,
+        &[
+            "get",
+            "pods",
+            "--field-selector",
+            "status.phase=Running,spec.nodeName!=x",
+        ],
+    )
+    .await;
+    assert_eq!(list["items"], json!([]));
+    let r = kubectl(
+        &env,
+        &["get", "secrets", "--field-selector", "type=Opaque"],
+        None,
+    )
+    .await;
+    assert!(r.ok, "{}", r.stderr);
+}

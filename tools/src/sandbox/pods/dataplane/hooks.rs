@@ -8,32 +8,57 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use regex::Regex;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{
     PodCore, ReloadFault, ReloadFaultKind, RequestFault, error, qbool, strip_meta, write_atomic,
 };
 
-#[derive(Debug, Deserialize)]
+/// A fault as posted (and listed by `GET /_sandbox/faults`, plus `remaining`). Unknown fields are
+/// refused, like every invalid fault ([`crate::sandbox::control`]).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct FaultSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
     method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     times: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     retry_after_s: Option<u64>,
     delay_ms: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     drop: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     reload: Option<String>,
+}
+
+impl FaultSpec {
+    /// The fault as listed, with how many applications remain (`null` = every time).
+    pub(super) fn listed(&self, remaining: Option<u32>) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            m.insert("remaining".into(), json!(remaining));
+        }
+        v
+    }
 }
 
 /// `POST /_sandbox/faults`: a request fault (regexes unanchored on method and path without query;
 /// `times` 0/absent = always; first match applies) or a reload fault (`{"reload":"slow"|"fail"}`).
+/// The body is JSON whatever its content type (`curl -d`); invalid faults answer 400 naming the
+/// field.
 pub(super) async fn add_fault(
     State(core): State<Arc<PodCore>>,
-    axum::Json(spec): axum::Json<FaultSpec>,
+    body: axum::body::Bytes,
 ) -> Response {
+    let spec: FaultSpec = match crate::sandbox::control::parse_json(&body) {
+        Ok(s) => s,
+        Err(e) => return error(400, format!("invalid fault: {e}")),
+    };
     let mut f = core.faults.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(kind) = &spec.reload {
         let kind = match kind.as_str() {
@@ -42,25 +67,60 @@ pub(super) async fn add_fault(
             other => {
                 return error(
                     400,
-                    format!("reload fault must be slow or fail, not {other}"),
+                    format!("invalid fault: reload: must be slow or fail, not {other}"),
                 );
             }
         };
+        let extra = [
+            ("method", spec.method.is_some()),
+            ("path", spec.path.is_some()),
+            ("status", spec.status.is_some()),
+            ("retry_after_s", spec.retry_after_s.is_some()),
+            ("drop", spec.drop),
+        ];
+        if let Some((field, _)) = extra.iter().find(|(_, given)| *given) {
+            return error(
+                400,
+                format!(
+                    "invalid fault: {field}: a reload fault takes only reload, times and delay_ms"
+                ),
+            );
+        }
+        if kind == ReloadFaultKind::Slow && spec.delay_ms.unwrap_or(0) == 0 {
+            return error(
+                400,
+                "invalid fault: delay_ms: a slow reload fault needs delay_ms > 0",
+            );
+        }
         f.reloads.push(ReloadFault {
             kind,
             times: spec.times.unwrap_or(0),
             used: 0,
             delay_ms: spec.delay_ms.unwrap_or(0),
+            spec: spec.clone(),
         });
+        let n = f.len();
         return (
             StatusCode::CREATED,
-            axum::Json(json!({"reload": spec.reload})),
+            axum::Json(json!({"ok": true, "faults": n})),
         )
             .into_response();
     }
-    let re = |s: &Option<String>| Regex::new(s.as_deref().unwrap_or(""));
-    let (Ok(method), Ok(path)) = (re(&spec.method), re(&spec.path)) else {
-        return error(400, "invalid regex in method or path");
+    if let Err(e) = crate::sandbox::control::check_request_fault(
+        spec.status,
+        spec.retry_after_s,
+        spec.delay_ms,
+        spec.drop,
+        false,
+    ) {
+        return error(400, format!("invalid fault: {e}"));
+    }
+    let re = |field: &str, s: &Option<String>| {
+        Regex::new(s.as_deref().unwrap_or("")).map_err(|e| format!("invalid fault: {field}: {e}"))
+    };
+    let (method, path) = match (re("method", &spec.method), re("path", &spec.path)) {
+        (Ok(m), Ok(p)) => (m, p),
+        (Err(e), _) | (_, Err(e)) => return error(400, e),
     };
     f.requests.push(RequestFault {
         method,
@@ -71,12 +131,21 @@ pub(super) async fn add_fault(
         retry_after_s: spec.retry_after_s,
         delay_ms: spec.delay_ms.unwrap_or(0),
         drop: spec.drop,
+        spec: spec.clone(),
     });
+    let n = f.len();
     (
         StatusCode::CREATED,
-        axum::Json(json!({"faults": f.requests.len()})),
+        axum::Json(json!({"ok": true, "faults": n})),
     )
         .into_response()
+}
+
+/// `GET /_sandbox/faults`: the armed faults (request faults first, then reload faults), as posted
+/// plus `remaining`; used-up faults are gone.
+pub(super) async fn list_faults(State(core): State<Arc<PodCore>>) -> Response {
+    let f = core.faults.lock().unwrap_or_else(|p| p.into_inner());
+    axum::Json(f.listed()).into_response()
 }
 
 /// `DELETE /_sandbox/faults`.
@@ -84,7 +153,7 @@ pub(super) async fn clear_faults(State(core): State<Arc<PodCore>>) -> Response {
     let mut f = core.faults.lock().unwrap_or_else(|p| p.into_inner());
     f.requests.clear();
     f.reloads.clear();
-    StatusCode::NO_CONTENT.into_response()
+    axum::Json(json!({"ok": true})).into_response()
 }
 
 /// `GET /_sandbox/requests`.
@@ -99,7 +168,7 @@ pub(super) async fn clear_requests(State(core): State<Arc<PodCore>>) -> Response
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clear();
-    StatusCode::NO_CONTENT.into_response()
+    axum::Json(json!({"ok": true})).into_response()
 }
 
 /// `POST /_sandbox/bump-version`: the version moves, the content does not (another client's no-op

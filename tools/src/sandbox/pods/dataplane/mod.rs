@@ -76,6 +76,7 @@ struct RequestFault {
     retry_after_s: Option<u64>,
     delay_ms: u64,
     drop: bool,
+    spec: hooks::FaultSpec,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,12 +91,36 @@ struct ReloadFault {
     times: u32,
     used: u32,
     delay_ms: u64,
+    spec: hooks::FaultSpec,
 }
 
 #[derive(Debug, Default)]
 struct Faults {
     requests: Vec<RequestFault>,
     reloads: Vec<ReloadFault>,
+}
+
+impl Faults {
+    /// Faults armed (request and reload).
+    fn len(&self) -> usize {
+        self.requests.len() + self.reloads.len()
+    }
+
+    /// As `GET /_sandbox/faults` lists them.
+    fn listed(&self) -> serde_json::Value {
+        let left = |times: u32, used: u32| (times > 0).then(|| times.saturating_sub(used));
+        let mut out: Vec<serde_json::Value> = self
+            .requests
+            .iter()
+            .map(|r| r.spec.listed(left(r.times, r.used)))
+            .collect();
+        out.extend(
+            self.reloads
+                .iter()
+                .map(|r| r.spec.listed(left(r.times, r.used))),
+        );
+        serde_json::Value::Array(out)
+    }
 }
 
 /// A reload as `GET /v3/services/haproxy/reloads/{id}` reports it (ecosystem.md §A.3).
@@ -423,7 +448,11 @@ impl PodCore {
         })?;
         let r = &mut f.requests[i];
         r.used += 1;
-        Some((r.status, r.retry_after_s, r.delay_ms, r.drop))
+        let out = (r.status, r.retry_after_s, r.delay_ms, r.drop);
+        if r.times != 0 && r.used >= r.times {
+            f.requests.remove(i);
+        }
+        Some(out)
     }
 
     /// Kills the pod: HAProxy stopped, endpoint closed, kill hook called.
@@ -567,7 +596,9 @@ fn router(core: Arc<PodCore>) -> Router {
     let sandbox = Router::new()
         .route(
             "/_sandbox/faults",
-            post(hooks::add_fault).delete(hooks::clear_faults),
+            post(hooks::add_fault)
+                .get(hooks::list_faults)
+                .delete(hooks::clear_faults),
         )
         .route(
             "/_sandbox/requests",
