@@ -1,0 +1,98 @@
+//! The fault script and the request log behind `/_sandbox/faults` and `/_sandbox/requests`.
+
+use serde::{Deserialize, Serialize};
+
+/// One scripted fault, as POSTed to `/_sandbox/faults`.
+///
+/// Regexes are unanchored and match the method and the path without the query. Faults are tried in
+/// the order they were added; the first match applies. `delay_ms` delays, then the fault either
+/// answers `status` (a Kubernetes `Status` body, with `Retry-After` when `retry_after_s` is set),
+/// closes the connection without an answer (`drop`), or forwards the request.
+/// `end_watch` ends the matching watch streams that are open when the fault is added (up to
+/// `times` of them); with `times` left over, it also ends that many matching watches opened later,
+/// right after their replayed events. An `end_watch` fault is kept for ordinary requests only when
+/// it also has a `status`, `drop` or `delay_ms`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Fault {
+    /// Regex on the HTTP method; empty matches all.
+    pub method: String,
+    /// Regex on the path; empty matches all.
+    pub path: String,
+    /// Status code to answer.
+    pub status: Option<u16>,
+    /// How many requests the fault applies to; absent or 0 = every time.
+    pub times: Option<u32>,
+    /// `Retry-After` header value, seconds.
+    pub retry_after_s: Option<u64>,
+    /// Delay before answering or forwarding, milliseconds.
+    pub delay_ms: Option<u64>,
+    /// Close the connection without an answer.
+    pub drop: bool,
+    /// End matching open watch streams.
+    pub end_watch: bool,
+}
+
+/// One request as the log shows it (`GET /_sandbox/requests`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// HTTP method.
+    pub method: String,
+    /// Path without the query.
+    pub path: String,
+    /// Raw query string (empty when none).
+    pub query: String,
+    /// HTTP status answered; 0 when the connection was dropped by a fault.
+    pub status: u16,
+    /// Arrival time, RFC 3339.
+    pub at: String,
+}
+
+/// A fault with its compiled regexes and remaining count.
+#[derive(Debug, Clone)]
+pub struct ArmedFault {
+    /// The fault as posted.
+    pub spec: Fault,
+    method: regex::Regex,
+    path: regex::Regex,
+    /// Remaining applications; `None` = unlimited.
+    pub remaining: Option<u32>,
+}
+
+impl ArmedFault {
+    /// Compiles a fault's regexes.
+    ///
+    /// # Errors
+    /// The regex error text when a pattern does not compile.
+    pub fn new(spec: Fault) -> Result<Self, String> {
+        let method = regex::Regex::new(&spec.method).map_err(|e| format!("method: {e}"))?;
+        let path = regex::Regex::new(&spec.path).map_err(|e| format!("path: {e}"))?;
+        let remaining = spec.times.filter(|t| *t > 0);
+        Ok(Self {
+            spec,
+            method,
+            path,
+            remaining,
+        })
+    }
+
+    /// Whether the fault matches a request.
+    pub fn matches(&self, method: &str, path: &str) -> bool {
+        self.remaining != Some(0) && self.method.is_match(method) && self.path.is_match(path)
+    }
+
+    /// Uses one application.
+    pub fn consume(&mut self) {
+        if let Some(r) = self.remaining.as_mut() {
+            *r = r.saturating_sub(1);
+        }
+    }
+
+    /// Whether the fault acts on ordinary requests (not only on watch streams).
+    pub fn acts_on_requests(&self) -> bool {
+        self.spec.status.is_some()
+            || self.spec.drop
+            || self.spec.delay_ms.is_some_and(|d| d > 0)
+            || !self.spec.end_watch
+    }
+}

@@ -1,0 +1,406 @@
+//! `metadata.managedFields` and server-side apply (apiserver-emulation.md §10, ecosystem.md §B.4).
+//!
+//! Ownership is tracked per leaf path: maps are recursed, lists and scalars (and empty maps) are
+//! leaves, so lists are atomic (upstream's `listType=map` granularity is not modelled). Entries are
+//! keyed by (manager, operation `Apply`|`Update`, subresource) and written as `FieldsV1`.
+
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+
+/// A field path, one map key per element.
+pub type Path = Vec<String>;
+
+/// One `managedFields[]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Field manager name.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// `""` (main resource) or `status`.
+    pub subresource: String,
+    /// apiVersion the entry was written through.
+    pub api_version: String,
+    /// RFC 3339 time of the last change of this entry's set.
+    pub time: String,
+    /// Owned leaves.
+    pub fields: BTreeSet<Path>,
+}
+
+/// Leaves of an object that ownership covers: everything but identity metadata.
+pub fn leaves(obj: &Value) -> BTreeSet<Path> {
+    let mut out = BTreeSet::new();
+    if let Some(map) = obj.as_object() {
+        for (k, v) in map {
+            match k.as_str() {
+                "apiVersion" | "kind" => {}
+                "metadata" => {
+                    for mk in ["labels", "annotations", "finalizers", "ownerReferences"] {
+                        if let Some(mv) = v.get(mk) {
+                            collect(mv, vec!["metadata".into(), mk.into()], &mut out);
+                        }
+                    }
+                }
+                _ => collect(v, vec![k.clone()], &mut out),
+            }
+        }
+    }
+    out
+}
+
+fn collect(v: &Value, prefix: Path, out: &mut BTreeSet<Path>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, c) in m {
+                let mut p = prefix.clone();
+                p.push(k.clone());
+                collect(c, p, out);
+            }
+        }
+        // An empty map sets nothing; owning it would overlap every later field below it.
+        Value::Null | Value::Object(_) => {}
+        _ => {
+            out.insert(prefix);
+        }
+    }
+}
+
+/// The value at a path.
+pub fn get<'a>(obj: &'a Value, path: &Path) -> Option<&'a Value> {
+    path.iter().try_fold(obj, |v, k| v.get(k))
+}
+
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// Removes a path and then the map parents it leaves empty (below the top level).
+pub fn remove(obj: &mut Value, path: &Path) {
+    if path.is_empty() {
+        return;
+    }
+    let (parents, last) = path.split_at(path.len() - 1);
+    let mut cur = &mut *obj;
+    for k in parents {
+        match cur.get_mut(k) {
+            Some(next) => cur = next,
+            None => return,
+        }
+    }
+    let emptied = match cur.as_object_mut() {
+        Some(m) => {
+            m.remove(&last[0]);
+            m.is_empty()
+        }
+        None => false,
+    };
+    if emptied && parents.len() > 1 {
+        remove(obj, &parents.to_vec());
+    }
+}
+
+/// Reads `metadata.managedFields`.
+pub fn read(obj: &Value) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for e in obj["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let mut fields = BTreeSet::new();
+        from_v1(&e["fieldsV1"], Vec::new(), &mut fields);
+        out.push(Entry {
+            manager: e["manager"].as_str().unwrap_or_default().to_owned(),
+            operation: e["operation"].as_str().unwrap_or("Update").to_owned(),
+            subresource: e["subresource"].as_str().unwrap_or_default().to_owned(),
+            api_version: e["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            time: e["time"].as_str().unwrap_or_default().to_owned(),
+            fields,
+        });
+    }
+    out
+}
+
+fn from_v1(v: &Value, prefix: Path, out: &mut BTreeSet<Path>) {
+    let Some(m) = v.as_object() else { return };
+    if m.is_empty() && !prefix.is_empty() {
+        out.insert(prefix);
+        return;
+    }
+    for (k, c) in m {
+        if k == "." {
+            out.insert(prefix.clone());
+        } else if let Some(name) = k.strip_prefix("f:") {
+            let mut p = prefix.clone();
+            p.push(name.to_owned());
+            from_v1(c, p, out);
+        } else if !prefix.is_empty() {
+            // `k:`/`v:` list items: lists are atomic here, so the list is the leaf.
+            out.insert(prefix.clone());
+        }
+    }
+}
+
+fn to_v1(fields: &BTreeSet<Path>) -> Value {
+    let mut root = Map::new();
+    for p in fields {
+        let mut cur = &mut root;
+        for k in p {
+            let entry = cur.entry(format!("f:{k}")).or_insert_with(|| json!({}));
+            let Some(next) = entry.as_object_mut() else {
+                break;
+            };
+            cur = next;
+        }
+    }
+    Value::Object(root)
+}
+
+/// Writes `metadata.managedFields` (removed when empty).
+pub fn write(obj: &mut Value, entries: &[Entry]) {
+    let list: Vec<Value> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(|e| {
+            let mut v = json!({
+                "manager": e.manager,
+                "operation": e.operation,
+                "apiVersion": e.api_version,
+                "time": e.time,
+                "fieldsType": "FieldsV1",
+                "fieldsV1": to_v1(&e.fields),
+            });
+            if !e.subresource.is_empty() {
+                v["subresource"] = json!(e.subresource);
+            }
+            v
+        })
+        .collect();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        if list.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(list));
+        }
+    }
+}
+
+/// Who writes, for managedFields.
+#[derive(Debug, Clone)]
+pub struct Writer<'a> {
+    /// Field manager.
+    pub manager: &'a str,
+    /// `""` or `status`.
+    pub subresource: &'a str,
+    /// apiVersion of the request.
+    pub api_version: &'a str,
+    /// Current time, RFC 3339.
+    pub now: &'a str,
+}
+
+/// Records a non-apply write: the writer takes the leaves it changed, removed leaves lose all owners.
+pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
+    let mut entries = old.map(read).unwrap_or_default();
+    let old_leaves = old.map(leaves).unwrap_or_default();
+    let new_leaves = leaves(new);
+    let changed: BTreeSet<Path> = new_leaves
+        .iter()
+        .filter(|p| old.and_then(|o| get(o, p)) != get(new, p))
+        .cloned()
+        .collect();
+    let removed: Vec<&Path> = old_leaves
+        .iter()
+        .filter(|p| !new_leaves.contains(*p))
+        .collect();
+    for e in &mut entries {
+        let before = e.fields.len();
+        e.fields.retain(|f| {
+            !removed.iter().any(|r| overlaps(f, r)) && !changed.iter().any(|c| overlaps(f, c))
+        });
+        if e.fields.len() != before {
+            e.time = w.now.to_owned();
+        }
+    }
+    if !changed.is_empty() {
+        let pos = entries.iter().position(|e| {
+            e.manager == w.manager && e.operation == "Update" && e.subresource == w.subresource
+        });
+        match pos {
+            Some(i) => {
+                entries[i].fields.extend(changed);
+                entries[i].time = w.now.to_owned();
+                entries[i].api_version = w.api_version.to_owned();
+            }
+            None => entries.push(Entry {
+                manager: w.manager.to_owned(),
+                operation: "Update".into(),
+                subresource: w.subresource.to_owned(),
+                api_version: w.api_version.to_owned(),
+                time: w.now.to_owned(),
+                fields: changed,
+            }),
+        }
+    }
+    entries.retain(|e| !e.fields.is_empty());
+    write(new, &entries);
+}
+
+/// One SSA conflict: another manager owns a leaf the apply sets to a different value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflict {
+    /// The other manager.
+    pub manager: String,
+    /// The path, upstream style (`.spec.holderIdentity`).
+    pub field: String,
+}
+
+fn apply_merge(target: &mut Value, src: &Value) {
+    let (Some(t), Some(s)) = (target.as_object_mut(), src.as_object()) else {
+        *target = src.clone();
+        return;
+    };
+    for (k, v) in s {
+        if v.is_null() {
+            continue;
+        }
+        match t.get_mut(k) {
+            Some(cur) if cur.is_object() && v.is_object() => apply_merge(cur, v),
+            _ => {
+                t.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Server-side apply of `applied` onto `live` (an object skeleton when creating). Returns the new
+/// object with its managedFields, or the conflicts when `force` is false.
+pub fn apply(
+    live: &Value,
+    applied: &Value,
+    w: &Writer<'_>,
+    force: bool,
+) -> Result<Value, Vec<Conflict>> {
+    let mut entries = read(live);
+    let set = leaves(applied);
+    let mut conflicts = Vec::new();
+    for p in &set {
+        let value = get(applied, p);
+        // An empty map sets nothing, so it cannot take anything away from another manager.
+        if get(live, p) == value || value.is_some_and(|v| v.as_object().is_some_and(Map::is_empty))
+        {
+            continue;
+        }
+        for e in &entries {
+            if e.manager == w.manager && e.operation == "Apply" {
+                continue;
+            }
+            if e.subresource != w.subresource {
+                continue;
+            }
+            if e.fields.iter().any(|f| overlaps(f, p)) {
+                let field = format!(".{}", p.join("."));
+                let c = Conflict {
+                    manager: e.manager.clone(),
+                    field,
+                };
+                if !conflicts.contains(&c) {
+                    conflicts.push(c);
+                }
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflicts);
+    }
+    let mut new = live.clone();
+    let mine = entries.iter().position(|e| {
+        e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource
+    });
+    if let Some(i) = mine {
+        let dropped: Vec<Path> = entries[i].fields.difference(&set).cloned().collect();
+        for p in dropped {
+            let owned_elsewhere = entries
+                .iter()
+                .enumerate()
+                .any(|(j, e)| j != i && e.fields.iter().any(|f| overlaps(f, &p)));
+            if !owned_elsewhere {
+                remove(&mut new, &p);
+            }
+        }
+    }
+    apply_merge(&mut new, applied);
+    if force {
+        for e in &mut entries {
+            if e.manager == w.manager && e.operation == "Apply" {
+                continue;
+            }
+            let before = e.fields.len();
+            e.fields.retain(|f| {
+                !set.iter()
+                    .any(|p| overlaps(f, p) && get(live, p) != get(applied, p))
+            });
+            if e.fields.len() != before {
+                e.time = w.now.to_owned();
+            }
+        }
+    }
+    match mine {
+        Some(i) => {
+            if entries[i].fields != set {
+                entries[i].time = w.now.to_owned();
+            }
+            entries[i].fields = set;
+            entries[i].api_version = w.api_version.to_owned();
+        }
+        None => entries.push(Entry {
+            manager: w.manager.to_owned(),
+            operation: "Apply".into(),
+            subresource: w.subresource.to_owned(),
+            api_version: w.api_version.to_owned(),
+            time: w.now.to_owned(),
+            fields: set,
+        }),
+    }
+    entries.retain(|e| !e.fields.is_empty());
+    write(&mut new, &entries);
+    Ok(new)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const W1: Writer<'static> = Writer {
+        manager: "a",
+        subresource: "",
+        api_version: "v1",
+        now: "t",
+    };
+    const W2: Writer<'static> = Writer {
+        manager: "b",
+        subresource: "",
+        api_version: "v1",
+        now: "t",
+    };
+
+    #[test]
+    fn apply_conflicts_forces_and_removes_dropped_fields() {
+        let base = json!({"metadata": {"name": "x"}});
+        let one = apply(&base, &json!({"spec": {"h": "a", "d": 1}}), &W1, false).unwrap();
+        let err = apply(&one, &json!({"spec": {"h": "b"}}), &W2, false).unwrap_err();
+        assert_eq!(
+            err,
+            vec![Conflict {
+                manager: "a".into(),
+                field: ".spec.h".into()
+            }]
+        );
+        let same = apply(&one, &json!({"spec": {"d": 1}}), &W2, false).unwrap();
+        assert_eq!(same["spec"], json!({"h": "a", "d": 1}));
+        let forced = apply(&one, &json!({"spec": {"h": "b"}}), &W2, true).unwrap();
+        assert_eq!(forced["spec"]["h"], "b");
+        let dropped = apply(&forced, &json!({"spec": {}}), &W1, false).unwrap();
+        assert_eq!(dropped["spec"], json!({"h": "b"}));
+    }
+}
