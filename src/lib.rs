@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod components;
 pub mod core;
 pub mod dataplane;
 pub mod k8s;

@@ -12,6 +12,7 @@ pub const ALL: &[&str] = &[
     "journal::after_commit",
     "journal::before_compact",
     "journal::after_compact",
+    "publisher::before_publish_ack",
     // haptic-migrations: the test-only v1->v2 step aborts here (feature `test-v2`).
     "migrations::after_test_v2_half_rewritten",
 ];

@@ -1,0 +1,3 @@
+//! The controller's components, one module each (STYLE.md 2.2).
+
+pub mod publisher;
