@@ -16,6 +16,7 @@
 //!   no clock, no randomness (enforced by the architecture test);
 //! - [`k8s`]: the custom resource types and their CRDs;
 //! - [`dataplane`]: the HAProxy Dataplane API v3 client;
+//! - [`dispatch`]: the event dispatcher (journal first, then the components, in `Seq` order);
 //! - [`cli`]: the command line.
 //!
 //! Invariants every component keeps: an event is acted on only after its journal commit; one
@@ -29,6 +30,7 @@ pub mod cli;
 pub mod components;
 pub mod core;
 pub mod dataplane;
+pub mod dispatch;
 pub mod k8s;
 
 use std::io::Write as _;

@@ -12,6 +12,12 @@ pub const ALL: &[&str] = &[
     "journal::after_commit",
     "journal::before_compact",
     "journal::after_compact",
+    // deployer (root crate): one endpoint's result journaled, the deployment not completed yet.
+    "deployer::after_endpoint_applied",
+    "deployer::before_completed",
+    // scheduler (root crate): DeploymentScheduled + in-flight slot committed, executor not started.
+    "scheduler::after_scheduled_journaled",
+    // publisher (root crate): publication complete in the cluster, ack + ConfigPublished not committed.
     "publisher::before_publish_ack",
     // haptic-migrations: the test-only v1->v2 step aborts here (feature `test-v2`).
     "migrations::after_test_v2_half_rewritten",

@@ -68,6 +68,27 @@ pub use shell::{Counters, TermHandle};
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "config-publisher";
 
+/// The dispatcher subscription the publisher needs: leader-only, the kinds it handles plus the
+/// leadership events.
+#[must_use]
+pub fn subscribe_options() -> crate::dispatch::SubscribeOptions {
+    use haptic_journal::EventKind as K;
+    crate::dispatch::SubscribeOptions::new(COMPONENT)
+        .kinds(&[
+            K::ConfigValidated,
+            K::TemplateRendered,
+            K::RenderGateCompleted,
+            K::ValidationFailed,
+            K::DeployedConfigPublishRequest,
+            K::ConfigAppliedToPod,
+            K::HAProxyPodTerminated,
+            K::HAProxyPodsDiscovered,
+            K::BecameLeader,
+            K::LostLeadership,
+        ])
+        .leader_only(true)
+}
+
 /// Settings of the publisher.
 #[derive(Clone, Debug)]
 pub struct PublisherConfig {
@@ -136,6 +157,9 @@ pub enum PublisherError {
     /// A blocking journal task panicked or was cancelled.
     #[error("journal task failed")]
     Join,
+    /// A commit through the dispatcher failed.
+    #[error("dispatcher commit failed")]
+    Dispatch(#[source] crate::dispatch::DispatchError),
 }
 
 impl PublisherError {
@@ -204,6 +228,60 @@ impl ConfigPublisher {
     /// Cancelling leaves the queue as it was (the ack is one commit).
     pub async fn drain(&self) -> Result<Option<Checksum>, PublisherError> {
         self.inner.drain().await
+    }
+
+    /// Sends the publisher's own commits (acks with `config.published`) through the dispatcher
+    /// so its subscribers are woken at once. Call once, before [`ConfigPublisher::run`].
+    pub fn attach(&self, handle: crate::dispatch::DispatchHandle) {
+        let _ = self.inner.dispatch.set(handle);
+    }
+
+    /// Runs the component on a dispatcher subscription made with [`subscribe_options`]: each
+    /// delivery is handled by [`ConfigPublisher::on_event`] and then marked processed. A live
+    /// `BecameLeader` starts the term's workers (stopping the previous term's), a live
+    /// `LostLeadership` stops them; replayed leadership events change nothing.
+    ///
+    /// # Errors
+    /// [`PublisherError`] when the journal fails (stop acting and reopen).
+    ///
+    /// # Cancel safety
+    /// Cancel via `cancel`: the current delivery is finished (or left undone, so it is replayed)
+    /// and the term's workers are stopped at effect boundaries.
+    pub async fn run(
+        &self,
+        mut sub: crate::dispatch::Subscription,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<(), PublisherError> {
+        let mut term: Option<TermHandle> = None;
+        let result = loop {
+            let d = tokio::select! {
+                () = cancel.cancelled() => break Ok(()),
+                d = sub.recv() => d,
+            };
+            let Some(d) = d else { break Ok(()) };
+            match &*d.event {
+                Event::BecameLeader { term: t, .. } if !d.replayed => {
+                    if let Some(h) = term.take() {
+                        h.stop().await;
+                    }
+                    term = Some(self.start(*t));
+                }
+                Event::LostLeadership { .. } if !d.replayed => {
+                    if let Some(h) = term.take() {
+                        h.stop().await;
+                    }
+                }
+                _ => {}
+            }
+            if let Err(e) = self.on_event(d.seq, &d.event).await {
+                break Err(e);
+            }
+            d.done();
+        };
+        if let Some(h) = term {
+            h.stop().await;
+        }
+        result
     }
 
     /// Counters.

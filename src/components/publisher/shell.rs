@@ -78,6 +78,9 @@ pub(super) struct Inner {
     publish_lock: tokio::sync::Mutex<()>,
     term: Mutex<Option<(Term, CancellationToken)>>,
     pub(super) counters: Counters,
+    /// When attached, commits go through the dispatcher (its subscribers get `config.published`
+    /// at once instead of at its next poll).
+    pub(super) dispatch: std::sync::OnceLock<crate::dispatch::DispatchHandle>,
 }
 
 /// A running term: cancel it, then wait.
@@ -125,10 +128,14 @@ impl Inner {
             publish_lock: tokio::sync::Mutex::new(()),
             term: Mutex::new(None),
             counters: Counters::default(),
+            dispatch: std::sync::OnceLock::new(),
         }
     }
 
     async fn commit(&self, batch: Batch) -> Result<haptic_journal::Accepted, PublisherError> {
+        if let Some(h) = self.dispatch.get() {
+            return h.accept(batch).await.map_err(PublisherError::Dispatch);
+        }
         let j = Arc::clone(&self.journal);
         tokio::task::spawn_blocking(move || j.accept(batch))
             .await

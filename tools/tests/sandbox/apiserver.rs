@@ -107,7 +107,8 @@ pub fn haproxycfg_crd() -> Value {
                         }},
                         "status": {"type": "object", "properties": {
                             "observedGeneration": {"type": "integer"},
-                            "conditions": {"type": "array", "items": {"type": "object",
+                            "conditions": {"type": "array", "x-kubernetes-list-type": "map",
+                                "x-kubernetes-list-map-keys": ["type"], "items": {"type": "object",
                                 "required": ["type", "status"],
                                 "properties": {"type": {"type": "string"}, "status": {"type": "string"},
                                     "reason": {"type": "string"}}}}

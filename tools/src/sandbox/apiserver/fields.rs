@@ -1,14 +1,67 @@
 //! `metadata.managedFields` and server-side apply (apiserver-emulation.md §10, ecosystem.md §B.4).
 //!
-//! Ownership is tracked per leaf path: maps are recursed, lists and scalars (and empty maps) are
-//! leaves, so lists are atomic (upstream's `listType=map` granularity is not modelled). Entries are
-//! keyed by (manager, operation `Apply`|`Update`, subresource) and written as `FieldsV1`.
+//! Ownership is tracked per leaf path: maps are recursed, scalars are leaves, lists are leaves
+//! (atomic) unless the CRD schema marks them `x-kubernetes-list-type: map`, whose items are then
+//! addressed by their `x-kubernetes-list-map-keys` (`k:{"type":"Ready"}`) and merged by key on
+//! apply, as upstream does for status conditions. Entries are keyed by (manager, operation
+//! `Apply`|`Update`, subresource) and written as `FieldsV1`.
 
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 
-/// A field path, one map key per element.
+/// A field path, one map key per element; an element starting with [`ITEM`] addresses the item of
+/// a keyed list (`ITEM` + the JSON object of its key fields).
 pub type Path = Vec<String>;
+
+/// Marker of a keyed-list item element inside a [`Path`] (cannot collide with a map key a
+/// client would send; written as `k:` in `FieldsV1`).
+const ITEM: &str = "\u{1}k:";
+
+/// The `x-kubernetes-list-map-keys` of the list at `path`, when the schema makes it a map-list.
+fn list_keys(schema: Option<&Value>, path: &[String]) -> Option<Vec<String>> {
+    let mut node = schema?;
+    for e in path {
+        node = if e.starts_with(ITEM) {
+            node.get("items")?
+        } else {
+            match node["properties"].get(e) {
+                Some(n) => n,
+                None => node.get("additionalProperties").filter(|a| a.is_object())?,
+            }
+        };
+    }
+    if node["x-kubernetes-list-type"] != "map" {
+        return None;
+    }
+    let keys: Vec<String> = node["x-kubernetes-list-map-keys"]
+        .as_array()?
+        .iter()
+        .filter_map(|k| k.as_str().map(str::to_owned))
+        .collect();
+    (!keys.is_empty()).then_some(keys)
+}
+
+/// The path element of a keyed-list item, if it carries every key.
+fn item_id(item: &Value, keys: &[String]) -> Option<String> {
+    let mut parts = Vec::new();
+    for k in keys {
+        let v = item.get(k)?;
+        parts.push(format!("{}:{v}", Value::String(k.clone())));
+    }
+    Some(format!("{ITEM}{{{}}}", parts.join(",")))
+}
+
+/// The key fields named by an item element.
+fn item_keys(id: &str) -> Option<Map<String, Value>> {
+    match serde_json::from_str::<Value>(id.strip_prefix(ITEM)?) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+fn item_matches(item: &Value, id: &str) -> bool {
+    item_keys(id).is_some_and(|want| want.iter().all(|(k, v)| item.get(k) == Some(v)))
+}
 
 /// One `managedFields[]` entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +81,7 @@ pub struct Entry {
 }
 
 /// Leaves of an object that ownership covers: everything but identity metadata.
-pub fn leaves(obj: &Value) -> BTreeSet<Path> {
+pub fn leaves(obj: &Value, schema: Option<&Value>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
     if let Some(map) = obj.as_object() {
         for (k, v) in map {
@@ -37,24 +90,45 @@ pub fn leaves(obj: &Value) -> BTreeSet<Path> {
                 "metadata" => {
                     for mk in ["labels", "annotations", "finalizers", "ownerReferences"] {
                         if let Some(mv) = v.get(mk) {
-                            collect(mv, vec!["metadata".into(), mk.into()], &mut out);
+                            collect(mv, vec!["metadata".into(), mk.into()], &mut out, None);
                         }
                     }
                 }
-                _ => collect(v, vec![k.clone()], &mut out),
+                _ => collect(v, vec![k.clone()], &mut out, schema),
             }
         }
     }
     out
 }
 
-fn collect(v: &Value, prefix: Path, out: &mut BTreeSet<Path>) {
+fn collect(v: &Value, prefix: Path, out: &mut BTreeSet<Path>, schema: Option<&Value>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, c) in m {
                 let mut p = prefix.clone();
                 p.push(k.clone());
-                collect(c, p, out);
+                collect(c, p, out, schema);
+            }
+        }
+        Value::Array(items) => {
+            let keyed = list_keys(schema, &prefix).and_then(|keys| {
+                items
+                    .iter()
+                    .map(|it| item_id(it, &keys))
+                    .collect::<Option<Vec<String>>>()
+            });
+            match keyed {
+                // A keyed list owns its items, not the list: an empty one sets nothing.
+                Some(ids) => {
+                    for (it, id) in items.iter().zip(ids) {
+                        let mut p = prefix.clone();
+                        p.push(id);
+                        collect(it, p, out, schema);
+                    }
+                }
+                None => {
+                    out.insert(prefix);
+                }
             }
         }
         // An empty map sets nothing; owning it would overlap every later field below it.
@@ -67,30 +141,63 @@ fn collect(v: &Value, prefix: Path, out: &mut BTreeSet<Path>) {
 
 /// The value at a path.
 pub fn get<'a>(obj: &'a Value, path: &Path) -> Option<&'a Value> {
-    path.iter().try_fold(obj, |v, k| v.get(k))
+    path.iter().try_fold(obj, |v, k| step(v, k))
+}
+
+fn step<'a>(v: &'a Value, k: &str) -> Option<&'a Value> {
+    if k.starts_with(ITEM) {
+        v.as_array()?.iter().find(|it| item_matches(it, k))
+    } else {
+        v.get(k)
+    }
+}
+
+fn step_mut<'a>(v: &'a mut Value, k: &str) -> Option<&'a mut Value> {
+    if k.starts_with(ITEM) {
+        v.as_array_mut()?.iter_mut().find(|it| item_matches(it, k))
+    } else {
+        v.get_mut(k)
+    }
 }
 
 fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
-/// Removes a path and then the map parents it leaves empty (below the top level).
+/// Removes a path and then the map parents it leaves empty (below the top level). Removing a
+/// keyed-list item's key field, or its last non-key field, removes the item.
 pub fn remove(obj: &mut Value, path: &Path) {
     if path.is_empty() {
         return;
     }
     let (parents, last) = path.split_at(path.len() - 1);
+    let last = &last[0];
+    if let Some(parent_id) = parents.last().filter(|p| p.starts_with(ITEM))
+        && item_keys(parent_id).is_some_and(|k| k.contains_key(last))
+    {
+        remove(obj, &parents.to_vec());
+        return;
+    }
     let mut cur = &mut *obj;
     for k in parents {
-        match cur.get_mut(k) {
+        match step_mut(cur, k) {
             Some(next) => cur = next,
             None => return,
         }
     }
+    if last.starts_with(ITEM) {
+        if let Some(list) = cur.as_array_mut() {
+            list.retain(|it| !item_matches(it, last));
+        }
+        return;
+    }
     let emptied = match cur.as_object_mut() {
         Some(m) => {
-            m.remove(&last[0]);
-            m.is_empty()
+            m.remove(last);
+            match parents.last().and_then(|p| item_keys(p)) {
+                Some(keys) => m.keys().all(|k| keys.contains_key(k)),
+                None => m.is_empty(),
+            }
         }
         None => false,
     };
@@ -134,6 +241,10 @@ fn from_v1(v: &Value, prefix: Path, out: &mut BTreeSet<Path>) {
             let mut p = prefix.clone();
             p.push(name.to_owned());
             from_v1(c, p, out);
+        } else if let Some(id) = k.strip_prefix("k:") {
+            let mut p = prefix.clone();
+            p.push(format!("{ITEM}{id}"));
+            from_v1(c, p, out);
         } else if !prefix.is_empty() {
             // `k:`/`v:` list items: lists are atomic here, so the list is the leaf.
             out.insert(prefix.clone());
@@ -146,7 +257,11 @@ fn to_v1(fields: &BTreeSet<Path>) -> Value {
     for p in fields {
         let mut cur = &mut root;
         for k in p {
-            let entry = cur.entry(format!("f:{k}")).or_insert_with(|| json!({}));
+            let name = match k.strip_prefix(ITEM) {
+                Some(id) => format!("k:{id}"),
+                None => format!("f:{k}"),
+            };
+            let entry = cur.entry(name).or_insert_with(|| json!({}));
             let Some(next) = entry.as_object_mut() else {
                 break;
             };
@@ -196,13 +311,15 @@ pub struct Writer<'a> {
     pub api_version: &'a str,
     /// Current time, RFC 3339.
     pub now: &'a str,
+    /// The CRD's openAPIV3Schema (keyed lists); `None` for built-in kinds.
+    pub schema: Option<&'a Value>,
 }
 
 /// Records a non-apply write: the writer takes the leaves it changed, removed leaves lose all owners.
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
     let mut entries = old.map(read).unwrap_or_default();
-    let old_leaves = old.map(leaves).unwrap_or_default();
-    let new_leaves = leaves(new);
+    let old_leaves = old.map(|o| leaves(o, w.schema)).unwrap_or_default();
+    let new_leaves = leaves(new, w.schema);
     let changed: BTreeSet<Path> = new_leaves
         .iter()
         .filter(|p| old.and_then(|o| get(o, p)) != get(new, p))
@@ -254,7 +371,26 @@ pub struct Conflict {
     pub field: String,
 }
 
-fn apply_merge(target: &mut Value, src: &Value) {
+fn apply_merge(target: &mut Value, src: &Value, path: &mut Path, schema: Option<&Value>) {
+    if let (Some(t), Some(s)) = (target.as_array_mut(), src.as_array())
+        && let Some(keys) = list_keys(schema, path)
+    {
+        // Keyed lists merge item by item; items the applier stopped sending are removed by the
+        // ownership step, not here.
+        for item in s {
+            let Some(id) = item_id(item, &keys) else {
+                t.push(item.clone());
+                continue;
+            };
+            path.push(id.clone());
+            match t.iter_mut().find(|it| item_matches(it, &id)) {
+                Some(cur) => apply_merge(cur, item, path, schema),
+                None => t.push(item.clone()),
+            }
+            path.pop();
+        }
+        return;
+    }
     let (Some(t), Some(s)) = (target.as_object_mut(), src.as_object()) else {
         *target = src.clone();
         return;
@@ -264,12 +400,34 @@ fn apply_merge(target: &mut Value, src: &Value) {
             continue;
         }
         match t.get_mut(k) {
-            Some(cur) if cur.is_object() && v.is_object() => apply_merge(cur, v),
+            Some(cur) if (cur.is_object() && v.is_object()) || (cur.is_array() && v.is_array()) => {
+                path.push(k.clone());
+                apply_merge(cur, v, path, schema);
+                path.pop();
+            }
             _ => {
                 t.insert(k.clone(), v.clone());
             }
         }
     }
+}
+
+/// A path as upstream prints it: `.status.conditions[type="Ready"].status`.
+fn render(p: &Path) -> String {
+    let mut out = String::new();
+    for e in p {
+        match item_keys(e) {
+            Some(keys) => {
+                let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                out.push_str(&format!("[{}]", parts.join(",")));
+            }
+            None => {
+                out.push('.');
+                out.push_str(e);
+            }
+        }
+    }
+    out
 }
 
 /// Server-side apply of `applied` onto `live` (an object skeleton when creating). Returns the new
@@ -281,7 +439,7 @@ pub fn apply(
     force: bool,
 ) -> Result<Value, Vec<Conflict>> {
     let mut entries = read(live);
-    let set = leaves(applied);
+    let set = leaves(applied, w.schema);
     let mut conflicts = Vec::new();
     for p in &set {
         let value = get(applied, p);
@@ -298,7 +456,7 @@ pub fn apply(
                 continue;
             }
             if e.fields.iter().any(|f| overlaps(f, p)) {
-                let field = format!(".{}", p.join("."));
+                let field = render(p);
                 let c = Conflict {
                     manager: e.manager.clone(),
                     field,
@@ -328,7 +486,7 @@ pub fn apply(
             }
         }
     }
-    apply_merge(&mut new, applied);
+    apply_merge(&mut new, applied, &mut Vec::new(), w.schema);
     if force {
         for e in &mut entries {
             if e.manager == w.manager && e.operation == "Apply" {
@@ -376,12 +534,14 @@ mod tests {
         subresource: "",
         api_version: "v1",
         now: "t",
+        schema: None,
     };
     const W2: Writer<'static> = Writer {
         manager: "b",
         subresource: "",
         api_version: "v1",
         now: "t",
+        schema: None,
     };
 
     #[test]
@@ -402,5 +562,55 @@ mod tests {
         assert_eq!(forced["spec"]["h"], "b");
         let dropped = apply(&forced, &json!({"spec": {}}), &W1, false).unwrap();
         assert_eq!(dropped["spec"], json!({"h": "b"}));
+    }
+
+    #[test]
+    fn keyed_lists_are_owned_per_item() {
+        let schema = json!({"type": "object", "properties": {"status": {"type": "object", "properties": {
+            "conditions": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"], "items": {"type": "object"}}}}}});
+        let wa = Writer {
+            schema: Some(&schema),
+            ..W1
+        };
+        let wb = Writer {
+            schema: Some(&schema),
+            ..W2
+        };
+        let cond = |t: &str, s: &str| json!({"type": t, "status": s});
+        let base = json!({"metadata": {"name": "x"}});
+        let one = apply(
+            &base,
+            &json!({"status": {"conditions": [cond("A", "True")]}}),
+            &wa,
+            false,
+        )
+        .unwrap();
+        let two = apply(
+            &one,
+            &json!({"status": {"conditions": [cond("B", "False")]}}),
+            &wb,
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            two["status"]["conditions"],
+            json!([cond("A", "True"), cond("B", "False")])
+        );
+        let mf = &two["metadata"]["managedFields"][1]["fieldsV1"]["f:status"]["f:conditions"];
+        assert!(mf.get("k:{\"type\":\"B\"}").is_some(), "{mf}");
+        let err = apply(
+            &two,
+            &json!({"status": {"conditions": [cond("A", "False")]}}),
+            &wb,
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err[0].field, ".status.conditions[type=\"A\"].status");
+        let dropped = apply(&two, &json!({"status": {"conditions": []}}), &wa, false).unwrap();
+        assert_eq!(dropped["status"]["conditions"], json!([cond("B", "False")]));
+        let read_back = read(&dropped);
+        assert_eq!(read_back.len(), 1);
+        assert_eq!(read_back[0].manager, "b");
     }
 }

@@ -20,6 +20,7 @@ mod discovery;
 mod events;
 mod faults;
 mod fields;
+mod meta;
 mod patch;
 mod resources;
 mod routes;

@@ -236,6 +236,70 @@ async fn custom_resource_status_subresource_generation_and_schema() {
         ),
         (Some("a4"), Some(3), Some(4))
     );
+    // keyed status conditions: two managers own one condition each; dropping one removes it
+    // (first clear what the earlier replace_status wrote: removed fields lose every owner)
+    let cleared = Patch::Merge(json!({"status": {"conditions": null}}));
+    api.patch_status("c", &PatchParams::default(), &cleared)
+        .await
+        .unwrap();
+    let cond_apply = |t: &str, st: &str| {
+        Patch::Apply(
+            json!({"apiVersion": "haproxy-haptic.org/v1alpha1", "kind": "HAProxyCfg",
+            "metadata": {"name": "c"}, "status": {"conditions": [{"type": t, "status": st}]}}),
+        )
+    };
+    api.patch_status(
+        "c",
+        &PatchParams::apply("ready-writer"),
+        &cond_apply("Ready", "True"),
+    )
+    .await
+    .unwrap();
+    let both = api
+        .patch_status(
+            "c",
+            &PatchParams::apply("synced-writer"),
+            &cond_apply("Synced", "False"),
+        )
+        .await
+        .unwrap();
+    let types: Vec<&str> = both.data["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, vec!["Ready", "Synced"]);
+    let steal = api_err(
+        api.patch_status(
+            "c",
+            &PatchParams::apply("synced-writer"),
+            &cond_apply("Ready", "False"),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(
+        steal.message,
+        "Apply failed with 1 conflict: conflict with \"ready-writer\": .status.conditions[type=\"Ready\"].status"
+    );
+    let empty = Patch::Apply(
+        json!({"apiVersion": "haproxy-haptic.org/v1alpha1", "kind": "HAProxyCfg",
+        "metadata": {"name": "c"}, "status": {"conditions": []}}),
+    );
+    let one_left = api
+        .patch_status("c", &PatchParams::apply("ready-writer"), &empty)
+        .await
+        .unwrap();
+    assert_eq!(
+        one_left.data["status"]["conditions"],
+        json!([{"type": "Synced", "status": "False"}])
+    );
+    assert_eq!(
+        one_left.data["status"]["observedGeneration"], 3,
+        "fields of other managers stay"
+    );
+
     // strategic merge is refused for custom kinds, as upstream
     let smp = api_err(
         api.patch(

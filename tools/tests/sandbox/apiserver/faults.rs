@@ -214,3 +214,53 @@ async fn faults_delay_drop_and_end_watch() {
         .count();
     assert_eq!(lists, 1, "end_watch must not cause a relist");
 }
+
+#[tokio::test]
+async fn sandbox_control_paths_list_reject_and_compact() {
+    let env = Env::start().await;
+    let post = |body: serde_json::Value| {
+        env.http(
+            "POST",
+            "/_sandbox/faults",
+            "application/json",
+            Some(body.to_string().into_bytes()),
+        )
+    };
+    let (code, body, _) = post(json!({"path": "(unclosed"})).await;
+    assert_eq!((code, body["kind"].as_str()), (400, Some("Status")));
+    let (code, _, _) =
+        post(json!({"method": "PUT", "path": "leases", "status": 503, "times": 1})).await;
+    assert_eq!(code, 201);
+    let (code, list, _) = env.http("GET", "/_sandbox/faults", "", None).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        list,
+        json!([{"method": "PUT", "path": "leases", "status": 503, "times": 1, "retry_after_s": null,
+        "delay_ms": null, "drop": false, "end_watch": false}])
+    );
+    assert!(
+        env.server.requests().is_empty(),
+        "control paths are not logged"
+    );
+
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(false).await, "default");
+    let created = cms.create(&PostParams::default(), &cm("a")).await.unwrap();
+    cms.create(&PostParams::default(), &cm("b")).await.unwrap();
+    let (code, _, _) = env.http("POST", "/_sandbox/compact", "", None).await;
+    assert_eq!(code, 200);
+    let rv = created.metadata.resource_version.unwrap();
+    let text = reqwest::get(format!(
+        "{}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}",
+        env.server.url()
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let ev: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (ev["type"].as_str(), ev["object"]["code"].as_i64()),
+        (Some("ERROR"), Some(410))
+    );
+}

@@ -128,6 +128,36 @@ async fn crud_conflict_selectors_and_paging() {
     assert_eq!(rest.metadata.continue_, None);
     assert_eq!(names(rest), vec!["l1", "l2", "l3"]);
 
+    // metadata validation: names and label values as a real cluster checks them
+    let bad_name = api_err(
+        cms.create(&PostParams::default(), &cm("Bad_Name", json!({})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((bad_name.code, bad_name.reason.as_str()), (422, "Invalid"));
+    assert!(
+        bad_name
+            .message
+            .contains("metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"),
+        "{}",
+        bad_name.message
+    );
+    let mut long_label = cm("long-label", json!({}));
+    long_label.metadata.labels =
+        Some([("haproxy-haptic.org/checksum".to_owned(), "a".repeat(64))].into());
+    let too_long = api_err(
+        cms.create(&PostParams::default(), &long_label)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(too_long.code, 422);
+    assert!(
+        too_long
+            .message
+            .contains("must be no more than 63 characters"),
+        "{}",
+        too_long.message
+    );
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(env.client(false).await, "default");
     let secret = serde_json::from_value(

@@ -6,6 +6,7 @@
 
 use super::events;
 use super::fields::{self, Writer};
+use super::meta;
 use super::resources::{self, ResourceType};
 use super::schema;
 use super::select::Selector;
@@ -327,13 +328,14 @@ impl State {
         }
     }
 
-    /// Schema checks and pruning of custom resources (422 Invalid, 400 for unknown fields under
-    /// Strict).
+    /// Metadata checks, plus schema checks and pruning of custom resources (422 Invalid, 400 for
+    /// unknown fields under Strict).
     fn validate(rt: &ResourceType, obj: &mut Value, opts: &WriteOpts) -> ApiResult<()> {
         let name = obj["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        let mut causes = meta::validate(obj, rt.group.is_empty() && rt.plural == "namespaces");
         if let Some(s) = &rt.schema {
             let report = schema::validate(s, obj);
             if opts.strict && !report.unknown.is_empty() {
@@ -347,9 +349,10 @@ impl State {
                     list.join(", ")
                 )));
             }
-            if !report.causes.is_empty() {
-                return Err(ApiError::invalid(&rt.group, &rt.kind, &name, report.causes));
-            }
+            causes.extend(report.causes);
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&rt.group, &rt.kind, &name, causes));
         }
         Ok(())
     }
@@ -449,6 +452,7 @@ impl State {
             subresource: "",
             api_version: &av,
             now: &now,
+            schema: rt.schema.as_ref(),
         };
         fields::record_update(None, &mut body, &w);
         Self::check_size(&body)?;

@@ -118,6 +118,7 @@ impl State {
                 subresource: sub,
                 api_version: &av,
                 now: &now,
+                schema: rt.schema.as_ref(),
             };
             fields::record_update(Some(&old), &mut new, &w);
         }
@@ -207,6 +208,7 @@ impl State {
             subresource: sub,
             api_version: &av,
             now: &now,
+            schema: rt.schema.as_ref(),
         };
         let precondition = body["metadata"]["resourceVersion"].clone();
         let mut merged = match fields::apply(&base, &body, &w, opts.force) {
@@ -293,13 +295,19 @@ fn conflict_error(rt: &ResourceType, name: &str, conflicts: &[fields::Conflict])
             conflicts[0].manager, conflicts[0].field
         )
     } else {
-        let lines: Vec<String> = conflicts.iter().map(|c| format!("- {}", c.field)).collect();
-        let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
-        managers.dedup();
+        // Upstream groups the paths by manager, managers sorted (apimachinery conflict.go).
+        let mut by_manager: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+        for c in conflicts {
+            by_manager.entry(&c.manager).or_default().push(&c.field);
+        }
+        let mut lines = Vec::new();
+        for (m, paths) in by_manager {
+            lines.push(format!("conflicts with \"{m}\":"));
+            lines.extend(paths.iter().map(|p| format!("- {p}")));
+        }
         format!(
-            "Apply failed with {} conflicts: conflicts with \"{}\":\n{}",
+            "Apply failed with {} conflicts: {}",
             conflicts.len(),
-            managers.join("\", \""),
             lines.join("\n")
         )
     };

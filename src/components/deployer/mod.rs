@@ -1,0 +1,543 @@
+//! `deployer`: the stateless executor. Deploys one scheduled render to its endpoints in
+//! parallel through each pod's Dataplane API, journaling every per-endpoint result before the
+//! events that depend on it.
+//!
+//! ```text
+//!  scheduler shell ── run(inflight WorkId, DeployRequest, cancel) ──► Deployer
+//!     DeploymentStarted ──► journal+dispatch
+//!     per endpoint (at most max_parallel Dataplane requests in flight, own timeout):
+//!        sync_endpoint: list storage, upload changed files, read config, POST raw?version=N
+//!        (409: re-read, bounded), poll Reload-ID (bounded), delete unreferenced files
+//!        ──► one batch: endpoint_applied state + InstanceDeployed/InstanceDeploymentFailed
+//!            + ConfigAppliedToPod (skipped for a no-op unless a drift check)
+//!     one batch: DeploymentCompleted + DeployedConfigPublishRequest (when >= 1 pod took it)
+//!                + ack of the deploy-inflight slot (J3)
+//! ```
+//!
+//! # Inputs
+//! A journaled in-flight deployment (its [`WorkId`] and [`DeployRequest`]) and a cancel token.
+//!
+//! # Effects
+//! Dataplane API calls (storage, raw configuration, reload polling); journal batches through
+//! the dispatcher.
+//!
+//! # Journal records
+//! Events `deployment.started`, `instance.deployed`, `instance.deployment.failed`,
+//! `config.applied.to.pod`, `deployment.completed`, `deployed.config.publish.request`; table
+//! `endpoint_applied`; ack of queue `deploy-inflight`.
+//!
+//! # Failpoints
+//! `deployer::after_endpoint_applied` (one endpoint journaled, deployment not completed),
+//! `deployer::before_completed`.
+//!
+//! # Metrics
+//! [`DeployerStats`]: deployments, endpoint successes/failures, reloads, drift detections.
+
+pub mod sync;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
+use haptic_journal::{
+    Batch, Checksum, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, PodRef,
+    Queue, SyncMetadata, UnixMillis, WorkId, WorkKey,
+};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::dataplane::{BasicAuth, Dataplane, Endpoint as DpEndpoint};
+use crate::dispatch::{DispatchError, DispatchHandle};
+
+pub use sync::{LoadedFile, LoadedRender, SyncError, SyncLimits, SyncReport, sync_endpoint};
+
+/// Component identifier (logs, metrics, health).
+pub const COMPONENT: &str = "deployer";
+
+/// The Lease-validity check before every Dataplane write (DESIGN.md J7): `true` while the
+/// Lease is held with margin. The runtime provides one over its Lease; tests pass [`AlwaysValid`].
+pub trait LeaseGuard: Send + Sync + std::fmt::Debug {
+    /// Whether this replica may still write.
+    fn is_valid(&self) -> bool;
+}
+
+/// A guard that always allows writes (single replica without election, tests).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AlwaysValid;
+
+impl LeaseGuard for AlwaysValid {
+    fn is_valid(&self) -> bool {
+        true
+    }
+}
+
+/// Called when a drift check found a pod differing from its render: the pod and what differed.
+/// The runtime turns it into a Kubernetes Event (`DriftDetected`); the deployer already logs
+/// it and counts it.
+pub type DriftHook = Arc<dyn Fn(&PodRef, &[String]) + Send + Sync>;
+
+/// Deployer settings.
+#[derive(Clone, Debug)]
+pub struct DeployerSettings {
+    /// Dataplane API requests in flight across one deployment; 0 = unlimited. Default: 0.
+    pub max_parallel: usize,
+    /// Bound of one endpoint's whole sync. Default: 25 s (below the 30 s deployment timeout).
+    pub endpoint_timeout: Duration,
+    /// Accepted and documented; fine-grained sync is a later issue, every push is raw today.
+    /// Default: 0.
+    pub raw_push_threshold: u32,
+    /// Bounds of one sync.
+    pub limits: SyncLimits,
+    /// Dataplane credentials for every endpoint (from the runtime's Secret), if any.
+    pub credentials: Option<BasicAuth>,
+}
+
+impl Default for DeployerSettings {
+    fn default() -> Self {
+        DeployerSettings {
+            max_parallel: 0,
+            endpoint_timeout: Duration::from_secs(25),
+            raw_push_threshold: 0,
+            limits: SyncLimits::default(),
+            credentials: None,
+        }
+    }
+}
+
+/// Counters.
+#[derive(Debug, Default)]
+pub struct DeployerStats {
+    /// Deployments run to completion.
+    pub deployments: AtomicU64,
+    /// Endpoints synced successfully.
+    pub endpoint_successes: AtomicU64,
+    /// Endpoints failed.
+    pub endpoint_failures: AtomicU64,
+    /// Reloads triggered.
+    pub reloads: AtomicU64,
+    /// Drift checks that found a difference (`DriftDetected`).
+    pub drift_detected: AtomicU64,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Completed and journaled (`DeploymentCompleted`, in-flight slot acked).
+    Completed {
+        /// Endpoints that succeeded.
+        succeeded: u32,
+        /// Endpoints that failed.
+        failed: u32,
+    },
+    /// The Lease was lost before a push: stopped at once, the in-flight slot stays.
+    Deposed,
+}
+
+/// The executor. Cheap to share (`Arc`).
+pub struct Deployer {
+    dispatch: DispatchHandle,
+    dataplane: Dataplane,
+    settings: DeployerSettings,
+    lease: Arc<dyn LeaseGuard>,
+    drift_hook: Option<DriftHook>,
+    /// `/v3/info` per endpoint URL, read once.
+    info: Mutex<HashMap<String, crate::dataplane::Info>>,
+    /// Counters.
+    pub stats: DeployerStats,
+}
+
+impl std::fmt::Debug for Deployer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployer")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+struct EndpointResult {
+    endpoint: haptic_journal::Endpoint,
+    result: Result<SyncReport, SyncError>,
+    duration: Duration,
+}
+
+impl Deployer {
+    /// A deployer publishing through `dispatch`.
+    #[must_use]
+    pub fn new(
+        dispatch: DispatchHandle,
+        dataplane: Dataplane,
+        settings: DeployerSettings,
+        lease: Arc<dyn LeaseGuard>,
+        drift_hook: Option<DriftHook>,
+    ) -> Self {
+        Deployer {
+            dispatch,
+            dataplane,
+            settings,
+            lease,
+            drift_hook,
+            info: Mutex::new(HashMap::new()),
+            stats: DeployerStats::default(),
+        }
+    }
+
+    fn journal(&self) -> &Arc<Journal> {
+        self.dispatch.journal()
+    }
+
+    /// Runs one deployment to the end (or until `cancel`).
+    ///
+    /// # Errors
+    /// [`DispatchError`] when journaling fails (on `Storage`: stop and reopen).
+    ///
+    /// # Cancel safety
+    /// Cancel through `cancel` (or drop the future): per-endpoint results already journaled
+    /// stay; the in-flight slot stays until the caller journals the cancel.
+    pub async fn run(
+        &self,
+        inflight: WorkId,
+        request: DeployRequest,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, DispatchError> {
+        let started = Instant::now();
+        let corr = request.correlation.clone();
+        if request.endpoints.is_empty() {
+            let mut b = Batch::new();
+            b.event(completed(&request, 0, 0, 0, started, &BTreeMap::new(), 0));
+            b.ack(Queue::DeployInflight, WorkKey::Slot, inflight);
+            self.dispatch.accept(b).await?;
+            return Ok(RunOutcome::Completed {
+                succeeded: 0,
+                failed: 0,
+            });
+        }
+        self.dispatch
+            .publish(Event::DeploymentStarted {
+                correlation: corr.clone(),
+                deployment: request.deployment.clone(),
+                endpoints: request.endpoints.clone(),
+            })
+            .await?;
+        let loaded = self.load(&request).await?;
+        let previous = self.previous_files().await?;
+        let permits = Arc::new(Semaphore::new(if self.settings.max_parallel == 0 {
+            Semaphore::MAX_PERMITS
+        } else {
+            self.settings.max_parallel
+        }));
+        let drift = request.reason.cause == DeploymentCause::DriftPrevention;
+        let mut futs = FuturesUnordered::new();
+        for ep in &request.endpoints {
+            let loaded = loaded.clone();
+            let permits = permits.clone();
+            let prev = previous.get(ep.url.as_str()).cloned().unwrap_or_default();
+            futs.push(async move {
+                let t = Instant::now();
+                let result = match &loaded {
+                    Err(msg) => Err(SyncError::Dataplane {
+                        step: "load render",
+                        source: crate::dataplane::DataplaneError::NotFound { path: msg.clone() },
+                        conflict_retries: 0,
+                    }),
+                    Ok(render) => self.sync_one(ep, render, &prev, &permits).await,
+                };
+                EndpointResult {
+                    endpoint: ep.clone(),
+                    result,
+                    duration: t.elapsed(),
+                }
+            });
+        }
+        let (mut ok, mut failed, mut reloads, mut ops_total) = (0u32, 0u32, 0u32, 0u32);
+        let mut breakdown: BTreeMap<String, u32> = BTreeMap::new();
+        let mut any_applied = false;
+        loop {
+            let next = tokio::select! {
+                () = cancel.cancelled() => {
+                    tracing::info!(deployment = %request.deployment, "deployment cancelled");
+                    return Ok(RunOutcome::Completed { succeeded: ok, failed });
+                }
+                n = futs.next() => n,
+            };
+            let Some(r) = next else { break };
+            if matches!(r.result, Err(SyncError::LeaseLost)) {
+                tracing::warn!(deployment = %request.deployment, "lease lost: deployment stopped");
+                return Ok(RunOutcome::Deposed);
+            }
+            let mut b = Batch::new();
+            let mut sync = SyncMetadata {
+                sync_duration_ms: r.duration.as_millis() as u64,
+                fallback_used: true,
+                ..SyncMetadata::default()
+            };
+            let publish_applied;
+            match &r.result {
+                Ok(rep) => {
+                    ok += 1;
+                    any_applied = true;
+                    self.stats
+                        .endpoint_successes
+                        .fetch_add(1, Ordering::Relaxed);
+                    if rep.reload_triggered {
+                        reloads += 1;
+                        self.stats.reloads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    ops_total += rep.ops.total_api_operations;
+                    add_breakdown(&mut breakdown, &rep.ops);
+                    sync.reload_triggered = rep.reload_triggered;
+                    sync.reload_id = rep.reload_id.clone();
+                    sync.version_conflict_retries = rep.conflict_retries;
+                    sync.operation_counts = rep.ops;
+                    publish_applied = rep.changed || drift;
+                    if drift && rep.changed {
+                        self.stats.drift_detected.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            pod = %r.endpoint.pod.name,
+                            differed = ?rep.differed,
+                            "drift detected"
+                        );
+                        if let Some(h) = &self.drift_hook {
+                            h(&r.endpoint.pod, &rep.differed);
+                        }
+                    }
+                    b.push(Op::PutEndpointApplied(EndpointApplied {
+                        endpoint: r.endpoint.url.clone(),
+                        pod: r.endpoint.pod.clone(),
+                        render: request.render,
+                        config_version: rep.version_after,
+                        reload_id: rep.reload_id.clone(),
+                        applied_at: UnixMillis::now(),
+                    }));
+                    b.event(Event::InstanceDeployed {
+                        correlation: corr.clone(),
+                        deployment: request.deployment.clone(),
+                        endpoint: r.endpoint.clone(),
+                        duration_ms: sync.sync_duration_ms,
+                        reload_required: rep.reload_triggered,
+                    });
+                }
+                Err(e) => {
+                    failed += 1;
+                    self.stats.endpoint_failures.fetch_add(1, Ordering::Relaxed);
+                    let text = error_text(e);
+                    tracing::warn!(pod = %r.endpoint.pod.name, error = %text, "endpoint deployment failed");
+                    sync.version_conflict_retries = e.conflict_retries();
+                    sync.error = Some(text.clone());
+                    publish_applied = true;
+                    b.push(Op::RemoveEndpointApplied(r.endpoint.url.clone()));
+                    b.event(Event::InstanceDeploymentFailed {
+                        correlation: corr.clone(),
+                        deployment: request.deployment.clone(),
+                        endpoint: r.endpoint.clone(),
+                        error: text,
+                        retryable: e.retryable(),
+                    });
+                }
+            }
+            if publish_applied {
+                b.event(Event::ConfigAppliedToPod {
+                    correlation: corr.clone(),
+                    runtime_config: request.runtime_config.clone(),
+                    pod: r.endpoint.pod.clone(),
+                    checksum: request.render,
+                    is_drift_check: drift,
+                    sync,
+                });
+            }
+            self.dispatch.accept(b).await?;
+            haptic_journal::crash_point!("deployer::after_endpoint_applied");
+        }
+        haptic_journal::crash_point!("deployer::before_completed");
+        let mut b = Batch::new();
+        b.event(completed(
+            &request, ok, failed, reloads, started, &breakdown, ops_total,
+        ));
+        if any_applied {
+            b.event(Event::DeployedConfigPublishRequest {
+                correlation: corr.clone(),
+                deployment: request.deployment.clone(),
+                render: request.render,
+                runtime_config: request.runtime_config.clone(),
+            });
+        }
+        b.ack(Queue::DeployInflight, WorkKey::Slot, inflight);
+        self.dispatch.accept(b).await?;
+        self.stats.deployments.fetch_add(1, Ordering::Relaxed);
+        Ok(RunOutcome::Completed {
+            succeeded: ok,
+            failed,
+        })
+    }
+
+    async fn sync_one(
+        &self,
+        ep: &haptic_journal::Endpoint,
+        render: &LoadedRender,
+        previous: &BTreeMap<String, Checksum>,
+        permits: &Arc<Semaphore>,
+    ) -> Result<SyncReport, SyncError> {
+        let Ok(url) = reqwest::Url::parse(ep.url.as_str()) else {
+            return Err(SyncError::Dataplane {
+                step: "endpoint url",
+                source: crate::dataplane::DataplaneError::NotFound {
+                    path: ep.url.to_string(),
+                },
+                conflict_retries: 0,
+            });
+        };
+        let client = self
+            .dataplane
+            .client(DpEndpoint::new(url, self.settings.credentials.clone()));
+        let timeout = self.settings.endpoint_timeout;
+        let work = async {
+            let cached = self
+                .info
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains_key(ep.url.as_str());
+            if !cached {
+                let info = {
+                    let _p = permits.acquire().await;
+                    client.info().await
+                }
+                .map_err(|source| SyncError::Dataplane {
+                    step: "read info",
+                    source,
+                    conflict_retries: 0,
+                })?;
+                self.info
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(ep.url.to_string(), info);
+            }
+            sync_endpoint(
+                &client,
+                render,
+                previous,
+                permits,
+                self.lease.as_ref(),
+                &self.settings.limits,
+            )
+            .await
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(SyncError::Timeout(timeout)),
+        }
+    }
+
+    /// Loads the render's bytes from the journal; `Err(text)` when a blob is missing.
+    async fn load(
+        &self,
+        request: &DeployRequest,
+    ) -> Result<Result<LoadedRender, String>, DispatchError> {
+        let j = self.journal().clone();
+        let checksum = request.render;
+        tokio::task::spawn_blocking(
+            move || -> Result<Result<LoadedRender, String>, DispatchError> {
+                let Some(render) = j.get_render(checksum).map_err(DispatchError::Read)? else {
+                    return Ok(Err(format!("render {checksum} not in the journal")));
+                };
+                let Some(config) = j.get_blob(render.config).map_err(DispatchError::Read)? else {
+                    return Ok(Err(format!(
+                        "config of render {checksum} not in the journal"
+                    )));
+                };
+                let mut files = Vec::new();
+                for f in &render.files {
+                    let Some(content) = j.get_blob(f.blob).map_err(DispatchError::Read)? else {
+                        return Ok(Err(format!("file {} not in the journal", f.path)));
+                    };
+                    files.push(LoadedFile {
+                        kind: f.kind,
+                        path: f.path.clone(),
+                        blob: f.blob,
+                        content,
+                    });
+                }
+                Ok(Ok(LoadedRender {
+                    checksum,
+                    config: String::from_utf8_lossy(&config).into_owned(),
+                    files,
+                }))
+            },
+        )
+        .await
+        .map_err(DispatchError::Join)?
+    }
+
+    /// Per endpoint URL: the render paths and blobs it ran last (from `endpoint_applied` and the
+    /// render manifests still stored).
+    async fn previous_files(
+        &self,
+    ) -> Result<HashMap<String, BTreeMap<String, Checksum>>, DispatchError> {
+        let j = self.journal().clone();
+        tokio::task::spawn_blocking(move || {
+            let mut out = HashMap::new();
+            for a in j.endpoints_applied().map_err(DispatchError::Read)? {
+                if let Some(r) = j.get_render(a.render).map_err(DispatchError::Read)? {
+                    let files = r.files.into_iter().map(|f| (f.path, f.blob)).collect();
+                    out.insert(a.endpoint.to_string(), files);
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(DispatchError::Join)?
+    }
+}
+
+fn error_text(e: &SyncError) -> String {
+    use std::error::Error as _;
+    let mut text = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        src = s.source();
+    }
+    text
+}
+
+fn add_breakdown(out: &mut BTreeMap<String, u32>, ops: &haptic_journal::OperationCounts) {
+    for (section, c) in [
+        ("maps", ops.maps),
+        ("ssl_certs", ops.ssl_certs),
+        ("general_files", ops.general_files),
+    ] {
+        for (ty, n) in [
+            ("create", c.added),
+            ("update", c.modified),
+            ("delete", c.removed),
+        ] {
+            if n > 0 {
+                *out.entry(format!("{section}_{ty}")).or_default() += n;
+            }
+        }
+    }
+}
+
+fn completed(
+    request: &DeployRequest,
+    ok: u32,
+    failed: u32,
+    reloads: u32,
+    started: Instant,
+    breakdown: &BTreeMap<String, u32>,
+    ops: u32,
+) -> Event {
+    Event::DeploymentCompleted {
+        correlation: request.correlation.clone(),
+        deployment: request.deployment.clone(),
+        total: ok + failed,
+        succeeded: ok,
+        failed,
+        duration_ms: started.elapsed().as_millis() as u64,
+        reloads_triggered: reloads,
+        total_api_operations: ops,
+        operation_breakdown: breakdown.clone(),
+    }
+}

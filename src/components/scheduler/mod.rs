@@ -1,0 +1,53 @@
+//! `deployment-scheduler`: decides *when* a render is deployed to which endpoints.
+//!
+//! ```text
+//!  ValidationCompleted / ValidationFailed / HAProxyPodsDiscovered / HAProxyPodTerminated /
+//!  DriftPreventionTriggered / InstanceDeployed / InstanceDeploymentFailed / DeploymentCompleted /
+//!  ConfigPublished / ConfigValidated / BecameLeader / LostLeadership      (dispatcher, Seq order)
+//!        │                                     timer (rate limit, timeout, backoff)
+//!        ▼                                        │
+//!  decide(&mut SchedulerState, Input, now) ───────┘──► Vec<Effect>
+//!        │ PersistPending      → journal slot deploy-pending (latest wins)
+//!        │ Start               → journal DeploymentScheduled + slot deploy-inflight (+ ack pending),
+//!        │                        then the Deployer runs as a task (cancellable)
+//!        │ Cancel (timeout)    → cancel the task for real, journal DeploymentCancelRequest + ack
+//!        │ Resume              → rerun the journaled in-flight deployment (restart, new term)
+//!        ▼ GiveUp              → ConfigAppliedToPod with the reason, for pods that never finished
+//! ```
+//!
+//! Fixes over upstream (DESIGN.md section 3): completions match the deployment id (stale ones are
+//! ignored); a pending deployment waits for the running one, then for `min_deployment_interval`;
+//! a timeout cancels the executor task and retries (`_timeout_retry`) at most 3 times per render;
+//! the skip cache holds per-endpoint successes only; failed endpoints retry with a bounded
+//! exponential backoff (1 s doubling to 60 s); drift checks every endpoint (no skip cache).
+//!
+//! # Inputs
+//! [`decide::Input`]: the events above, journal recovery, timer ticks.
+//!
+//! # Effects
+//! [`decide::Effect`].
+//!
+//! # Journal records
+//! Queues `deploy-pending` (one slot, latest wins) and `deploy-inflight` (one slot); events
+//! `deployment.scheduled`, `deployment.cancel.request`, `config.applied.to.pod` (give-up);
+//! reads table `endpoint_applied` at start.
+//!
+//! # Failpoints
+//! `scheduler::after_scheduled_journaled` (scheduled + in-flight committed, executor not started).
+//!
+//! # Metrics
+//! [`shell::SchedulerStats`]: deployments scheduled, timeouts, stale completions ignored.
+
+pub mod decide;
+pub mod shell;
+#[cfg(test)]
+mod tests;
+
+pub use decide::{
+    Backoff, DRIFT_TRIGGER_REASON, Effect, Input, Phase, SchedulerSettings, SchedulerState,
+    backoff_delay, decide,
+};
+pub use shell::{SchedulerHandle, SchedulerShell, SchedulerStats, subscribe_options};
+
+/// Component identifier (logs, metrics, health).
+pub const COMPONENT: &str = "deployment-scheduler";

@@ -1,0 +1,496 @@
+//! The scheduler's async shell: maps dispatched events to [`Input`]s, runs [`decide`], and
+//! executes the effects (journal first, then act). It owns the executor task.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use haptic_journal::{
+    Batch, Correlation, DeployRequest, Event, EventKind, InFlightDeployment, Origin, Queue,
+    RuntimeConfigRef, SyncMetadata, UnixMillis, WorkId, WorkItem, WorkKey,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::decide::{Effect, Input, SchedulerState, decide};
+use crate::components::Health;
+use crate::components::deployer::{Deployer, RunOutcome};
+use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
+
+/// The subscription the scheduler needs (every kind it reacts to; not leader-only: it keeps
+/// its content state as a follower and gates deployments on leadership itself).
+#[must_use]
+pub fn subscribe_options() -> SubscribeOptions {
+    SubscribeOptions::new(super::COMPONENT).kinds(&[
+        EventKind::ValidationCompleted,
+        EventKind::ValidationFailed,
+        EventKind::HAProxyPodsDiscovered,
+        EventKind::HAProxyPodTerminated,
+        EventKind::DriftPreventionTriggered,
+        EventKind::InstanceDeployed,
+        EventKind::InstanceDeploymentFailed,
+        EventKind::DeploymentCompleted,
+        EventKind::ConfigPublished,
+        EventKind::ConfigValidated,
+        EventKind::BecameLeader,
+        EventKind::LostLeadership,
+    ])
+}
+
+/// Counters.
+#[derive(Debug, Default)]
+pub struct SchedulerStats {
+    /// Deployments started (incl. resumed).
+    pub started: AtomicU64,
+    /// Deployments cancelled after their timeout.
+    pub timeouts: AtomicU64,
+    /// Endpoints given up after the timeout retries.
+    pub given_up: AtomicU64,
+}
+
+struct Running {
+    deployment: haptic_journal::DeploymentId,
+    cancel: CancellationToken,
+    task: JoinHandle<Result<RunOutcome, DispatchError>>,
+}
+
+/// Requests to a running shell.
+#[derive(Clone, Debug)]
+pub struct SchedulerHandle {
+    /// Drain requests: (bound, reply). Capacity 1: one drain at a time is all a leader stop needs.
+    drain: mpsc::Sender<(Duration, oneshot::Sender<()>)>,
+    /// Counters.
+    pub stats: Arc<SchedulerStats>,
+    /// Stall check.
+    pub health: Arc<Health>,
+}
+
+impl SchedulerHandle {
+    /// Graceful leader stop: stop scheduling, let the in-flight deployment finish within
+    /// `bound` (or cancel it and journal that), then return. Its outcome and final
+    /// `DeployedConfigPublishRequest` are journaled by the executor before this returns. A shell
+    /// that is not leader (term ended) returns at once.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not undo the drain.
+    pub async fn drain(&self, bound: Duration) {
+        let (tx, rx) = oneshot::channel();
+        if self.drain.send((bound, tx)).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// The scheduler task.
+pub struct SchedulerShell {
+    state: SchedulerState,
+    dispatch: DispatchHandle,
+    deployer: Arc<Deployer>,
+    sub: Subscription,
+    timer: Option<Instant>,
+    running: Option<Running>,
+    pending_id: Option<WorkId>,
+    inflight_id: Option<WorkId>,
+    draining: bool,
+    /// Drain requests from [`SchedulerHandle::drain`].
+    drain_rx: mpsc::Receiver<(Duration, oneshot::Sender<()>)>,
+    stats: Arc<SchedulerStats>,
+    health: Arc<Health>,
+}
+
+impl std::fmt::Debug for SchedulerShell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulerShell")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchedulerShell {
+    /// A shell over `sub` (subscribed with [`subscribe_options`]).
+    #[must_use]
+    pub fn new(
+        state: SchedulerState,
+        dispatch: DispatchHandle,
+        deployer: Arc<Deployer>,
+        sub: Subscription,
+    ) -> (Self, SchedulerHandle) {
+        let (drain, drain_rx) = mpsc::channel(1);
+        let stats = Arc::new(SchedulerStats::default());
+        let health = Arc::new(Health::default());
+        let handle = SchedulerHandle {
+            drain,
+            stats: stats.clone(),
+            health: health.clone(),
+        };
+        (
+            SchedulerShell {
+                state,
+                dispatch,
+                deployer,
+                sub,
+                timer: None,
+                running: None,
+                pending_id: None,
+                inflight_id: None,
+                draining: false,
+                drain_rx,
+                stats,
+                health,
+            },
+            handle,
+        )
+    }
+
+    /// Runs until `cancel` or until the dispatcher stops. Recovers the journaled pending and
+    /// in-flight slots first (resumed on the next `BecameLeader`).
+    ///
+    /// # Errors
+    /// [`DispatchError`] when the journal fails (stop and reopen).
+    ///
+    /// # Cancel safety
+    /// Use `cancel`: the executor is stopped and awaited; the in-flight slot stays for recovery.
+    pub async fn run(mut self, cancel: CancellationToken) -> Result<(), DispatchError> {
+        self.recover().await?;
+        let result = self.serve(&cancel).await;
+        self.stop_executor().await;
+        result
+    }
+
+    async fn recover(&mut self) -> Result<(), DispatchError> {
+        let j = self.dispatch.journal().clone();
+        let (pending, inflight, applied) = tokio::task::spawn_blocking(move || {
+            let p = j.queue(Queue::DeployPending)?;
+            let f = j.queue(Queue::DeployInflight)?;
+            let a = j.endpoints_applied()?;
+            Ok::<_, haptic_journal::ReadError>((p, f, a))
+        })
+        .await
+        .map_err(DispatchError::Join)?
+        .map_err(DispatchError::Read)?;
+        let pending = pending
+            .into_iter()
+            .next()
+            .and_then(|e| match e.record.item {
+                WorkItem::DeployPending(r) => {
+                    self.pending_id = Some(e.record.id);
+                    Some(r)
+                }
+                _ => None,
+            });
+        let inflight = inflight
+            .into_iter()
+            .next()
+            .and_then(|e| match e.record.item {
+                WorkItem::DeployInflight(f) => {
+                    self.inflight_id = Some(e.record.id);
+                    Some(f)
+                }
+                _ => None,
+            });
+        if pending.is_some() || inflight.is_some() {
+            tracing::info!(
+                pending = pending.is_some(),
+                inflight = inflight.is_some(),
+                "scheduler recovered journaled deployments"
+            );
+        }
+        self.step(Input::Recovered {
+            pending,
+            inflight,
+            applied,
+        })
+        .await
+    }
+
+    async fn serve(&mut self, cancel: &CancellationToken) -> Result<(), DispatchError> {
+        loop {
+            let timer = self.timer;
+            tokio::select! {
+                () = cancel.cancelled() => return Ok(()),
+                d = self.sub.recv() => {
+                    let Some(d) = d else { return Ok(()) };
+                    if let Some(input) = to_input(&d.event, d.replayed, &self.state) {
+                        self.step(input).await?;
+                    }
+                    drop(d);
+                }
+                () = sleep_until(timer) => {
+                    self.timer = None;
+                    self.step(Input::Tick).await?;
+                }
+                r = join_running(&mut self.running) => {
+                    let deployment = self.running.take().map(|r| r.deployment);
+                    match r {
+                        Ok(Ok(outcome)) => tracing::debug!(?deployment, ?outcome, "executor finished"),
+                        Ok(Err(e)) => {
+                            tracing::error!(error = %e, "executor failed to journal");
+                            return Err(e);
+                        }
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        Err(_) => {}
+                    }
+                }
+                req = self.drain_rx.recv() => {
+                    if let Some((bound, reply)) = req {
+                        self.drain(bound).await?;
+                        let _ = reply.send(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn drain(&mut self, bound: Duration) -> Result<(), DispatchError> {
+        if self.state.leader.is_none() {
+            return Ok(());
+        }
+        self.draining = true;
+        let Some(running) = self.running.as_mut() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(bound, &mut running.task).await {
+            Ok(_) => {
+                self.running = None;
+            }
+            Err(_) => {
+                let deployment = running.deployment.clone();
+                let corr = self.state.last_validated.as_ref().map(|(_, c)| c.clone());
+                self.stop_executor().await;
+                self.journal_cancel(
+                    deployment,
+                    corr.unwrap_or_else(|| Correlation::new("drain")),
+                    "drain",
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn step(&mut self, input: Input) -> Result<(), DispatchError> {
+        self.health.begin(UnixMillis::now().0);
+        let now = Instant::now();
+        let effects = decide(&mut self.state, input, now);
+        let r = self.apply(effects).await;
+        self.health.end();
+        r
+    }
+
+    async fn apply(&mut self, effects: Vec<Effect>) -> Result<(), DispatchError> {
+        for effect in effects {
+            match effect {
+                Effect::PersistPending(req) => {
+                    let mut b = Batch::new();
+                    b.enqueue(WorkItem::DeployPending(req), Origin::None);
+                    let a = self.dispatch.accept(b).await?;
+                    self.pending_id = a.work_ids().first().copied();
+                }
+                Effect::Start {
+                    request,
+                    from_pending,
+                } => {
+                    if self.draining {
+                        continue;
+                    }
+                    let mut b = Batch::new();
+                    b.event(Event::DeploymentScheduled {
+                        correlation: request.correlation.clone(),
+                        deployment: request.deployment.clone(),
+                        render: request.render,
+                        endpoints: request.endpoints.clone(),
+                        runtime_config: request.runtime_config.clone(),
+                        reason: request.reason,
+                        coalescible: false,
+                    });
+                    b.enqueue(
+                        WorkItem::DeployInflight(InFlightDeployment {
+                            request: request.clone(),
+                            started_at: UnixMillis::now(),
+                            term: self.state.leader.unwrap_or_default(),
+                        }),
+                        Origin::None,
+                    );
+                    if from_pending && let Some(id) = self.pending_id.take() {
+                        b.ack(Queue::DeployPending, WorkKey::Slot, id);
+                    }
+                    let a = self.dispatch.accept(b).await?;
+                    self.inflight_id = a.work_ids().first().copied();
+                    haptic_journal::crash_point!("scheduler::after_scheduled_journaled");
+                    self.spawn_executor(request);
+                }
+                Effect::Resume(request) => {
+                    if self.draining {
+                        continue;
+                    }
+                    self.spawn_executor(request);
+                }
+                Effect::Cancel {
+                    deployment,
+                    correlation,
+                } => {
+                    self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(deployment = %deployment, "deployment timed out: cancelling");
+                    self.stop_executor().await;
+                    self.journal_cancel(deployment, correlation, "deployment_timeout")
+                        .await?;
+                }
+                Effect::StopExecutor => self.stop_executor().await,
+                Effect::GiveUp { request, endpoints } => {
+                    self.stats
+                        .given_up
+                        .fetch_add(endpoints.len() as u64, Ordering::Relaxed);
+                    let mut b = Batch::new();
+                    for e in endpoints {
+                        tracing::warn!(pod = %e.pod.name, "deployment given up after timeout retries");
+                        b.event(Event::ConfigAppliedToPod {
+                            correlation: request.correlation.clone(),
+                            runtime_config: request.runtime_config.clone(),
+                            pod: e.pod.clone(),
+                            checksum: request.render,
+                            is_drift_check: false,
+                            sync: SyncMetadata {
+                                error: Some(format!(
+                                    "deployment timed out {} times; waiting for a new render, a pod change or a drift check",
+                                    self.state.settings.max_timeout_retries + 1
+                                )),
+                                ..SyncMetadata::default()
+                            },
+                        });
+                    }
+                    if !b.is_empty() {
+                        self.dispatch.accept(b).await?;
+                    }
+                }
+                Effect::ArmTimer(at) => {
+                    self.timer = Some(self.timer.map_or(at, |t| t.min(at)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn spawn_executor(&mut self, request: DeployRequest) {
+        let Some(inflight) = self.inflight_id else {
+            tracing::error!("no in-flight slot id: deployment not started");
+            return;
+        };
+        self.stats.started.fetch_add(1, Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        let deployer = self.deployer.clone();
+        let deployment = request.deployment.clone();
+        let token = cancel.clone();
+        tracing::info!(deployment = %deployment, reason = %request.reason, endpoints = request.endpoints.len(), "deployment started");
+        let task = tokio::spawn(async move { deployer.run(inflight, request, token).await });
+        self.running = Some(Running {
+            deployment,
+            cancel,
+            task,
+        });
+    }
+
+    /// Cancels the executor task and waits for it to stop (it stops at the next await point).
+    async fn stop_executor(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.cancel.cancel();
+            let _ = r.task.await;
+        }
+    }
+
+    async fn journal_cancel(
+        &mut self,
+        deployment: haptic_journal::DeploymentId,
+        correlation: Correlation,
+        reason: &str,
+    ) -> Result<(), DispatchError> {
+        let mut b = Batch::new();
+        b.event(Event::DeploymentCancelRequest {
+            correlation,
+            deployment,
+            reason: reason.to_owned(),
+        });
+        if let Some(id) = self.inflight_id.take() {
+            b.ack(Queue::DeployInflight, WorkKey::Slot, id);
+        }
+        self.dispatch.accept(b).await?;
+        Ok(())
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn join_running(
+    running: &mut Option<Running>,
+) -> Result<Result<RunOutcome, DispatchError>, tokio::task::JoinError> {
+    match running {
+        Some(r) => (&mut r.task).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Maps a dispatched event to the scheduler's input. Replayed leadership events are not
+/// leadership (the replica re-acquires the Lease after a restart).
+fn to_input(event: &Event, replayed: bool, state: &SchedulerState) -> Option<Input> {
+    Some(match event {
+        Event::ValidationCompleted {
+            render,
+            correlation,
+            trigger_reason,
+            ..
+        } => Input::Validated {
+            render: *render,
+            correlation: correlation.clone(),
+            trigger_reason: trigger_reason.clone(),
+        },
+        Event::ValidationFailed { correlation, .. } => Input::ValidationFailed {
+            correlation: correlation.clone(),
+        },
+        Event::HAProxyPodsDiscovered { endpoints, .. } => Input::PodsDiscovered {
+            endpoints: endpoints.clone(),
+        },
+        Event::HAProxyPodTerminated { pod, .. } => Input::PodTerminated { pod: pod.clone() },
+        Event::DriftPreventionTriggered { correlation, .. } => Input::Drift {
+            correlation: correlation.clone(),
+        },
+        Event::InstanceDeployed {
+            deployment,
+            endpoint,
+            ..
+        } => Input::InstanceDeployed {
+            deployment: deployment.clone(),
+            endpoint: endpoint.url.clone(),
+        },
+        Event::InstanceDeploymentFailed {
+            deployment,
+            endpoint,
+            ..
+        } => Input::InstanceFailed {
+            deployment: deployment.clone(),
+            endpoint: endpoint.url.clone(),
+        },
+        Event::DeploymentCompleted { deployment, .. } => Input::Completed {
+            deployment: deployment.clone(),
+        },
+        Event::ConfigPublished { runtime_config, .. }
+            if !runtime_config.name.as_str().ends_with("-invalid") =>
+        {
+            Input::RuntimeConfig(runtime_config.clone())
+        }
+        Event::ConfigValidated { identity, .. } if state.runtime_config.is_none() => {
+            Input::RuntimeConfig(RuntimeConfigRef {
+                namespace: identity.namespace.clone(),
+                name: crate::core::naming::haproxycfg_name(identity.name.as_str()).into(),
+            })
+        }
+        Event::BecameLeader { term, .. } if !replayed => Input::BecameLeader { term: *term },
+        Event::LostLeadership { .. } if !replayed => Input::LostLeadership,
+        _ => return None,
+    })
+}

@@ -1,0 +1,560 @@
+//! Table-driven `decide` tests: one per seed row and upstream case (reference §5, DESIGN §3).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use haptic_journal::{
+    Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, Endpoint, EndpointApplied,
+    EndpointUrl, InFlightDeployment, PodRef, RuntimeConfigRef, Term, UnixMillis,
+};
+use tokio::time::Instant;
+
+use super::*;
+
+fn render(n: u8) -> Checksum {
+    Checksum::of(&[n])
+}
+
+fn ep(n: u8) -> Endpoint {
+    Endpoint {
+        url: EndpointUrl::new(format!("http://10.0.0.{n}:5555")),
+        pod: PodRef {
+            namespace: "ns".into(),
+            name: format!("haproxy-{n}").into(),
+        },
+        detected_version: None,
+    }
+}
+
+fn rc() -> RuntimeConfigRef {
+    RuntimeConfigRef {
+        namespace: "ns".into(),
+        name: "cfg-haproxycfg".into(),
+    }
+}
+
+fn validated(n: u8) -> Input {
+    Input::Validated {
+        render: render(n),
+        correlation: Correlation::new(format!("v{n}")),
+        trigger_reason: "configmap_changed".into(),
+    }
+}
+
+/// A leader with a runtime config and pods 1..=k.
+fn leader(k: u8) -> (SchedulerState, Instant) {
+    let mut s = SchedulerState::new(SchedulerSettings::default(), "d");
+    let t0 = Instant::now();
+    decide(&mut s, Input::RuntimeConfig(rc()), t0);
+    decide(&mut s, Input::BecameLeader { term: Term(1) }, t0);
+    decide(
+        &mut s,
+        Input::PodsDiscovered {
+            endpoints: (1..=k).map(ep).collect(),
+        },
+        t0,
+    );
+    (s, t0)
+}
+
+fn started(fx: &[Effect]) -> Option<&DeployRequest> {
+    fx.iter().find_map(|e| match e {
+        Effect::Start { request, .. } => Some(request),
+        _ => None,
+    })
+}
+
+fn pending_written(fx: &[Effect]) -> Option<&DeployRequest> {
+    fx.iter().find_map(|e| match e {
+        Effect::PersistPending(r) => Some(r),
+        _ => None,
+    })
+}
+
+fn complete_all(s: &mut SchedulerState, req: &DeployRequest, now: Instant) -> Vec<Effect> {
+    for e in &req.endpoints {
+        decide(
+            s,
+            Input::InstanceDeployed {
+                deployment: req.deployment.clone(),
+                endpoint: e.url.clone(),
+            },
+            now,
+        );
+    }
+    decide(
+        s,
+        Input::Completed {
+            deployment: req.deployment.clone(),
+        },
+        now,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn validation_completed_persists_then_starts_a_deployment_to_every_endpoint() {
+    let (mut s, t0) = leader(3);
+    let fx = decide(&mut s, validated(1), t0);
+    let p = pending_written(&fx).expect("pending slot written first");
+    let r = started(&fx).expect("started");
+    assert_eq!(p, r);
+    assert!(
+        matches!(fx[0], Effect::PersistPending(_)),
+        "journal before acting: {fx:?}"
+    );
+    assert!(matches!(
+        fx[1],
+        Effect::Start {
+            from_pending: true,
+            ..
+        }
+    ));
+    assert_eq!(r.endpoints.len(), 3);
+    assert_eq!(r.reason.as_str(), "config_validation");
+    assert_eq!(r.render, render(1));
+    assert_eq!(s.phase_name(t0), "deploying");
+}
+
+#[tokio::test(start_paused = true)]
+async fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
+    let (mut s, t0) = leader(2);
+    let fx = decide(&mut s, validated(1), t0);
+    let r = started(&fx).unwrap().clone();
+    complete_all(&mut s, &r, t0);
+    let t1 = t0 + Duration::from_secs(10);
+    let fx = decide(&mut s, validated(1), t1);
+    assert!(
+        started(&fx).is_none() && pending_written(&fx).is_none(),
+        "{fx:?}"
+    );
+    // ... unless it is a drift reconciliation.
+    let fx = decide(
+        &mut s,
+        Input::Validated {
+            render: render(1),
+            correlation: Correlation::new("d"),
+            trigger_reason: DRIFT_TRIGGER_REASON.into(),
+        },
+        t1,
+    );
+    let r = started(&fx).expect("drift bypasses the skip cache");
+    assert_eq!(r.reason.as_str(), "drift_prevention");
+    assert_eq!(r.endpoints.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_endpoints_or_no_runtime_config_or_follower_deploys_nothing() {
+    let mut s = SchedulerState::new(SchedulerSettings::default(), "d");
+    let t0 = Instant::now();
+    decide(&mut s, Input::RuntimeConfig(rc()), t0);
+    decide(&mut s, Input::BecameLeader { term: Term(1) }, t0);
+    assert!(decide(&mut s, validated(1), t0).is_empty(), "no endpoints");
+    let mut f = SchedulerState::new(SchedulerSettings::default(), "d");
+    decide(&mut f, Input::RuntimeConfig(rc()), t0);
+    decide(
+        &mut f,
+        Input::PodsDiscovered {
+            endpoints: vec![ep(1)],
+        },
+        t0,
+    );
+    let fx = decide(&mut f, validated(1), t0);
+    assert!(
+        started(&fx).is_none(),
+        "a follower only keeps the pending slot"
+    );
+    assert!(pending_written(&fx).is_some());
+    let fx = decide(&mut f, Input::BecameLeader { term: Term(2) }, t0);
+    assert!(
+        started(&fx).is_some(),
+        "leader starts the journaled pending request"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_progress_queueing_latest_wins_then_rate_limit() {
+    let (mut s, t0) = leader(1);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    // Two renders arrive while deploying: only the latest stays pending.
+    let fx = decide(&mut s, validated(2), t0 + Duration::from_millis(100));
+    assert!(started(&fx).is_none(), "waits for the running deployment");
+    let fx = decide(&mut s, validated(3), t0 + Duration::from_millis(200));
+    assert_eq!(pending_written(&fx).unwrap().render, render(3));
+    assert_eq!(s.pending.as_ref().unwrap().render, render(3));
+    // Completion: the pending one waits for the rate limit (2 s from the end).
+    let t_end = t0 + Duration::from_secs(1);
+    let fx = complete_all(&mut s, &r1, t_end);
+    assert!(started(&fx).is_none());
+    assert!(
+        fx.contains(&Effect::ArmTimer(t_end + Duration::from_secs(2))),
+        "{fx:?}"
+    );
+    assert_eq!(s.phase_name(t_end), "rate_limiting");
+    assert!(
+        started(&decide(
+            &mut s,
+            Input::Tick,
+            t_end + Duration::from_millis(1999)
+        ))
+        .is_none()
+    );
+    let fx = decide(&mut s, Input::Tick, t_end + Duration::from_secs(2));
+    let r = started(&fx).expect("released after the interval");
+    assert_eq!(r.render, render(3));
+    assert!(s.pending.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_deployment_has_no_rate_limit_and_a_completion_far_in_the_past_neither() {
+    let (mut s, t0) = leader(1);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    complete_all(&mut s, &r1, t0);
+    let fx = decide(&mut s, validated(2), t0 + Duration::from_secs(5));
+    assert!(started(&fx).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn stale_completion_is_ignored() {
+    let (mut s, t0) = leader(1);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let fx = decide(
+        &mut s,
+        Input::Completed {
+            deployment: DeploymentId::new("someone-else"),
+        },
+        t0,
+    );
+    assert!(started(&fx).is_none());
+    assert_eq!(s.phase_name(t0), "deploying");
+    assert!(
+        matches!(&s.phase, Phase::Deploying { request, .. } if request.deployment == r1.deployment)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_cancels_and_retries_the_same_render_at_most_three_times_then_gives_up() {
+    let (mut s, t0) = leader(2);
+    let r = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    // Endpoint 1 finished, endpoint 2 hangs.
+    decide(
+        &mut s,
+        Input::InstanceDeployed {
+            deployment: r.deployment.clone(),
+            endpoint: ep(1).url,
+        },
+        t0,
+    );
+    let mut now = t0;
+    let mut last = r.clone();
+    for attempt in 1..=3 {
+        now += Duration::from_secs(30);
+        let fx = decide(&mut s, Input::Tick, now);
+        assert_eq!(
+            fx[0],
+            Effect::Cancel {
+                deployment: last.deployment.clone(),
+                correlation: last.correlation.clone()
+            },
+            "attempt {attempt}: {fx:?}"
+        );
+        let retry = started(&fx).expect("retried").clone();
+        assert_eq!(retry.reason.as_str(), "config_validation_timeout_retry");
+        assert_eq!(retry.render, render(1));
+        if attempt == 1 {
+            assert_eq!(retry.endpoints, vec![ep(2)], "only unfinished endpoints");
+        }
+        last = retry;
+    }
+    now += Duration::from_secs(30);
+    let fx = decide(&mut s, Input::Tick, now);
+    assert!(matches!(fx[0], Effect::Cancel { .. }));
+    assert!(started(&fx).is_none(), "no fourth retry: {fx:?}");
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::GiveUp { endpoints, .. } if endpoints == &vec![ep(2)]))
+    );
+    // A re-validation of the same render does not retry the given-up pod...
+    assert!(started(&decide(&mut s, validated(1), now)).is_none());
+    // ...a drift check does.
+    let fx = decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("x"),
+        },
+        now,
+    );
+    assert!(started(&fx).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout_prefers_the_pending_slot_with_the_retry_suffix() {
+    let (mut s, t0) = leader(1);
+    started(&decide(&mut s, validated(1), t0)).unwrap();
+    decide(&mut s, validated(2), t0 + Duration::from_secs(1));
+    let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(30));
+    let r = started(&fx).unwrap();
+    assert_eq!(r.render, render(2));
+    assert_eq!(r.reason.as_str(), "config_validation_timeout_retry");
+    assert!(matches!(
+        fx[1],
+        Effect::Start {
+            from_pending: true,
+            ..
+        }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limiting_is_never_timed_out() {
+    let (mut s, t0) = leader(1);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    complete_all(&mut s, &r1, t0);
+    decide(&mut s, validated(2), t0);
+    let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(1));
+    assert!(!fx.iter().any(|e| matches!(e, Effect::Cancel { .. })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn validation_failed_redeploys_the_last_good_render_to_current_endpoints() {
+    let (mut s, t0) = leader(2);
+    let r1 = started(&decide(&mut s, validated(7), t0)).unwrap().clone();
+    complete_all(&mut s, &r1, t0);
+    let fx = decide(
+        &mut s,
+        Input::ValidationFailed {
+            correlation: Correlation::new("bad8"),
+        },
+        t0 + Duration::from_secs(5),
+    );
+    let r = started(&fx).unwrap();
+    assert_eq!(r.render, render(7), "pinned to the last good render");
+    assert_eq!(r.reason.as_str(), "validation_fallback");
+    assert_eq!(r.correlation, Correlation::new("bad8"));
+    assert_eq!(r.endpoints.len(), 2);
+    // Without a valid render, nothing.
+    let (mut fresh, t) = leader(1);
+    assert!(
+        decide(
+            &mut fresh,
+            Input::ValidationFailed {
+                correlation: Correlation::new("x")
+            },
+            t
+        )
+        .is_empty()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_discovery_deploys_only_to_new_or_changed_endpoints() {
+    let (mut s, t0) = leader(2);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    complete_all(&mut s, &r1, t0);
+    let t1 = t0 + Duration::from_secs(5);
+    let fx = decide(
+        &mut s,
+        Input::PodsDiscovered {
+            endpoints: vec![ep(1), ep(2), ep(3)],
+        },
+        t1,
+    );
+    let r = started(&fx).unwrap();
+    assert_eq!(r.endpoints, vec![ep(3)]);
+    assert_eq!(r.reason.as_str(), "pod_discovery");
+    // Same set again: nothing new (after completion).
+    let r = r.clone();
+    complete_all(&mut s, &r, t1);
+    let fx = decide(
+        &mut s,
+        Input::PodsDiscovered {
+            endpoints: vec![ep(1), ep(2), ep(3)],
+        },
+        t1 + Duration::from_secs(5),
+    );
+    assert!(started(&fx).is_none() && pending_written(&fx).is_none());
+    // A pod replaced behind the same URL (new pod name) is redeployed.
+    let mut moved = ep(2);
+    moved.pod.name = "haproxy-2b".into();
+    let fx = decide(
+        &mut s,
+        Input::PodsDiscovered {
+            endpoints: vec![ep(1), moved.clone(), ep(3)],
+        },
+        t1 + Duration::from_secs(10),
+    );
+    assert_eq!(started(&fx).unwrap().endpoints, vec![moved]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_terminated_drops_the_endpoint() {
+    let (mut s, t0) = leader(2);
+    decide(&mut s, Input::PodTerminated { pod: ep(2).pod }, t0);
+    assert_eq!(s.endpoints, vec![ep(1)]);
+    assert_eq!(
+        started(&decide(&mut s, validated(1), t0))
+            .unwrap()
+            .endpoints,
+        vec![ep(1)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn drift_checks_every_endpoint_without_the_skip_cache() {
+    let (mut s, t0) = leader(3);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    complete_all(&mut s, &r1, t0);
+    let fx = decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("drift"),
+        },
+        t0 + Duration::from_secs(60),
+    );
+    let r = started(&fx).unwrap();
+    assert_eq!(r.reason.cause, DeploymentCause::DriftPrevention);
+    assert_eq!(r.endpoints.len(), 3);
+    assert_eq!(r.render, render(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_endpoints_retry_with_bounded_exponential_backoff_and_success_resets() {
+    let (mut s, t0) = leader(2);
+    let mut req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let mut now = t0;
+    let mut delays = Vec::new();
+    for _ in 0..9 {
+        for e in &req.endpoints {
+            let input = if e.url == ep(1).url {
+                Input::InstanceDeployed {
+                    deployment: req.deployment.clone(),
+                    endpoint: e.url.clone(),
+                }
+            } else {
+                Input::InstanceFailed {
+                    deployment: req.deployment.clone(),
+                    endpoint: e.url.clone(),
+                }
+            };
+            decide(&mut s, input, now);
+        }
+        let fx = decide(
+            &mut s,
+            Input::Completed {
+                deployment: req.deployment.clone(),
+            },
+            now,
+        );
+        let Some(Effect::ArmTimer(at)) = fx
+            .iter()
+            .find(|e| matches!(e, Effect::ArmTimer(_)))
+            .cloned()
+        else {
+            panic!("no retry timer: {fx:?}");
+        };
+        let backoff = s.backoff[&ep(2).url].next_at - now;
+        delays.push(backoff.as_secs());
+        assert!(at >= now + backoff.min(Duration::from_secs(2)));
+        now = s.backoff[&ep(2).url]
+            .next_at
+            .max(now + Duration::from_secs(2));
+        let fx = decide(&mut s, Input::Tick, now);
+        req = started(&fx)
+            .expect("retry without waiting for drift")
+            .clone();
+        assert_eq!(req.endpoints, vec![ep(2)], "only the failed endpoint");
+    }
+    assert_eq!(delays, vec![1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    complete_all(&mut s, &req, now);
+    assert!(s.backoff.is_empty(), "success resets the backoff");
+    assert_eq!(s.applied.get(&ep(2).url), Some(&render(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn lost_leadership_clears_the_phase_and_keeps_journaled_work_for_the_next_term() {
+    let (mut s, t0) = leader(1);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    decide(&mut s, validated(2), t0);
+    let fx = decide(&mut s, Input::LostLeadership, t0);
+    assert_eq!(fx, vec![Effect::StopExecutor]);
+    assert_eq!(s.phase, Phase::Idle);
+    assert!(s.pending.is_some(), "pending stays (it is journaled)");
+    // Nothing starts while follower.
+    assert!(decide(&mut s, Input::Tick, t0 + Duration::from_secs(100)).is_empty());
+    // New term: the interrupted deployment resumes first (same id), then the pending one.
+    let fx = decide(
+        &mut s,
+        Input::BecameLeader { term: Term(2) },
+        t0 + Duration::from_secs(100),
+    );
+    assert_eq!(fx[0], Effect::Resume(r1.clone()));
+    let fx = complete_all(&mut s, &r1, t0 + Duration::from_secs(101));
+    assert!(started(&fx).is_none(), "rate limit");
+    let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(103));
+    assert_eq!(started(&fx).unwrap().render, render(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn recovery_resumes_the_inflight_deployment_and_keeps_applied_state() {
+    let t0 = Instant::now();
+    let mut s = SchedulerState::new(SchedulerSettings::default(), "d2");
+    let req = DeployRequest {
+        deployment: DeploymentId::new("d1-4"),
+        render: render(5),
+        endpoints: vec![ep(1), ep(2)],
+        runtime_config: rc(),
+        reason: haptic_journal::DeploymentReason::parse("config_validation").unwrap(),
+        correlation: Correlation::new("v5"),
+    };
+    decide(
+        &mut s,
+        Input::Recovered {
+            pending: None,
+            inflight: Some(InFlightDeployment {
+                request: req.clone(),
+                started_at: UnixMillis(1),
+                term: Term(1),
+            }),
+            applied: vec![EndpointApplied {
+                endpoint: ep(1).url,
+                pod: ep(1).pod,
+                render: render(5),
+                config_version: None,
+                reload_id: None,
+                applied_at: UnixMillis(1),
+            }],
+        },
+        t0,
+    );
+    assert_eq!(s.last_validated.as_ref().unwrap().0, render(5));
+    let fx = decide(&mut s, Input::BecameLeader { term: Term(2) }, t0);
+    assert_eq!(fx[0], Effect::Resume(req.clone()));
+    complete_all(&mut s, &req, t0);
+    assert_eq!(s.phase, Phase::Idle);
+}
+
+#[tokio::test(start_paused = true)]
+async fn became_leader_deploys_only_to_endpoints_not_known_to_run_the_render() {
+    let mut s = SchedulerState::new(SchedulerSettings::default(), "d");
+    let t0 = Instant::now();
+    decide(&mut s, Input::RuntimeConfig(rc()), t0);
+    decide(
+        &mut s,
+        Input::PodsDiscovered {
+            endpoints: vec![ep(1), ep(2)],
+        },
+        t0,
+    );
+    s.applied.insert(ep(1).url, render(1));
+    // Follower: the validation is kept as pending; becoming leader starts it with the targets.
+    decide(&mut s, validated(1), t0);
+    let fx = decide(&mut s, Input::BecameLeader { term: Term(3) }, t0);
+    assert_eq!(started(&fx).unwrap().endpoints, vec![ep(2)]);
+}
+
+#[test]
+fn backoff_is_bounded() {
+    let st = SchedulerSettings::default();
+    assert_eq!(backoff_delay(&st, 1), Duration::from_secs(1));
+    assert_eq!(backoff_delay(&st, 3), Duration::from_secs(4));
+    assert_eq!(backoff_delay(&st, 100), Duration::from_secs(60));
+}

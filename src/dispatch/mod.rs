@@ -1,0 +1,618 @@
+//! The event dispatcher: every event is committed to the journal first, then handed to the
+//! subscribed components in `Seq` order (DESIGN.md J1, section 1).
+//!
+//! ```text
+//!  component / source ──► DispatchHandle::publish / accept(Batch)
+//!                              │ spawn_blocking(Journal::accept)   (group commit, fsync)
+//!                              │ committed-seq watch  ◄── set inside the blocking task
+//!                              ▼
+//!  dispatcher task ── reads events next.. from the journal (replay and live are one path)
+//!        │ for each event, in Seq order: every matching subscription (bounded mpsc)
+//!        ▼
+//!  Subscription::recv() ─► Delivery { seq, term, event, .. } ─► component handles it, drops it
+//!                                                     drop = processed ─► mark_dispatched(min)
+//! ```
+//!
+//! Invariants:
+//! - a component never sees an event before its commit returned (delivery reads the committed log);
+//! - every subscription sees its events in `Seq` order, with no gap, also across a restart: on
+//!   start the dispatcher begins at `dispatched_through + 1`, so undispatched events are
+//!   delivered again first (flagged [`Delivery::replayed`]);
+//! - `mark_dispatched(s)` is journaled only when every subscription has *processed* (dropped) every
+//!   event up to `s` that it was sent, so a crash never loses an event a component had not
+//!   finished handling (it is replayed; handlers must be idempotent, J3);
+//! - channels are bounded; a full subscription makes the dispatcher wait (back-pressure, never a
+//!   drop) and the wait is counted ([`DispatchStats::overflow_waits`]);
+//! - term-aware: a live `LostLeadership` stops delivery to leader-only subscriptions (they still
+//!   get the `LostLeadership` itself so they can stop) until the next live `BecameLeader`.
+//!   Leadership changes read back during replay do not change the leadership state: after a
+//!   restart the replica is a follower until the runtime journals a new `BecameLeader`.
+//!
+//! # Inputs
+//! Events and batches through [`DispatchHandle`]; the committed event log.
+//!
+//! # Effects
+//! [`Delivery`]s on each [`Subscription`]; `Journal::mark_dispatched`; the [`Leadership`] watch.
+//!
+//! # Journal records
+//! Events (table `events`); `meta.dispatched_through`.
+//!
+//! # Failpoints
+//! None of its own (the journal's `journal::before_commit` / `after_commit` cover accept).
+//!
+//! # Metrics
+//! [`DispatchStats`]: events delivered, replayed, overflow waits, marked-through seq.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use haptic_journal::{
+    AcceptError, Accepted, Batch, Event, EventKind, Journal, ReadError, RecordHeader, Seq, Term,
+    UnixMillis,
+};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+#[cfg(test)]
+mod tests;
+
+/// Capacity of one subscription's channel. A component handles one deployment-sized burst of
+/// events per reconciliation (HAPTIC sizes its buffers at 50); 256 absorbs a replay chunk
+/// without making the dispatcher wait, and a slower consumer only slows delivery (back-pressure),
+/// it never loses events.
+pub const DEFAULT_SUBSCRIPTION_CAPACITY: usize = 256;
+
+/// Events read from the journal per delivery round (bounds the dispatcher's memory).
+const READ_CHUNK: usize = 256;
+
+/// How often the dispatcher looks at the log even without a wake-up (events accepted by a writer
+/// that bypassed [`DispatchHandle`]).
+const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Whether this replica currently leads, as the dispatcher saw it in the live event stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// Not leader (the start state, also after a restart).
+    Follower,
+    /// Leader for this term (from the last live `BecameLeader`).
+    Leader(Term),
+}
+
+impl Leadership {
+    /// Whether this is [`Leadership::Leader`].
+    #[must_use]
+    pub fn is_leader(self) -> bool {
+        matches!(self, Leadership::Leader(_))
+    }
+}
+
+/// Errors of the dispatcher and its handle.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DispatchError {
+    /// The journal refused or failed the batch; on `Storage`, stop acting and reopen.
+    #[error("journal accept failed")]
+    Accept(#[source] AcceptError),
+    /// Reading the event log failed (corrupt record or storage).
+    #[error("journal read failed")]
+    Read(#[source] ReadError),
+    /// A blocking journal task panicked or was cancelled by the runtime's shutdown.
+    #[error("journal task did not complete")]
+    Join(#[source] tokio::task::JoinError),
+}
+
+impl DispatchError {
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            DispatchError::Accept(e) => e.metric_label(),
+            DispatchError::Read(e) => e.metric_label(),
+            DispatchError::Join(_) => "join",
+        }
+    }
+
+    /// Whether the journal must be reopened (a failed commit or a writer that has stopped).
+    #[must_use]
+    pub fn needs_reopen(&self) -> bool {
+        matches!(
+            self,
+            DispatchError::Accept(AcceptError::Storage { .. } | AcceptError::WriterGone)
+        )
+    }
+}
+
+/// Which events a subscription receives.
+#[derive(Clone, Debug)]
+pub struct SubscribeOptions {
+    /// Component identifier (logs, stats), e.g. `deployment-scheduler`.
+    pub name: &'static str,
+    /// Event kinds to receive; empty = every kind.
+    pub kinds: Vec<EventKind>,
+    /// Receive live events only while this replica leads (leadership events always arrive).
+    pub leader_only: bool,
+    /// Channel capacity. Default: [`DEFAULT_SUBSCRIPTION_CAPACITY`].
+    pub capacity: usize,
+}
+
+impl SubscribeOptions {
+    /// Every event kind, not leader-only, default capacity.
+    #[must_use]
+    pub fn new(name: &'static str) -> Self {
+        SubscribeOptions {
+            name,
+            kinds: Vec::new(),
+            leader_only: false,
+            capacity: DEFAULT_SUBSCRIPTION_CAPACITY,
+        }
+    }
+
+    /// Only these kinds (leadership events are always included for leader-only subscriptions).
+    #[must_use]
+    pub fn kinds(mut self, kinds: &[EventKind]) -> Self {
+        self.kinds = kinds.to_vec();
+        self
+    }
+
+    /// Leader-only delivery.
+    #[must_use]
+    pub fn leader_only(mut self, yes: bool) -> Self {
+        self.leader_only = yes;
+        self
+    }
+
+    /// Channel capacity (at least 1).
+    #[must_use]
+    pub fn capacity(mut self, n: usize) -> Self {
+        self.capacity = n.max(1);
+        self
+    }
+}
+
+/// One committed event handed to a component. Dropping it marks it processed for this
+/// subscription (drop deliveries in the order received; `mark_dispatched` waits for it).
+#[derive(Debug)]
+pub struct Delivery {
+    /// The event's position in the log.
+    pub seq: Seq,
+    /// The term current when the event was committed.
+    pub term: Term,
+    /// When it was committed.
+    pub accepted_at: UnixMillis,
+    /// Whether it was committed before this dispatcher started (replay after a restart).
+    pub replayed: bool,
+    /// The event.
+    pub event: Arc<Event>,
+    _ack: AckGuard,
+}
+
+impl Delivery {
+    /// Marks the event processed now (same as dropping the delivery).
+    pub fn done(self) {
+        drop(self);
+    }
+}
+
+#[derive(Debug)]
+struct AckGuard {
+    seq: u64,
+    processed: Arc<AtomicU64>,
+    notify: Arc<Notify>,
+}
+
+impl Drop for AckGuard {
+    fn drop(&mut self) {
+        self.processed.fetch_max(self.seq, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+}
+
+/// The receiving end of one subscription.
+#[derive(Debug)]
+pub struct Subscription {
+    name: &'static str,
+    /// Deliveries from the dispatcher task; closed when the dispatcher stops.
+    rx: mpsc::Receiver<Delivery>,
+}
+
+impl Subscription {
+    /// The next delivery; `None` once the dispatcher stopped.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (`mpsc::Receiver::recv`): a cancelled call loses nothing.
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        self.rx.recv().await
+    }
+
+    /// The component name given at subscription.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// Counters of the dispatcher.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DispatchStats {
+    /// Deliveries sent (one per event and subscription).
+    pub delivered: u64,
+    /// Events read during replay (committed before start).
+    pub replayed: u64,
+    /// Sends that found a subscription's channel full and had to wait.
+    pub overflow_waits: u64,
+    /// Last `Seq` journaled as dispatched.
+    pub marked_through: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    delivered: AtomicU64,
+    replayed: AtomicU64,
+    overflow_waits: AtomicU64,
+    marked_through: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    journal: Arc<Journal>,
+    /// Highest `Seq` known committed (wakes the dispatcher task).
+    committed: watch::Sender<u64>,
+    leadership: watch::Sender<Leadership>,
+    counters: Counters,
+}
+
+/// Publishes events and batches: journals them, then wakes the dispatcher. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct DispatchHandle {
+    shared: Arc<Shared>,
+}
+
+impl DispatchHandle {
+    /// The journal behind the dispatcher (reads, queue inspection).
+    #[must_use]
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.shared.journal
+    }
+
+    /// Journals one event and returns its `Seq`; the subscribers get it after this commit.
+    /// Durable when this returns.
+    ///
+    /// # Errors
+    /// [`DispatchError::Accept`] (on `Storage`: stop acting and reopen); [`DispatchError::Join`].
+    ///
+    /// # Cancel safety
+    /// The commit runs in a blocking task: once started it completes (and is dispatched) even if
+    /// this future is dropped; the caller just does not learn the `Seq`.
+    pub async fn publish(&self, event: Event) -> Result<Seq, DispatchError> {
+        let mut b = Batch::new();
+        b.event(event);
+        let a = self.accept(b).await?;
+        Ok(a.seqs().first().copied().unwrap_or(Seq(0)))
+    }
+
+    /// Journals several events in one batch (one transaction), in order.
+    ///
+    /// # Errors
+    /// As [`DispatchHandle::publish`].
+    ///
+    /// # Cancel safety
+    /// As [`DispatchHandle::publish`].
+    pub async fn publish_all(&self, events: Vec<Event>) -> Result<Vec<Seq>, DispatchError> {
+        let mut b = Batch::new();
+        for e in events {
+            b.event(e);
+        }
+        Ok(self.accept(b).await?.seqs())
+    }
+
+    /// Journals a whole batch (events with work items, acks, blobs, endpoint state) in one
+    /// transaction; its events are dispatched after the commit. Durable when this returns.
+    ///
+    /// # Errors
+    /// As [`DispatchHandle::publish`].
+    ///
+    /// # Cancel safety
+    /// As [`DispatchHandle::publish`].
+    pub async fn accept(&self, batch: Batch) -> Result<Accepted, DispatchError> {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let accepted = shared.journal.accept(batch)?;
+            if let Some(last) = accepted.seqs().last() {
+                shared.committed.send_if_modified(|c| {
+                    let grow = last.0 > *c;
+                    if grow {
+                        *c = last.0;
+                    }
+                    grow
+                });
+            }
+            Ok(accepted)
+        })
+        .await
+        .map_err(DispatchError::Join)?
+        .map_err(DispatchError::Accept)
+    }
+
+    /// Wakes the dispatcher after events were accepted directly on the journal (not through
+    /// this handle). Without it they are still found within the poll interval.
+    pub fn notify_committed(&self, seq: Seq) {
+        self.shared.committed.send_if_modified(|c| {
+            let grow = seq.0 > *c;
+            if grow {
+                *c = seq.0;
+            }
+            grow
+        });
+    }
+
+    /// The leadership state as seen in the live event stream.
+    #[must_use]
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.shared.leadership.subscribe()
+    }
+
+    /// Counters.
+    #[must_use]
+    pub fn stats(&self) -> DispatchStats {
+        let c = &self.shared.counters;
+        DispatchStats {
+            delivered: c.delivered.load(Ordering::Relaxed),
+            replayed: c.replayed.load(Ordering::Relaxed),
+            overflow_waits: c.overflow_waits.load(Ordering::Relaxed),
+            marked_through: c.marked_through.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct Sub {
+    options: SubscribeOptions,
+    /// Sending end of the subscription; `None` once the receiver was dropped.
+    tx: Option<mpsc::Sender<Delivery>>,
+    /// Highest `Seq` the component has dropped (processed).
+    processed: Arc<AtomicU64>,
+    /// Highest `Seq` sent to it.
+    sent_through: u64,
+}
+
+/// Builds the dispatcher: subscribe every component, take handles, then [`Dispatcher::run`].
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    subs: Vec<Sub>,
+    notify: Arc<Notify>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("subscriptions", &self.subs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher over `journal` with no subscriptions yet.
+    #[must_use]
+    pub fn new(journal: Arc<Journal>) -> Self {
+        let (committed, _) = watch::channel(0);
+        let (leadership, _) = watch::channel(Leadership::Follower);
+        Dispatcher {
+            shared: Arc::new(Shared {
+                journal,
+                committed,
+                leadership,
+                counters: Counters::default(),
+            }),
+            subs: Vec::new(),
+            notify: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Adds a subscription. Subscribe every component before [`Dispatcher::run`]: events are
+    /// delivered only to the subscriptions that exist when they are read.
+    pub fn subscribe(&mut self, options: SubscribeOptions) -> Subscription {
+        let (tx, rx) = mpsc::channel(options.capacity.max(1));
+        let name = options.name;
+        self.subs.push(Sub {
+            options,
+            tx: Some(tx),
+            processed: Arc::new(AtomicU64::new(0)),
+            sent_through: 0,
+        });
+        Subscription { name, rx }
+    }
+
+    /// A handle to publish through.
+    #[must_use]
+    pub fn handle(&self) -> DispatchHandle {
+        DispatchHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Runs until `cancel`: replays undispatched events, then delivers new ones as they commit.
+    /// On return every subscription is closed.
+    ///
+    /// # Errors
+    /// [`DispatchError::Read`] on a corrupt log; [`DispatchError::Accept`] when
+    /// `mark_dispatched` fails (stop and reopen).
+    ///
+    /// # Cancel safety
+    /// Dropping the future loses nothing durable: undispatched events stay in the log and are
+    /// replayed by the next dispatcher.
+    pub async fn run(mut self, cancel: CancellationToken) -> Result<(), DispatchError> {
+        let journal = self.shared.journal.clone();
+        let meta = blocking(&journal, |j| j.meta().map_err(DispatchError::Read)).await?;
+        let replay_through = meta.next_seq.0.saturating_sub(1);
+        let mut next = meta.dispatched_through.0 + 1;
+        let mut marked = meta.dispatched_through.0;
+        self.shared
+            .counters
+            .marked_through
+            .store(marked, Ordering::Relaxed);
+        let mut committed = self.shared.committed.subscribe();
+        let mut leader = Leadership::Follower;
+        tracing::info!(
+            from = next,
+            replay_through,
+            subscriptions = self.subs.len(),
+            "dispatcher started"
+        );
+        loop {
+            let chunk = blocking(&journal, move |j| {
+                j.events(Seq(next), READ_CHUNK).map_err(DispatchError::Read)
+            })
+            .await?;
+            if chunk.is_empty() {
+                marked = self.mark(marked, next - 1).await?;
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    r = committed.wait_for(|c| *c >= next) => { if r.is_err() { break; } }
+                    () = self.notify.notified() => {}
+                    () = tokio::time::sleep(POLL_INTERVAL) => {}
+                }
+                continue;
+            }
+            for (seq, header, event) in chunk {
+                let replayed = seq.0 <= replay_through;
+                if replayed {
+                    self.shared
+                        .counters
+                        .replayed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                if !replayed {
+                    match &event {
+                        Event::BecameLeader { term, .. } => leader = Leadership::Leader(*term),
+                        Event::LostLeadership { .. } => leader = Leadership::Follower,
+                        _ => {}
+                    }
+                    self.shared.leadership.send_if_modified(|l| {
+                        let changed = *l != leader;
+                        *l = leader;
+                        changed
+                    });
+                }
+                if !self
+                    .deliver(seq, &header, Arc::new(event), replayed, leader, &cancel)
+                    .await
+                {
+                    return self.stop(marked, next - 1).await;
+                }
+                next = seq.0 + 1;
+            }
+            marked = self.mark(marked, next - 1).await?;
+        }
+        self.stop(marked, next - 1).await
+    }
+
+    async fn stop(&mut self, marked: u64, delivered_through: u64) -> Result<(), DispatchError> {
+        if let Err(e) = self.mark(marked, delivered_through).await {
+            tracing::warn!(error = %e, "final dispatch mark failed");
+        }
+        for s in &mut self.subs {
+            s.tx = None;
+        }
+        tracing::info!("dispatcher stopped");
+        Ok(())
+    }
+
+    /// Sends one event to every matching subscription; `false` when cancelled meanwhile.
+    async fn deliver(
+        &mut self,
+        seq: Seq,
+        header: &RecordHeader,
+        event: Arc<Event>,
+        replayed: bool,
+        leader: Leadership,
+        cancel: &CancellationToken,
+    ) -> bool {
+        let kind = event.kind();
+        let leadership_event = matches!(kind, EventKind::BecameLeader | EventKind::LostLeadership);
+        for sub in &mut self.subs {
+            let Some(tx) = sub.tx.as_ref() else { continue };
+            let wanted = sub.options.kinds.is_empty()
+                || sub.options.kinds.contains(&kind)
+                || (sub.options.leader_only && leadership_event);
+            let allowed =
+                !sub.options.leader_only || leadership_event || replayed || leader.is_leader();
+            if !(wanted && allowed) {
+                continue;
+            }
+            let delivery = Delivery {
+                seq,
+                term: header.term,
+                accepted_at: header.accepted_at,
+                replayed,
+                event: event.clone(),
+                _ack: AckGuard {
+                    seq: seq.0,
+                    processed: sub.processed.clone(),
+                    notify: self.notify.clone(),
+                },
+            };
+            let sent = match tx.try_send(delivery) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+                Err(mpsc::error::TrySendError::Full(delivery)) => {
+                    self.shared
+                        .counters
+                        .overflow_waits
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(subscription = sub.options.name, "subscription full");
+                    tokio::select! {
+                        () = cancel.cancelled() => return false,
+                        r = tx.send(delivery) => r.is_ok(),
+                    }
+                }
+            };
+            if sent {
+                sub.sent_through = seq.0;
+                self.shared
+                    .counters
+                    .delivered
+                    .fetch_add(1, Ordering::Relaxed);
+            } else {
+                tracing::debug!(subscription = sub.options.name, "subscription closed");
+                sub.tx = None;
+            }
+        }
+        true
+    }
+
+    /// Journals `mark_dispatched` up to the highest `Seq` every subscription has processed.
+    async fn mark(&self, marked: u64, delivered_through: u64) -> Result<u64, DispatchError> {
+        let mut safe = delivered_through;
+        for s in &self.subs {
+            if s.tx.is_none() {
+                continue;
+            }
+            let p = s.processed.load(Ordering::SeqCst);
+            if p < s.sent_through {
+                safe = safe.min(p);
+            }
+        }
+        if safe <= marked {
+            return Ok(marked);
+        }
+        blocking(&self.shared.journal, move |j| {
+            j.mark_dispatched(Seq(safe)).map_err(DispatchError::Accept)
+        })
+        .await?;
+        self.shared
+            .counters
+            .marked_through
+            .store(safe, Ordering::Relaxed);
+        Ok(safe)
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    journal: &Arc<Journal>,
+    f: impl FnOnce(&Journal) -> Result<T, DispatchError> + Send + 'static,
+) -> Result<T, DispatchError> {
+    let j = journal.clone();
+    tokio::task::spawn_blocking(move || f(&j))
+        .await
+        .map_err(DispatchError::Join)?
+}

@@ -1,0 +1,185 @@
+//! `/_sandbox/` test hooks (no auth): faults, request log, drift and kill.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{
+    PodCore, ReloadFault, ReloadFaultKind, RequestFault, error, qbool, strip_meta, write_atomic,
+};
+
+#[derive(Debug, Deserialize)]
+pub(super) struct FaultSpec {
+    method: Option<String>,
+    path: Option<String>,
+    status: Option<u16>,
+    times: Option<u32>,
+    retry_after_s: Option<u64>,
+    delay_ms: Option<u64>,
+    #[serde(default)]
+    drop: bool,
+    reload: Option<String>,
+}
+
+/// `POST /_sandbox/faults`: a request fault (regexes unanchored on method and path without query;
+/// `times` 0/absent = always; first match applies) or a reload fault (`{"reload":"slow"|"fail"}`).
+pub(super) async fn add_fault(
+    State(core): State<Arc<PodCore>>,
+    axum::Json(spec): axum::Json<FaultSpec>,
+) -> Response {
+    let mut f = core.faults.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(kind) = &spec.reload {
+        let kind = match kind.as_str() {
+            "slow" => ReloadFaultKind::Slow,
+            "fail" => ReloadFaultKind::Fail,
+            other => {
+                return error(
+                    400,
+                    format!("reload fault must be slow or fail, not {other}"),
+                );
+            }
+        };
+        f.reloads.push(ReloadFault {
+            kind,
+            times: spec.times.unwrap_or(0),
+            used: 0,
+            delay_ms: spec.delay_ms.unwrap_or(0),
+        });
+        return (
+            StatusCode::CREATED,
+            axum::Json(json!({"reload": spec.reload})),
+        )
+            .into_response();
+    }
+    let re = |s: &Option<String>| Regex::new(s.as_deref().unwrap_or(""));
+    let (Ok(method), Ok(path)) = (re(&spec.method), re(&spec.path)) else {
+        return error(400, "invalid regex in method or path");
+    };
+    f.requests.push(RequestFault {
+        method,
+        path,
+        status: spec.status,
+        times: spec.times.unwrap_or(0),
+        used: 0,
+        retry_after_s: spec.retry_after_s,
+        delay_ms: spec.delay_ms.unwrap_or(0),
+        drop: spec.drop,
+    });
+    (
+        StatusCode::CREATED,
+        axum::Json(json!({"faults": f.requests.len()})),
+    )
+        .into_response()
+}
+
+/// `DELETE /_sandbox/faults`.
+pub(super) async fn clear_faults(State(core): State<Arc<PodCore>>) -> Response {
+    let mut f = core.faults.lock().unwrap_or_else(|p| p.into_inner());
+    f.requests.clear();
+    f.reloads.clear();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `GET /_sandbox/requests`.
+pub(super) async fn get_requests(State(core): State<Arc<PodCore>>) -> Response {
+    let r = core.requests.lock().unwrap_or_else(|p| p.into_inner());
+    axum::Json(r.clone()).into_response()
+}
+
+/// `DELETE /_sandbox/requests`.
+pub(super) async fn clear_requests(State(core): State<Arc<PodCore>>) -> Response {
+    core.requests
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clear();
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// `POST /_sandbox/bump-version`: the version moves, the content does not (another client's no-op
+/// commit).
+pub(super) async fn bump_version(State(core): State<Arc<PodCore>>) -> Response {
+    let _st = core.cfg.lock().await;
+    let v = core.version() + 1;
+    let text = core.read_config();
+    if let Err(e) = core.write_config(&super::with_version(&text, v)) {
+        return error(500, e.to_string());
+    }
+    core.version.store(v, Ordering::SeqCst);
+    axum::Json(json!({"version": v})).into_response()
+}
+
+/// `POST /_sandbox/edit-config[?bump_version=true]`: replaces the file behind the API's back and
+/// reloads HAProxy; with `bump_version` the version also moves (the real API's inotify watcher;
+/// ecosystem.md §A.3), otherwise only the content changes.
+pub(super) async fn edit_config(
+    State(core): State<Arc<PodCore>>,
+    Query(q): Query<HashMap<String, String>>,
+    body: String,
+) -> Response {
+    if core.settings.loopback
+        && let Err(msg) = crate::sandbox::pods::safety::check_outbound(&body)
+    {
+        return error(400, msg);
+    }
+    let mut st = core.cfg.lock().await;
+    let v = if qbool(&q, "bump_version") {
+        core.version() + 1
+    } else {
+        core.version()
+    };
+    let stored = format!("# _version={v}\n{}", strip_meta(&body));
+    if let Err(e) = core.write_config(&stored) {
+        return error(500, e.to_string());
+    }
+    core.version.store(v, Ordering::SeqCst);
+    let res = core.reload_locked(&mut st).await;
+    axum::Json(json!({
+        "version": v,
+        "reload": if res.is_ok() { "succeeded" } else { "failed" },
+        "response": res.err().unwrap_or_default(),
+    }))
+    .into_response()
+}
+
+/// `POST /_sandbox/edit-file?path=/etc/haproxy/...`: drift in an auxiliary file (no reload).
+pub(super) async fn edit_file(
+    State(core): State<Arc<PodCore>>,
+    Query(q): Query<HashMap<String, String>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(pod_path) = q.get("path") else {
+        return error(400, "path query parameter required");
+    };
+    let Some(host) = core
+        .fs
+        .host_path(pod_path)
+        .filter(|_| pod_path.starts_with("/etc/haproxy/"))
+    else {
+        return error(400, format!("{pod_path} is not under /etc/haproxy/"));
+    };
+    if let Some(parent) = host.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match write_atomic(&host, &body) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => error(500, e.to_string()),
+    }
+}
+
+/// `POST /_sandbox/kill`: the pod disappears (processes killed, endpoint closed, Pod object
+/// deleted by the hook); answered before it happens.
+pub(super) async fn kill(State(core): State<Arc<PodCore>>) -> Response {
+    let c = core.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        c.kill().await;
+    });
+    axum::Json(json!({"killed": core.name})).into_response()
+}
