@@ -41,6 +41,10 @@ use crate::core::naming::aux_object_name;
 /// How often a 409 is re-read and retried inside one call.
 const CONFLICT_REREADS: usize = 5;
 
+/// The API server's request body limit (3 MiB): an object whose JSON is larger is not sent; it
+/// fails as the server would, with a permanent 413 (no upload of megabytes only to be refused).
+pub const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+
 /// Settings of one [`Writer`] (one per leadership term).
 #[derive(Clone, Debug)]
 pub struct WriterConfig {
@@ -305,6 +309,16 @@ impl Writer {
         let api: Api<K> = self.api();
         let name = desired.name_any();
         let object = format!("{}/{name}", K::kind(&K::DynamicType::default()));
+        let size = serde_json::to_vec(desired).map_or(0, |v| v.len());
+        if size > MAX_REQUEST_BYTES {
+            return Err(WriteError::Api {
+                object,
+                status: 413,
+                reason: "RequestEntityTooLarge".into(),
+                message: format!("request is too large: {size} bytes (limit {MAX_REQUEST_BYTES})"),
+                retry_after: None,
+            });
+        }
         let mut last = None;
         for _ in 0..CONFLICT_REREADS {
             let existing = self.call(&object, api.get_opt(&name)).await?;

@@ -307,6 +307,25 @@ impl Inner {
                     None => return Ok(true),
                 },
             };
+        // A repeat (term start, self-healing) never overwrites another leader's newer render:
+        // when the cluster holds another checksum stamped by another term, leave it (queued
+        // work of ours still publishes; dedup compares with the cluster, not only the journal).
+        if entry.is_none() {
+            match writer.get_cfg(&name).await {
+                Ok(Some(live))
+                    if live.spec.checksum != render
+                        && crate::k8s::writer::stamped_term(&live.metadata)
+                            != Some(writer.config().term) =>
+                {
+                    info!(name = %name, "cluster holds another leader's render; repeat skipped");
+                    return Ok(true);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    debug!(error = %e, "repeat: read failed; trying the publication");
+                }
+            }
+        }
         // The spec never moves backwards in render sequence.
         if let (Some(e), Some(c)) = (entry, &cp)
             && render_seq < c.render_seq

@@ -16,6 +16,8 @@ async fn runs_on_the_dispatcher() {
     let sub = d.subscribe(subscribe_options());
     let mut published =
         d.subscribe(SubscribeOptions::new("test").kinds(&[EventKind::ConfigPublished]));
+    let mut probe =
+        d.subscribe(SubscribeOptions::new("probe").kinds(&[EventKind::DriftPreventionTriggered]));
     let h = d.handle();
     p.attach(h.clone());
     let cancel = CancellationToken::new();
@@ -23,6 +25,16 @@ async fn runs_on_the_dispatcher() {
     let pc = p.clone();
     let c2 = cancel.clone();
     let pt = tokio::spawn(async move { pc.run(sub, c2).await });
+
+    // Wait until the dispatcher runs: a BecameLeader committed before its start would count as
+    // replayed, and replayed leadership events change nothing.
+    h.publish(Event::DriftPreventionTriggered {
+        correlation: env.corr(),
+        time_since_last_deployment_ms: 0,
+    })
+    .await
+    .unwrap();
+    probe.recv().await.unwrap().done();
 
     let mut b = Batch::new();
     b.set_term(Term(2), Identity::new("replica-0"));

@@ -119,14 +119,15 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
             })
     })
     .await;
-    assert_eq!(env.queue_len(Queue::Publish), 0);
+    eventually("released", || async { env.queue_len(Queue::Publish) == 0 }).await;
+    // Refused before upload (over the 3 MiB request limit) or by the server once: never a loop.
     let too_large = env
         .server
         .requests()
         .iter()
         .filter(|r| r.status == 413 || r.status == 500)
         .count();
-    assert_eq!(too_large, 1, "one rejected request, no loop");
+    assert!(too_large <= 1, "{too_large} rejected requests");
     // The rejected render is not announced.
     assert_eq!(env.published_events(), 1);
     term.stop().await;

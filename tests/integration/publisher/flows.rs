@@ -199,9 +199,18 @@ async fn restart_takes_every_queued_item_once() {
     let mut env = Env::start().await;
     let r = corpus("04-errors");
     {
-        // No term started: events are journaled as work, nothing acts.
+        // A term with no HAProxyCfg yet parks a status; then, with no term running, events are
+        // journaled as work and nothing acts.
         let p = env.publisher(fast_config());
-        let sum = env.render_and_pass(&p, &r).await;
+        let sum = env.render(&p, &r).await;
+        let term = p.start(Term(1));
+        env.applied(&p, "pod-c", sum, None).await;
+        eventually("parked", || async {
+            env.queue_len(Queue::StatusParked) == 1
+        })
+        .await;
+        term.stop().await;
+        env.gate(&p, sum, GateVerdict::Pass, vec![]).await;
         env.applied(&p, "pod-a", sum, None).await;
         env.applied(&p, "pod-b", sum, None).await;
         let c = env.corr();
@@ -215,6 +224,7 @@ async fn restart_takes_every_queued_item_once() {
         assert_eq!(env.queue_len(Queue::Publish), 1);
         assert_eq!(env.queue_len(Queue::PublishDeployed), 1);
         assert_eq!(env.queue_len(Queue::StatusPending), 2);
+        assert_eq!(env.queue_len(Queue::StatusParked), 1);
         env.journal.trim().unwrap();
     }
     env.reopen_journal();
@@ -228,8 +238,17 @@ async fn restart_takes_every_queued_item_once() {
             && env.queue_len(Queue::Verdict) == 0
     })
     .await;
-    let st = env.cfg(MAIN).await.unwrap().status.unwrap();
-    assert_eq!(st.deployed_to_pods.len(), 2);
+    eventually("three pods", || async {
+        env.cfg(MAIN)
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .deployed_to_pods
+            .len()
+            == 3
+    })
+    .await;
     assert_eq!(env.published_events(), 1);
     term.stop().await;
 
@@ -459,4 +478,112 @@ async fn cleanup_objects_after_delete_of_owner() {
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
     let sel = ListParams::default().labels(&format!("{}={MAIN}", labels::RUNTIME_CONFIG));
     assert!(secrets.list(&sel).await.unwrap().items.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newest() {
+    let mut env = Env::start().await;
+    let mut cfg = fast_config();
+    cfg.publish_interval = std::time::Duration::from_millis(1500);
+    let p = env.publisher(cfg);
+    let term = p.start(Term(1));
+    let first = env
+        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+        .await;
+    eventually("first", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == first)
+    })
+    .await;
+    // Inside the window: two more renders; only the newest is published when it ends.
+    let _second = env
+        .render_and_pass(&p, &shared("backends/two-backends.cfg"))
+        .await;
+    let third = env
+        .render_and_pass(&p, &shared("backends/three-backends.cfg"))
+        .await;
+    eventually("third", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == third)
+    })
+    .await;
+    eventually("queue empty", || async {
+        env.queue_len(Queue::Publish) == 0
+    })
+    .await;
+    term.stop().await;
+    // Two spec writes (create + one update) and two events: the second render never went out.
+    let puts = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PUT" && r.path.ends_with(&format!("haproxycfgs/{MAIN}")))
+        .count();
+    assert_eq!(puts, 1);
+    assert_eq!(env.published_events(), 2);
+    env.assert_no_422();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn term_start_does_not_overwrite_another_leaders_render() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let ours = env
+        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+        .await;
+    eventually("published", || async {
+        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == ours)
+    })
+    .await;
+    eventually("acked", || async {
+        env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
+    })
+    .await;
+    term.stop().await;
+    // Another replica leads (term 2) and publishes its render.
+    let theirs_writer = Writer::new(
+        env.client.clone(),
+        WriterConfig {
+            namespace: NS.into(),
+            config_label: CONFIG.into(),
+            owner: None,
+            term: Term(2),
+            compression_threshold_bytes: 1 << 20,
+            request_timeout: std::time::Duration::from_secs(5),
+        },
+    );
+    let theirs = RenderContent {
+        checksum: haptic_journal::render_checksum(b"global\n# theirs\n", &[]),
+        config: "global\n# theirs\n".into(),
+        files: vec![],
+    };
+    theirs_writer
+        .publish(&PublishSpec {
+            name: MAIN,
+            render: &theirs,
+            with_files: true,
+            rendered_at: None,
+            validated_at: None,
+            validation_error: None,
+        })
+        .await
+        .unwrap();
+    // We lead again (term 3): the term-start repeat of our checkpoint leaves their render.
+    env.journal
+        .set_term(Term(3), haptic_journal::Identity::new("replica-0"))
+        .unwrap();
+    let term = p.start(Term(3));
+    eventually("repeat ran", || async {
+        p.counters()
+            .heals
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 2
+    })
+    .await;
+    term.stop().await;
+    assert_eq!(env.cfg(MAIN).await.unwrap().spec.checksum, theirs.checksum);
+    assert_eq!(env.published_events(), 1);
 }
