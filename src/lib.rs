@@ -16,6 +16,7 @@
 //!   no clock, no randomness (enforced by the architecture test);
 //! - [`k8s`]: the custom resource types and their CRDs;
 //! - [`dataplane`]: the HAProxy Dataplane API v3 client;
+//! - [`components`]: `deployment-scheduler`, `deployer`, `drift-monitor` (pure `decide` + shell);
 //! - [`dispatch`]: the event dispatcher (journal first, then the components, in `Seq` order);
 //! - [`cli`]: the command line.
 //!

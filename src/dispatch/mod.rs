@@ -28,6 +28,24 @@
 //!   Leadership changes read back during replay do not change the leadership state: after a
 //!   restart the replica is a follower until the runtime journals a new `BecameLeader`.
 //!
+//! Usage (the runtime wires it once; components keep only their [`Subscription`] and a
+//! [`DispatchHandle`] clone):
+//! ```text
+//! let mut d = Dispatcher::new(journal.clone());           // Arc<Journal>
+//! let sub = d.subscribe(SubscribeOptions::new("config-publisher")
+//!     .kinds(&[EventKind::ConfigValidated, EventKind::DeployedConfigPublishRequest])
+//!     .leader_only(true));                                 // before run()
+//! let handle = d.handle();                                 // Clone + Send + Sync
+//! tracker.spawn(d.run(cancel.clone()));
+//! // component loop:
+//! while let Some(delivery) = sub.recv().await {           // Seq order, after commit
+//!     handle_event(&delivery.event).await;                 // journal own work via handle.accept(batch)
+//!     drop(delivery);                                      // = processed; mark_dispatched follows
+//! }
+//! handle.publish(event).await?;                            // journal + dispatch one event
+//! handle.accept(batch).await?;                             // events + work items + acks, one commit
+//! ```
+//!
 //! # Inputs
 //! Events and batches through [`DispatchHandle`]; the committed event log.
 //!

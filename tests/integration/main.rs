@@ -15,4 +15,5 @@ mod checksum;
 mod corpus;
 mod crds;
 mod dataplane;
+mod deployer;
 mod publisher;

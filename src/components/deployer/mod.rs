@@ -120,6 +120,8 @@ pub struct DeployerStats {
     pub reloads: AtomicU64,
     /// Drift checks that found a difference (`DriftDetected`).
     pub drift_detected: AtomicU64,
+    /// Runs stopped because the Lease was no longer valid.
+    pub deposed: AtomicU64,
 }
 
 /// How a run ended.
@@ -134,6 +136,14 @@ pub enum RunOutcome {
     },
     /// The Lease was lost before a push: stopped at once, the in-flight slot stays.
     Deposed,
+    /// Cancelled through the token (timeout, drain, lost leadership): per-endpoint results so far
+    /// are journaled, the in-flight slot is the caller's to clear or keep.
+    Cancelled {
+        /// Endpoints that succeeded before the cancel.
+        succeeded: u32,
+        /// Endpoints that failed before the cancel.
+        failed: u32,
+    },
 }
 
 /// The executor. Cheap to share (`Arc`).
@@ -147,6 +157,17 @@ pub struct Deployer {
     info: Mutex<HashMap<String, crate::dataplane::Info>>,
     /// Counters.
     pub stats: DeployerStats,
+    /// Stall check (a run longer than [`crate::components::STALL_AFTER`] is unhealthy).
+    pub health: crate::components::Health,
+}
+
+/// Marks the deployer idle again when a run ends, also when its future is dropped.
+struct BusyGuard<'a>(&'a crate::components::Health);
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
 }
 
 impl std::fmt::Debug for Deployer {
@@ -181,6 +202,7 @@ impl Deployer {
             drift_hook,
             info: Mutex::new(HashMap::new()),
             stats: DeployerStats::default(),
+            health: crate::components::Health::default(),
         }
     }
 
@@ -202,6 +224,8 @@ impl Deployer {
         request: DeployRequest,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, DispatchError> {
+        self.health.begin(UnixMillis::now().0);
+        let _busy = BusyGuard(&self.health);
         let started = Instant::now();
         let corr = request.correlation.clone();
         if request.endpoints.is_empty() {
@@ -258,13 +282,14 @@ impl Deployer {
             let next = tokio::select! {
                 () = cancel.cancelled() => {
                     tracing::info!(deployment = %request.deployment, "deployment cancelled");
-                    return Ok(RunOutcome::Completed { succeeded: ok, failed });
+                    return Ok(RunOutcome::Cancelled { succeeded: ok, failed });
                 }
                 n = futs.next() => n,
             };
             let Some(r) = next else { break };
             if matches!(r.result, Err(SyncError::LeaseLost)) {
                 tracing::warn!(deployment = %request.deployment, "lease lost: deployment stopped");
+                self.stats.deposed.fetch_add(1, Ordering::Relaxed);
                 return Ok(RunOutcome::Deposed);
             }
             let mut b = Batch::new();

@@ -277,6 +277,7 @@ pub async fn sync_endpoint(
 
     // 3. The configuration, conditional on its version; 409 = re-read and retry (bounded).
     let mut retries = 0;
+    let mut version_override: Option<ConfigVersion> = None;
     loop {
         let current = call!(
             calls,
@@ -295,7 +296,11 @@ pub async fn sync_endpoint(
         let pushed = {
             let _permit = calls.permits.acquire().await;
             client
-                .push_raw_configuration(&render.config, current.version, PushOptions::default())
+                .push_raw_configuration(
+                    &render.config,
+                    version_override.unwrap_or(current.version),
+                    PushOptions::default(),
+                )
                 .await
         };
         report.ops.total_api_operations += 1;
@@ -314,8 +319,21 @@ pub async fn sync_endpoint(
                 }
                 break;
             }
-            Err(DataplaneError::Conflict { .. }) if retries < limits.max_conflict_retries => {
+            Err(DataplaneError::Conflict { actual, .. })
+                if retries < limits.max_conflict_retries =>
+            {
+                // Re-read the version: after a failed reload the raw file can show an older
+                // version than the API's in-memory one (ecosystem.md A.3).
                 retries += 1;
+                version_override = Some(match actual {
+                    Some(v) => v,
+                    None => call!(
+                        calls,
+                        "read version",
+                        retries,
+                        client.configuration_version()
+                    )?,
+                });
             }
             Err(DataplaneError::Conflict { .. }) => {
                 return Err(SyncError::ConflictsExhausted { retries });

@@ -454,8 +454,14 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
         }
         Input::BecameLeader { term } => {
             state.leader = Some(term);
-            // A new term gets fresh throttles and retry timers (J7).
-            state.phase = Phase::Idle;
+            // A new term gets fresh throttles and retry timers (J7). A deployment still running
+            // from the previous term is stopped and resumed under the new one.
+            if let Phase::Deploying { request, .. } =
+                std::mem::replace(&mut state.phase, Phase::Idle)
+            {
+                fx.push(Effect::StopExecutor);
+                state.resume = Some(request);
+            }
             state.backoff.clear();
             state.given_up.clear();
             state.timeout_retries = None;

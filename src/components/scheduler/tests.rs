@@ -558,3 +558,126 @@ fn backoff_is_bounded() {
     assert_eq!(backoff_delay(&st, 3), Duration::from_secs(4));
     assert_eq!(backoff_delay(&st, 100), Duration::from_secs(60));
 }
+
+mod model {
+    //! Property test: random input sequences (with "crash" steps that rebuild the state from
+    //! what the journal would hold) keep the scheduler's invariants.
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Validate(u8),
+        Fail,
+        Pods(u8),
+        Drift,
+        FinishOk,
+        FinishErr,
+        Stale,
+        Advance(u16),
+        Lose,
+        Gain,
+        Crash,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (1u8..4).prop_map(Op::Validate),
+            Just(Op::Fail),
+            (1u8..4).prop_map(Op::Pods),
+            Just(Op::Drift),
+            Just(Op::FinishOk),
+            Just(Op::FinishErr),
+            Just(Op::Stale),
+            (1u16..40_000).prop_map(Op::Advance),
+            Just(Op::Lose),
+            Just(Op::Gain),
+            Just(Op::Crash),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn at_most_one_deployment_runs_and_only_a_leader_starts_one(ops in proptest::collection::vec(op(), 1..60)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+            rt.block_on(async move {
+                let (mut s, t0) = leader(2);
+                let mut now = t0;
+                let mut term = 1;
+                // What the journal holds: pending slot and in-flight slot.
+                let mut journal_pending: Option<DeployRequest> = None;
+                let mut journal_inflight: Option<DeployRequest> = None;
+                let mut running: Option<DeployRequest> = None;
+                for op in ops {
+                    let input = match op {
+                        Op::Validate(n) => validated(n),
+                        Op::Fail => Input::ValidationFailed { correlation: Correlation::new("f") },
+                        Op::Pods(k) => Input::PodsDiscovered { endpoints: (1..=k).map(ep).collect() },
+                        Op::Drift => Input::Drift { correlation: Correlation::new("d") },
+                        Op::FinishOk | Op::FinishErr => {
+                            let Some(r) = running.clone() else { continue };
+                            for e in &r.endpoints {
+                                let i = if matches!(op, Op::FinishOk) {
+                                    Input::InstanceDeployed { deployment: r.deployment.clone(), endpoint: e.url.clone() }
+                                } else {
+                                    Input::InstanceFailed { deployment: r.deployment.clone(), endpoint: e.url.clone() }
+                                };
+                                decide(&mut s, i, now);
+                            }
+                            running = None;
+                            journal_inflight = None;
+                            Input::Completed { deployment: r.deployment }
+                        }
+                        Op::Stale => Input::Completed { deployment: DeploymentId::new("stale") },
+                        Op::Advance(ms) => { now += Duration::from_millis(u64::from(ms)); Input::Tick }
+                        Op::Lose => Input::LostLeadership,
+                        Op::Gain => { term += 1; Input::BecameLeader { term: Term(term) } }
+                        Op::Crash => {
+                            s = SchedulerState::new(SchedulerSettings::default(), format!("c{term}"));
+                            decide(&mut s, Input::RuntimeConfig(rc()), now);
+                            running = None;
+                            Input::Recovered {
+                                pending: journal_pending.clone(),
+                                inflight: journal_inflight.clone().map(|request| InFlightDeployment { request, started_at: UnixMillis(0), term: Term(term) }),
+                                applied: Vec::new(),
+                            }
+                        }
+                    };
+                    let was_leader = s.leader.is_some();
+                    let fx = decide(&mut s, input, now);
+                    for e in fx {
+                        match e {
+                            Effect::PersistPending(r) => journal_pending = Some(r),
+                            Effect::Start { request, from_pending } => {
+                                prop_assert!(s.leader.is_some(), "only a leader starts");
+                                prop_assert!(running.is_none(), "two deployments at once");
+                                prop_assert!(!request.endpoints.is_empty());
+                                if from_pending { journal_pending = None; }
+                                journal_inflight = Some(request.clone());
+                                running = Some(request);
+                            }
+                            Effect::Resume(request) => {
+                                prop_assert!(running.is_none(), "resume while running");
+                                prop_assert_eq!(Some(&request), journal_inflight.as_ref());
+                                running = Some(request);
+                            }
+                            Effect::Cancel { deployment, .. } => {
+                                prop_assert_eq!(running.as_ref().map(|r| &r.deployment), Some(&deployment));
+                                running = None;
+                                journal_inflight = None;
+                            }
+                            Effect::StopExecutor => {
+                                prop_assert!(was_leader);
+                                running = None;
+                            }
+                            Effect::GiveUp { .. } | Effect::ArmTimer(_) => {}
+                        }
+                    }
+                    // The in-memory phase agrees with the executor.
+                    prop_assert_eq!(matches!(s.phase, Phase::Deploying { .. }), running.is_some());
+                }
+                Ok(())
+            })?;
+        }
+    }
+}

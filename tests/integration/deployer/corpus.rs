@@ -1,0 +1,100 @@
+//! The haproxy corpus (`../shared/corpus/haproxy`): every config that `haproxy -c` accepts on
+//! its own is deployed to 3 pods and read back through the Dataplane API.
+
+use std::path::{Path, PathBuf};
+
+use haptic::dataplane::{
+    BasicAuth, ClientSettings, Dataplane, Endpoint as DpEndpoint, raw_configs_equal,
+};
+use haptic_journal::{Batch, Correlation, Event};
+
+use super::harness::*;
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/haproxy");
+
+/// One accepted config per corpus folder (the first, by name, that `haproxy -c` accepts alone).
+fn accepted_configs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(CORPUS)
+        .map(|rd| rd.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    dirs.sort();
+    let mut out = Vec::new();
+    for d in dirs {
+        let mut cfgs: Vec<PathBuf> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cfg"))
+            .collect();
+        cfgs.sort();
+        if let Some(ok) = cfgs.into_iter().find(|p| check(p)) {
+            out.push(ok);
+        }
+    }
+    out
+}
+
+fn check(p: &Path) -> bool {
+    std::process::Command::new("haproxy")
+        .args(["-c", "-q", "-f"])
+        .arg(p)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployer_corpus_configs_are_deployed_and_read_back() {
+    let configs = accepted_configs();
+    if configs.is_empty() {
+        eprintln!("corpus not found at {CORPUS}: skipped");
+        return;
+    }
+    let sb = sandbox(3).await;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let eps = endpoints(&sb);
+    h.become_leader(1).await;
+    h.discover(eps.clone()).await;
+    let dp = Dataplane::new(&ClientSettings::default()).unwrap();
+    let clients: Vec<_> = sb
+        .pods()
+        .iter()
+        .map(|p| {
+            dp.client(DpEndpoint::new(
+                p.dataplane_url.parse().unwrap(),
+                Some(BasicAuth {
+                    username: sb.username().into(),
+                    password: sb.password().into(),
+                }),
+            ))
+        })
+        .collect();
+    let mut deployed = 0;
+    for cfg in &configs {
+        let text = std::fs::read(cfg).unwrap();
+        let mut b = Batch::new();
+        let r = b.put_render(text.clone(), vec![]);
+        b.event(Event::ValidationCompleted {
+            correlation: Correlation::new(cfg.display().to_string()),
+            render: r.checksum,
+            warnings: vec![],
+            duration_ms: 0,
+            trigger_reason: "corpus".into(),
+            coalescible: false,
+        });
+        h.dispatch.accept(b).await.unwrap();
+        h.wait_applied(r.checksum, &eps).await;
+        for c in &clients {
+            let running = c.raw_configuration().await.unwrap();
+            assert!(
+                raw_configs_equal(&running.text, &String::from_utf8_lossy(&text)),
+                "{} not running on {}",
+                cfg.display(),
+                c.endpoint().url()
+            );
+        }
+        deployed += 1;
+    }
+    assert!(deployed >= 10, "only {deployed} corpus configs deployed");
+    eprintln!("corpus configs deployed and read back: {deployed}");
+    h.stop().await;
+}

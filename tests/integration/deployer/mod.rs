@@ -1,0 +1,12 @@
+//! The deployer (scheduler + executor + drift monitor + dispatcher) against the sandbox:
+//! 3 real HAProxy pods behind Dataplane API endpoints, the render corpus, scripted faults,
+//! drift and a restart. Bounded waits only; no timed assertions.
+
+mod corpus;
+mod drift;
+mod faults;
+mod harness;
+mod parallel;
+mod render_stream;
+mod restart;
+mod timeout;

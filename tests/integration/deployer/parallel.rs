@@ -1,0 +1,70 @@
+//! `max_parallel` caps the Dataplane requests in flight across one deployment.
+
+use std::time::Duration;
+
+use haptic_tools::sandbox::pods::{Sandbox, SandboxConfig};
+
+use super::harness::*;
+
+const DELAY: Duration = Duration::from_millis(300);
+
+/// Seconds of the day of an RFC 3339 UTC timestamp (`...T07:20:00.123Z`).
+fn secs(at: &str) -> f64 {
+    let t = at.split('T').nth(1).unwrap().trim_end_matches('Z');
+    let mut parts = t.split(':');
+    let h: f64 = parts.next().unwrap().parse().unwrap();
+    let m: f64 = parts.next().unwrap().parse().unwrap();
+    let s: f64 = parts.next().unwrap().parse().unwrap();
+    h * 3600.0 + m * 60.0 + s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployer_max_parallel_caps_requests_in_flight_across_the_deployment() {
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 0,
+        stand_in_pods: 6,
+        stand_in_delay: DELAY,
+        reload_delay: Duration::from_millis(100),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("sandbox");
+    let dir = tempfile::tempdir().unwrap();
+    let knobs = Knobs {
+        max_parallel: 2,
+        timeout: Duration::from_secs(60),
+        ..Knobs::default()
+    };
+    let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
+    let eps = endpoints(&sb);
+    h.become_leader(1).await;
+    h.discover(eps.clone()).await;
+    let r = h.feed("01-basic", true).await;
+    h.wait_applied(r, &eps).await;
+    let mut times = Vec::new();
+    for pod in &sb.pods() {
+        let v: serde_json::Value = http()
+            .get(format!("{}/_sandbox/requests", pod.dataplane_url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for r in v.as_array().unwrap() {
+            times.push(secs(r["at"].as_str().unwrap()));
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    assert!(times.len() >= 6 * 5, "{} requests", times.len());
+    // Each request takes at least DELAY; with 2 permits, no 3 requests fall in one DELAY window.
+    let slack = 0.05;
+    for w in times.windows(3) {
+        assert!(
+            w[2] - w[0] >= DELAY.as_secs_f64() - slack,
+            "3 requests within {:.3}s: more than 2 in flight",
+            w[2] - w[0]
+        );
+    }
+    h.stop().await;
+}
