@@ -284,6 +284,13 @@ impl ConfigPublisher {
         result
     }
 
+    /// Number of pods the publisher knows (discovered, reported, or listed in the published
+    /// status at term start); a discovery without them clears their status entries.
+    #[must_use]
+    pub fn known_pod_count(&self) -> usize {
+        self.inner.known_pod_count()
+    }
+
     /// Counters.
     #[must_use]
     pub fn counters(&self) -> &Counters {

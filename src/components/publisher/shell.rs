@@ -971,6 +971,9 @@ impl Inner {
         self.heal.store(true, Ordering::Release);
         let tracker = TaskTracker::new();
         let w = self.writer(term);
+        // Seed the known pod set from the published status, so the next discovery also clears
+        // entries of pods that went away while another term (or no controller) ran.
+        tracker.spawn(Arc::clone(self).seed_known_pods(w.clone()));
         tracker.spawn(Arc::clone(self).publish_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).invalid_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).verdict_worker(w.clone(), cancel.clone()));
@@ -1016,6 +1019,37 @@ impl Inner {
         self.wake.verdict.notify_one();
         self.wake.status.notify_one();
         TermHandle { cancel, tracker }
+    }
+
+    async fn seed_known_pods(self: Arc<Self>, writer: Writer) {
+        let name = self.cfg.haproxycfg_name();
+        let Ok(Some(cfg)) = writer.get_cfg(&name).await else {
+            return;
+        };
+        let mut r = self
+            .router
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for p in cfg.status.iter().flat_map(|s| s.deployed_to_pods.iter()) {
+            let ns = p
+                .namespace
+                .clone()
+                .unwrap_or_else(|| self.cfg.namespace.clone());
+            r.known_pods
+                .entry(p.pod_name.clone())
+                .or_insert_with(|| haptic_journal::PodRef {
+                    namespace: ns.into(),
+                    name: p.pod_name.as_str().into(),
+                });
+        }
+    }
+
+    pub(super) fn known_pod_count(&self) -> usize {
+        self.router
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .known_pods
+            .len()
     }
 
     pub(super) async fn drain(&self) -> Result<Option<Checksum>, PublisherError> {

@@ -587,3 +587,48 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
     assert_eq!(env.cfg(MAIN).await.unwrap().spec.checksum, theirs.checksum);
     assert_eq!(env.published_events(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_after_restart_clears_pods_that_went_away() {
+    let mut env = Env::start().await;
+    let sum;
+    {
+        let p = env.publisher(fast_config());
+        let term = p.start(Term(1));
+        sum = env.render_and_pass(&p, &corpus("01-basic")).await;
+        env.applied(&p, "pod-a", sum, None).await;
+        env.applied(&p, "pod-b", sum, None).await;
+        eventually("two pods", || async {
+            env.cfg(MAIN)
+                .await
+                .and_then(|c| c.status)
+                .is_some_and(|s| s.deployed_to_pods.len() == 2)
+        })
+        .await;
+        term.stop().await;
+    }
+    // A new publisher (fresh memory): the known pods come from the published status.
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    eventually("seeded", || async { p.known_pod_count() == 2 }).await;
+    let c = env.corr();
+    let (s, ev) = env.accept(None, |_| Event::HAProxyPodsDiscovered {
+        correlation: c,
+        endpoints: vec![haptic_journal::Endpoint {
+            url: "http://10.0.0.1:5555".into(),
+            pod: pod_ref("pod-a"),
+            detected_version: None,
+        }],
+        authoritative: true,
+    });
+    env.deliver(&p, s, &ev).await;
+    eventually("pod-b cleared", || async {
+        env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
+            s.deployed_to_pods.len() == 1 && s.deployed_to_pods[0].pod_name == "pod-a"
+        })
+    })
+    .await;
+    term.stop().await;
+    let _ = sum;
+    env.assert_no_422();
+}
