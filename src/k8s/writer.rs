@@ -162,6 +162,15 @@ pub struct PodStatusInput {
     pub change: haptic_journal::PodStatusChange,
 }
 
+impl PodStatusInput {
+    /// Whether this reports a failed deployment (written even when the pod tried a checksum
+    /// other than `spec.checksum`: the error is what an operator needs to see).
+    #[must_use]
+    pub fn is_failure(&self) -> bool {
+        matches!(&self.change, haptic_journal::PodStatusChange::Applied { sync, .. } if sync.error.is_some())
+    }
+}
+
 /// Result of [`Writer::update_pod_statuses`], per change in input order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodEntryOutcome {
@@ -707,7 +716,8 @@ impl Writer {
 
     /// Applies per-pod status changes to one HAProxyCfg in one status write. An `Applied`
     /// change the object cannot take yet (object missing, never completely published, or
-    /// another `spec.checksum`) is reported as [`PodEntryOutcome::Park`]; a `Removed` change on
+    /// another `spec.checksum` for a successful deployment; a failure is written with its
+    /// error) is reported as [`PodEntryOutcome::Park`]; a `Removed` change on
     /// a missing object is done. Returns one outcome per change.
     ///
     /// # Errors
@@ -730,9 +740,9 @@ impl Writer {
         let outcomes: Vec<PodEntryOutcome> = changes
             .iter()
             .map(|c| match c {
-                PodEntryChange::Applied { checksum, .. }
-                    if !published || *checksum != cfg.spec.checksum =>
-                {
+                PodEntryChange::Applied {
+                    checksum, input, ..
+                } if !published || (*checksum != cfg.spec.checksum && !input.is_failure()) => {
                     PodEntryOutcome::Park
                 }
                 _ => PodEntryOutcome::Done,
@@ -749,7 +759,7 @@ impl Writer {
                         checksum,
                         merge,
                         input,
-                    } if checksum == spec_checksum => {
+                    } if checksum == spec_checksum || input.is_failure() => {
                         let pos = st.deployed_to_pods.iter().position(|p| &p.pod_name == pod);
                         let old = pos.map(|i| &st.deployed_to_pods[i]);
                         let entry = merge(old, input);

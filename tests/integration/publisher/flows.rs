@@ -170,6 +170,17 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
             && c.spec.checksum == checksum
     })
     .await;
+    // A failed deployment of another checksum is written with its error, not parked.
+    env.applied(&p, "pod-c", bad_sum, Some("rejected by haproxy"))
+        .await;
+    eventually("pod-c error", || async {
+        env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
+            s.deployed_to_pods.iter().any(|p| {
+                p.pod_name == "pod-c" && p.checksum == Some(bad_sum) && p.last_error.is_some()
+            })
+        })
+    })
+    .await;
 
     // A later passing render (fewer files): `-invalid` deleted, unreferenced objects collected.
     let basic = corpus("02-maps");
