@@ -44,6 +44,26 @@
 //!   condition).
 //! - A status update the HAProxyCfg cannot take yet is parked; each publication attempt unparks.
 //!
+//! # Decisions (for the runtime)
+//! - Wiring: `Dispatcher::subscribe(subscribe_options())`, `attach(handle)`, then
+//!   `run(subscription, cancel)`; `run` starts a term's workers on a live `BecameLeader` and
+//!   stops them on a live `LostLeadership` (the BecameLeader batch must carry `set_term`, the
+//!   workers ack only while `journal.term()` equals their term). Call `drain()` on graceful stop
+//!   after the deployer's drain, before cancelling.
+//! - Writes are GET + `replace` with the read `resourceVersion` (not server-side apply); the
+//!   client must have `default_retry = false` ([`crate::k8s::client::from_kubeconfig`]).
+//! - `-invalid` carries the config and `validationError` only (no auxiliary objects), writes no
+//!   checkpoint and emits no event.
+//! - `config.published` is emitted exactly when the journal's published checkpoint moves to a new
+//!   render, in the ack's commit; repeats (self-healing, term start) emit nothing.
+//! - Term start repeats the checkpoint render idempotently, unless the cluster holds another
+//!   checksum stamped by another term (a successor's or predecessor's work is not rolled back).
+//! - The verdict worker keeps its newest item unacked while the HAProxyCfg does not exist; the
+//!   next complete publication wakes it.
+//! - A successful per-pod update for another checksum is parked; a failed one is written with
+//!   its error.
+//! - Objects whose JSON exceeds 3 MiB are refused before upload (a permanent 413).
+//!
 //! # Failpoints
 //! `publisher::before_publish_ack`.
 //!
