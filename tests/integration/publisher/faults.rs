@@ -133,3 +133,60 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
     term.stop().await;
     env.assert_no_422();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_render_supersedes_a_failing_older_retry() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let first = env
+        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+        .await;
+    eventually("first", || async {
+        env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
+    })
+    .await;
+    assert!(
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == first)
+    );
+    // Every spec update fails (500) while two more renders arrive.
+    env.server
+        .add_fault(Fault {
+            method: "PUT".into(),
+            path: format!("haproxycfgs/{MAIN}$"),
+            status: Some(500),
+            ..Fault::default()
+        })
+        .unwrap();
+    let _second = env
+        .render_and_pass(&p, &shared("backends/two-backends.cfg"))
+        .await;
+    eventually("retrying", || async {
+        p.counters().retries.load(Ordering::Relaxed) >= 2
+    })
+    .await;
+    let third = env
+        .render_and_pass(&p, &shared("backends/three-backends.cfg"))
+        .await;
+    env.server.clear_faults();
+    eventually("third", || async {
+        env.queue_len(Queue::Publish) == 0 && env.published_events() == 2
+    })
+    .await;
+    term.stop().await;
+    assert_eq!(env.cfg(MAIN).await.unwrap().spec.checksum, third);
+    // The second render never reached the spec: one successful spec update, for the third.
+    let ok_puts = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.method == "PUT" && r.path.ends_with(&format!("haproxycfgs/{MAIN}")) && r.status == 200
+        })
+        .count();
+    assert_eq!(ok_puts, 1);
+    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    env.assert_no_422();
+}
