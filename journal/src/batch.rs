@@ -297,6 +297,29 @@ impl Batch {
         render
     }
 
+    /// Takes an explicit hold on a render manifest (and so, through it, on its files): stores the
+    /// manifest unless present. The publisher holds the render of each HAProxyCfg's last complete
+    /// publication so self-healing can restore it after its events were trimmed. Release with
+    /// [`Batch::release_blob`].
+    pub fn hold_render(&mut self, render: &Render) -> &mut Self {
+        self.push(Op::PutBlob {
+            hash: render.checksum,
+            kind: BlobKind::Render,
+            content: crate::codec::encode_payload(render),
+            hold: true,
+        })
+    }
+
+    /// Releases one explicit hold (see [`crate::Journal::release_blob`]).
+    pub fn release_blob(&mut self, hash: Checksum) -> &mut Self {
+        self.push(Op::ReleaseBlob(hash))
+    }
+
+    /// Sets a HAProxyCfg's published checkpoint.
+    pub fn put_published_checkpoint(&mut self, checkpoint: PublishedCheckpoint) -> &mut Self {
+        self.push(Op::PutPublishedCheckpoint(checkpoint))
+    }
+
     /// Enqueues a work item (FIFO append or replace-latest, by queue).
     pub fn enqueue(&mut self, item: WorkItem, origin: Origin) -> &mut Self {
         self.push(Op::Enqueue {

@@ -17,6 +17,8 @@ pub const ALL: &[&str] = &[
     "deployer::before_completed",
     // scheduler (root crate): DeploymentScheduled + in-flight slot committed, executor not started.
     "scheduler::after_scheduled_journaled",
+    // publisher (root crate): publication complete in the cluster, ack + ConfigPublished not committed.
+    "publisher::before_publish_ack",
     // haptic-migrations: the test-only v1->v2 step aborts here (feature `test-v2`).
     "migrations::after_test_v2_half_rewritten",
 ];

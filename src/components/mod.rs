@@ -3,10 +3,12 @@
 //!
 //! - [`scheduler`]: `deployment-scheduler`, when deployments happen;
 //! - [`deployer`]: `deployer`, the executor that talks to each pod's Dataplane API;
-//! - [`drift`]: `drift-monitor`, periodic drift checks.
+//! - [`drift`]: `drift-monitor`, periodic drift checks;
+//! - [`publisher`]: `config-publisher`, the custom resources, Secrets and per-pod status.
 
 pub mod deployer;
 pub mod drift;
+pub mod publisher;
 pub mod scheduler;
 
 /// Stall check shared by the components: a handler running longer than this is unhealthy.

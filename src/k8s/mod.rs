@@ -1,5 +1,14 @@
-//! Kubernetes side of haptic: the custom resource types the publisher writes.
+//! Kubernetes side of haptic: the custom resource types and the publisher's writer.
 //!
-//! Watchers, the publisher's writers and the Lease come in later issues.
+//! - [`crd`]: the custom resources and their CRDs;
+//! - [`writer`]: idempotent, term-fenced writes of HAProxyCfg, auxiliary objects, Secrets,
+//!   per-pod status and conditions;
+//! - [`error`]: [`WriteError`] and its classification;
+//! - [`client`]: a kube client with kube's retry layer off.
 
+pub mod client;
 pub mod crd;
+pub mod error;
+pub mod writer;
+
+pub use error::WriteError;

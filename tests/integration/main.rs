@@ -4,6 +4,7 @@
 //! - `checksum`: the journal's checksum functions keep DESIGN.md's contract;
 //! - `corpus`: checksums, names and compression over `tests/corpus/renders/`;
 //! - `crds`: `deploy/crds/` is up to date, `haptic crds` prints it, the schemas accept our objects;
+//! - `publisher`: the config publisher against the Kubernetes API emulator;
 //! - `dataplane`: the Dataplane API client against an in-test server that answers as
 //!   ecosystem.md A documents.
 
@@ -15,3 +16,4 @@ mod corpus;
 mod crds;
 mod dataplane;
 mod deployer;
+mod publisher;

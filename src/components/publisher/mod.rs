@@ -1,0 +1,325 @@
+//! `config-publisher`: publishes what was rendered, validated and deployed as custom resources
+//! (seeds/configpublisher.txt, made durable on the journal). Leader-only.
+//!
+//! ```text
+//!  dispatcher --on_event(seq, &Event)--> decide::route --> Batch{enqueue work, origin seq}
+//!                                                              | journal commit, then wake
+//!        +-------------------+-----------------+---------------+----------------+
+//!        v                   v                 v                                v
+//!  publish worker      invalid worker     verdict worker                   status worker
+//!  (publish +          (`-invalid`,       (ConfigValidated /               (status-pending, per
+//!   publish-deployed)   newest wins)       ConfigPinned; deletes            HAProxyCfg one write,
+//!   throttle, retries                      `-invalid` on pass)              parks, throttle)
+//!        |  k8s::writer (idempotent, term-fenced)                                   ^
+//!        +--> ack + checkpoint + hold render + ConfigPublished (one commit) --unpark-+
+//!  heal watch (HAProxyCfg, aux CRs, Secrets) --> republish the checkpoint render
+//! ```
+//!
+//! # Inputs
+//! Accepted events through [`ConfigPublisher::on_event`] (after their commit, in `Seq` order):
+//! ConfigValidated, TemplateRendered, RenderGateCompleted, ValidationFailed,
+//! DeployedConfigPublishRequest, ConfigAppliedToPod, HAProxyPodTerminated,
+//! HAProxyPodsDiscovered, LostLeadership. Leadership through [`ConfigPublisher::start`] (one
+//! [`TermHandle`] per term) and [`ConfigPublisher::drain`].
+//!
+//! # Effects
+//! Kubernetes writes through [`crate::k8s::writer::Writer`]; `config.published` events.
+//!
+//! # Journal records
+//! Queues `publish`, `publish-deployed`, `invalid`, `verdict`, `status-pending`,
+//! `status-parked`, `drain-checkpoint`; `published_checkpoint` per HAProxyCfg; an explicit hold
+//! on the render of the last complete publication (released when the checkpoint moves), so
+//! self-healing can restore it after its events were trimmed.
+//!
+//! # Rules
+//! - The main spec only holds renders that passed the gate and never moves backwards in render
+//!   `Seq` (an older item is acked without touching the spec).
+//! - Validation work coalesces to the newest render (older items are acked with it); deploy work
+//!   keeps arrival order and never supersedes validation work.
+//! - Only a complete (every object, status references, GC), still-authoritative (term unchanged,
+//!   not cancelled) publication is acked; it emits `config.published` only when the checkpoint
+//!   moves to a new render, so repeats (self-healing, term start) emit nothing.
+//! - Transient failures retry with [`decide::on_failure`] (bounded exponential backoff,
+//!   Retry-After honoured); permanent ones release the item (too large: `SizeLimitExceeded`
+//!   condition).
+//! - A status update the HAProxyCfg cannot take yet is parked; each publication attempt unparks.
+//!
+//! # Decisions (for the runtime)
+//! - Wiring: `Dispatcher::subscribe(subscribe_options())`, `attach(handle)`, then
+//!   `run(subscription, cancel)`; `run` starts a term's workers on a live `BecameLeader` and
+//!   stops them on a live `LostLeadership` (the BecameLeader batch must carry `set_term`, the
+//!   workers ack only while `journal.term()` equals their term). Call `drain()` on graceful stop
+//!   after the deployer's drain, before cancelling.
+//! - Writes are GET + `replace` with the read `resourceVersion` (not server-side apply); the
+//!   client must have `default_retry = false` ([`crate::k8s::client::from_kubeconfig`]).
+//! - `-invalid` carries the config and `validationError` only (no auxiliary objects), writes no
+//!   checkpoint and emits no event.
+//! - `config.published` is emitted exactly when the journal's published checkpoint moves to a new
+//!   render, in the ack's commit; repeats (self-healing, term start) emit nothing.
+//! - Term start repeats the checkpoint render idempotently, unless the cluster holds another
+//!   checksum stamped by another term (a successor's or predecessor's work is not rolled back).
+//! - The verdict worker keeps its newest item unacked while the HAProxyCfg does not exist; the
+//!   next complete publication wakes it.
+//! - A successful per-pod update for another checksum is parked; a failed one is written with
+//!   its error.
+//! - Objects whose JSON exceeds 3 MiB are refused before upload (a permanent 413).
+//!
+//! # Failpoints
+//! `publisher::before_publish_ack`.
+//!
+//! # Metrics
+//! [`shell::Counters`] (publications, config_published, retries, given_up, heals, status_rounds).
+
+pub mod decide;
+pub mod shell;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use haptic_journal::{
+    AcceptError, Checksum, ConfigIdentity, Event, Journal, ReadError, RuntimeConfigRef, Seq, Term,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+pub use shell::{Counters, TermHandle};
+
+/// Component identifier (logs, metrics, health).
+pub const COMPONENT: &str = "config-publisher";
+
+/// The dispatcher subscription the publisher needs: leader-only, the kinds it handles plus the
+/// leadership events.
+#[must_use]
+pub fn subscribe_options() -> crate::dispatch::SubscribeOptions {
+    use haptic_journal::EventKind as K;
+    crate::dispatch::SubscribeOptions::new(COMPONENT)
+        .kinds(&[
+            K::ConfigValidated,
+            K::TemplateRendered,
+            K::RenderGateCompleted,
+            K::ValidationFailed,
+            K::DeployedConfigPublishRequest,
+            K::ConfigAppliedToPod,
+            K::HAProxyPodTerminated,
+            K::HAProxyPodsDiscovered,
+            K::BecameLeader,
+            K::LostLeadership,
+        ])
+        .leader_only(true)
+}
+
+/// Settings of the publisher.
+#[derive(Clone, Debug)]
+pub struct PublisherConfig {
+    /// The config identity (name = `--config-name`); the HAProxyCfg is
+    /// `<name>-haproxycfg`.
+    pub identity: ConfigIdentity,
+    /// Namespace of every object.
+    pub namespace: String,
+    /// Owner reference of the HAProxyCfg (the source ConfigMap), if any.
+    pub owner: Option<OwnerReference>,
+    /// Leading-edge throttle of publications and status writes; zero = off. Default: 0.
+    pub publish_interval: Duration,
+    /// Compression threshold in bytes (0 = never). Default: 1 MiB.
+    pub compression_threshold_bytes: u64,
+    /// Timeout of one API request. Default: 10 s.
+    pub request_timeout: Duration,
+    /// Retry policy. Default: [`decide::RetryPolicy::default`].
+    pub retry: decide::RetryPolicy,
+    /// Watch the published objects and restore them. Default: true.
+    pub self_heal: bool,
+}
+
+impl PublisherConfig {
+    /// Defaults for `identity` in `namespace`.
+    #[must_use]
+    pub fn new(identity: ConfigIdentity, namespace: &str) -> Self {
+        PublisherConfig {
+            identity,
+            namespace: namespace.to_owned(),
+            owner: None,
+            publish_interval: Duration::ZERO,
+            compression_threshold_bytes:
+                crate::core::compression::DEFAULT_COMPRESSION_THRESHOLD_BYTES,
+            request_timeout: Duration::from_secs(10),
+            retry: decide::RetryPolicy::default(),
+            self_heal: true,
+        }
+    }
+
+    /// Name of the main HAProxyCfg.
+    #[must_use]
+    pub fn haproxycfg_name(&self) -> String {
+        crate::core::naming::haproxycfg_name(self.identity.name.as_str())
+    }
+
+    /// The main HAProxyCfg as a reference.
+    #[must_use]
+    pub fn runtime_config(&self) -> RuntimeConfigRef {
+        RuntimeConfigRef {
+            namespace: self.namespace.as_str().into(),
+            name: self.haproxycfg_name().into(),
+        }
+    }
+}
+
+/// Errors of the publisher's journal side (Kubernetes errors are handled by the workers).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublisherError {
+    /// A journal commit failed: stop acting and reopen the journal.
+    #[error("journal commit failed")]
+    Accept(#[source] AcceptError),
+    /// A journal read failed.
+    #[error("journal read failed")]
+    Read(#[source] ReadError),
+    /// A blocking journal task panicked or was cancelled.
+    #[error("journal task failed")]
+    Join,
+    /// A commit through the dispatcher failed.
+    #[error("dispatcher commit failed")]
+    Dispatch(#[source] crate::dispatch::DispatchError),
+}
+
+impl PublisherError {
+    /// Classification: storage failures are fatal for the component.
+    #[must_use]
+    pub fn kind(&self) -> crate::core::ErrorKind {
+        crate::core::ErrorKind::Fatal
+    }
+}
+
+/// The config publisher.
+#[derive(Clone)]
+pub struct ConfigPublisher {
+    inner: Arc<shell::Inner>,
+}
+
+impl std::fmt::Debug for ConfigPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigPublisher")
+            .field("cfg", &self.inner.cfg)
+            .finish()
+    }
+}
+
+impl ConfigPublisher {
+    /// A publisher on `journal`, writing through `client` (kube's retry layer off).
+    #[must_use]
+    pub fn new(journal: Arc<Journal>, client: kube::Client, cfg: PublisherConfig) -> Self {
+        ConfigPublisher {
+            inner: Arc::new(shell::Inner::new(journal, client, cfg)),
+        }
+    }
+
+    /// Handles one accepted event: journals the work it becomes (origin `seq`, one commit),
+    /// then wakes the workers. Call after the event's commit, in `Seq` order; call
+    /// `mark_dispatched` after it returns.
+    ///
+    /// # Errors
+    /// [`PublisherError`] when the journal commit fails (nothing was queued).
+    ///
+    /// # Cancel safety
+    /// Not cancel safe between the commit and the wake-up; the workers re-read their queues at
+    /// every term start, so nothing is lost.
+    pub async fn on_event(&self, seq: Seq, event: &Event) -> Result<(), PublisherError> {
+        self.inner.on_event(seq, event).await
+    }
+
+    /// Starts the workers for leadership term `term` (the term already journaled). Queued work
+    /// of earlier terms is picked up; the last complete publication is repeated idempotently
+    /// against the cluster first.
+    #[must_use]
+    pub fn start(&self, term: Term) -> TermHandle {
+        self.inner.start(term)
+    }
+
+    /// Graceful leader stop: publishes the newest queued deploy-driven render past the
+    /// throttle; once it commits the older ones are dropped and the drain checkpoint records it.
+    /// Call after every accepted event was delivered. Returns the render published, `None`
+    /// when there was nothing, the term already ended, or the publication failed (queue left
+    /// as it was).
+    ///
+    /// # Errors
+    /// [`PublisherError`] when the journal fails.
+    ///
+    /// # Cancel safety
+    /// Cancelling leaves the queue as it was (the ack is one commit).
+    pub async fn drain(&self) -> Result<Option<Checksum>, PublisherError> {
+        self.inner.drain().await
+    }
+
+    /// Sends the publisher's own commits (acks with `config.published`) through the dispatcher
+    /// so its subscribers are woken at once. Call once, before [`ConfigPublisher::run`].
+    pub fn attach(&self, handle: crate::dispatch::DispatchHandle) {
+        let _ = self.inner.dispatch.set(handle);
+    }
+
+    /// Runs the component on a dispatcher subscription made with [`subscribe_options`]: each
+    /// delivery is handled by [`ConfigPublisher::on_event`] and then marked processed. A live
+    /// `BecameLeader` starts the term's workers (stopping the previous term's), a live
+    /// `LostLeadership` stops them; replayed leadership events change nothing.
+    ///
+    /// # Errors
+    /// [`PublisherError`] when the journal fails (stop acting and reopen).
+    ///
+    /// # Cancel safety
+    /// Cancel via `cancel`: the current delivery is finished (or left undone, so it is replayed)
+    /// and the term's workers are stopped at effect boundaries.
+    pub async fn run(
+        &self,
+        mut sub: crate::dispatch::Subscription,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<(), PublisherError> {
+        let mut term: Option<TermHandle> = None;
+        let result = loop {
+            let d = tokio::select! {
+                () = cancel.cancelled() => break Ok(()),
+                d = sub.recv() => d,
+            };
+            let Some(d) = d else { break Ok(()) };
+            match &*d.event {
+                Event::BecameLeader { term: t, .. } if !d.replayed => {
+                    if let Some(h) = term.take() {
+                        h.stop().await;
+                    }
+                    term = Some(self.start(*t));
+                }
+                Event::LostLeadership { .. } if !d.replayed => {
+                    if let Some(h) = term.take() {
+                        h.stop().await;
+                    }
+                }
+                _ => {}
+            }
+            if let Err(e) = self.on_event(d.seq, &d.event).await {
+                break Err(e);
+            }
+            d.done();
+        };
+        if let Some(h) = term {
+            h.stop().await;
+        }
+        result
+    }
+
+    /// Number of pods the publisher knows (discovered, reported, or listed in the published
+    /// status at term start); a discovery without them clears their status entries.
+    #[must_use]
+    pub fn known_pod_count(&self) -> usize {
+        self.inner.known_pod_count()
+    }
+
+    /// Counters.
+    #[must_use]
+    pub fn counters(&self) -> &Counters {
+        &self.inner.counters
+    }
+
+    /// Settings.
+    #[must_use]
+    pub fn config(&self) -> &PublisherConfig {
+        &self.inner.cfg
+    }
+}

@@ -1,0 +1,819 @@
+//! The Kubernetes writer of the config publisher: HAProxyCfg (+ `-invalid`), auxiliary custom
+//! resources, Secrets, per-pod status and conditions (upstream-behaviour.md section 10, with the
+//! fixes of DESIGN.md section 3).
+//!
+//! Every call is idempotent: it reads the object first and writes only what differs (spec,
+//! labels, owner references, status), so a call repeated after a crash between effect and ack
+//! changes nothing. Writes are `replace` guarded by the `resourceVersion` just read; a 409 is
+//! re-read and retried a few times here (that is a re-read, not a retry policy). Every other
+//! failure goes back to the caller classified ([`WriteError::kind`]); the retry policy lives in
+//! the publisher's pure core. Each request has a timeout ([`WriterConfig::request_timeout`]).
+//!
+//! Fencing (DESIGN.md J7): every write stamps the annotation [`labels::LEADER_TERM`] with the
+//! writer's term; an object stamped with a newer term is never overwritten
+//! ([`WriteError::StaleTerm`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+use haptic_journal::{AuxKind, Checksum, Term, UnixMillis};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, Resource, ResourceExt as _};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::crd::{
+    AuxiliaryFileReferences, ConfigMetadata, HAProxyCRTListFile, HAProxyCRTListFileSpec,
+    HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus, HAProxyGeneralFile, HAProxyGeneralFileSpec,
+    HAProxyMapFile, HAProxyMapFileSpec, PodDeploymentStatus, ResourceReference, conditions, labels,
+    reasons, secrets, set_condition,
+};
+use super::error::WriteError;
+use crate::core::ErrorKind;
+use crate::core::compression::compress_if_needed;
+use crate::core::naming::aux_object_name;
+
+/// How often a 409 is re-read and retried inside one call.
+const CONFLICT_REREADS: usize = 5;
+
+/// The API server's request body limit (3 MiB): an object whose JSON is larger is not sent; it
+/// fails as the server would, with a permanent 413 (no upload of megabytes only to be refused).
+pub const MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+
+/// Settings of one [`Writer`] (one per leadership term).
+#[derive(Clone, Debug)]
+pub struct WriterConfig {
+    /// Namespace of every object written.
+    pub namespace: String,
+    /// Value of the `haproxy-haptic.org/config` label on HAProxyCfg objects.
+    pub config_label: String,
+    /// Owner reference of the HAProxyCfg (the source ConfigMap), when there is one.
+    pub owner: Option<OwnerReference>,
+    /// The leadership term stamped on every write.
+    pub term: Term,
+    /// Content longer than this is stored zstd + base64 when that is shorter; 0 = never.
+    /// Default: 1 MiB.
+    pub compression_threshold_bytes: u64,
+    /// Timeout of one API request. Default: 10 s.
+    pub request_timeout: Duration,
+}
+
+/// One file of a render, as text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileContent {
+    /// Kind (decides object kind and pod directory).
+    pub kind: AuxKind,
+    /// Render-relative path, e.g. `maps/hosts.map`.
+    pub path: String,
+    /// Content.
+    pub content: String,
+}
+
+/// A whole render as text, read from the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderContent {
+    /// Render checksum (`spec.checksum`).
+    pub checksum: Checksum,
+    /// `haproxy.cfg`.
+    pub config: String,
+    /// Auxiliary files, sorted by path.
+    pub files: Vec<FileContent>,
+}
+
+/// What to publish as one HAProxyCfg.
+#[derive(Clone, Debug)]
+pub struct PublishSpec<'a> {
+    /// HAProxyCfg name (`<config>-haproxycfg` or `...-invalid`).
+    pub name: &'a str,
+    /// The render.
+    pub render: &'a RenderContent,
+    /// Also publish the auxiliary files (false for `-invalid`, whose files would duplicate).
+    pub with_files: bool,
+    /// `status.metadata.renderedAt`.
+    pub rendered_at: Option<UnixMillis>,
+    /// `status.metadata.validatedAt`.
+    pub validated_at: Option<UnixMillis>,
+    /// `status.validationError` (only `-invalid`).
+    pub validation_error: Option<String>,
+}
+
+/// One object the last publication wrote, as self-healing compares it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PublishedObject {
+    /// `HAProxyCfg`, `HAProxyMapFile`, `HAProxyGeneralFile`, `HAProxyCRTListFile` or `Secret`.
+    pub kind: &'static str,
+    /// Object name.
+    pub name: String,
+    /// JSON of what we wrote besides metadata and status (spec, or Secret data).
+    pub content: String,
+}
+
+/// Result of a complete publication.
+#[derive(Clone, Debug)]
+pub struct Published {
+    /// HAProxyCfg name.
+    pub name: String,
+    /// `resourceVersion` after the last write.
+    pub resource_version: Option<String>,
+    /// Map files published.
+    pub map_files: u32,
+    /// Secrets published.
+    pub secrets: u32,
+    /// Number of objects created, replaced or deleted (0: everything was already as wanted).
+    pub writes: u32,
+    /// Every object of the publication, sorted.
+    pub objects: Vec<PublishedObject>,
+}
+
+/// A per-pod status change for [`Writer::update_pod_statuses`].
+#[derive(Clone, Debug)]
+pub enum PodEntryChange {
+    /// Set the pod's entry (already merged by the caller's pure merge function, given the old).
+    Applied {
+        /// Pod name.
+        pod: String,
+        /// The render the pod runs (must equal `spec.checksum`, else the update is parked).
+        checksum: Checksum,
+        /// Builds the new entry from the old one.
+        merge: fn(Option<&PodDeploymentStatus>, &PodStatusInput) -> PodDeploymentStatus,
+        /// Input of `merge`.
+        input: Box<PodStatusInput>,
+    },
+    /// Remove the pod's entry.
+    Removed {
+        /// Pod name.
+        pod: String,
+    },
+}
+
+/// Facts of one applied deployment, for the merge function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodStatusInput {
+    /// Pod name.
+    pub pod: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// The journal's change.
+    pub change: haptic_journal::PodStatusChange,
+}
+
+impl PodStatusInput {
+    /// Whether this reports a failed deployment (written even when the pod tried a checksum
+    /// other than `spec.checksum`: the error is what an operator needs to see).
+    #[must_use]
+    pub fn is_failure(&self) -> bool {
+        matches!(&self.change, haptic_journal::PodStatusChange::Applied { sync, .. } if sync.error.is_some())
+    }
+}
+
+/// Result of [`Writer::update_pod_statuses`], per change in input order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodEntryOutcome {
+    /// Written (or already as wanted).
+    Done,
+    /// The HAProxyCfg cannot take it yet (missing, not completely published, other checksum).
+    Park,
+}
+
+/// The writer: one per leadership term.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    cfg: WriterConfig,
+}
+
+impl Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("cfg", &self.cfg).finish()
+    }
+}
+
+/// Converts unix milliseconds to a Kubernetes `Time`.
+#[must_use]
+pub fn k8s_time(at: UnixMillis) -> Time {
+    let ms = i64::try_from(at.0).unwrap_or(i64::MAX);
+    Time(k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or_default())
+}
+
+/// Pod directory of a file kind (DESIGN.md section 1, render directory).
+#[must_use]
+pub fn pod_path(kind: AuxKind, path: &str) -> String {
+    let base = path.rsplit('/').next().unwrap_or(path);
+    let dir = match kind {
+        AuxKind::Map => "/etc/haproxy/maps/",
+        AuxKind::Ssl | AuxKind::Ca => "/etc/haproxy/ssl/",
+        AuxKind::General | AuxKind::CrtList => "/etc/haproxy/general/",
+    };
+    format!("{dir}{base}")
+}
+
+fn base_name(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_owned()
+}
+
+/// JSON of an object without `metadata` and `status`: what "same content" compares.
+fn content_of<K: Serialize>(obj: &K) -> String {
+    let mut v = serde_json::to_value(obj).unwrap_or_default();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    v.to_string()
+}
+
+/// The term stamped on an object, if any.
+#[must_use]
+pub fn stamped_term(meta: &ObjectMeta) -> Option<Term> {
+    meta.annotations
+        .as_ref()?
+        .get(labels::LEADER_TERM)?
+        .parse()
+        .ok()
+        .map(Term)
+}
+
+impl Writer {
+    /// A writer for one term. Build the client with kube's retry layer off
+    /// (`Config::default_retry = false`): retries are the publisher's.
+    #[must_use]
+    pub fn new(client: Client, cfg: WriterConfig) -> Writer {
+        Writer { client, cfg }
+    }
+
+    /// The settings.
+    #[must_use]
+    pub fn config(&self) -> &WriterConfig {
+        &self.cfg
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.cfg.namespace)
+    }
+
+    async fn call<T>(
+        &self,
+        object: &str,
+        fut: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, WriteError> {
+        match tokio::time::timeout(self.cfg.request_timeout, fut).await {
+            Ok(r) => r.map_err(|e| WriteError::from_kube(object, e)),
+            Err(_) => Err(WriteError::Timeout {
+                object: object.to_owned(),
+                after: self.cfg.request_timeout,
+            }),
+        }
+    }
+
+    fn check_term(&self, object: &str, meta: &ObjectMeta) -> Result<(), WriteError> {
+        match stamped_term(meta) {
+            Some(theirs) if theirs > self.cfg.term => Err(WriteError::StaleTerm {
+                object: object.to_owned(),
+                ours: self.cfg.term,
+                theirs,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    fn meta(
+        &self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+        owner: Option<OwnerReference>,
+    ) -> ObjectMeta {
+        let mut annotations = BTreeMap::new();
+        annotations.insert(labels::LEADER_TERM.to_owned(), self.cfg.term.0.to_string());
+        ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(self.cfg.namespace.clone()),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: owner.map(|o| vec![o]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// Creates or replaces `desired` unless the stored object already has its content, labels and
+    /// owner references. Returns the stored object and whether a write happened.
+    async fn upsert<K>(&self, desired: &K) -> Result<(K, bool), WriteError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api: Api<K> = self.api();
+        let name = desired.name_any();
+        let object = format!("{}/{name}", K::kind(&K::DynamicType::default()));
+        let size = serde_json::to_vec(desired).map_or(0, |v| v.len());
+        if size > MAX_REQUEST_BYTES {
+            return Err(WriteError::Api {
+                object,
+                status: 413,
+                reason: "RequestEntityTooLarge".into(),
+                message: format!("request is too large: {size} bytes (limit {MAX_REQUEST_BYTES})"),
+                retry_after: None,
+            });
+        }
+        let mut last = None;
+        for _ in 0..CONFLICT_REREADS {
+            let existing = self.call(&object, api.get_opt(&name)).await?;
+            let result = match existing {
+                None => {
+                    self.call(&object, api.create(&PostParams::default(), desired))
+                        .await
+                }
+                Some(existing) => {
+                    self.check_term(&object, existing.meta())?;
+                    if self.same(&existing, desired) {
+                        return Ok((existing, false));
+                    }
+                    let mut obj = desired.clone();
+                    obj.meta_mut().resource_version = existing.meta().resource_version.clone();
+                    // Keep annotations and labels others put there; ours win.
+                    merge_maps(&mut obj.meta_mut().labels, &existing.meta().labels);
+                    merge_maps(
+                        &mut obj.meta_mut().annotations,
+                        &existing.meta().annotations,
+                    );
+                    self.call(&object, api.replace(&name, &PostParams::default(), &obj))
+                        .await
+                }
+            };
+            match result {
+                Ok(k) => return Ok((k, true)),
+                Err(e) if e.kind() == ErrorKind::Conflict => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(WriteError::Content {
+            reason: "conflict re-reads exhausted".into(),
+        }))
+    }
+
+    fn same<K: Resource + Serialize>(&self, existing: &K, desired: &K) -> bool {
+        let (e, d) = (existing.meta(), desired.meta());
+        let labels_ok = d
+            .labels
+            .iter()
+            .flatten()
+            .all(|(k, v)| e.labels.as_ref().and_then(|l| l.get(k)) == Some(v));
+        let owners_ok = d.owner_references.is_none() || d.owner_references == e.owner_references;
+        labels_ok && owners_ok && content_of(existing) == content_of(desired)
+    }
+
+    /// Reads a HAProxyCfg.
+    ///
+    /// # Errors
+    /// [`WriteError`] (not found is `Ok(None)`).
+    pub async fn get_cfg(&self, name: &str) -> Result<Option<HAProxyCfg>, WriteError> {
+        let api: Api<HAProxyCfg> = self.api();
+        self.call(&format!("HAProxyCfg/{name}"), api.get_opt(name))
+            .await
+    }
+
+    /// Publishes one render completely: the HAProxyCfg spec, every auxiliary object and Secret
+    /// (owner-referenced to it), the status references and metadata, then deletes the auxiliary
+    /// objects of this HAProxyCfg that the render no longer has. Returns only when all of it is
+    /// in the cluster.
+    ///
+    /// Idempotent: objects already as wanted are not written.
+    ///
+    /// # Errors
+    /// The first failed request ([`WriteError::kind`] says how to react); a
+    /// [`WriteError::StaleTerm`] when any object is stamped with a newer term.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves a partial publication; calling again completes it.
+    pub async fn publish(&self, spec: &PublishSpec<'_>) -> Result<Published, WriteError> {
+        let render = spec.render;
+        let threshold = self.cfg.compression_threshold_bytes;
+        let stored = compress_if_needed(&render.config, threshold);
+        let mut cfg_labels = BTreeMap::new();
+        cfg_labels.insert(labels::CONFIG.to_owned(), self.cfg.config_label.clone());
+        let mut desired = HAProxyCfg::new(
+            spec.name,
+            HAProxyCfgSpec {
+                path: super::crd::HAPROXY_CONFIG_PATH.to_owned(),
+                content: stored.content.clone(),
+                checksum: render.checksum,
+                compressed: stored.compressed,
+            },
+        );
+        desired.metadata = self.meta(spec.name, cfg_labels, self.cfg.owner.clone());
+        let mut objects = vec![PublishedObject {
+            kind: "HAProxyCfg",
+            name: spec.name.to_owned(),
+            content: content_of(&desired),
+        }];
+        let (cfg, wrote) = self.upsert(&desired).await?;
+        let mut writes = u32::from(wrote);
+        let owner = OwnerReference {
+            api_version: format!("{}/{}", super::crd::GROUP, super::crd::VERSION),
+            kind: "HAProxyCfg".into(),
+            name: spec.name.to_owned(),
+            uid: cfg.metadata.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let mut refs = AuxiliaryFileReferences::default();
+        let mut wanted: BTreeSet<(&'static str, String)> = BTreeSet::new();
+        let mut total_size = stored.content.len() as i64;
+        if spec.with_files {
+            for f in &render.files {
+                let (kind, name, content, wrote, size) =
+                    self.publish_file(spec.name, f, &owner).await?;
+                writes += u32::from(wrote);
+                total_size += size;
+                let r = ResourceReference {
+                    kind: kind.to_owned(),
+                    name: name.clone(),
+                    namespace: Some(self.cfg.namespace.clone()),
+                };
+                match f.kind {
+                    AuxKind::Map => refs.map_files.push(r),
+                    AuxKind::Ssl => refs.ssl_certificates.push(r),
+                    AuxKind::Ca => refs.ca_files.push(r),
+                    AuxKind::General => refs.general_files.push(r),
+                    AuxKind::CrtList => refs.crt_list_files.push(r),
+                }
+                wanted.insert((kind, name.clone()));
+                objects.push(PublishedObject {
+                    kind,
+                    name,
+                    content,
+                });
+            }
+        }
+        let metadata = ConfigMetadata {
+            total_size: Some(total_size),
+            content_size: Some(render.config.len() as i64),
+            rendered_at: spec.rendered_at.map(k8s_time),
+            validated_at: spec.validated_at.map(k8s_time),
+        };
+        let (rv, wrote) = self
+            .update_cfg_status(spec.name, |st, _| {
+                st.auxiliary_files = Some(refs.clone());
+                st.metadata = Some(metadata.clone());
+                st.validation_error.clone_from(&spec.validation_error);
+            })
+            .await?;
+        writes += u32::from(wrote);
+        if spec.with_files {
+            writes += self.collect_garbage(spec.name, &wanted).await?;
+        }
+        objects.sort();
+        Ok(Published {
+            name: spec.name.to_owned(),
+            resource_version: rv,
+            map_files: refs.map_files.len() as u32,
+            secrets: (refs.ssl_certificates.len() + refs.ca_files.len()) as u32,
+            writes,
+            objects,
+        })
+    }
+
+    async fn publish_file(
+        &self,
+        cfg_name: &str,
+        f: &FileContent,
+        owner: &OwnerReference,
+    ) -> Result<(&'static str, String, String, bool, i64), WriteError> {
+        let name = aux_object_name(cfg_name, f.kind, &f.path);
+        let stored = compress_if_needed(&f.content, self.cfg.compression_threshold_bytes);
+        let size = stored.content.len() as i64;
+        let checksum = Checksum::of(f.content.as_bytes());
+        let mut lbl = BTreeMap::new();
+        lbl.insert(labels::RUNTIME_CONFIG.to_owned(), cfg_name.to_owned());
+        let path = pod_path(f.kind, &f.path);
+        let base = base_name(&f.path);
+        match f.kind {
+            AuxKind::Map => {
+                let mut o = HAProxyMapFile::new(
+                    &name,
+                    HAProxyMapFileSpec {
+                        map_name: base,
+                        path,
+                        entries: stored.content,
+                        checksum,
+                        compressed: stored.compressed,
+                    },
+                );
+                o.metadata = self.meta(&name, lbl, Some(owner.clone()));
+                let (_, w) = self.upsert(&o).await?;
+                Ok(("HAProxyMapFile", name, content_of(&o), w, size))
+            }
+            AuxKind::General => {
+                let mut o = HAProxyGeneralFile::new(
+                    &name,
+                    HAProxyGeneralFileSpec {
+                        file_name: base,
+                        path,
+                        content: stored.content,
+                        checksum,
+                        compressed: stored.compressed,
+                    },
+                );
+                o.metadata = self.meta(&name, lbl, Some(owner.clone()));
+                let (_, w) = self.upsert(&o).await?;
+                Ok(("HAProxyGeneralFile", name, content_of(&o), w, size))
+            }
+            AuxKind::CrtList => {
+                let mut o = HAProxyCRTListFile::new(
+                    &name,
+                    HAProxyCRTListFileSpec {
+                        list_name: base,
+                        path,
+                        entries: stored.content,
+                        checksum,
+                        compressed: stored.compressed,
+                    },
+                );
+                o.metadata = self.meta(&name, lbl, Some(owner.clone()));
+                let (_, w) = self.upsert(&o).await?;
+                Ok(("HAProxyCRTListFile", name, content_of(&o), w, size))
+            }
+            AuxKind::Ssl | AuxKind::Ca => {
+                let type_value = if f.kind == AuxKind::Ssl {
+                    secrets::TYPE_SSL_CERTIFICATE
+                } else {
+                    secrets::TYPE_CA_FILE
+                };
+                lbl.insert(secrets::TYPE_LABEL.to_owned(), type_value.to_owned());
+                let mut meta = self.meta(&name, lbl, Some(owner.clone()));
+                if let Some(a) = meta.annotations.as_mut() {
+                    a.insert(
+                        secrets::COMPRESSED_ANNOTATION.to_owned(),
+                        stored.compressed.to_string(),
+                    );
+                    a.insert(
+                        secrets::CHECKSUM_ANNOTATION.to_owned(),
+                        checksum.to_string(),
+                    );
+                }
+                let mut data = BTreeMap::new();
+                data.insert(
+                    secrets::CERTIFICATE_KEY.to_owned(),
+                    ByteString(stored.content.into_bytes()),
+                );
+                data.insert(secrets::PATH_KEY.to_owned(), ByteString(path.into_bytes()));
+                let o = Secret {
+                    metadata: meta,
+                    data: Some(data),
+                    type_: Some(secrets::SECRET_TYPE.to_owned()),
+                    ..Secret::default()
+                };
+                let (_, w) = self.upsert(&o).await?;
+                Ok(("Secret", name, content_of(&o), w, size))
+            }
+        }
+    }
+
+    /// Read-modify-write of a HAProxyCfg's status (409: re-read). `f` gets the status and the
+    /// spec checksum; nothing is written when the status does not change. Returns the
+    /// resourceVersion and whether a write happened.
+    async fn update_cfg_status(
+        &self,
+        name: &str,
+        f: impl Fn(&mut HAProxyCfgStatus, &Checksum),
+    ) -> Result<(Option<String>, bool), WriteError> {
+        let api: Api<HAProxyCfg> = self.api();
+        let object = format!("HAProxyCfg/{name}");
+        let mut last = None;
+        for _ in 0..CONFLICT_REREADS {
+            let mut cfg = self.call(&object, api.get(name)).await?;
+            self.check_term(&object, &cfg.metadata)?;
+            let before = cfg.status.clone();
+            let mut st = cfg.status.clone().unwrap_or_default();
+            f(&mut st, &cfg.spec.checksum);
+            st.refresh_pods_synced(&cfg.spec.checksum);
+            if Some(&st) == before.as_ref() {
+                return Ok((cfg.metadata.resource_version.clone(), false));
+            }
+            cfg.status = Some(st);
+            match self
+                .call(
+                    &object,
+                    api.replace_status(name, &PostParams::default(), &cfg),
+                )
+                .await
+            {
+                Ok(c) => return Ok((c.metadata.resource_version, true)),
+                Err(e) if e.kind() == ErrorKind::Conflict => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(WriteError::Content {
+            reason: "conflict re-reads exhausted".into(),
+        }))
+    }
+
+    async fn collect_garbage(
+        &self,
+        cfg_name: &str,
+        wanted: &BTreeSet<(&'static str, String)>,
+    ) -> Result<u32, WriteError> {
+        let lp = ListParams::default().labels(&format!("{}={cfg_name}", labels::RUNTIME_CONFIG));
+        let mut deleted = 0;
+        deleted += self
+            .gc_kind::<HAProxyMapFile>("HAProxyMapFile", &lp, wanted)
+            .await?;
+        deleted += self
+            .gc_kind::<HAProxyGeneralFile>("HAProxyGeneralFile", &lp, wanted)
+            .await?;
+        deleted += self
+            .gc_kind::<HAProxyCRTListFile>("HAProxyCRTListFile", &lp, wanted)
+            .await?;
+        deleted += self.gc_kind::<Secret>("Secret", &lp, wanted).await?;
+        Ok(deleted)
+    }
+
+    async fn gc_kind<K>(
+        &self,
+        kind: &'static str,
+        lp: &ListParams,
+        wanted: &BTreeSet<(&'static str, String)>,
+    ) -> Result<u32, WriteError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api: Api<K> = self.api();
+        let list = self.call(kind, api.list(lp)).await?;
+        let mut n = 0;
+        for o in list.items {
+            let name = o.name_any();
+            if wanted.contains(&(kind, name.clone())) {
+                continue;
+            }
+            let object = format!("{kind}/{name}");
+            self.check_term(&object, o.meta())?;
+            match self
+                .call(&object, api.delete(&name, &DeleteParams::default()))
+                .await
+            {
+                Ok(_) => n += 1,
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
+    /// Deletes a HAProxyCfg (the `-invalid` one once a render passes); absent is success.
+    ///
+    /// # Errors
+    /// [`WriteError`]; [`WriteError::StaleTerm`] when it is stamped by a newer term.
+    pub async fn delete_cfg(&self, name: &str) -> Result<bool, WriteError> {
+        let api: Api<HAProxyCfg> = self.api();
+        let object = format!("HAProxyCfg/{name}");
+        let Some(existing) = self.call(&object, api.get_opt(name)).await? else {
+            return Ok(false);
+        };
+        self.check_term(&object, &existing.metadata)?;
+        match self
+            .call(&object, api.delete(name, &DeleteParams::default()))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets conditions on a HAProxyCfg's status (keyed by type; the transition time moves only
+    /// with the status). Returns whether a write happened.
+    ///
+    /// # Errors
+    /// [`WriteError`]; 404 when the HAProxyCfg does not exist (yet).
+    pub async fn set_conditions(&self, name: &str, new: &[Condition]) -> Result<bool, WriteError> {
+        let (_, wrote) = self
+            .update_cfg_status(name, |st, _| {
+                for c in new {
+                    set_condition(&mut st.conditions, c.clone());
+                }
+            })
+            .await?;
+        Ok(wrote)
+    }
+
+    /// Applies per-pod status changes to one HAProxyCfg in one status write. An `Applied`
+    /// change the object cannot take yet (object missing, never completely published, or
+    /// another `spec.checksum` for a successful deployment; a failure is written with its
+    /// error) is reported as [`PodEntryOutcome::Park`]; a `Removed` change on
+    /// a missing object is done. Returns one outcome per change.
+    ///
+    /// # Errors
+    /// [`WriteError`] for the read or the write.
+    pub async fn update_pod_statuses(
+        &self,
+        name: &str,
+        changes: &[PodEntryChange],
+    ) -> Result<Vec<PodEntryOutcome>, WriteError> {
+        let Some(cfg) = self.get_cfg(name).await? else {
+            return Ok(changes
+                .iter()
+                .map(|c| match c {
+                    PodEntryChange::Applied { .. } => PodEntryOutcome::Park,
+                    PodEntryChange::Removed { .. } => PodEntryOutcome::Done,
+                })
+                .collect());
+        };
+        let published = cfg.status.as_ref().is_some_and(|s| s.metadata.is_some());
+        let outcomes: Vec<PodEntryOutcome> = changes
+            .iter()
+            .map(|c| match c {
+                PodEntryChange::Applied {
+                    checksum, input, ..
+                } if !published || (*checksum != cfg.spec.checksum && !input.is_failure()) => {
+                    PodEntryOutcome::Park
+                }
+                _ => PodEntryOutcome::Done,
+            })
+            .collect();
+        if outcomes.iter().all(|o| *o == PodEntryOutcome::Park) {
+            return Ok(outcomes);
+        }
+        self.update_cfg_status(name, |st, spec_checksum| {
+            for c in changes {
+                match c {
+                    PodEntryChange::Applied {
+                        pod,
+                        checksum,
+                        merge,
+                        input,
+                    } if checksum == spec_checksum || input.is_failure() => {
+                        let pos = st.deployed_to_pods.iter().position(|p| &p.pod_name == pod);
+                        let old = pos.map(|i| &st.deployed_to_pods[i]);
+                        let entry = merge(old, input);
+                        match pos {
+                            Some(i) => st.deployed_to_pods[i] = entry,
+                            None => st.deployed_to_pods.push(entry),
+                        }
+                    }
+                    PodEntryChange::Applied { .. } => {}
+                    PodEntryChange::Removed { pod } => {
+                        st.deployed_to_pods.retain(|p| &p.pod_name != pod);
+                    }
+                }
+            }
+            st.deployed_to_pods
+                .sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
+        })
+        .await?;
+        Ok(outcomes)
+    }
+
+    /// Records that an object of this HAProxyCfg is over the size limit even compressed
+    /// (`SizeLimitExceeded=True`, reason `ObjectTooLarge`); best effort.
+    ///
+    /// # Errors
+    /// [`WriteError`].
+    pub async fn set_too_large(
+        &self,
+        name: &str,
+        message: &str,
+        now: UnixMillis,
+    ) -> Result<bool, WriteError> {
+        self.set_conditions(
+            name,
+            &[Condition {
+                type_: conditions::SIZE_LIMIT_EXCEEDED.into(),
+                status: "True".into(),
+                reason: reasons::OBJECT_TOO_LARGE.into(),
+                message: message.to_owned(),
+                last_transition_time: k8s_time(now),
+                observed_generation: None,
+            }],
+        )
+        .await
+    }
+}
+
+fn merge_maps(
+    ours: &mut Option<BTreeMap<String, String>>,
+    theirs: &Option<BTreeMap<String, String>>,
+) {
+    let Some(theirs) = theirs else { return };
+    let ours = ours.get_or_insert_with(BTreeMap::new);
+    for (k, v) in theirs {
+        ours.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+}

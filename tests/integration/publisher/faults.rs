@@ -1,0 +1,192 @@
+//! Scripted faults: nothing lost, no duplicate ConfigPublished, retries bounded; permanent
+//! rejections (too large) release the worker with a condition.
+
+use std::sync::atomic::Ordering;
+
+use haptic::k8s::crd::conditions;
+use haptic_journal::{AuxKind, Queue, Term};
+use haptic_tools::sandbox::apiserver::Fault;
+
+use super::*;
+
+fn fault(method: &str, path: &str, status: u16, times: u32) -> Fault {
+    Fault {
+        method: method.into(),
+        path: path.into(),
+        status: Some(status),
+        times: Some(times),
+        ..Fault::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_faults_are_retried_without_loss_or_duplicates() {
+    let mut env = Env::start().await;
+    // 409 on the first create of each kind, 429 with Retry-After, a 500 burst, a timeout.
+    env.server
+        .add_fault(fault("POST", "haproxycfgs$", 409, 1))
+        .unwrap();
+    env.server
+        .add_fault(fault("POST", "haproxymapfiles$", 409, 1))
+        .unwrap();
+    env.server
+        .add_fault(fault("POST", "secrets$", 409, 1))
+        .unwrap();
+    env.server
+        .add_fault(Fault {
+            retry_after_s: Some(1),
+            ..fault("PUT", "status$", 429, 1)
+        })
+        .unwrap();
+    env.server
+        .add_fault(fault("POST", "haproxygeneralfiles$", 500, 3))
+        .unwrap();
+    env.server
+        .add_fault(Fault {
+            method: "GET".into(),
+            path: "haproxycrtlistfiles/".into(),
+            delay_ms: Some(3000),
+            times: Some(1),
+            ..Fault::default()
+        })
+        .unwrap();
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let sum = env.render_and_pass(&p, &full_render()).await;
+    env.applied(&p, "pod-a", sum, None).await;
+    eventually("published and status written", || async {
+        env.cfg(MAIN)
+            .await
+            .and_then(|c| c.status)
+            .is_some_and(|s| s.auxiliary_files.is_some() && s.deployed_to_pods.len() == 1)
+            && env.queue_len(Queue::Publish) == 0
+    })
+    .await;
+    // The same render again (a drift re-render): idempotent, no second event.
+    env.gate(&p, sum, haptic_journal::GateVerdict::Pass, vec![])
+        .await;
+    eventually("repeat handled", || async {
+        env.queue_len(Queue::Publish) == 0
+    })
+    .await;
+    term.stop().await;
+    assert_eq!(env.published_events(), 1);
+    let c = p.counters();
+    let retries = c.retries.load(Ordering::Relaxed);
+    assert!(retries >= 3, "retries {retries}");
+    // Bounded: the scripted faults answer at most 8 requests; every retry is one of them or a
+    // timeout, with a small slack for re-reads.
+    assert!(retries <= 12, "retries {retries}");
+    assert_eq!(c.given_up.load(Ordering::Relaxed), 0);
+    env.assert_no_422();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_objects_are_a_condition_not_a_loop() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let small = env.render_and_pass(&p, &corpus("02-maps")).await;
+    eventually("published", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == small)
+    })
+    .await;
+
+    // A 4 MiB map of incompressible text: over the API server's limit even compressed.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut big = Vec::with_capacity(4 << 20);
+    while big.len() < 4 << 20 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        big.push(alphabet[(seed % 64) as usize]);
+        if big.len() % 80 == 79 {
+            big.push(b'\n');
+        }
+    }
+    let mut r = corpus("02-maps");
+    r.files.push((AuxKind::Map, "maps/huge.map".into(), big));
+    env.render_and_pass(&p, &r).await;
+    eventually("released with a condition", || async {
+        p.counters().given_up.load(Ordering::Relaxed) == 1
+            && env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == conditions::SIZE_LIMIT_EXCEEDED && c.status == "True")
+            })
+    })
+    .await;
+    eventually("released", || async { env.queue_len(Queue::Publish) == 0 }).await;
+    // Refused before upload (over the 3 MiB request limit) or by the server once: never a loop.
+    let too_large = env
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.status == 413 || r.status == 500)
+        .count();
+    assert!(too_large <= 1, "{too_large} rejected requests");
+    // The rejected render is not announced.
+    assert_eq!(env.published_events(), 1);
+    term.stop().await;
+    env.assert_no_422();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_render_supersedes_a_failing_older_retry() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let first = env
+        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+        .await;
+    eventually("first", || async {
+        env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
+    })
+    .await;
+    assert!(
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == first)
+    );
+    // Every spec update fails (500) while two more renders arrive.
+    env.server
+        .add_fault(Fault {
+            method: "PUT".into(),
+            path: format!("haproxycfgs/{MAIN}$"),
+            status: Some(500),
+            ..Fault::default()
+        })
+        .unwrap();
+    let _second = env
+        .render_and_pass(&p, &shared("backends/two-backends.cfg"))
+        .await;
+    eventually("retrying", || async {
+        p.counters().retries.load(Ordering::Relaxed) >= 2
+    })
+    .await;
+    let third = env
+        .render_and_pass(&p, &shared("backends/three-backends.cfg"))
+        .await;
+    env.server.clear_faults();
+    eventually("third", || async {
+        env.queue_len(Queue::Publish) == 0 && env.published_events() == 2
+    })
+    .await;
+    term.stop().await;
+    assert_eq!(env.cfg(MAIN).await.unwrap().spec.checksum, third);
+    // The second render never reached the spec: one successful spec update, for the third.
+    let ok_puts = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.method == "PUT" && r.path.ends_with(&format!("haproxycfgs/{MAIN}")) && r.status == 200
+        })
+        .count();
+    assert_eq!(ok_puts, 1);
+    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    env.assert_no_422();
+}

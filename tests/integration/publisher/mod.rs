@@ -1,0 +1,337 @@
+//! The config publisher against the sandbox's Kubernetes API emulator (kube client unmodified,
+//! retry layer off), driven the way the dispatcher will: `journal.accept(...)` first, then
+//! `on_event(seq, &event)`.
+
+mod dispatch;
+mod faults;
+mod flows;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use haptic::components::publisher::{ConfigPublisher, PublisherConfig};
+use haptic::k8s::crd::{self, HAProxyCfg};
+use haptic_journal::{
+    AuxKind, Batch, Checksum, ConfigIdentity, Correlation, Event, GateVerdict, Identity, Journal,
+    JournalOptions, PodRef, Queue, RuntimeConfigRef, Seq, SyncMetadata, Term,
+};
+use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::PostParams;
+
+pub const NS: &str = "default";
+pub const CONFIG: &str = "edge";
+pub const MAIN: &str = "edge-haproxycfg";
+pub const INVALID: &str = "edge-haproxycfg-invalid";
+
+const FOLDERS: &[(&str, AuxKind)] = &[
+    ("maps", AuxKind::Map),
+    ("ssl", AuxKind::Ssl),
+    ("ca", AuxKind::Ca),
+    ("general", AuxKind::General),
+    ("crt-lists", AuxKind::CrtList),
+];
+
+/// A render read from a directory of `tests/corpus/renders/` (or a single config file).
+#[derive(Clone)]
+pub struct RenderDir {
+    pub config: Vec<u8>,
+    pub files: Vec<(AuxKind, String, Vec<u8>)>,
+}
+
+pub fn corpus(name: &str) -> RenderDir {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/renders")
+        .join(name);
+    let config = fs::read(dir.join("haproxy.cfg")).unwrap();
+    let mut files = Vec::new();
+    for (folder, kind) in FOLDERS {
+        let Ok(rd) = fs::read_dir(dir.join(folder)) else {
+            continue;
+        };
+        for e in rd {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            files.push((
+                *kind,
+                format!("{folder}/{name}"),
+                fs::read(e.path()).unwrap(),
+            ));
+        }
+    }
+    RenderDir { config, files }
+}
+
+/// A config-only render from `../shared/corpus/haproxy/<rel>`.
+pub fn shared(rel: &str) -> RenderDir {
+    let p = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/corpus/haproxy"
+    ))
+    .join(rel);
+    RenderDir {
+        config: fs::read(p).unwrap(),
+        files: Vec::new(),
+    }
+}
+
+/// Several corpus renders merged into one (maps + error files + crt-lists + CA + certificate).
+pub fn full_render() -> RenderDir {
+    let mut r = corpus("07-ca");
+    for extra in ["02-maps", "04-errors", "06-crtlist", "05-tls"] {
+        for f in corpus(extra).files {
+            if !r.files.iter().any(|x| x.1 == f.1) {
+                r.files.push(f);
+            }
+        }
+    }
+    r
+}
+
+pub struct Env {
+    pub server: ApiServer,
+    pub client: kube::Client,
+    pub dir: tempfile::TempDir,
+    pub journal: Arc<Journal>,
+    pub kubeconfig: PathBuf,
+    pub seq_corr: u64,
+}
+
+pub fn identity() -> ConfigIdentity {
+    ConfigIdentity {
+        name: CONFIG.into(),
+        namespace: NS.into(),
+        source_uid: None,
+        source_generation: None,
+    }
+}
+
+pub fn runtime_config() -> RuntimeConfigRef {
+    RuntimeConfigRef {
+        namespace: NS.into(),
+        name: MAIN.into(),
+    }
+}
+
+pub fn fast_config() -> PublisherConfig {
+    let mut c = PublisherConfig::new(identity(), NS);
+    c.retry.initial = Duration::from_millis(50);
+    c.retry.max_delay = Duration::from_millis(1500);
+    c.request_timeout = Duration::from_secs(2);
+    c
+}
+
+impl Env {
+    pub async fn start() -> Env {
+        let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig, NS).unwrap();
+        let client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
+            .await
+            .unwrap();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for c in crd::crds() {
+            crds.create(&PostParams::default(), &c).await.unwrap();
+        }
+        let journal = Arc::new(
+            Journal::open(
+                &JournalOptions::new(dir.path().join("j.redb")).trim_every_commits(u32::MAX),
+            )
+            .unwrap(),
+        );
+        journal
+            .set_term(Term(1), Identity::new("replica-0"))
+            .unwrap();
+        Env {
+            server,
+            client,
+            dir,
+            journal,
+            kubeconfig,
+            seq_corr: 0,
+        }
+    }
+
+    pub fn reopen_journal(&mut self) {
+        let path = self.dir.path().join("j.redb");
+        // The old Arc must be the last one.
+        let old = std::mem::replace(
+            &mut self.journal,
+            Arc::new(
+                Journal::open(&JournalOptions::new(self.dir.path().join("scratch.redb"))).unwrap(),
+            ),
+        );
+        drop(Arc::try_unwrap(old).expect("journal still shared"));
+        self.journal = Arc::new(
+            Journal::open(&JournalOptions::new(path).trim_every_commits(u32::MAX)).unwrap(),
+        );
+    }
+
+    pub fn publisher(&self, cfg: PublisherConfig) -> ConfigPublisher {
+        ConfigPublisher::new(Arc::clone(&self.journal), self.client.clone(), cfg)
+    }
+
+    pub fn corr(&mut self) -> Correlation {
+        self.seq_corr += 1;
+        Correlation::new(format!("e{}", self.seq_corr))
+    }
+
+    /// Accepts an event (with the render stored when given), as the dispatcher would.
+    pub fn accept(
+        &self,
+        render: Option<&RenderDir>,
+        event: impl FnOnce(Option<Checksum>) -> Event,
+    ) -> (Seq, Event) {
+        let mut b = Batch::new();
+        let checksum = render.map(|r| b.put_render(r.config.clone(), r.files.clone()).checksum);
+        let ev = event(checksum);
+        b.event(ev.clone());
+        let acc = self.journal.accept(b).unwrap();
+        (acc.seqs()[0], ev)
+    }
+
+    /// Accept + deliver + mark dispatched.
+    pub async fn deliver(&self, p: &ConfigPublisher, seq: Seq, ev: &Event) {
+        p.on_event(seq, ev).await.unwrap();
+        self.journal.mark_dispatched(seq).unwrap();
+    }
+
+    /// TemplateRendered, then RenderGateCompleted(pass): returns the render checksum.
+    pub async fn render_and_pass(&mut self, p: &ConfigPublisher, r: &RenderDir) -> Checksum {
+        let render = self.render(p, r).await;
+        self.gate(p, render, GateVerdict::Pass, vec![]).await;
+        render
+    }
+
+    /// TemplateRendered only.
+    pub async fn render(&mut self, p: &ConfigPublisher, r: &RenderDir) -> Checksum {
+        let c1 = self.corr();
+        let (s, ev) = self.accept(Some(r), |c| Event::TemplateRendered {
+            correlation: c1,
+            render: c.unwrap(),
+            config_bytes: r.config.len() as u64,
+            auxiliary_file_count: r.files.len() as u32,
+            duration_ms: 1,
+            trigger_reason: "test".into(),
+            coalescible: true,
+        });
+        self.deliver(p, s, &ev).await;
+        let Event::TemplateRendered { render, .. } = ev else {
+            unreachable!()
+        };
+        render
+    }
+
+    pub async fn gate(
+        &mut self,
+        p: &ConfigPublisher,
+        render: Checksum,
+        verdict: GateVerdict,
+        messages: Vec<String>,
+    ) {
+        let c = self.corr();
+        let (s, ev) = self.accept(None, |_| Event::RenderGateCompleted {
+            correlation: c,
+            render,
+            verdict,
+            messages,
+            pinned_to: None,
+        });
+        self.deliver(p, s, &ev).await;
+    }
+
+    pub async fn applied(
+        &mut self,
+        p: &ConfigPublisher,
+        pod: &str,
+        checksum: Checksum,
+        error: Option<&str>,
+    ) {
+        let c = self.corr();
+        let (s, ev) = self.accept(None, |_| Event::ConfigAppliedToPod {
+            correlation: c,
+            runtime_config: runtime_config(),
+            pod: pod_ref(pod),
+            checksum,
+            is_drift_check: false,
+            sync: SyncMetadata {
+                reload_triggered: true,
+                sync_duration_ms: 12,
+                error: error.map(str::to_owned),
+                ..SyncMetadata::default()
+            },
+        });
+        self.deliver(p, s, &ev).await;
+    }
+
+    pub fn cfgs(&self) -> Api<HAProxyCfg> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub async fn cfg(&self, name: &str) -> Option<HAProxyCfg> {
+        self.cfgs().get_opt(name).await.unwrap()
+    }
+
+    /// Count of `config.published` events in the journal log.
+    pub fn published_events(&self) -> usize {
+        self.journal
+            .events(Seq(0), usize::MAX)
+            .unwrap()
+            .into_iter()
+            .filter(|(_, _, e)| matches!(e, Event::ConfigPublished { .. }))
+            .count()
+    }
+
+    pub fn queue_len(&self, q: Queue) -> usize {
+        self.journal.queue(q).unwrap().len()
+    }
+
+    /// No write of ours was ever rejected as invalid by the schema.
+    pub fn assert_no_422(&self) {
+        let bad: Vec<_> = self
+            .server
+            .requests()
+            .into_iter()
+            .filter(|r| r.status == 422)
+            .collect();
+        assert!(bad.is_empty(), "422 answers: {bad:?}");
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("kubectl")
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env("NO_PROXY", "127.0.0.1")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+pub fn pod_ref(name: &str) -> PodRef {
+    PodRef {
+        namespace: NS.into(),
+        name: name.into(),
+    }
+}
+
+/// Polls `cond` until it holds (generous deadline; the deadline is a hang guard, not an
+/// assertion on speed).
+pub async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..600 {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never happened: {what}");
+}
