@@ -16,6 +16,8 @@
 //!   no clock, no randomness (enforced by the architecture test);
 //! - [`k8s`]: the custom resource types and their CRDs;
 //! - [`dataplane`]: the HAProxy Dataplane API v3 client;
+//! - [`source`]: render sources (directory, ConfigMap) and the input boundary type;
+//! - [`validate`]: `haproxy -c` on a render in a private temp dir;
 //! - [`cli`]: the command line.
 //!
 //! Invariants every component keeps: an event is acted on only after its journal commit; one
@@ -29,6 +31,8 @@ pub mod cli;
 pub mod core;
 pub mod dataplane;
 pub mod k8s;
+pub mod source;
+pub mod validate;
 
 use std::io::Write as _;
 

@@ -14,3 +14,4 @@ mod checksum;
 mod corpus;
 mod crds;
 mod dataplane;
+mod runtime;

@@ -1,0 +1,1 @@
+//! ConfigMap source (placeholder).
