@@ -1,5 +1,7 @@
 //! Kubernetes side of haptic: the custom resource types the publisher writes.
 //!
-//! Watchers, the publisher's writers and the Lease come in later issues.
+//! Also pod discovery ([`discovery`]) and leader election on a Lease ([`lease`]).
 
 pub mod crd;
+pub mod discovery;
+pub mod lease;

@@ -3,6 +3,7 @@
 
 mod configmap_source;
 mod dir_source;
+mod discovery;
 mod validate;
 
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
