@@ -4,6 +4,7 @@
 mod configmap_source;
 mod dir_source;
 mod discovery;
+mod lease;
 mod validate;
 
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
@@ -44,7 +45,6 @@ impl Emulator {
     }
 
     /// A second, independent client (a second controller replica).
-    #[allow(dead_code)]
     pub async fn another_client(&self) -> kube::Client {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kubeconfig");
