@@ -2,6 +2,7 @@
 //! render sources, pod discovery, the Lease, and the deploy manifests.
 
 mod configmap_source;
+mod deploy;
 mod dir_source;
 mod discovery;
 mod lease;
