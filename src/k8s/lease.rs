@@ -84,6 +84,56 @@ impl LeaseConfig {
     }
 }
 
+/// A [`LeaseConfig`] whose timings cannot fence.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseConfigError {
+    /// Timings out of order.
+    #[error(
+        "lease timings must satisfy retry period < renew deadline < duration and 0 < margin <          duration (got retry {retry:?}, renew deadline {renew_deadline:?}, duration {duration:?},          margin {margin:?})"
+    )]
+    Timings {
+        /// Retry period.
+        retry: Duration,
+        /// Renew deadline.
+        renew_deadline: Duration,
+        /// Lease duration.
+        duration: Duration,
+        /// Guard margin.
+        margin: Duration,
+    },
+    /// An empty name or identity.
+    #[error("the lease name and the identity must not be empty")]
+    Empty,
+}
+
+impl LeaseConfig {
+    /// Checks the settings before the elector starts.
+    ///
+    /// # Errors
+    /// [`LeaseConfigError::Timings`] unless retry < renew deadline < duration and
+    /// 0 < margin < duration; [`LeaseConfigError::Empty`] for an empty name or identity.
+    pub fn check(&self) -> Result<(), LeaseConfigError> {
+        if self.name.is_empty() || self.identity.is_empty() {
+            return Err(LeaseConfigError::Empty);
+        }
+        let ordered = self.retry_period < self.renew_deadline
+            && self.renew_deadline < self.duration
+            && !self.margin.is_zero()
+            && self.margin < self.duration;
+        if ordered {
+            Ok(())
+        } else {
+            Err(LeaseConfigError::Timings {
+                retry: self.retry_period,
+                renew_deadline: self.renew_deadline,
+                duration: self.duration,
+                margin: self.margin,
+            })
+        }
+    }
+}
+
 /// The identity: `--identity` when given, else `POD_NAME`, else the hostname, else `haptic`.
 #[must_use]
 pub fn default_identity(flag: Option<&str>) -> String {
@@ -424,6 +474,37 @@ impl LeaderElector {
             tracing::warn!(error = %error, "lease release failed");
         } else {
             tracing::info!(identity = %self.config.identity, "lease released");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_consistent_and_bad_timings_are_refused() {
+        let mut c = LeaseConfig::new("ns", "lease", "me");
+        assert_eq!(c.check(), Ok(()));
+        c.renew_deadline = Duration::from_secs(20);
+        assert!(matches!(c.check(), Err(LeaseConfigError::Timings { .. })));
+        assert_eq!(
+            LeaseConfig::new("ns", "lease", "").check(),
+            Err(LeaseConfigError::Empty)
+        );
+    }
+
+    #[test]
+    fn guard_is_valid_only_within_the_margin() {
+        let g = LeaseGuard::new(Duration::from_secs(15), Duration::from_secs(5));
+        assert_eq!(g.check(), Err(NotLeader));
+        g.set(Some((Term(3), Instant::now())));
+        assert_eq!(g.check(), Ok(Term(3)));
+        let old = Instant::now().checked_sub(Duration::from_secs(11));
+        if let Some(old) = old {
+            g.set(Some((Term(3), old)));
+            assert_eq!(g.check(), Err(NotLeader));
+            assert_eq!(g.term(), Some(Term(3)));
         }
     }
 }

@@ -463,6 +463,58 @@ mod tests {
     }
 
     #[test]
+    fn verdict_events_continue_the_chain_and_pin_on_failure() {
+        let rendered = crate::source::chain_start("render");
+        let render = Checksum([1; 32]);
+        let last = Checksum([2; 32]);
+        let fail = Validation {
+            outcome: Outcome::Fail {
+                errors: vec!["e1".into(), "e2".into()],
+            },
+            duration: Duration::from_millis(5),
+        };
+        let events = verdict_events(&rendered, render, &fail, "t", Some(last));
+        let [
+            Event::ValidationFailed {
+                correlation,
+                errors,
+                ..
+            },
+            Event::RenderGateCompleted {
+                correlation: gate,
+                verdict,
+                pinned_to,
+                messages,
+                ..
+            },
+        ] = events.as_slice()
+        else {
+            panic!("{events:?}")
+        };
+        assert_eq!(correlation.correlation_id, rendered.correlation_id);
+        assert_eq!(correlation.causation_id.as_ref(), Some(&rendered.event_id));
+        assert_eq!(gate.causation_id.as_ref(), Some(&correlation.event_id));
+        assert_eq!((*verdict, *pinned_to), (GateVerdict::Fail, Some(last)));
+        assert_eq!(errors, messages);
+        let pass = Validation {
+            outcome: Outcome::Pass { warnings: vec![] },
+            duration: Duration::ZERO,
+        };
+        let events = verdict_events(&rendered, render, &pass, "t", Some(last));
+        assert!(matches!(
+            events.as_slice(),
+            [
+                Event::ValidationCompleted { .. },
+                Event::RenderGateCompleted {
+                    verdict: GateVerdict::Pass,
+                    pinned_to: None,
+                    ..
+                }
+            ]
+        ));
+    }
+
+    #[test]
     fn empty_configs() {
         assert!(is_empty_config(b""));
         assert!(is_empty_config(b"  \n# nothing\n\t\n"));
