@@ -478,6 +478,12 @@ impl LeaderElector {
     }
 }
 
+enum Renew {
+    Ok(String, Instant),
+    Lost,
+    Error,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,10 +513,4 @@ mod tests {
             assert_eq!(g.term(), Some(Term(3)));
         }
     }
-}
-
-enum Renew {
-    Ok(String, Instant),
-    Lost,
-    Error,
 }
