@@ -149,3 +149,42 @@ async fn missing_haproxy_is_a_clear_startup_error() {
     assert!(matches!(err, ValidatorError::HaproxyMissing { .. }));
     assert!(err.to_string().contains("apt-get install haproxy"), "{err}");
 }
+
+#[tokio::test]
+async fn pass_with_warnings_in_order() {
+    let v = validator().await;
+    let cfg = "defaults\n    mode http\nfrontend f\n    bind :8080\n    default_backend b\n\
+               backend b\n    server s 127.0.0.1:1\n";
+    let Outcome::Pass { warnings } = v
+        .validate(&RenderContent::new(cfg.as_bytes().to_vec(), Vec::new()))
+        .await
+        .unwrap()
+        .outcome
+    else {
+        panic!("failed")
+    };
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].starts_with("config : missing timeouts for frontend 'f'."));
+    assert!(warnings[0].contains("\n   | While not properly invalid"));
+    assert!(warnings[1].contains("backend 'b'"));
+}
+
+#[tokio::test]
+async fn crt_list_paths_are_rewritten_and_messages_name_pod_paths() {
+    // 06 passes only if the crt-list's /etc/haproxy/ssl/site.pem is rewritten too; break the
+    // certificate to see HAProxy's message name the pod path, not the temp dir.
+    let v = validator().await;
+    let mut render = RenderContent::read_dir(&renders().join("06-crtlist")).unwrap();
+    let cert = render
+        .files
+        .iter_mut()
+        .find(|f| f.path == "ssl/site.pem")
+        .unwrap();
+    cert.content = b"not a certificate\n".to_vec();
+    let Outcome::Fail { errors } = v.validate(&render).await.unwrap().outcome else {
+        panic!("passed")
+    };
+    let all = errors.join("\n");
+    assert!(all.contains("/etc/haproxy/ssl/site.pem"), "{all}");
+    assert!(!all.contains("haptic-validate-"), "{all}");
+}
