@@ -147,6 +147,9 @@ pub struct ConfigMapSource {
     client: Client,
     config: ConfigMapSourceConfig,
     last_sent: Option<haptic_journal::Checksum>,
+    /// The ConfigMap's uid at the last render sent (for `ConfigIdentity.source_uid` and the
+    /// HAProxyCfg's owner reference); `None` until then.
+    source_uid: tokio::sync::watch::Sender<Option<haptic_journal::ObjectUid>>,
 }
 
 impl std::fmt::Debug for ConfigMapSource {
@@ -187,7 +190,15 @@ impl ConfigMapSource {
             client,
             config,
             last_sent: None,
+            source_uid: tokio::sync::watch::Sender::new(None),
         }
+    }
+
+    /// The uid of the ConfigMap the last render came from (DESIGN.md "Identity and names":
+    /// `ConfigIdentity.source_uid`, owner of the HAProxyCfg); updated before the render is sent.
+    #[must_use]
+    pub fn source_uid(&self) -> tokio::sync::watch::Receiver<Option<haptic_journal::ObjectUid>> {
+        self.source_uid.subscribe()
     }
 
     /// Tells the source which render was last journaled, so it is not sent again.
@@ -271,6 +282,12 @@ impl ConfigMapSource {
                         continue;
                     };
                     let checksum = content.checksum();
+                    let uid = cm_obj.metadata.uid.clone().map(haptic_journal::ObjectUid::new);
+                    self.source_uid.send_if_modified(|old| {
+                        let changed = *old != uid;
+                        old.clone_from(&uid);
+                        changed
+                    });
                     if self.last_sent != Some(checksum) {
                         let trigger = if first { "startup" } else { "configmap_changed" };
                         super::send_render(&sink, content, started.elapsed(), trigger).await?;

@@ -25,6 +25,24 @@
 //!
 //! # Metrics
 //! None yet (renders emitted can be counted by the receiver).
+//!
+//! # Wiring (the runtime issue)
+//! One bounded `mpsc::channel::<Input>(N)` feeds the dispatcher; every producer gets a clone of
+//! the sender and the shared `CancellationToken`:
+//!
+//! ```text
+//!  validator = validate::Validator::new("haproxy", validation_timeout).await?   // start-up check
+//!  dir::DirSource::new(DirSourceConfig::new(render_dir)).run(tx.clone(), cancel.clone())
+//!    | configmap::ConfigMapSource::new(client, cfg).run(tx.clone(), cancel.clone())
+//!  k8s::discovery::PodDiscovery::new(client, cfg)  (.synced() for /readyz)  .run(tx.clone(), cancel)
+//!  k8s::lease::LeaderElector::new(client, cfg)     (.guard() into every writer) .run(tx, lease_cancel)
+//!  dispatcher: Input::Rendered{event, content} -> Batch{put blobs of content.manifest(), event}
+//!              Input::Event(e)                 -> Batch{e} (BecameLeader: also the term to meta)
+//!              after TemplateRendered is durable: validator.validate(&content) ->
+//!              validate::verdict_events(..) -> accept them (same way)
+//! ```
+//! The Lease gets its own token, cancelled after the deployer and publisher drains, so the
+//! release comes last.
 
 pub mod configmap;
 mod content;

@@ -89,8 +89,9 @@ async fn configmap_and_secret_flow_through_the_emulator() {
     let mut config = ConfigMapSourceConfig::new(NS, "render");
     config.secret = Some("render-certs".into());
     config.debounce = Duration::from_millis(100);
-    let task =
-        tokio::spawn(ConfigMapSource::new(emu.client.clone(), config).run(tx, cancel.clone()));
+    let source = ConfigMapSource::new(emu.client.clone(), config);
+    let uid = source.source_uid();
+    let task = tokio::spawn(source.run(tx, cancel.clone()));
 
     cms.create(
         &PostParams::default(),
@@ -109,6 +110,8 @@ async fn configmap_and_secret_flow_through_the_emulator() {
     let r = next(&mut rx, Duration::from_secs(5)).await.expect("render");
     assert_eq!(r.files.len(), 2);
     assert_eq!(r.config, b"global\n");
+    let created = cms.get("render").await.unwrap().metadata.uid.unwrap();
+    assert_eq!(uid.borrow().as_ref().map(|u| u.0.clone()), Some(created));
 
     // A change of the map yields a new render; re-writing identical data yields none.
     let mut cm = cms.get("render").await.unwrap();
