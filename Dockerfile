@@ -8,7 +8,6 @@ COPY src src
 COPY journal journal
 COPY migrations migrations
 COPY tools tools
-COPY tests tests
 RUN cargo build --release --locked -p haptic
 
 # Runtime: Debian's haproxy for `haproxy -c` validation (the same 2.6 the corpus is checked with).
