@@ -18,6 +18,8 @@
 //! - [`dataplane`]: the HAProxy Dataplane API v3 client;
 //! - [`components`]: `deployment-scheduler`, `deployer`, `drift-monitor` (pure `decide` + shell);
 //! - [`dispatch`]: the event dispatcher (journal first, then the components, in `Seq` order);
+//! - [`source`]: render sources (directory, ConfigMap) and the input boundary type;
+//! - [`validate`]: `haproxy -c` on a render in a private temp dir;
 //! - [`cli`]: the command line.
 //!
 //! Invariants every component keeps: an event is acted on only after its journal commit; one
@@ -33,6 +35,8 @@ pub mod core;
 pub mod dataplane;
 pub mod dispatch;
 pub mod k8s;
+pub mod source;
+pub mod validate;
 
 use std::io::Write as _;
 

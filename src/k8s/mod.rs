@@ -5,6 +5,7 @@
 //!   per-pod status and conditions;
 //! - [`error`]: [`WriteError`] and its classification;
 //! - [`client`]: a kube client with kube's retry layer off.
+//! Also pod discovery ([`discovery`]) and leader election on a Lease ([`lease`]).
 
 pub mod client;
 pub mod crd;
@@ -12,3 +13,5 @@ pub mod error;
 pub mod writer;
 
 pub use error::WriteError;
+pub mod discovery;
+pub mod lease;

@@ -17,3 +17,4 @@ mod crds;
 mod dataplane;
 mod deployer;
 mod publisher;
+mod runtime;

@@ -1,0 +1,193 @@
+//! One render in memory: `haproxy.cfg` plus its auxiliary files, by kind (DESIGN.md section 1,
+//! "Render directory").
+
+use std::path::Path;
+
+use haptic_journal::{AuxFile, AuxKind, Checksum, Render, render_checksum};
+use sha2::{Digest, Sha256};
+
+/// The config file name at the root of a render.
+pub const CONFIG_FILE: &str = "haproxy.cfg";
+
+/// The render folders, their kinds and the pod directory each maps onto, in a fixed order.
+///
+/// Shape: `(folder, kind, directory on the pod)`; `ssl/` and `ca/` share `/etc/haproxy/ssl`,
+/// `general/` and `crt-lists/` share `/etc/haproxy/general`.
+pub const FOLDERS: &[(&str, AuxKind, &str)] = &[
+    ("maps", AuxKind::Map, "/etc/haproxy/maps"),
+    ("ssl", AuxKind::Ssl, "/etc/haproxy/ssl"),
+    ("ca", AuxKind::Ca, "/etc/haproxy/ssl"),
+    ("general", AuxKind::General, "/etc/haproxy/general"),
+    ("crt-lists", AuxKind::CrtList, "/etc/haproxy/general"),
+];
+
+/// The kind of a render folder name (`maps` -> [`AuxKind::Map`], ...); `None` for other names.
+#[must_use]
+pub fn kind_of_folder(folder: &str) -> Option<AuxKind> {
+    FOLDERS
+        .iter()
+        .find(|(f, _, _)| *f == folder)
+        .map(|(_, k, _)| *k)
+}
+
+/// The render folder of a kind (`map` -> `maps`).
+#[must_use]
+pub fn folder_of_kind(kind: AuxKind) -> &'static str {
+    FOLDERS
+        .iter()
+        .find(|(_, k, _)| *k == kind)
+        .map_or("general", |(f, _, _)| f)
+}
+
+/// The directory on the pod a kind maps onto (`/etc/haproxy/maps`, ...).
+#[must_use]
+pub fn pod_dir_of_kind(kind: AuxKind) -> &'static str {
+    FOLDERS
+        .iter()
+        .find(|(_, k, _)| *k == kind)
+        .map_or("/etc/haproxy/general", |(_, _, d)| d)
+}
+
+/// One auxiliary file of a render, with its content.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RenderFile {
+    /// What kind of file this is (decides the pod directory).
+    pub kind: AuxKind,
+    /// Path relative to the render root, `<folder>/<name>` (e.g. `maps/hosts.map`).
+    pub path: String,
+    /// The bytes.
+    pub content: Vec<u8>,
+}
+
+impl RenderFile {
+    /// The file name without its folder (`hosts.map`).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or(&self.path)
+    }
+
+    /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
+    #[must_use]
+    pub fn pod_path(&self) -> String {
+        format!("{}/{}", pod_dir_of_kind(self.kind), self.name())
+    }
+}
+
+impl std::fmt::Debug for RenderFile {
+    // Never print content: `ssl/` files hold private keys (STYLE.md 2.10).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderFile")
+            .field("kind", &self.kind)
+            .field("path", &self.path)
+            .field("size_bytes", &self.content.len())
+            .finish()
+    }
+}
+
+/// A whole render: the config and every auxiliary file, files sorted by `path` (unique).
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct RenderContent {
+    /// `haproxy.cfg`.
+    pub config: Vec<u8>,
+    /// Auxiliary files, sorted by `path`.
+    pub files: Vec<RenderFile>,
+}
+
+impl std::fmt::Debug for RenderContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderContent")
+            .field("config_bytes", &self.config.len())
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+impl RenderContent {
+    /// A render from a config and files; sorts the files by path.
+    #[must_use]
+    pub fn new(config: Vec<u8>, mut files: Vec<RenderFile>) -> Self {
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        RenderContent { config, files }
+    }
+
+    /// The render checksum of DESIGN.md section 1 ([`render_checksum`]).
+    #[must_use]
+    pub fn checksum(&self) -> Checksum {
+        let files: Vec<(&str, &[u8])> = self
+            .files
+            .iter()
+            .map(|f| (f.path.as_str(), f.content.as_slice()))
+            .collect();
+        render_checksum(&self.config, &files)
+    }
+
+    /// The journal manifest of this render (blob keys = SHA-256 of each content).
+    #[must_use]
+    pub fn manifest(&self) -> Render {
+        Render {
+            checksum: self.checksum(),
+            config: sha256(&self.config),
+            config_size_bytes: self.config.len() as u64,
+            files: self
+                .files
+                .iter()
+                .map(|f| AuxFile {
+                    kind: f.kind,
+                    path: f.path.clone(),
+                    blob: sha256(&f.content),
+                    size_bytes: f.content.len() as u64,
+                })
+                .collect(),
+        }
+    }
+
+    /// Reads a render directory (`haproxy.cfg` plus the folders of [`FOLDERS`]) as it is now.
+    ///
+    /// Hidden entries (names starting with `.`, such as a volume's `..data`) are skipped inside
+    /// folders; subdirectories of a folder and unknown top-level entries are ignored.
+    ///
+    /// # Errors
+    /// Any I/O error, e.g. [`std::io::ErrorKind::NotFound`] when `haproxy.cfg` is absent.
+    pub fn read_dir(dir: &Path) -> std::io::Result<RenderContent> {
+        let config = std::fs::read(dir.join(CONFIG_FILE))?;
+        let mut files = Vec::new();
+        for (folder, kind, _) in FOLDERS {
+            let sub = dir.join(folder);
+            let entries = match std::fs::read_dir(&sub) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            for entry in entries {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with('.') {
+                    continue;
+                }
+                // `metadata` follows symlinks (volume files are symlinks into `..data`).
+                let meta = std::fs::metadata(entry.path())?;
+                if !meta.is_file() {
+                    continue;
+                }
+                files.push(RenderFile {
+                    kind: *kind,
+                    path: format!("{folder}/{name}"),
+                    content: std::fs::read(entry.path())?,
+                });
+            }
+        }
+        Ok(RenderContent::new(config, files))
+    }
+
+    /// Number of auxiliary files, saturated to `u32`.
+    #[must_use]
+    pub fn file_count(&self) -> u32 {
+        u32::try_from(self.files.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// SHA-256 of one blob (the journal's blob key of a single file).
+#[must_use]
+pub fn sha256(bytes: &[u8]) -> Checksum {
+    Checksum(Sha256::digest(bytes).into())
+}

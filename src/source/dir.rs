@@ -1,0 +1,206 @@
+//! The directory render source: a render directory watched by polling, debounced, read whole and
+//! only when stable (DESIGN.md section 1, "Render directory").
+//!
+//! ```text
+//!  every poll_interval: commit stamp = (..data symlink target, haproxy.cfg inode/mtime/size)
+//!     changed? -> wait until the whole tree's fingerprint is unchanged for `debounce`
+//!     -> fingerprint F1, read everything, fingerprint F2; F1 != F2 -> read again
+//!     -> checksum differs from the last emitted render? -> Input::Rendered
+//! ```
+//!
+//! A render is complete when `haproxy.cfg` is renamed into place (writers put auxiliary files
+//! first) or, for a ConfigMap/Secret volume, when the `..data` symlink is swapped. Changes to
+//! auxiliary files alone are a write in progress and are not read until the commit point moves.
+//! Polling (not inotify) is deliberate: it works the same on volume mounts, overlay file systems
+//! and NFS, and a render directory has tens of entries, so a 200 ms poll costs nothing.
+
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::{CONFIG_FILE, FOLDERS, InputSender, RenderContent, SinkClosed, send_render};
+
+/// Settings of a [`DirSource`].
+#[derive(Debug, Clone)]
+pub struct DirSourceConfig {
+    /// The render directory.
+    pub dir: PathBuf,
+    /// How often the directory is looked at. Default: 200 ms.
+    pub poll_interval: Duration,
+    /// How long the tree must stay unchanged after a commit before it is read. Default: 500 ms.
+    pub debounce: Duration,
+}
+
+impl DirSourceConfig {
+    /// The defaults for `dir`.
+    #[must_use]
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        DirSourceConfig {
+            dir: dir.into(),
+            poll_interval: Duration::from_millis(200),
+            debounce: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Errors that end [`DirSource::run`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DirSourceError {
+    /// The dispatcher's channel closed.
+    #[error(transparent)]
+    SinkClosed(#[from] SinkClosed),
+}
+
+/// A watched render directory.
+#[derive(Debug)]
+pub struct DirSource {
+    config: DirSourceConfig,
+    /// Checksum of the last render sent; an unchanged render is not sent again.
+    last_sent: Option<haptic_journal::Checksum>,
+}
+
+/// Metadata of one entry: (relative path, inode, mtime ns, size).
+type Entry = (String, u64, i128, u64);
+
+impl DirSource {
+    /// A source over `config.dir`.
+    #[must_use]
+    pub fn new(config: DirSourceConfig) -> Self {
+        DirSource {
+            config,
+            last_sent: None,
+        }
+    }
+
+    /// Tells the source which render was last journaled (e.g. after a restart), so an unchanged
+    /// directory does not produce it again.
+    pub fn set_last_sent(&mut self, checksum: haptic_journal::Checksum) {
+        self.last_sent = Some(checksum);
+    }
+
+    /// Watches the directory until `cancel` fires, sending every new complete render.
+    ///
+    /// The render present at start (if any) is sent with trigger `startup` unless its checksum
+    /// equals [`DirSource::set_last_sent`]; later ones with trigger `directory_changed`. Read
+    /// errors (a missing `haproxy.cfg`, a file vanishing mid-read) are logged and retried on the
+    /// next poll.
+    ///
+    /// # Errors
+    /// [`DirSourceError::SinkClosed`] when the receiver is gone.
+    ///
+    /// # Cancel safety
+    /// Cancel safe; cancelling through `cancel` ends it between polls.
+    pub async fn run(
+        mut self,
+        sink: InputSender,
+        cancel: CancellationToken,
+    ) -> Result<(), DirSourceError> {
+        let mut committed = None;
+        let mut trigger = "startup";
+        loop {
+            let stamp = commit_stamp(&self.config.dir);
+            if stamp.is_some() && stamp != committed {
+                match self.read_stable(&cancel).await {
+                    Some((content, took)) => {
+                        committed = stamp;
+                        let checksum = content.checksum();
+                        if self.last_sent != Some(checksum) {
+                            send_render(&sink, content, took, trigger).await?;
+                            self.last_sent = Some(checksum);
+                            tracing::info!(render = %checksum, "render read from directory");
+                        }
+                        trigger = "directory_changed";
+                    }
+                    None if cancel.is_cancelled() => return Ok(()),
+                    None => {}
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return Ok(()),
+                () = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+        }
+    }
+
+    /// Waits for the tree to be quiet for `debounce`, then reads it whole, again if it changed
+    /// meanwhile. `None` when cancelled or on a read error (logged).
+    async fn read_stable(&self, cancel: &CancellationToken) -> Option<(RenderContent, Duration)> {
+        let dir = self.config.dir.clone();
+        let mut last = fingerprint(&dir);
+        let mut quiet_since = Instant::now();
+        loop {
+            if quiet_since.elapsed() >= self.config.debounce {
+                let dir2 = dir.clone();
+                let started = Instant::now();
+                let read = tokio::task::spawn_blocking(move || {
+                    let before = fingerprint(&dir2);
+                    let content = RenderContent::read_dir(&dir2);
+                    (before, content, fingerprint(&dir2))
+                })
+                .await;
+                match read {
+                    Ok((before, Ok(content), after)) if before == after && after == last => {
+                        return Some((content, started.elapsed()));
+                    }
+                    Ok((_, Ok(_), after)) => {
+                        // Something changed while reading: wait for quiet again.
+                        last = after;
+                        quiet_since = Instant::now();
+                    }
+                    Ok((_, Err(error), _)) => {
+                        tracing::warn!(error = %error, dir = %dir.display(), "render directory unreadable");
+                        return None;
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %error, "render read task failed");
+                        return None;
+                    }
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return None,
+                () = tokio::time::sleep(self.config.poll_interval.min(self.config.debounce)) => {}
+            }
+            let now = fingerprint(&dir);
+            if now != last {
+                last = now;
+                quiet_since = Instant::now();
+            }
+        }
+    }
+}
+
+/// What marks a render as complete: the `..data` target of a volume, else `haproxy.cfg`'s
+/// identity. `None` when there is no `haproxy.cfg`.
+fn commit_stamp(dir: &Path) -> Option<(Option<PathBuf>, Entry)> {
+    let data = std::fs::read_link(dir.join("..data")).ok();
+    let cfg = entry(dir, CONFIG_FILE)?;
+    Some((data, cfg))
+}
+
+fn entry(dir: &Path, rel: &str) -> Option<Entry> {
+    let m = std::fs::metadata(dir.join(rel)).ok()?;
+    let mtime = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+    Some((rel.to_owned(), m.ino(), mtime, m.size()))
+}
+
+/// Metadata of every file a render reads, sorted, plus the `..data` target.
+fn fingerprint(dir: &Path) -> (Option<PathBuf>, Vec<Entry>) {
+    let mut out: Vec<Entry> = entry(dir, CONFIG_FILE).into_iter().collect();
+    for (folder, _, _) in FOLDERS {
+        let Ok(rd) = std::fs::read_dir(dir.join(folder)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.') {
+                out.extend(entry(dir, &format!("{folder}/{name}")));
+            }
+        }
+    }
+    out.sort();
+    (std::fs::read_link(dir.join("..data")).ok(), out)
+}

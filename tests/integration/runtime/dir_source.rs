@@ -1,0 +1,153 @@
+//! `haptic::source::dir` against a temp dir: atomic rename flow, writes in progress, unchanged
+//! content, ConfigMap-volume `..data` swaps.
+
+use std::path::Path;
+use std::time::Duration;
+
+use haptic::source::dir::{DirSource, DirSourceConfig};
+use haptic::source::{Input, RenderContent};
+use haptic_journal::Event;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+struct Running {
+    rx: mpsc::Receiver<Input>,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.task.abort();
+    }
+}
+
+fn start(dir: &Path) -> Running {
+    let (tx, rx) = mpsc::channel(8);
+    let cancel = CancellationToken::new();
+    let mut config = DirSourceConfig::new(dir);
+    config.poll_interval = Duration::from_millis(40);
+    config.debounce = Duration::from_millis(150);
+    let c = cancel.clone();
+    let task = tokio::spawn(async move {
+        DirSource::new(config).run(tx, c).await.unwrap();
+    });
+    Running { rx, cancel, task }
+}
+
+async fn next(r: &mut Running, within: Duration) -> Option<(Event, RenderContent)> {
+    match tokio::time::timeout(within, r.rx.recv()).await {
+        Ok(Some(Input::Rendered { event, content })) => Some((event, (*content).clone())),
+        Ok(other) => panic!("unexpected {other:?}"),
+        Err(_) => None,
+    }
+}
+
+/// Writes `haproxy.cfg` the way a render writer must: to a temp name, then renamed into place.
+fn commit_config(dir: &Path, text: &str) {
+    let tmp = dir.join(".haproxy.cfg.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dir.join("haproxy.cfg")).unwrap();
+}
+
+const LONG: Duration = Duration::from_secs(5);
+const QUIET: Duration = Duration::from_millis(800);
+
+#[tokio::test]
+async fn atomic_rename_flow_and_unchanged_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut r = start(dir);
+    assert!(
+        next(&mut r, QUIET).await.is_none(),
+        "no haproxy.cfg, no render"
+    );
+
+    std::fs::create_dir(dir.join("maps")).unwrap();
+    std::fs::write(dir.join("maps/hosts.map"), "shop.haptic.test shop-v1\n").unwrap();
+    assert!(
+        next(&mut r, QUIET).await.is_none(),
+        "aux files alone are not a render"
+    );
+    commit_config(dir, "global\n");
+    let (event, content) = next(&mut r, LONG).await.expect("render after the rename");
+    assert_eq!(content, RenderContent::read_dir(dir).unwrap());
+    assert_eq!(content.files.len(), 1);
+    let Event::TemplateRendered {
+        render,
+        auxiliary_file_count,
+        config_bytes,
+        ..
+    } = event
+    else {
+        panic!("{event:?}")
+    };
+    assert_eq!(render, content.checksum());
+    assert_eq!((auxiliary_file_count, config_bytes), (1, 7));
+
+    // A write in progress (a map changed, haproxy.cfg not renamed yet) is not read.
+    std::fs::write(dir.join("maps/hosts.map"), "shop.haptic.test shop-v2\n").unwrap();
+    std::fs::write(dir.join("maps/new.map"), "half").unwrap();
+    assert!(next(&mut r, QUIET).await.is_none(), "read half-done");
+    commit_config(dir, "global\n");
+    let (_, content) = next(&mut r, LONG)
+        .await
+        .expect("render after the second rename");
+    assert_eq!(content.files.len(), 2);
+    assert_eq!(content.files[0].content, b"shop.haptic.test shop-v2\n");
+
+    // Renaming in identical content yields no new render.
+    commit_config(dir, "global\n");
+    assert!(
+        next(&mut r, QUIET).await.is_none(),
+        "unchanged render sent again"
+    );
+}
+
+#[tokio::test]
+async fn existing_render_is_sent_at_startup_and_writes_during_debounce_coalesce() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    commit_config(dir, "global\n");
+    let mut r = start(dir);
+    let (event, _) = next(&mut r, LONG).await.expect("startup render");
+    let Event::TemplateRendered { trigger_reason, .. } = event else {
+        panic!()
+    };
+    assert_eq!(trigger_reason, "startup");
+
+    // Two commits in quick succession: only the last is read.
+    commit_config(dir, "global\n# one\n");
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    commit_config(dir, "global\n# two\n");
+    let (_, content) = next(&mut r, LONG).await.expect("render");
+    assert_eq!(content.config, b"global\n# two\n");
+    assert!(next(&mut r, QUIET).await.is_none());
+}
+
+#[tokio::test]
+async fn configmap_volume_data_swap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let write_version = |name: &str, cfg: &str, map: &str| {
+        let v = dir.join(name);
+        std::fs::create_dir_all(v.join("maps")).unwrap();
+        std::fs::write(v.join("haproxy.cfg"), cfg).unwrap();
+        std::fs::write(v.join("maps/hosts.map"), map).unwrap();
+        let link = dir.join("..data_tmp");
+        std::os::unix::fs::symlink(name, &link).unwrap();
+        std::fs::rename(&link, dir.join("..data")).unwrap();
+    };
+    write_version("..v1", "global\n", "a 1\n");
+    std::os::unix::fs::symlink("..data/haproxy.cfg", dir.join("haproxy.cfg")).unwrap();
+    std::os::unix::fs::symlink("..data/maps", dir.join("maps")).unwrap();
+    let mut r = start(dir);
+    let (_, content) = next(&mut r, LONG).await.expect("startup render");
+    assert_eq!(content.files[0].content, b"a 1\n");
+
+    write_version("..v2", "global\n", "a 2\n");
+    let (_, content) = next(&mut r, LONG).await.expect("render after the swap");
+    assert_eq!(content.files[0].content, b"a 2\n");
+    assert_eq!(content.files[0].path, "maps/hosts.map");
+}

@@ -1,0 +1,204 @@
+//! `haptic::k8s::discovery` against the Kubernetes API emulator.
+
+use std::time::Duration;
+
+use haptic::k8s::discovery::{DiscoveryConfig, PodDiscovery, admitted_endpoint, read_credentials};
+use haptic::source::Input;
+use haptic_journal::Event;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Emulator, NS};
+
+async fn create_pod(pods: &Api<Pod>, name: &str, app: &str, annotations: serde_json::Value) {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": app}, "annotations": annotations},
+        "spec": {"containers": [{"name": "haproxy", "image": "haproxy"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+}
+
+async fn set_status(pods: &Api<Pod>, name: &str, phase: &str, ready: bool, ip: &str) {
+    let status = json!({"status": {
+        "phase": phase,
+        "podIP": ip,
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]
+    }});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+/// The events of one diff: terminations (pod names), then the discovered set (pod name, url).
+async fn next_diff(
+    rx: &mut mpsc::Receiver<Input>,
+) -> Option<(Vec<String>, Vec<(String, String)>, bool)> {
+    let mut terminated = Vec::new();
+    loop {
+        let input = tokio::time::timeout(Duration::from_secs(3), rx.recv())
+            .await
+            .ok()??;
+        match input {
+            Input::Event(Event::HAProxyPodTerminated { pod, .. }) => {
+                terminated.push(pod.name.0);
+            }
+            Input::Event(Event::HAProxyPodsDiscovered {
+                endpoints,
+                authoritative,
+                ..
+            }) => {
+                let set = endpoints
+                    .into_iter()
+                    .map(|e| (e.pod.name.0, e.url.0))
+                    .collect();
+                return Some((terminated, set, authoritative));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+async fn quiet(rx: &mut mpsc::Receiver<Input>) {
+    if let Ok(Some(i)) = tokio::time::timeout(Duration::from_millis(700), rx.recv()).await {
+        panic!("unexpected {i:?}");
+    }
+}
+
+#[tokio::test]
+async fn pods_come_and_go_and_relists_terminate_nothing() {
+    let emu = Emulator::start().await;
+    let pods: Api<Pod> = Api::namespaced(emu.client.clone(), NS);
+    create_pod(&pods, "hap-0", "haproxy", json!({})).await;
+    set_status(&pods, "hap-0", "Running", true, "10.0.0.1").await;
+    create_pod(&pods, "other", "web", json!({})).await;
+    set_status(&pods, "other", "Running", true, "10.0.0.9").await;
+
+    let (tx, mut rx) = mpsc::channel(16);
+    let cancel = CancellationToken::new();
+    let discovery = PodDiscovery::new(
+        emu.client.clone(),
+        DiscoveryConfig {
+            namespace: NS.into(),
+            selector: "app=haproxy".into(),
+            dataplane_port: 5555,
+        },
+    );
+    let mut synced = discovery.synced();
+    assert!(!*synced.borrow());
+    let task = tokio::spawn(discovery.run(tx, cancel.clone()));
+
+    let (t, set, auth) = next_diff(&mut rx).await.unwrap();
+    assert!(t.is_empty() && auth);
+    assert_eq!(set, vec![("hap-0".into(), "http://10.0.0.1:5555".into())]);
+    synced.wait_for(|s| *s).await.unwrap();
+
+    // Added but not ready: not admitted, no event. Ready: admitted with the annotated port.
+    create_pod(
+        &pods,
+        "hap-1",
+        "haproxy",
+        json!({"haproxy-haptic.org/dataplane-port": "5556"}),
+    )
+    .await;
+    set_status(&pods, "hap-1", "Running", false, "10.0.0.2").await;
+    quiet(&mut rx).await;
+    set_status(&pods, "hap-1", "Running", true, "10.0.0.2").await;
+    let (t, set, _) = next_diff(&mut rx).await.unwrap();
+    assert!(t.is_empty());
+    assert_eq!(
+        set,
+        vec![
+            ("hap-0".into(), "http://10.0.0.1:5555".into()),
+            ("hap-1".into(), "http://10.0.0.2:5556".into())
+        ]
+    );
+
+    // Unready: terminated, then the remaining set.
+    set_status(&pods, "hap-0", "Running", false, "10.0.0.1").await;
+    let (t, set, _) = next_diff(&mut rx).await.unwrap();
+    assert_eq!(t, vec!["hap-0".to_owned()]);
+    assert_eq!(set.len(), 1);
+
+    // A forced 410 relist and an ended watch: no spurious termination, no event at all.
+    emu.server.compact();
+    emu.server
+        .add_fault(haptic_tools::sandbox::apiserver::Fault {
+            path: "pods".into(),
+            end_watch: true,
+            times: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
+    quiet(&mut rx).await;
+    let lists = emu
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/pods") && !r.query.contains("watch=true"))
+        .count();
+    assert!(lists >= 2, "the watch restart relisted ({lists} lists)");
+
+    // Deleted: terminated, then the empty (authoritative) set.
+    pods.delete("hap-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (t, set, auth) = next_diff(&mut rx).await.unwrap();
+    assert_eq!(t, vec!["hap-1".to_owned()]);
+    assert!(set.is_empty() && auth);
+
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn credentials_come_from_the_secret() {
+    let emu = Emulator::start().await;
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "dataplane", "namespace": NS},
+        "stringData": {"username": "admin", "password": "s3cret"}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(emu.client.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let c = read_credentials(emu.client.clone(), NS, "dataplane")
+        .await
+        .unwrap();
+    assert_eq!(
+        (c.username.as_str(), c.password.as_str()),
+        ("admin", "s3cret")
+    );
+    assert!(!format!("{c:?}").contains("s3cret"));
+    assert!(
+        read_credentials(emu.client.clone(), NS, "absent")
+            .await
+            .is_err()
+    );
+}
+
+#[test]
+fn admission_rules() {
+    let pod = |phase: &str, ready: &str, ip: Option<&str>, deleting: bool| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": NS,
+                "deletionTimestamp": if deleting { json!("2026-01-01T00:00:00Z") } else { json!(null) },
+                "annotations": {"haproxy-haptic.org/dataplane-port": "nope"}},
+            "status": {"phase": phase, "podIP": ip,
+                "conditions": [{"type": "Ready", "status": ready}]}
+        }))
+        .unwrap()
+    };
+    let ok = admitted_endpoint(&pod("Running", "True", Some("fd00::1"), false), 5555).unwrap();
+    assert_eq!(ok.url.0, "http://[fd00::1]:5555");
+    assert!(admitted_endpoint(&pod("Pending", "True", Some("10.0.0.1"), false), 5555).is_none());
+    assert!(admitted_endpoint(&pod("Running", "False", Some("10.0.0.1"), false), 5555).is_none());
+    assert!(admitted_endpoint(&pod("Running", "True", None, false), 5555).is_none());
+    assert!(admitted_endpoint(&pod("Running", "True", Some("10.0.0.1"), true), 5555).is_none());
+}

@@ -1,0 +1,159 @@
+//! `haptic::k8s::lease` against the Kubernetes API emulator: one of two candidates leads, the
+//! other takes over after a release and after expiry, the term grows on every acquisition, and a
+//! paused leader's guard turns invalid.
+
+use std::time::{Duration, Instant};
+
+use haptic::k8s::lease::{LeaderElector, LeaseConfig, LeaseGuard, default_identity};
+use haptic::source::Input;
+use haptic_journal::{Event, Term};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Emulator, NS};
+
+struct Candidate {
+    rx: mpsc::Receiver<Input>,
+    guard: LeaseGuard,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn candidate(client: kube::Client, identity: &str) -> Candidate {
+    let mut config = LeaseConfig::new(NS, "haptic-leader", identity);
+    config.duration = Duration::from_secs(2);
+    config.renew_deadline = Duration::from_millis(1200);
+    config.retry_period = Duration::from_millis(200);
+    config.margin = Duration::from_millis(600);
+    let elector = LeaderElector::new(client, config);
+    let guard = elector.guard();
+    let (tx, rx) = mpsc::channel(8);
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    let task = tokio::spawn(async move { elector.run(tx, c).await.unwrap() });
+    Candidate {
+        rx,
+        guard,
+        cancel,
+        task,
+    }
+}
+
+async fn next(c: &mut Candidate, within: Duration) -> Option<Event> {
+    match tokio::time::timeout(within, c.rx.recv()).await {
+        Ok(Some(Input::Event(e))) => Some(e),
+        Ok(other) => panic!("unexpected {other:?}"),
+        Err(_) => None,
+    }
+}
+
+async fn became_leader(c: &mut Candidate, within: Duration) -> Term {
+    match next(c, within).await {
+        Some(Event::BecameLeader { term, .. }) => term,
+        other => panic!("expected BecameLeader, got {other:?}"),
+    }
+}
+
+async fn lease_transitions(client: kube::Client) -> i32 {
+    let lease = Api::<Lease>::namespaced(client, NS)
+        .get("haptic-leader")
+        .await
+        .unwrap();
+    lease.spec.unwrap().lease_transitions.unwrap()
+}
+
+#[tokio::test]
+async fn election_takeover_terms_and_fencing() {
+    let emu = Emulator::start().await;
+    let mut a = candidate(emu.client.clone(), "a");
+    let t1 = became_leader(&mut a, Duration::from_secs(5)).await;
+    assert!(a.guard.is_valid());
+    assert_eq!(a.guard.term(), Some(t1));
+    assert_eq!(
+        i64::from(lease_transitions(emu.client.clone()).await),
+        t1.0 as i64
+    );
+
+    let mut b = candidate(emu.another_client().await, "b");
+    assert!(
+        next(&mut b, Duration::from_secs(3)).await.is_none(),
+        "two leaders"
+    );
+    assert!(!b.guard.is_valid());
+    assert!(a.guard.is_valid(), "the leader keeps renewing");
+
+    // Release on shutdown: the other takes over at once with a higher term.
+    a.cancel.cancel();
+    match next(&mut a, Duration::from_secs(3)).await {
+        Some(Event::LostLeadership { reason, .. }) => assert_eq!(reason, "released"),
+        other => panic!("{other:?}"),
+    }
+    a.task.await.unwrap();
+    let t2 = became_leader(&mut b, Duration::from_secs(3)).await;
+    assert!(t2 > t1, "{t2:?} > {t1:?}");
+
+    // Pause the leader (no renew, no release): its guard turns invalid within the lease
+    // duration minus the margin, and a new candidate takes over only after expiry.
+    b.task.abort();
+    let paused_at = Instant::now();
+    let mut a2 = candidate(emu.client.clone(), "a");
+    while b.guard.is_valid() {
+        assert!(
+            paused_at.elapsed() < Duration::from_millis(1800),
+            "guard still valid"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let t3 = became_leader(&mut a2, Duration::from_secs(6)).await;
+    assert!(
+        paused_at.elapsed() >= Duration::from_secs(2),
+        "took over before expiry"
+    );
+    assert!(t3 > t2);
+
+    // Re-acquiring its own Lease (a restarted replica with the same identity) is a new term.
+    a2.task.abort();
+    let mut a3 = candidate(emu.client.clone(), "a");
+    let t4 = became_leader(&mut a3, Duration::from_secs(5)).await;
+    assert!(t4 > t3);
+    assert_eq!(
+        i64::from(lease_transitions(emu.client.clone()).await),
+        t4.0 as i64
+    );
+    a3.cancel.cancel();
+    a3.task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_leader_that_loses_the_lease_rejoins() {
+    let emu = Emulator::start().await;
+    let mut a = candidate(emu.client.clone(), "a");
+    let t1 = became_leader(&mut a, Duration::from_secs(5)).await;
+    // Someone else takes the Lease behind the leader's back (a successor after a partition).
+    let api = Api::<Lease>::namespaced(emu.client.clone(), NS);
+    let mut lease = api.get("haptic-leader").await.unwrap();
+    let spec = lease.spec.as_mut().unwrap();
+    spec.holder_identity = Some("intruder".into());
+    spec.lease_transitions = Some(spec.lease_transitions.unwrap() + 1);
+    api.replace("haptic-leader", &Default::default(), &lease)
+        .await
+        .unwrap();
+    match next(&mut a, Duration::from_secs(3)).await {
+        Some(Event::LostLeadership { reason, .. }) => assert_eq!(reason, "lease_lost"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!a.guard.is_valid());
+    // The intruder never renews: the same process acquires again after expiry, with a new term.
+    let t2 = became_leader(&mut a, Duration::from_secs(6)).await;
+    assert!(t2.0 >= t1.0 + 2);
+    a.cancel.cancel();
+    a.task.await.unwrap();
+}
+
+#[test]
+fn identity_prefers_the_flag() {
+    assert_eq!(default_identity(Some("x-0")), "x-0");
+    assert!(!default_identity(None).is_empty());
+}
