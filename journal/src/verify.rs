@@ -337,7 +337,12 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
             let key = RecordKey::Text(k.value().to_owned());
             crate::contain::at_key(|| key.clone());
             let res = if name == "endpoint_applied" {
-                decode::endpoint_applied(v.value()).map(|(h, _)| h)
+                decode::endpoint_applied(v.value()).map(|(h, e)| {
+                    // the render an endpoint runs is a reference (writer: PutEndpointApplied)
+                    *found.entry(e.render).or_default() += 1;
+                    referrers.push((name, key.clone(), e.render));
+                    h
+                })
             } else {
                 decode::published_checkpoint(v.value()).map(|(h, _)| h)
             };

@@ -219,6 +219,16 @@ impl<'t> Tx<'t> {
         Ok(())
     }
 
+    /// Drops the render reference of a replaced or removed `endpoint_applied` record.
+    fn release_endpoint_render(&mut self, bytes: &[u8], endpoint: &str) -> Result<(), AcceptError> {
+        let (_, old) = decode::endpoint_applied(bytes).map_err(|reason| Corrupt {
+            table: "endpoint_applied",
+            key: RecordKey::Text(endpoint.to_owned()),
+            reason,
+        })?;
+        self.adjust(old.render, -1, 0)
+    }
+
     /// Removes every scheduled blob whose counts are still zero, cascading into render files.
     fn collect(&mut self) -> Result<(), AcceptError> {
         while let Some(h) = self.gc.pop() {
@@ -626,19 +636,35 @@ impl<'t> Tx<'t> {
                     OpOutcome::Done
                 }
                 Op::PutEndpointApplied(e) => {
+                    // An endpoint's applied state references the render it runs, so that render
+                    // stays available for drift repair and re-deployment after its events are
+                    // trimmed. Take the new reference before dropping the old one (same render).
+                    self.adjust(e.render, 1, 0)?;
                     let bytes = codec::seal_value(
                         crate::work::EndpointApplied::RECORD_KIND,
                         ctx.now,
                         ctx.term,
                         e,
                     );
-                    self.endpoints
+                    let old = self
+                        .endpoints
                         .insert(e.endpoint.as_str(), bytes.as_slice())
-                        .map_err(s)?;
+                        .map_err(s)?
+                        .map(|v| v.value().to_vec());
+                    if let Some(old) = old {
+                        self.release_endpoint_render(&old, e.endpoint.as_str())?;
+                    }
                     OpOutcome::Done
                 }
                 Op::RemoveEndpointApplied(url) => {
-                    self.endpoints.remove(url.as_str()).map_err(s)?;
+                    let old = self
+                        .endpoints
+                        .remove(url.as_str())
+                        .map_err(s)?
+                        .map(|v| v.value().to_vec());
+                    if let Some(old) = old {
+                        self.release_endpoint_render(&old, url.as_str())?;
+                    }
                     OpOutcome::Done
                 }
                 Op::PutPublishedCheckpoint(p) => {

@@ -266,3 +266,43 @@ fn renders_are_listed_and_raw_read_only_opens_a_closed_file() {
     let j = Journal::open(&JournalOptions::new(&path).read_only(true)).unwrap();
     assert_eq!(j.get_render(r).unwrap().unwrap().checksum, r);
 }
+
+#[test]
+fn endpoint_applied_keeps_its_render_after_the_events_are_trimmed() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let r1 = put_render(&j, "global\n# one\n");
+    let applied = |render| EndpointApplied {
+        endpoint: EndpointUrl("http://10.231.0.2:5555".into()),
+        pod: pod("p1"),
+        render,
+        config_version: None,
+        reload_id: None,
+        applied_at: UnixMillis(1),
+    };
+    j.put_endpoint_applied(applied(r1)).unwrap();
+    // every event dispatched and trimmed: only the endpoint's state still references r1
+    let last = j.meta().unwrap().next_seq.0 - 1;
+    j.mark_dispatched(Seq(last)).unwrap();
+    j.trim().unwrap();
+    assert!(j.events(Seq(1), 10).unwrap().is_empty());
+    assert!(
+        j.get_render(r1).unwrap().is_some(),
+        "render an endpoint runs was collected"
+    );
+    assert!(j.verify().unwrap().is_clean());
+    // the endpoint moves to r2: r1 loses its last reference and goes, r2 stays
+    let r2 = put_render(&j, "global\n# two\n");
+    j.put_endpoint_applied(applied(r2)).unwrap();
+    let last = j.meta().unwrap().next_seq.0 - 1;
+    j.mark_dispatched(Seq(last)).unwrap();
+    j.trim().unwrap();
+    assert!(j.get_render(r1).unwrap().is_none());
+    assert!(j.get_render(r2).unwrap().is_some());
+    assert!(j.verify().unwrap().is_clean());
+    // removing the endpoint releases r2
+    j.remove_endpoint_applied(EndpointUrl("http://10.231.0.2:5555".into()))
+        .unwrap();
+    assert!(j.get_render(r2).unwrap().is_none());
+    assert!(j.verify().unwrap().is_clean());
+}
