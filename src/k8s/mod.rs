@@ -4,14 +4,16 @@
 //! - [`writer`]: idempotent, term-fenced writes of HAProxyCfg, auxiliary objects, Secrets,
 //!   per-pod status and conditions;
 //! - [`error`]: [`WriteError`] and its classification;
-//! - [`client`]: a kube client with kube's retry layer off.
-//! Also pod discovery ([`discovery`]) and leader election on a Lease ([`lease`]).
+//! - [`client`]: a kube client with kube's retry layer off;
+//! - [`discovery`]: HAProxy pod discovery by label selector;
+//! - [`lease`]: leader election on a coordination.k8s.io/v1 Lease, with terms and a fencing guard.
 
 pub mod client;
 pub mod crd;
 pub mod error;
 pub mod writer;
 
-pub use error::WriteError;
 pub mod discovery;
 pub mod lease;
+
+pub use error::WriteError;
