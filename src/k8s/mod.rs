@@ -6,7 +6,8 @@
 //! - [`error`]: [`WriteError`] and its classification;
 //! - [`client`]: a kube client with kube's retry layer off;
 //! - [`discovery`]: HAProxy pod discovery by label selector;
-//! - [`lease`]: leader election on a coordination.k8s.io/v1 Lease, with terms and a fencing guard.
+//! - [`lease`]: leader election on a coordination.k8s.io/v1 Lease, with terms and a fencing guard;
+//! - [`events`]: Kubernetes Events (the deployer's `DriftDetected` hook).
 
 pub mod client;
 pub mod crd;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod writer;
 
 pub mod discovery;
+pub mod events;
 pub mod lease;
 
 pub use error::WriteError;

@@ -152,7 +152,8 @@ pub struct Deployer {
     dataplane: Dataplane,
     settings: DeployerSettings,
     lease: Arc<dyn LeaseGuard>,
-    drift_hook: Option<DriftHook>,
+    /// Replaceable after start ([`Deployer::set_drift_hook`]); read once per drifted pod.
+    drift_hook: std::sync::RwLock<Option<DriftHook>>,
     /// `/v3/info` per endpoint URL, read once.
     info: Mutex<HashMap<String, crate::dataplane::Info>>,
     /// Counters.
@@ -199,11 +200,20 @@ impl Deployer {
             dataplane,
             settings,
             lease,
-            drift_hook,
+            drift_hook: std::sync::RwLock::new(drift_hook),
             info: Mutex::new(HashMap::new()),
             stats: DeployerStats::default(),
             health: crate::components::Health::default(),
         }
+    }
+
+    /// Replaces the [`DriftHook`] (e.g. once the runtime config and a kube client are known);
+    /// takes effect from the next drifted pod.
+    pub fn set_drift_hook(&self, hook: Option<DriftHook>) {
+        *self
+            .drift_hook
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = hook;
     }
 
     fn journal(&self) -> &Arc<Journal> {
@@ -324,7 +334,12 @@ impl Deployer {
                             differed = ?rep.differed,
                             "drift detected"
                         );
-                        if let Some(h) = &self.drift_hook {
+                        let hook = self
+                            .drift_hook
+                            .read()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .clone();
+                        if let Some(h) = hook {
                             h(&r.endpoint.pod, &rep.differed);
                         }
                     }

@@ -4,6 +4,7 @@
 
 mod corpus;
 mod drift;
+mod drift_event;
 mod faults;
 mod harness;
 mod parallel;
