@@ -52,6 +52,16 @@ pub enum WriteError {
         /// The term on the object.
         theirs: Term,
     },
+    /// The Lease check before a write refused (DESIGN.md J7): this replica may no longer be
+    /// the leader. Nothing was sent; the caller stops acting for this term at once (no retry,
+    /// nothing acked), its work stays queued for the next term.
+    #[error("lease no longer valid for term {term}; write of {object} not sent")]
+    Deposed {
+        /// `kind/name` of the object.
+        object: String,
+        /// The writer's term.
+        term: Term,
+    },
     /// The render to publish could not be read from the journal or is not text.
     #[error("render content unavailable: {reason}")]
     Content {
@@ -118,7 +128,8 @@ impl WriteError {
 
     /// How to react: 409 re-read (`Conflict`); 429, 5xx, timeouts and transport failures
     /// retry with backoff (`Retryable`); 400/403/404/422, too large and a stale term are
-    /// permanent (`Fatal`).
+    /// permanent (`Fatal`). [`WriteError::Deposed`] is `Fatal` (never retried), but the caller
+    /// must check [`WriteError::is_deposed`] first: it stops the term, it does not release work.
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
         if self.is_too_large() {
@@ -129,11 +140,19 @@ impl WriteError {
             WriteError::Api { status, .. } if *status == 429 || *status >= 500 => {
                 ErrorKind::Retryable
             }
-            WriteError::Api { .. } | WriteError::StaleTerm { .. } | WriteError::Content { .. } => {
-                ErrorKind::Fatal
-            }
+            WriteError::Api { .. }
+            | WriteError::StaleTerm { .. }
+            | WriteError::Deposed { .. }
+            | WriteError::Content { .. } => ErrorKind::Fatal,
             WriteError::Timeout { .. } | WriteError::Transport { .. } => ErrorKind::Retryable,
         }
+    }
+
+    /// True when leadership of this writer's term is lost ([`WriteError::Deposed`]): stop
+    /// acting at once, neither retry nor release the work.
+    #[must_use]
+    pub fn is_deposed(&self) -> bool {
+        matches!(self, WriteError::Deposed { .. })
     }
 
     /// The server's `Retry-After`, when given.
@@ -159,6 +178,7 @@ impl WriteError {
             WriteError::Timeout { .. } => "timeout",
             WriteError::Transport { .. } => "transport",
             WriteError::StaleTerm { .. } => "stale_term",
+            WriteError::Deposed { .. } => "deposed",
             WriteError::Content { .. } => "content",
         }
     }
@@ -191,5 +211,13 @@ mod tests {
         assert!(etcd.is_too_large());
         assert_eq!(etcd.kind(), ErrorKind::Fatal);
         assert_eq!(etcd.metric_label(), "too_large");
+        let deposed = WriteError::Deposed {
+            object: "x/y".into(),
+            term: Term(3),
+        };
+        assert!(deposed.is_deposed());
+        assert_eq!(deposed.kind(), ErrorKind::Fatal);
+        assert!(deposed.retry_after().is_none());
+        assert!(!api(500, "").is_deposed());
     }
 }

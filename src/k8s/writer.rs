@@ -11,11 +11,15 @@
 //!
 //! Fencing (DESIGN.md J7): every write stamps the annotation [`labels::LEADER_TERM`] with the
 //! writer's term; an object stamped with a newer term is never overwritten
-//! ([`WriteError::StaleTerm`]).
+//! ([`WriteError::StaleTerm`]). And immediately before every write (create, replace, status
+//! replace, delete) the writer checks its [`LeaseGuard`] (renew time + duration - margin > now);
+//! when it refuses, nothing is sent and the call fails with [`WriteError::Deposed`]: the caller
+//! stops acting for this term at once (no retry, nothing acked).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use haptic_journal::{AuxKind, Checksum, Term, UnixMillis};
@@ -34,6 +38,7 @@ use super::crd::{
     reasons, secrets, set_condition,
 };
 use super::error::WriteError;
+pub use crate::components::deployer::{AlwaysValid, LeaseGuard};
 use crate::core::ErrorKind;
 use crate::core::compression::compress_if_needed;
 use crate::core::naming::aux_object_name;
@@ -61,6 +66,15 @@ pub struct WriterConfig {
     pub compression_threshold_bytes: u64,
     /// Timeout of one API request. Default: 10 s.
     pub request_timeout: Duration,
+    /// The fencing check before every write (DESIGN.md J7); [`AlwaysValid`] without election.
+    pub lease: Arc<dyn LeaseGuard>,
+}
+
+/// The runtime's Lease guard is the fencing check of both writers (deployer and publisher).
+impl LeaseGuard for super::lease::LeaseGuard {
+    fn is_valid(&self) -> bool {
+        super::lease::LeaseGuard::is_valid(self)
+    }
 }
 
 /// One file of a render, as text.
@@ -275,6 +289,22 @@ impl Writer {
         }
     }
 
+    /// Runs a write request after the Lease check (DESIGN.md J7): when the guard refuses,
+    /// nothing is sent and the result is [`WriteError::Deposed`].
+    async fn write<T>(
+        &self,
+        object: &str,
+        fut: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, WriteError> {
+        if !self.cfg.lease.is_valid() {
+            return Err(WriteError::Deposed {
+                object: object.to_owned(),
+                term: self.cfg.term,
+            });
+        }
+        self.call(object, fut).await
+    }
+
     fn check_term(&self, object: &str, meta: &ObjectMeta) -> Result<(), WriteError> {
         match stamped_term(meta) {
             Some(theirs) if theirs > self.cfg.term => Err(WriteError::StaleTerm {
@@ -333,7 +363,7 @@ impl Writer {
             let existing = self.call(&object, api.get_opt(&name)).await?;
             let result = match existing {
                 None => {
-                    self.call(&object, api.create(&PostParams::default(), desired))
+                    self.write(&object, api.create(&PostParams::default(), desired))
                         .await
                 }
                 Some(existing) => {
@@ -349,7 +379,7 @@ impl Writer {
                         &mut obj.meta_mut().annotations,
                         &existing.meta().annotations,
                     );
-                    self.call(&object, api.replace(&name, &PostParams::default(), &obj))
+                    self.write(&object, api.replace(&name, &PostParams::default(), &obj))
                         .await
                 }
             };
@@ -605,7 +635,7 @@ impl Writer {
             }
             cfg.status = Some(st);
             match self
-                .call(
+                .write(
                     &object,
                     api.replace_status(name, &PostParams::default(), &cfg),
                 )
@@ -666,7 +696,7 @@ impl Writer {
             let object = format!("{kind}/{name}");
             self.check_term(&object, o.meta())?;
             match self
-                .call(&object, api.delete(&name, &DeleteParams::default()))
+                .write(&object, api.delete(&name, &DeleteParams::default()))
                 .await
             {
                 Ok(_) => n += 1,
@@ -689,7 +719,7 @@ impl Writer {
         };
         self.check_term(&object, &existing.metadata)?;
         match self
-            .call(&object, api.delete(name, &DeleteParams::default()))
+            .write(&object, api.delete(name, &DeleteParams::default()))
             .await
         {
             Ok(_) => Ok(true),

@@ -39,6 +39,9 @@
 //! - Only a complete (every object, status references, GC), still-authoritative (term unchanged,
 //!   not cancelled) publication is acked; it emits `config.published` only when the checkpoint
 //!   moves to a new render, so repeats (self-healing, term start) emit nothing.
+//! - Before every write the writer checks the Lease guard ([`PublisherConfig::lease`]); a
+//!   refusal (`WriteError::Deposed`) cancels the term's workers at once: no retry, nothing
+//!   acked, the work stays queued for the next term.
 //! - Transient failures retry with [`decide::on_failure`] (bounded exponential backoff,
 //!   Retry-After honoured); permanent ones release the item (too large: `SizeLimitExceeded`
 //!   condition).
@@ -129,6 +132,10 @@ pub struct PublisherConfig {
     pub retry: decide::RetryPolicy,
     /// Watch the published objects and restore them. Default: true.
     pub self_heal: bool,
+    /// The Lease check before every Kubernetes write (DESIGN.md J7); the runtime passes its
+    /// [`crate::k8s::lease::LeaseGuard`]. A refusal stops the term's workers at once, leaving
+    /// their work queued. Default: [`crate::components::deployer::AlwaysValid`].
+    pub lease: Arc<dyn crate::components::deployer::LeaseGuard>,
 }
 
 impl PublisherConfig {
@@ -145,6 +152,7 @@ impl PublisherConfig {
             request_timeout: Duration::from_secs(10),
             retry: decide::RetryPolicy::default(),
             self_heal: true,
+            lease: Arc::new(crate::components::deployer::AlwaysValid),
         }
     }
 

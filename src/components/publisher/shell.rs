@@ -206,6 +206,7 @@ impl Inner {
                 term,
                 compression_threshold_bytes: self.cfg.compression_threshold_bytes,
                 request_timeout: self.cfg.request_timeout,
+                lease: Arc::clone(&self.cfg.lease),
             },
         )
     }
@@ -460,6 +461,11 @@ impl Inner {
                         cancel.cancel();
                         return Ok(false);
                     }
+                    if e.is_deposed() {
+                        warn!(error = %e, "lease lost; stopping this term's writes");
+                        cancel.cancel();
+                        return Ok(false);
+                    }
                     match decide::on_failure(&self.cfg.retry, e.kind(), attempt, e.retry_after()) {
                         Retry::After(d) => {
                             self.counters.retries.fetch_add(1, Ordering::Relaxed);
@@ -660,6 +666,11 @@ impl Inner {
             attempt += 1;
             match op().await {
                 Ok(_) => return Ok(true),
+                Err(e) if e.is_deposed() => {
+                    warn!(error = %e, "lease lost; stopping this term's writes");
+                    cancel.cancel();
+                    return Ok(false);
+                }
                 Err(e) => {
                     match decide::on_failure(&self.cfg.retry, e.kind(), attempt, e.retry_after()) {
                         Retry::After(d) => {
@@ -781,6 +792,11 @@ impl Inner {
                     Ok(false) => {}
                     Err(StatusErr::Journal(e)) => {
                         warn!(error = %e, "status worker: journal failure; stopping");
+                        return;
+                    }
+                    Err(StatusErr::Write(e)) if e.is_deposed() => {
+                        warn!(error = %e, "lease lost; stopping this term's writes");
+                        cancel.cancel();
                         return;
                     }
                     Err(StatusErr::Write(e)) => {

@@ -375,6 +375,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
             term: Term(4),
             compression_threshold_bytes: 1 << 20,
             request_timeout: std::time::Duration::from_secs(5),
+            lease: Arc::new(haptic::k8s::writer::AlwaysValid),
         },
     );
     let other = RenderContent {
@@ -564,6 +565,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
             term: Term(2),
             compression_threshold_bytes: 1 << 20,
             request_timeout: std::time::Duration::from_secs(5),
+            lease: Arc::new(haptic::k8s::writer::AlwaysValid),
         },
     );
     let theirs = RenderContent {

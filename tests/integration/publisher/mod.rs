@@ -4,6 +4,7 @@
 
 mod dispatch;
 mod faults;
+mod fence;
 mod flows;
 
 use std::fs;
