@@ -398,6 +398,12 @@ pub struct Dispatcher {
     shared: Arc<Shared>,
     subs: Vec<Sub>,
     notify: Arc<Notify>,
+    /// The last `Seq` committed before this dispatcher existed: events up to it are replays,
+    /// later ones are live. Taken in [`Dispatcher::new`], before any [`DispatchHandle`] can
+    /// publish, so an event accepted between `new` and the start of `run` (a `BecameLeader`,
+    /// say) is never mistaken for a replay. `None` when the journal could not be read then
+    /// (`run` reads it again and fails on the same error).
+    replay_through: Option<u64>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -412,6 +418,8 @@ impl Dispatcher {
     /// A dispatcher over `journal` with no subscriptions yet.
     #[must_use]
     pub fn new(journal: Arc<Journal>) -> Self {
+        // A metadata read is a short read transaction; this runs once, at start-up.
+        let replay_through = journal.meta().ok().map(|m| m.next_seq.0.saturating_sub(1));
         let (committed, _) = watch::channel(0);
         let (leadership, _) = watch::channel(Leadership::Follower);
         Dispatcher {
@@ -423,6 +431,7 @@ impl Dispatcher {
             }),
             subs: Vec::new(),
             notify: Arc::new(Notify::new()),
+            replay_through,
         }
     }
 
@@ -461,7 +470,9 @@ impl Dispatcher {
     pub async fn run(mut self, cancel: CancellationToken) -> Result<(), DispatchError> {
         let journal = self.shared.journal.clone();
         let meta = blocking(&journal, |j| j.meta().map_err(DispatchError::Read)).await?;
-        let replay_through = meta.next_seq.0.saturating_sub(1);
+        let replay_through = self
+            .replay_through
+            .unwrap_or_else(|| meta.next_seq.0.saturating_sub(1));
         let mut next = meta.dispatched_through.0 + 1;
         let mut marked = meta.dispatched_through.0;
         self.shared

@@ -203,3 +203,37 @@ async fn a_full_subscription_applies_back_pressure_and_counts_it() {
     cancel.cancel();
     task.await.unwrap().unwrap();
 }
+
+/// An event published after `Dispatcher::new` but before `run` starts is live, not a replay: a
+/// `BecameLeader` accepted in that window makes this replica leader.
+#[tokio::test]
+async fn events_published_before_run_starts_are_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = open(&dir);
+    j.accept_events(vec![drift(1)]).unwrap(); // before the dispatcher: a replay
+    let mut d = Dispatcher::new(j.clone());
+    let mut lo = d.subscribe(SubscribeOptions::new("leader").leader_only(true));
+    let h = d.handle();
+    let mut b = Batch::new();
+    b.set_term(Term(1), Identity::new("me"));
+    b.event(Event::BecameLeader {
+        correlation: Correlation::new("l1"),
+        identity: Identity::new("me"),
+        term: Term(1),
+    });
+    j.accept(b).unwrap(); // after new(), before run(): live
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(d.run(cancel.clone()));
+    let first = lo.recv().await.unwrap();
+    assert!(first.replayed, "drift(1) predates the dispatcher");
+    assert_eq!(first.event.kind(), EventKind::DriftPreventionTriggered);
+    let second = lo.recv().await.unwrap();
+    assert_eq!(second.event.kind(), EventKind::BecameLeader);
+    assert!(!second.replayed, "accepted after new() is live");
+    h.leadership()
+        .wait_for(|l| *l == Leadership::Leader(Term(1)))
+        .await
+        .unwrap();
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}
