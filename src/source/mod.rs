@@ -147,3 +147,51 @@ pub async fn send_render(
     .await
     .map_err(|_| SinkClosed)
 }
+
+/// The journal batch of one render: every file and the manifest as blobs, then its
+/// `TemplateRendered` event, so the event and the content it names are durable together (J1, J4).
+#[must_use]
+pub fn render_batch(event: Event, content: &RenderContent) -> haptic_journal::Batch {
+    let mut batch = haptic_journal::Batch::new();
+    batch.put_render(
+        content.config.clone(),
+        content
+            .files
+            .iter()
+            .map(|f| (f.kind, f.path.clone(), f.content.clone()))
+            .collect(),
+    );
+    batch.event(event);
+    batch
+}
+
+/// Reads a render back from the journal's blobs (the manifest keyed by its checksum, then each
+/// file).
+///
+/// Returns `Ok(None)` when the manifest or one of its blobs is absent (trimmed or never stored).
+///
+/// # Errors
+/// [`haptic_journal::ReadError`] when the journal cannot be read.
+pub fn load_render(
+    journal: &haptic_journal::Journal,
+    checksum: haptic_journal::Checksum,
+) -> Result<Option<RenderContent>, haptic_journal::ReadError> {
+    let Some(render) = journal.get_render(checksum)? else {
+        return Ok(None);
+    };
+    let Some(config) = journal.get_blob(render.config)? else {
+        return Ok(None);
+    };
+    let mut files = Vec::with_capacity(render.files.len());
+    for f in &render.files {
+        let Some(content) = journal.get_blob(f.blob)? else {
+            return Ok(None);
+        };
+        files.push(RenderFile {
+            kind: f.kind,
+            path: f.path.clone(),
+            content,
+        });
+    }
+    Ok(Some(RenderContent::new(config, files)))
+}
