@@ -33,8 +33,10 @@ pub mod cli;
 pub mod components;
 pub mod core;
 pub mod dataplane;
+pub mod demo;
 pub mod dispatch;
 pub mod k8s;
+pub mod runtime;
 pub mod source;
 pub mod validate;
 
@@ -50,6 +52,12 @@ pub enum RunError {
     /// Writing to standard output failed.
     #[error("cannot write to stdout")]
     Stdout(#[source] std::io::Error),
+    /// The controller stopped with an error.
+    #[error(transparent)]
+    Runtime(#[from] runtime::RuntimeError),
+    /// The demo failed.
+    #[error(transparent)]
+    Demo(#[from] demo::DemoError),
 }
 
 /// Run one CLI invocation.
@@ -64,6 +72,8 @@ pub async fn run(cli: cli::Cli) -> Result<(), RunError> {
     let out = match cli.command {
         cli::Command::Crds => k8s::crd::all_crds_yaml().map_err(RunError::CrdYaml)?,
         cli::Command::Version => format!("haptic {}\n", env!("CARGO_PKG_VERSION")),
+        cli::Command::Run(args) => return Ok(runtime::run(args).await?),
+        cli::Command::Demo(args) => return Ok(demo::run(args).await?),
     };
     let mut stdout = std::io::stdout().lock();
     stdout
