@@ -45,7 +45,7 @@ impl Dataplane {
             .connect_timeout(settings.connect_timeout)
             .timeout(settings.request_timeout)
             .pool_idle_timeout(settings.pool_idle_timeout)
-            .user_agent(concat!("haptic/", env!("CARGO_PKG_VERSION")))
+            .user_agent(settings.user_agent.as_str())
             .build()
             .map_err(DataplaneError::Build)?;
         Ok(Dataplane { http })

@@ -18,6 +18,9 @@ pub struct ClientSettings {
     pub request_timeout: Duration,
     /// How long an idle pooled connection is kept for reuse. Default: 90 s.
     pub pool_idle_timeout: Duration,
+    /// The `User-Agent` of every request. Default: `haptic/<version>`; the runtime adds its
+    /// Lease identity (`haptic/<version> (<identity>)`) so a pod's access log names the replica.
+    pub user_agent: String,
 }
 
 impl Default for ClientSettings {
@@ -26,6 +29,7 @@ impl Default for ClientSettings {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             pool_idle_timeout: Duration::from_secs(90),
+            user_agent: concat!("haptic/", env!("CARGO_PKG_VERSION")).to_owned(),
         }
     }
 }

@@ -144,17 +144,15 @@ impl Critical {
 
 /// Builds the kube client (retry layer off, DESIGN.md section 2): from `--kubeconfig`, else
 /// the in-cluster service account.
-async fn kube_client(args: &RunArgs) -> Result<kube::Client, RuntimeError> {
-    match &args.kubeconfig {
-        Some(path) => crate::k8s::client::from_kubeconfig(path)
+async fn kube_client(args: &RunArgs, identity: &str) -> Result<kube::Client, RuntimeError> {
+    let config = match &args.kubeconfig {
+        Some(path) => crate::k8s::client::load_kubeconfig(path)
             .await
-            .map_err(|e| RuntimeError::Kube(Box::new(e))),
-        None => {
-            let mut cfg = kube::Config::incluster().map_err(|e| RuntimeError::Kube(Box::new(e)))?;
-            cfg.default_retry = false;
-            kube::Client::try_from(cfg).map_err(|e| RuntimeError::Kube(Box::new(e)))
-        }
-    }
+            .map_err(|e| RuntimeError::Kube(Box::new(e)))?,
+        None => kube::Config::incluster().map_err(|e| RuntimeError::Kube(Box::new(e)))?,
+    };
+    crate::k8s::client::build(config, &crate::k8s::client::user_agent(identity))
+        .map_err(|e| RuntimeError::Kube(Box::new(e)))
 }
 
 /// Reads the Dataplane credentials, retrying every 2 s (logging each failure) until they can be
@@ -268,12 +266,12 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         .map_err(|_| RuntimeError::Join)??;
     let journal = Arc::new(opened.journal);
     info!(journal = %args.journal.display(), "journal open");
-    let client = kube_client(&args).await?;
+    let identity = default_identity(args.identity.as_deref());
+    let client = kube_client(&args, &identity).await?;
     let namespace = args
         .namespace
         .clone()
         .unwrap_or_else(|| client.default_namespace().to_owned());
-    let identity = default_identity(args.identity.as_deref());
     let lease_config = LeaseConfig {
         duration: args.lease_duration,
         renew_deadline: args.lease_renew_deadline,
@@ -311,7 +309,11 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     let guard = elector.guard();
     publisher_cfg.lease = Arc::new(guard.clone());
 
-    let dataplane = Dataplane::new(&ClientSettings::default()).map_err(RuntimeError::Dataplane)?;
+    let dataplane = Dataplane::new(&ClientSettings {
+        user_agent: crate::k8s::client::user_agent(&identity),
+        ..ClientSettings::default()
+    })
+    .map_err(RuntimeError::Dataplane)?;
     let deployer = Arc::new(Deployer::new(
         dispatch.clone(),
         dataplane,

@@ -12,18 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use base64::Engine as _;
 use clap::{Args, Parser, Subcommand};
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
-use haptic_tools::sandbox::pods::{
-    DEFAULT_DATAPLANE_PORT, Mode, PodInfo, Sandbox, SandboxConfig, demo,
-};
+use haptic_tools::sandbox::cluster::{Kube, POD_LABEL, SECRET};
+use haptic_tools::sandbox::pods::{DEFAULT_DATAPLANE_PORT, Mode, Sandbox, SandboxConfig, demo};
 use serde_json::json;
-
-/// Label every sandbox pod carries (the pod selector).
-const POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "haproxy");
-/// Secret holding the Dataplane credentials.
-const SECRET: &str = "haproxy-dataplane-credentials";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -165,122 +158,6 @@ async fn wait_for_signal() -> Result<()> {
     Ok(())
 }
 
-/// The emulator's REST API, as kubectl would use it (plain HTTP on loopback).
-#[derive(Debug, Clone)]
-struct Kube {
-    http: reqwest::Client,
-    base: String,
-    ns: String,
-}
-
-impl Kube {
-    async fn send(
-        &self,
-        m: reqwest::Method,
-        path: &str,
-        body: serde_json::Value,
-    ) -> Result<serde_json::Value> {
-        let r = self
-            .http
-            .request(m.clone(), format!("{}{path}", self.base))
-            .json(&body)
-            .send()
-            .await
-            .with_context(|| format!("{m} {path}"))?;
-        let status = r.status();
-        let v: serde_json::Value = r.json().await.unwrap_or_default();
-        if !status.is_success() {
-            anyhow::bail!("{m} {path}: {status}: {}", v["message"]);
-        }
-        Ok(v)
-    }
-
-    async fn register_pod(&self, pod: &PodInfo) -> Result<()> {
-        let mut annotations = serde_json::Map::new();
-        if pod.dataplane_port != DEFAULT_DATAPLANE_PORT {
-            annotations.insert(
-                "haproxy-haptic.org/dataplane-port".into(),
-                json!(pod.dataplane_port.to_string()),
-            );
-        }
-        let obj = json!({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": pod.name,
-                "namespace": self.ns,
-                "labels": {POD_LABEL.0: POD_LABEL.1, "app.kubernetes.io/instance": "haptic-sandbox"},
-                "annotations": annotations,
-            },
-            "spec": {
-                "nodeName": "haptic-sandbox",
-                "containers": [
-                    {"name": "haproxy", "image": "haproxy:2.6", "ports": [{"name": "http", "containerPort": 80}, {"name": "https", "containerPort": 443}]},
-                    {"name": "dataplane", "image": "haproxytech/dataplaneapi:3", "ports": [{"name": "dataplane", "containerPort": pod.dataplane_port}]}
-                ]
-            }
-        });
-        let path = format!("/api/v1/namespaces/{}/pods", self.ns);
-        let mut created = self.send(reqwest::Method::POST, &path, obj).await?;
-        let now = jiff::Timestamp::now().to_string();
-        created["status"] = json!({
-            "phase": "Running",
-            "podIP": pod.pod_ip.to_string(),
-            "podIPs": [{"ip": pod.pod_ip.to_string()}],
-            "hostIP": "127.0.0.1",
-            "startTime": now,
-            "conditions": [
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
-                {"type": "Ready", "status": "True", "lastTransitionTime": now}
-            ],
-            // as the kubelet reports them, so `kubectl get pods` prints READY 2/2
-            "containerStatuses": [
-                {"name": "dataplane", "image": "haproxytech/dataplaneapi:3",
-                 "imageID": "", "containerID": format!("sandbox://{}/dataplane", pod.name),
-                 "ready": true, "started": true, "restartCount": 0,
-                 "state": {"running": {"startedAt": now}}},
-                {"name": "haproxy", "image": "haproxy:2.6",
-                 "imageID": "", "containerID": format!("sandbox://{}/haproxy", pod.name),
-                 "ready": true, "started": true, "restartCount": 0,
-                 "state": {"running": {"startedAt": now}}}
-            ],
-        });
-        self.send(
-            reqwest::Method::PUT,
-            &format!("{path}/{}/status", pod.name),
-            created,
-        )
-        .await?;
-        Ok(())
-    }
-
-    async fn create_secret(&self, user: &str, pass: &str) -> Result<()> {
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let obj = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": SECRET, "namespace": self.ns},
-            "type": "Opaque",
-            "data": {"username": b64(user), "password": b64(pass)},
-        });
-        self.send(
-            reqwest::Method::POST,
-            &format!("/api/v1/namespaces/{}/secrets", self.ns),
-            obj,
-        )
-        .await?;
-        Ok(())
-    }
-
-    async fn delete_pod(&self, name: &str) {
-        let path = format!("/api/v1/namespaces/{}/pods/{name}", self.ns);
-        if let Err(e) = self.send(reqwest::Method::DELETE, &path, json!({})).await {
-            tracing::warn!("deleting Pod {name}: {e:#}");
-        }
-    }
-}
-
 async fn up(a: UpArgs) -> Result<()> {
     let api = if a.no_apiserver {
         None
@@ -289,14 +166,9 @@ async fn up(a: UpArgs) -> Result<()> {
             "the Kubernetes API emulator failed to start (--no-apiserver runs the pods alone)",
         )?)
     };
-    let kube = api.as_ref().map(|api| Kube {
-        http: reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .unwrap_or_default(),
-        base: api.url(),
-        ns: a.namespace.clone(),
-    });
+    let kube = api
+        .as_ref()
+        .map(|api| Kube::new(api.url(), a.namespace.clone()));
     let hook: Option<haptic_tools::sandbox::pods::KillHook> = kube.clone().map(|k| {
         let rt = tokio::runtime::Handle::current();
         Arc::new(move |name: String| {

@@ -3,5 +3,6 @@
 //! rules both peers' `/_sandbox/` control paths share.
 
 pub mod apiserver;
+pub mod cluster;
 pub mod control;
 pub mod pods;

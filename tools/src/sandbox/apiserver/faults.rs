@@ -50,6 +50,9 @@ pub struct RequestRecord {
     pub status: u16,
     /// Arrival time, RFC 3339.
     pub at: String,
+    /// The client's `User-Agent` ("" when none): tells two controllers' requests apart.
+    #[serde(default)]
+    pub user_agent: String,
 }
 
 /// A fault with its compiled regexes and remaining count.

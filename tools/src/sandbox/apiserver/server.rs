@@ -219,6 +219,12 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body
             query: query.clone(),
             status: 0,
             at: jiff::Timestamp::now().to_string(),
+            user_agent: req
+                .headers()
+                .get(hyper::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned(),
         },
     ));
     let set_status = |status: u16| {

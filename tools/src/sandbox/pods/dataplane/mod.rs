@@ -64,6 +64,8 @@ pub struct RequestRecord {
     pub status: u16,
     /// RFC 3339 time.
     pub at: String,
+    /// The client's `User-Agent` ("" when none): tells two controllers' requests apart.
+    pub user_agent: String,
 }
 
 #[derive(Debug)]
@@ -420,7 +422,7 @@ impl PodCore {
         }
     }
 
-    fn record(&self, method: &str, path: &str, query: &str, status: u16) {
+    fn record(&self, method: &str, path: &str, query: &str, status: u16, user_agent: &str) {
         if path.starts_with("/_sandbox/") {
             return;
         }
@@ -434,6 +436,7 @@ impl PodCore {
             query: query.into(),
             status,
             at: jiff::Timestamp::now().to_string(),
+            user_agent: user_agent.into(),
         });
     }
 
@@ -624,6 +627,12 @@ async fn handle(
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or_default().to_string();
+    let user_agent = req
+        .headers()
+        .get(hyper::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let sandbox_path = path.starts_with("/_sandbox/");
     if !sandbox_path {
         if !core.answer_delay.is_zero() {
@@ -634,7 +643,7 @@ async fn handle(
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             }
             if drop {
-                core.record(&method, &path, &query, 0);
+                core.record(&method, &path, &query, 0, &user_agent);
                 return Err(Dropped);
             }
             if let Some(status) = status {
@@ -647,7 +656,7 @@ async fn handle(
                 {
                     r.headers_mut().insert("retry-after", v);
                 }
-                core.record(&method, &path, &query, status);
+                core.record(&method, &path, &query, status, &user_agent);
                 return Ok(r);
             }
         }
@@ -663,7 +672,7 @@ async fn handle(
             resp.headers_mut().insert("configuration-version", v);
         }
     }
-    core.record(&method, &path, &query, resp.status().as_u16());
+    core.record(&method, &path, &query, resp.status().as_u16(), &user_agent);
     Ok(resp)
 }
 
