@@ -16,5 +16,6 @@ mod corpus;
 mod crds;
 mod dataplane;
 mod deployer;
+mod e2e;
 mod publisher;
 mod runtime;
