@@ -1,0 +1,910 @@
+//! The HTTP ingest endpoint: a render pushed by a client, answered `202` only once its
+//! `TemplateRendered` and blobs are durable in the journal (issue 6 "Render sources" (c)).
+//!
+//! ```text
+//!  client --POST /v1/renders (multipart/form-data | application/x-tar)--> auth (bearer, constant time)
+//!     --> leader? no: 503 {"leader": <Lease holderIdentity>} + Retry-After: 2
+//!     --> read the body (<= max_body_bytes, else 413), check every part (400 naming it)
+//!     --> RenderContent --same checksum as the last one accepted here?--> 202 {"duplicate": true}
+//!     --> render_batch(template_rendered(.., "ingest")) --DispatchHandle::accept (fsync)--> 202
+//! ```
+//!
+//! Only the leader takes renders: a render journaled on a follower would wait until that
+//! follower leads (DESIGN.md J9), so a follower answers `503` naming the Lease holder and the
+//! client retries there (or through a Service that routes to the leader).
+//!
+//! # Inputs
+//! - `POST /v1/renders`, `Authorization: Bearer <token>` (when a token is configured), body one of
+//!   - `multipart/form-data`: one part per file, each part *named* by its render-relative path:
+//!     `haproxy.cfg` (exactly once), `maps/<name>`, `ssl/<name>`, `ca/<name>`, `general/<name>`,
+//!     `crt-lists/<name>` (the folder decides the [`haptic_journal::AuxKind`], [`kind_of_folder`]);
+//!   - `application/x-tar` (or `application/tar`): a tar of a render directory, paths relative
+//!     to its root (`tar -C DIR -cf - .`); directory entries are skipped, links are refused.
+//! - `GET /v1/renders/latest`: the last render this process accepted through the endpoint.
+//!
+//! Answers (JSON bodies):
+//! - `202 {"checksum":"sha256:..","seq":N,"duplicate":false}` once durable; `"duplicate":true`
+//!   with the earlier `seq` when the checksum equals the last one accepted here (not journaled
+//!   again). The checksum is [`RenderContent::checksum`]: config and every auxiliary file, CA
+//!   files included, the same as the directory source computes for the same tree;
+//! - `400 {"error","part","fix"}` for an invalid part (missing or duplicate `haproxy.cfg`, unknown
+//!   folder, nested path, `..`, empty or hidden name, duplicate path, unreadable tar);
+//! - `401` with `WWW-Authenticate: Bearer` for a missing or wrong token;
+//! - `413` when the body exceeds [`IngestConfig::max_body_bytes`]; `415` for another media type;
+//! - `503 {"error":"not the leader","leader":<holderIdentity or null>}` with `Retry-After: 2`;
+//! - `500 {"error":"journal accept failed: ..","kind":<label>}` when the commit failed.
+//!
+//! ```text
+//! curl -sS -H "Authorization: Bearer $TOKEN" \
+//!   -F haproxy.cfg=@render/haproxy.cfg -F maps/hosts.map=@render/maps/hosts.map \
+//!   -F ssl/site.pem=@render/ssl/site.pem -F ca/root.pem=@render/ca/root.pem \
+//!   http://haptic:8443/v1/renders
+//! tar -C render -cf - . | curl -sS -H "Authorization: Bearer $TOKEN" \
+//!   -H 'Content-Type: application/x-tar' --data-binary @- http://haptic:8443/v1/renders
+//! ```
+//!
+//! # Effects
+//! Reads the Lease (`get`) to name the leader on a follower. The token comes from a Secret
+//! ([`read_token`], key `token`). No other cluster access.
+//!
+//! # Journal records
+//! One batch per new render: the blobs and manifest of [`RenderContent::manifest`] plus
+//! `template.rendered` (trigger `ingest`), through [`DispatchHandle::accept`]
+//! (`Durability::Immediate`). A duplicate writes nothing.
+//!
+//! # Failpoints
+//! None of its own. The journal's crash points bracket the commit: a crash at
+//! `journal::before_commit` loses the render and the client never got a `202` (it retries); at
+//! `journal::after_commit` the render is durable but unanswered (a retry is journaled again after
+//! a restart, since the duplicate check is in memory).
+//!
+//! # Metrics
+//! [`IngestStats`] (renders accepted, duplicates, rejected requests, not-leader answers, journal
+//! failures), read by the runtime's `/metrics` through [`IngestServer::stats`].
+//!
+//! # Cancel safety
+//! A request whose client goes away after the commit started still commits (the commit runs in a
+//! blocking task); the endpoint then does not remember it as the last render, so a retry of the
+//! same render is journaled once more (harmless: the downstream is idempotent by checksum).
+
+use std::io::Read;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use haptic_journal::{AuxKind, Checksum, Seq};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio::sync::{Mutex, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::{CONFIG_FILE, RenderContent, RenderFile, kind_of_folder};
+use super::{render_batch, template_rendered};
+use crate::dispatch::{DispatchHandle, Leadership};
+
+/// Default body limit: 64 MiB (a render with large maps and certificate bundles).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// The key of the token in its Secret.
+pub const TOKEN_KEY: &str = "token";
+
+/// The `Retry-After` a follower sends, in seconds (the Lease retry period).
+const RETRY_AFTER_SECONDS: &str = "2";
+
+/// How long a follower waits for the Lease when naming the leader; past it answers `null`.
+const LEADER_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The Lease that names the leader.
+#[derive(Clone)]
+pub struct LeaseRef {
+    /// Client to read the Lease with.
+    pub client: kube::Client,
+    /// Namespace of the Lease.
+    pub namespace: String,
+    /// Lease name (`--lease-name`).
+    pub name: String,
+}
+
+impl std::fmt::Debug for LeaseRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseRef")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings of the ingest endpoint.
+#[derive(Clone)]
+pub struct IngestConfig {
+    /// The bearer token clients must send; `None` = no authentication (the runtime allows that
+    /// only behind an explicit insecure flag).
+    pub token: Option<String>,
+    /// Largest accepted request body, in bytes. Default: [`DEFAULT_MAX_BODY_BYTES`].
+    pub max_body_bytes: usize,
+    /// The Lease whose `spec.holderIdentity` a follower names; `None` answers `"leader": null`.
+    pub lease: Option<LeaseRef>,
+}
+
+impl IngestConfig {
+    /// A config with this token, the default body limit and no Lease.
+    #[must_use]
+    pub fn new(token: Option<String>) -> Self {
+        IngestConfig {
+            token,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            lease: None,
+        }
+    }
+
+    /// Names the leader from this Lease on followers.
+    #[must_use]
+    pub fn lease(
+        mut self,
+        client: kube::Client,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        self.lease = Some(LeaseRef {
+            client,
+            namespace: namespace.into(),
+            name: name.into(),
+        });
+        self
+    }
+
+    /// Sets the body limit (bytes, at least 1).
+    #[must_use]
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.max_body_bytes = n.max(1);
+        self
+    }
+}
+
+impl std::fmt::Debug for IngestConfig {
+    // Never print the token (STYLE.md 2.10).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngestConfig")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+/// Errors of reading the ingest token.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum IngestError {
+    /// The Secret does not exist.
+    #[error("ingest token Secret {namespace}/{secret} not found")]
+    SecretNotFound {
+        /// Namespace.
+        namespace: String,
+        /// Secret name.
+        secret: String,
+    },
+    /// The Secret could not be read (RBAC, transport).
+    #[error("reading ingest token Secret {namespace}/{secret} failed")]
+    SecretRead {
+        /// Namespace.
+        namespace: String,
+        /// Secret name.
+        secret: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Secret has no such key.
+    #[error("ingest token Secret {namespace}/{secret} has no key `{key}`")]
+    TokenMissing {
+        /// Namespace.
+        namespace: String,
+        /// Secret name.
+        secret: String,
+        /// The key looked for ([`TOKEN_KEY`]).
+        key: &'static str,
+    },
+    /// The value is unusable.
+    #[error("ingest token Secret {namespace}/{secret} key `{key}` is {reason}")]
+    TokenInvalid {
+        /// Namespace.
+        namespace: String,
+        /// Secret name.
+        secret: String,
+        /// The key ([`TOKEN_KEY`]).
+        key: &'static str,
+        /// `empty` or `not UTF-8`.
+        reason: &'static str,
+    },
+}
+
+impl IngestError {
+    /// Bounded metric label.
+    #[must_use]
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            IngestError::SecretNotFound { .. } => "secret_not_found",
+            IngestError::SecretRead { .. } => "secret_read",
+            IngestError::TokenMissing { .. } => "token_missing",
+            IngestError::TokenInvalid { .. } => "token_invalid",
+        }
+    }
+}
+
+/// Reads the bearer token from key [`TOKEN_KEY`] of a Secret (`data`, else `stringData`),
+/// trimmed of surrounding whitespace (files made with `--from-file` end in a newline).
+///
+/// # Errors
+/// [`IngestError`] naming the Secret (and the key): absent Secret, read failure, missing key,
+/// empty or non-UTF-8 value.
+///
+/// # Cancel safety
+/// Cancel safe (one GET).
+pub async fn read_token(
+    client: kube::Client,
+    namespace: &str,
+    secret: &str,
+) -> Result<String, IngestError> {
+    let api: Api<Secret> = Api::namespaced(client, namespace);
+    let found = api
+        .get_opt(secret)
+        .await
+        .map_err(|source| IngestError::SecretRead {
+            namespace: namespace.to_owned(),
+            secret: secret.to_owned(),
+            source,
+        })?;
+    let Some(found) = found else {
+        return Err(IngestError::SecretNotFound {
+            namespace: namespace.to_owned(),
+            secret: secret.to_owned(),
+        });
+    };
+    let invalid = |reason| IngestError::TokenInvalid {
+        namespace: namespace.to_owned(),
+        secret: secret.to_owned(),
+        key: TOKEN_KEY,
+        reason,
+    };
+    let value = if let Some(bytes) = found.data.as_ref().and_then(|d| d.get(TOKEN_KEY)) {
+        String::from_utf8(bytes.0.clone()).map_err(|_| invalid("not UTF-8"))?
+    } else if let Some(s) = found.string_data.as_ref().and_then(|d| d.get(TOKEN_KEY)) {
+        s.clone()
+    } else {
+        return Err(IngestError::TokenMissing {
+            namespace: namespace.to_owned(),
+            secret: secret.to_owned(),
+            key: TOKEN_KEY,
+        });
+    };
+    let token = value.trim();
+    if token.is_empty() {
+        return Err(invalid("empty"));
+    }
+    Ok(token.to_owned())
+}
+
+/// Counters of the endpoint (monotonic since start).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestStats {
+    /// Renders journaled (`202`, not duplicate).
+    pub accepted: u64,
+    /// Duplicates answered `202` without journaling.
+    pub duplicates: u64,
+    /// Requests refused with a 4xx (auth, validation, size, media type).
+    pub rejected: u64,
+    /// `503` answers on a follower.
+    pub not_leader: u64,
+    /// Journal commits that failed (`500`).
+    pub journal_failures: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    accepted: AtomicU64,
+    duplicates: AtomicU64,
+    rejected: AtomicU64,
+    not_leader: AtomicU64,
+    journal_failures: AtomicU64,
+}
+
+/// The last render accepted here.
+#[derive(Clone, Copy, Debug)]
+struct Latest {
+    checksum: Checksum,
+    seq: Seq,
+}
+
+struct Inner {
+    cfg: IngestConfig,
+    /// SHA-256 of the token: compared in constant time with the digest of the presented one,
+    /// so neither content nor length leaks through timing.
+    token_digest: Option<[u8; 32]>,
+    dispatch: DispatchHandle,
+    leadership: watch::Receiver<Leadership>,
+    /// Held across the duplicate check and the commit, so two requests never journal one render
+    /// twice and `latest` follows the commit order.
+    latest: Mutex<Option<Latest>>,
+    counters: Counters,
+}
+
+/// The ingest endpoint. Cheap to clone (shared state); keep a clone for [`IngestServer::stats`].
+#[derive(Clone)]
+pub struct IngestServer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for IngestServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngestServer")
+            .field("cfg", &self.inner.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IngestServer {
+    /// An endpoint journaling through `dispatch` (leadership from [`DispatchHandle::leadership`]).
+    #[must_use]
+    pub fn new(cfg: IngestConfig, dispatch: DispatchHandle) -> Self {
+        let token_digest = cfg.token.as_deref().map(|t| Sha256::digest(t).into());
+        let leadership = dispatch.leadership();
+        IngestServer {
+            inner: Arc::new(Inner {
+                cfg,
+                token_digest,
+                dispatch,
+                leadership,
+                latest: Mutex::new(None),
+                counters: Counters::default(),
+            }),
+        }
+    }
+
+    /// Binds nothing: serves `listener` until `cancel`, then finishes in-flight requests (a
+    /// request past its commit still gets its `202`).
+    ///
+    /// # Errors
+    /// I/O errors of the listener.
+    ///
+    /// # Cancel safety
+    /// Use `cancel` to stop; dropping the future drops open connections.
+    pub async fn serve(
+        listener: tokio::net::TcpListener,
+        cfg: IngestConfig,
+        dispatch: DispatchHandle,
+        cancel: CancellationToken,
+    ) -> std::io::Result<()> {
+        IngestServer::new(cfg, dispatch).run(listener, cancel).await
+    }
+
+    /// As [`IngestServer::serve`], on an endpoint built with [`IngestServer::new`].
+    ///
+    /// # Errors
+    /// I/O errors of the listener.
+    pub async fn run(
+        self,
+        listener: tokio::net::TcpListener,
+        cancel: CancellationToken,
+    ) -> std::io::Result<()> {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, auth = self.inner.token_digest.is_some(), "ingest endpoint listening");
+        }
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(cancel.cancelled_owned())
+            .await
+    }
+
+    /// The routes, for embedding in another server.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/v1/renders", post(post_render))
+            .route("/v1/renders/latest", get(get_latest))
+            .layer(DefaultBodyLimit::max(self.inner.cfg.max_body_bytes))
+            .with_state(self.inner.clone())
+    }
+
+    /// The counters.
+    #[must_use]
+    pub fn stats(&self) -> IngestStats {
+        let c = &self.inner.counters;
+        IngestStats {
+            accepted: c.accepted.load(Ordering::Relaxed),
+            duplicates: c.duplicates.load(Ordering::Relaxed),
+            rejected: c.rejected.load(Ordering::Relaxed),
+            not_leader: c.not_leader.load(Ordering::Relaxed),
+            journal_failures: c.journal_failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A refused request: status plus a JSON body naming the part and the fix.
+#[derive(Debug)]
+struct Refusal {
+    status: StatusCode,
+    error: String,
+    part: Option<String>,
+    fix: Option<&'static str>,
+}
+
+impl Refusal {
+    fn bad(part: &str, error: impl Into<String>, fix: &'static str) -> Self {
+        Refusal {
+            status: StatusCode::BAD_REQUEST,
+            error: error.into(),
+            part: Some(part.to_owned()),
+            fix: Some(fix),
+        }
+    }
+
+    fn too_large(limit: usize) -> Self {
+        Refusal {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            error: format!("request body exceeds {limit} bytes"),
+            part: None,
+            fix: Some("send a smaller render or raise the endpoint's body limit"),
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": self.error, "part": self.part, "fix": self.fix });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+const FIX_NAME: &str = "name each part by its path in the render: haproxy.cfg, maps/<name>, \
+     ssl/<name>, ca/<name>, general/<name> or crt-lists/<name>";
+
+/// Where one part goes.
+enum Target {
+    Config,
+    File(AuxKind, String),
+}
+
+/// Checks a render-relative path and says where it goes.
+fn classify(path: &str) -> Result<Target, Refusal> {
+    if path.is_empty() {
+        return Err(Refusal::bad(path, "empty part name", FIX_NAME));
+    }
+    if path.starts_with('/') || path.contains('\\') || path.chars().any(char::is_control) {
+        return Err(Refusal::bad(
+            path,
+            "absolute path, backslash or control character in the part name",
+            FIX_NAME,
+        ));
+    }
+    if path == CONFIG_FILE {
+        return Ok(Target::Config);
+    }
+    let segments: Vec<&str> = path.split('/').collect();
+    if segments.iter().any(|s| *s == ".." || *s == ".") {
+        return Err(Refusal::bad(
+            path,
+            "`..` or `.` in the part name",
+            "use a plain <folder>/<name> path inside the render",
+        ));
+    }
+    match segments.as_slice() {
+        [_] => Err(Refusal::bad(
+            path,
+            "only haproxy.cfg sits at the top of a render",
+            "put auxiliary files in maps/, ssl/, ca/, general/ or crt-lists/",
+        )),
+        [folder, name] => {
+            let Some(kind) = kind_of_folder(folder) else {
+                return Err(Refusal::bad(
+                    path,
+                    format!("unknown folder `{folder}`"),
+                    "use one of maps/, ssl/, ca/, general/, crt-lists/",
+                ));
+            };
+            if name.is_empty() {
+                return Err(Refusal::bad(path, "empty file name", FIX_NAME));
+            }
+            if name.starts_with('.') {
+                return Err(Refusal::bad(
+                    path,
+                    "hidden file name",
+                    "rename the file: names starting with `.` are not part of a render",
+                ));
+            }
+            Ok(Target::File(kind, path.to_owned()))
+        }
+        _ => Err(Refusal::bad(
+            path,
+            "nested path",
+            "folders are flat: use <folder>/<name>",
+        )),
+    }
+}
+
+/// Collects checked parts into a render.
+#[derive(Default)]
+struct Builder {
+    config: Option<Vec<u8>>,
+    files: Vec<RenderFile>,
+}
+
+impl Builder {
+    fn add(&mut self, path: &str, content: Vec<u8>) -> Result<(), Refusal> {
+        match classify(path)? {
+            Target::Config => {
+                if self.config.is_some() {
+                    return Err(Refusal::bad(
+                        path,
+                        "haproxy.cfg sent more than once",
+                        "send haproxy.cfg exactly once",
+                    ));
+                }
+                self.config = Some(content);
+            }
+            Target::File(kind, path) => {
+                if self.files.iter().any(|f| f.path == path) {
+                    return Err(Refusal::bad(&path, "duplicate path", "send each file once"));
+                }
+                self.files.push(RenderFile {
+                    kind,
+                    path,
+                    content,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<RenderContent, Refusal> {
+        let Some(config) = self.config else {
+            return Err(Refusal::bad(
+                CONFIG_FILE,
+                "haproxy.cfg missing",
+                "send the config as a part named haproxy.cfg",
+            ));
+        };
+        Ok(RenderContent::new(config, self.files))
+    }
+}
+
+async fn read_multipart(
+    req: Request,
+    state: &Arc<Inner>,
+    limit: usize,
+) -> Result<RenderContent, Refusal> {
+    let limit_or = |status: StatusCode, error: String| {
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            Refusal::too_large(limit)
+        } else {
+            Refusal {
+                status: StatusCode::BAD_REQUEST,
+                error,
+                part: None,
+                fix: Some("send a multipart/form-data body with one part per file"),
+            }
+        }
+    };
+    let mut multipart = Multipart::from_request(req, state)
+        .await
+        .map_err(|e| limit_or(e.status(), e.body_text()))?;
+    let mut builder = Builder::default();
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => return Err(limit_or(e.status(), e.body_text())),
+        };
+        let name = part_name(&field);
+        // Refuse a bad name before reading its content.
+        classify(&name)?;
+        let bytes = field
+            .bytes()
+            .await
+            .map_err(|e| limit_or(e.status(), e.body_text()))?;
+        builder.add(&name, bytes.to_vec())?;
+    }
+    builder.finish()
+}
+
+/// The part's name: `name="..."` verbatim (curl), else the RFC 8187 form
+/// `name*=utf-8''<percent-encoded>` that some clients (reqwest) send for names with `/`.
+fn part_name(field: &axum::extract::multipart::Field<'_>) -> String {
+    if let Some(name) = field.name() {
+        return name.to_owned();
+    }
+    field
+        .headers()
+        .get(header::CONTENT_DISPOSITION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(extended_name)
+        .unwrap_or_default()
+}
+
+/// `name*=utf-8'<lang>'<pct-encoded>` from a `Content-Disposition` value.
+fn extended_name(disposition: &str) -> Option<String> {
+    let value = disposition
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("name*="))?;
+    let (charset, rest) = value.split_once('\'')?;
+    let (_language, encoded) = rest.split_once('\'')?;
+    if !charset.eq_ignore_ascii_case("utf-8") {
+        return None;
+    }
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push(u8::try_from(hi * 16 + lo).ok()?);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+async fn read_tar(
+    req: Request,
+    state: &Arc<Inner>,
+    limit: usize,
+) -> Result<RenderContent, Refusal> {
+    let body = axum::body::Bytes::from_request(req, state)
+        .await
+        .map_err(|e| {
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                Refusal::too_large(limit)
+            } else {
+                Refusal {
+                    status: StatusCode::BAD_REQUEST,
+                    error: e.body_text(),
+                    part: None,
+                    fix: None,
+                }
+            }
+        })?;
+    let tar_error = |e: std::io::Error| Refusal {
+        status: StatusCode::BAD_REQUEST,
+        error: format!("unreadable tar: {e}"),
+        part: None,
+        fix: Some("send a tar of the render directory: tar -C DIR -cf - ."),
+    };
+    let mut archive = tar::Archive::new(&body[..]);
+    let mut builder = Builder::default();
+    for entry in archive.entries().map_err(tar_error)? {
+        let mut entry = entry.map_err(tar_error)?;
+        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let mut path = raw.as_str();
+        while let Some(rest) = path.strip_prefix("./") {
+            path = rest;
+        }
+        let entry_type = entry.header().entry_type();
+        if entry_type.is_dir() || path.is_empty() || path == "." {
+            continue;
+        }
+        if !(entry_type.is_file() || entry_type.is_contiguous()) {
+            return Err(Refusal::bad(
+                path,
+                "not a regular file (link or special file)",
+                "put the files themselves into the tar (tar -h follows symlinks)",
+            ));
+        }
+        classify(path)?;
+        let mut content = Vec::new();
+        entry.read_to_end(&mut content).map_err(tar_error)?;
+        builder.add(path, content)?;
+    }
+    builder.finish()
+}
+
+fn authorized(inner: &Inner, headers: &HeaderMap) -> bool {
+    let Some(expected) = inner.token_digest.as_ref() else {
+        return true;
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .unwrap_or_default();
+    let digest: [u8; 32] = Sha256::digest(presented).into();
+    !presented.is_empty() && bool::from(digest.ct_eq(expected))
+}
+
+fn unauthorized(inner: &Inner) -> Response {
+    inner.counters.rejected.fetch_add(1, Ordering::Relaxed);
+    let mut resp = (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(json!({ "error": "missing or wrong bearer token" })),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"haptic-ingest\""),
+    );
+    resp
+}
+
+async fn not_leader(inner: &Inner) -> Response {
+    inner.counters.not_leader.fetch_add(1, Ordering::Relaxed);
+    let leader = leader_identity(inner).await;
+    let mut resp = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(json!({ "error": "not the leader", "leader": leader })),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    resp
+}
+
+/// The Lease's `spec.holderIdentity`, `None` when unknown, empty or unreadable in time.
+async fn leader_identity(inner: &Inner) -> Option<String> {
+    let lease = inner.cfg.lease.as_ref()?;
+    let api: Api<Lease> = Api::namespaced(lease.client.clone(), &lease.namespace);
+    match tokio::time::timeout(LEADER_LOOKUP_TIMEOUT, api.get_opt(&lease.name)).await {
+        Ok(Ok(found)) => found
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty()),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, lease = %lease.name, "reading the Lease to name the leader failed");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(lease = %lease.name, "reading the Lease to name the leader timed out");
+            None
+        }
+    }
+}
+
+fn is_leader(inner: &Inner) -> bool {
+    inner.leadership.borrow().is_leader()
+}
+
+async fn post_render(State(inner): State<Arc<Inner>>, req: Request) -> Response {
+    if !authorized(&inner, req.headers()) {
+        return unauthorized(&inner);
+    }
+    if !is_leader(&inner) {
+        return not_leader(&inner).await;
+    }
+    let limit = inner.cfg.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let media = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let started = Instant::now();
+    let read = if declared.is_some_and(|n| n > limit as u64) {
+        Err(Refusal::too_large(limit))
+    } else if media.starts_with("multipart/form-data") {
+        read_multipart(req, &inner, limit).await
+    } else if media.starts_with("application/x-tar") || media.starts_with("application/tar") {
+        read_tar(req, &inner, limit).await
+    } else {
+        Err(Refusal {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            error: format!("unsupported content type `{media}`"),
+            part: None,
+            fix: Some("send multipart/form-data (one part per file) or application/x-tar"),
+        })
+    };
+    let content = match read {
+        Ok(c) => c,
+        Err(refusal) => {
+            inner.counters.rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(status = refusal.status.as_u16(), error = %refusal.error, part = ?refusal.part, "ingest request refused");
+            return refusal.into_response();
+        }
+    };
+    commit(&inner, content, started.elapsed()).await
+}
+
+/// The duplicate check and the commit, serialized by `latest`.
+async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> Response {
+    let checksum = content.checksum();
+    let mut latest = inner.latest.lock().await;
+    if let Some(last) = *latest
+        && last.checksum == checksum
+    {
+        inner.counters.duplicates.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%checksum, seq = last.seq.0, "ingest render unchanged, not journaled again");
+        return accepted(last, true);
+    }
+    // Leadership may have gone while the body was read.
+    if !is_leader(inner) {
+        drop(latest);
+        return not_leader(inner).await;
+    }
+    let event = template_rendered(&content, read_time, "ingest");
+    let batch = render_batch(event, &content);
+    match inner.dispatch.accept(batch).await {
+        Ok(done) => {
+            let seq = done.seqs().last().copied().unwrap_or(Seq(0));
+            let now = Latest { checksum, seq };
+            *latest = Some(now);
+            inner.counters.accepted.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(
+                %checksum,
+                seq = seq.0,
+                config_bytes = content.config.len(),
+                files = content.files.len(),
+                "ingest render journaled"
+            );
+            accepted(now, false)
+        }
+        Err(e) => {
+            inner
+                .counters
+                .journal_failures
+                .fetch_add(1, Ordering::Relaxed);
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                message.push_str(": ");
+                message.push_str(&s.to_string());
+                source = s.source();
+            }
+            tracing::error!(error = %message, "ingest render not journaled");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({ "error": message, "kind": e.metric_label() })),
+            )
+                .into_response()
+        }
+    }
+}
+
+fn accepted(latest: Latest, duplicate: bool) -> Response {
+    (
+        StatusCode::ACCEPTED,
+        axum::Json(json!({
+            "checksum": latest.checksum.to_string(),
+            "seq": latest.seq.0,
+            "duplicate": duplicate,
+        })),
+    )
+        .into_response()
+}
+
+async fn get_latest(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response {
+    if !authorized(&inner, &headers) {
+        return unauthorized(&inner);
+    }
+    match *inner.latest.lock().await {
+        Some(l) => (
+            StatusCode::OK,
+            axum::Json(json!({ "checksum": l.checksum.to_string(), "seq": l.seq.0 })),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({ "error": "no render accepted since this process started" })),
+        )
+            .into_response(),
+    }
+}
