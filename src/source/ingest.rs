@@ -67,19 +67,20 @@
 //! blocking task); the endpoint then does not remember it as the last render, so a retry of the
 //! same render is journaled once more (harmless: the downstream is idempotent by checksum).
 
-use std::io::Read;
+mod body;
+mod token;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use haptic_journal::{AuxKind, Checksum, Seq};
+use haptic_journal::{Checksum, Seq};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -87,15 +88,13 @@ use subtle::ConstantTimeEq;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{CONFIG_FILE, RenderContent, RenderFile, kind_of_folder};
-use super::{render_batch, template_rendered};
+use super::{RenderContent, render_batch, template_rendered};
 use crate::dispatch::{DispatchHandle, Leadership};
+use body::Refusal;
+pub use token::{IngestError, TOKEN_KEY, read_token};
 
 /// Default body limit: 64 MiB (a render with large maps and certificate bundles).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
-
-/// The key of the token in its Secret.
-pub const TOKEN_KEY: &str = "token";
 
 /// The `Retry-After` a follower sends, in seconds (the Lease retry period).
 const RETRY_AFTER_SECONDS: &str = "2";
@@ -179,119 +178,6 @@ impl std::fmt::Debug for IngestConfig {
             .field("lease", &self.lease)
             .finish()
     }
-}
-
-/// Errors of reading the ingest token.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum IngestError {
-    /// The Secret does not exist.
-    #[error("ingest token Secret {namespace}/{secret} not found")]
-    SecretNotFound {
-        /// Namespace.
-        namespace: String,
-        /// Secret name.
-        secret: String,
-    },
-    /// The Secret could not be read (RBAC, transport).
-    #[error("reading ingest token Secret {namespace}/{secret} failed")]
-    SecretRead {
-        /// Namespace.
-        namespace: String,
-        /// Secret name.
-        secret: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The Secret has no such key.
-    #[error("ingest token Secret {namespace}/{secret} has no key `{key}`")]
-    TokenMissing {
-        /// Namespace.
-        namespace: String,
-        /// Secret name.
-        secret: String,
-        /// The key looked for ([`TOKEN_KEY`]).
-        key: &'static str,
-    },
-    /// The value is unusable.
-    #[error("ingest token Secret {namespace}/{secret} key `{key}` is {reason}")]
-    TokenInvalid {
-        /// Namespace.
-        namespace: String,
-        /// Secret name.
-        secret: String,
-        /// The key ([`TOKEN_KEY`]).
-        key: &'static str,
-        /// `empty` or `not UTF-8`.
-        reason: &'static str,
-    },
-}
-
-impl IngestError {
-    /// Bounded metric label.
-    #[must_use]
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            IngestError::SecretNotFound { .. } => "secret_not_found",
-            IngestError::SecretRead { .. } => "secret_read",
-            IngestError::TokenMissing { .. } => "token_missing",
-            IngestError::TokenInvalid { .. } => "token_invalid",
-        }
-    }
-}
-
-/// Reads the bearer token from key [`TOKEN_KEY`] of a Secret (`data`, else `stringData`),
-/// trimmed of surrounding whitespace (files made with `--from-file` end in a newline).
-///
-/// # Errors
-/// [`IngestError`] naming the Secret (and the key): absent Secret, read failure, missing key,
-/// empty or non-UTF-8 value.
-///
-/// # Cancel safety
-/// Cancel safe (one GET).
-pub async fn read_token(
-    client: kube::Client,
-    namespace: &str,
-    secret: &str,
-) -> Result<String, IngestError> {
-    let api: Api<Secret> = Api::namespaced(client, namespace);
-    let found = api
-        .get_opt(secret)
-        .await
-        .map_err(|source| IngestError::SecretRead {
-            namespace: namespace.to_owned(),
-            secret: secret.to_owned(),
-            source,
-        })?;
-    let Some(found) = found else {
-        return Err(IngestError::SecretNotFound {
-            namespace: namespace.to_owned(),
-            secret: secret.to_owned(),
-        });
-    };
-    let invalid = |reason| IngestError::TokenInvalid {
-        namespace: namespace.to_owned(),
-        secret: secret.to_owned(),
-        key: TOKEN_KEY,
-        reason,
-    };
-    let value = if let Some(bytes) = found.data.as_ref().and_then(|d| d.get(TOKEN_KEY)) {
-        String::from_utf8(bytes.0.clone()).map_err(|_| invalid("not UTF-8"))?
-    } else if let Some(s) = found.string_data.as_ref().and_then(|d| d.get(TOKEN_KEY)) {
-        s.clone()
-    } else {
-        return Err(IngestError::TokenMissing {
-            namespace: namespace.to_owned(),
-            secret: secret.to_owned(),
-            key: TOKEN_KEY,
-        });
-    };
-    let token = value.trim();
-    if token.is_empty() {
-        return Err(invalid("empty"));
-    }
-    Ok(token.to_owned())
 }
 
 /// Counters of the endpoint (monotonic since start).
@@ -427,293 +313,6 @@ impl IngestServer {
     }
 }
 
-/// A refused request: status plus a JSON body naming the part and the fix.
-#[derive(Debug)]
-struct Refusal {
-    status: StatusCode,
-    error: String,
-    part: Option<String>,
-    fix: Option<&'static str>,
-}
-
-impl Refusal {
-    fn bad(part: &str, error: impl Into<String>, fix: &'static str) -> Self {
-        Refusal {
-            status: StatusCode::BAD_REQUEST,
-            error: error.into(),
-            part: Some(part.to_owned()),
-            fix: Some(fix),
-        }
-    }
-
-    fn too_large(limit: usize) -> Self {
-        Refusal {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            error: format!("request body exceeds {limit} bytes"),
-            part: None,
-            fix: Some("send a smaller render or raise the endpoint's body limit"),
-        }
-    }
-}
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        let body = json!({ "error": self.error, "part": self.part, "fix": self.fix });
-        (self.status, axum::Json(body)).into_response()
-    }
-}
-
-const FIX_NAME: &str = "name each part by its path in the render: haproxy.cfg, maps/<name>, \
-     ssl/<name>, ca/<name>, general/<name> or crt-lists/<name>";
-
-/// Where one part goes.
-enum Target {
-    Config,
-    File(AuxKind, String),
-}
-
-/// Checks a render-relative path and says where it goes.
-fn classify(path: &str) -> Result<Target, Refusal> {
-    if path.is_empty() {
-        return Err(Refusal::bad(path, "empty part name", FIX_NAME));
-    }
-    if path.starts_with('/') || path.contains('\\') || path.chars().any(char::is_control) {
-        return Err(Refusal::bad(
-            path,
-            "absolute path, backslash or control character in the part name",
-            FIX_NAME,
-        ));
-    }
-    if path == CONFIG_FILE {
-        return Ok(Target::Config);
-    }
-    let segments: Vec<&str> = path.split('/').collect();
-    if segments.iter().any(|s| *s == ".." || *s == ".") {
-        return Err(Refusal::bad(
-            path,
-            "`..` or `.` in the part name",
-            "use a plain <folder>/<name> path inside the render",
-        ));
-    }
-    match segments.as_slice() {
-        [_] => Err(Refusal::bad(
-            path,
-            "only haproxy.cfg sits at the top of a render",
-            "put auxiliary files in maps/, ssl/, ca/, general/ or crt-lists/",
-        )),
-        [folder, name] => {
-            let Some(kind) = kind_of_folder(folder) else {
-                return Err(Refusal::bad(
-                    path,
-                    format!("unknown folder `{folder}`"),
-                    "use one of maps/, ssl/, ca/, general/, crt-lists/",
-                ));
-            };
-            if name.is_empty() {
-                return Err(Refusal::bad(path, "empty file name", FIX_NAME));
-            }
-            if name.starts_with('.') {
-                return Err(Refusal::bad(
-                    path,
-                    "hidden file name",
-                    "rename the file: names starting with `.` are not part of a render",
-                ));
-            }
-            Ok(Target::File(kind, path.to_owned()))
-        }
-        _ => Err(Refusal::bad(
-            path,
-            "nested path",
-            "folders are flat: use <folder>/<name>",
-        )),
-    }
-}
-
-/// Collects checked parts into a render.
-#[derive(Default)]
-struct Builder {
-    config: Option<Vec<u8>>,
-    files: Vec<RenderFile>,
-}
-
-impl Builder {
-    fn add(&mut self, path: &str, content: Vec<u8>) -> Result<(), Refusal> {
-        match classify(path)? {
-            Target::Config => {
-                if self.config.is_some() {
-                    return Err(Refusal::bad(
-                        path,
-                        "haproxy.cfg sent more than once",
-                        "send haproxy.cfg exactly once",
-                    ));
-                }
-                self.config = Some(content);
-            }
-            Target::File(kind, path) => {
-                if self.files.iter().any(|f| f.path == path) {
-                    return Err(Refusal::bad(&path, "duplicate path", "send each file once"));
-                }
-                self.files.push(RenderFile {
-                    kind,
-                    path,
-                    content,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> Result<RenderContent, Refusal> {
-        let Some(config) = self.config else {
-            return Err(Refusal::bad(
-                CONFIG_FILE,
-                "haproxy.cfg missing",
-                "send the config as a part named haproxy.cfg",
-            ));
-        };
-        Ok(RenderContent::new(config, self.files))
-    }
-}
-
-async fn read_multipart(
-    req: Request,
-    state: &Arc<Inner>,
-    limit: usize,
-) -> Result<RenderContent, Refusal> {
-    let limit_or = |status: StatusCode, error: String| {
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            Refusal::too_large(limit)
-        } else {
-            Refusal {
-                status: StatusCode::BAD_REQUEST,
-                error,
-                part: None,
-                fix: Some("send a multipart/form-data body with one part per file"),
-            }
-        }
-    };
-    let mut multipart = Multipart::from_request(req, state)
-        .await
-        .map_err(|e| limit_or(e.status(), e.body_text()))?;
-    let mut builder = Builder::default();
-    loop {
-        let field = match multipart.next_field().await {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(e) => return Err(limit_or(e.status(), e.body_text())),
-        };
-        let name = part_name(&field);
-        // Refuse a bad name before reading its content.
-        classify(&name)?;
-        let bytes = field
-            .bytes()
-            .await
-            .map_err(|e| limit_or(e.status(), e.body_text()))?;
-        builder.add(&name, bytes.to_vec())?;
-    }
-    builder.finish()
-}
-
-/// The part's name: `name="..."` verbatim (curl), else the RFC 8187 form
-/// `name*=utf-8''<percent-encoded>` that some clients (reqwest) send for names with `/`.
-fn part_name(field: &axum::extract::multipart::Field<'_>) -> String {
-    if let Some(name) = field.name() {
-        return name.to_owned();
-    }
-    field
-        .headers()
-        .get(header::CONTENT_DISPOSITION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(extended_name)
-        .unwrap_or_default()
-}
-
-/// `name*=utf-8'<lang>'<pct-encoded>` from a `Content-Disposition` value.
-fn extended_name(disposition: &str) -> Option<String> {
-    let value = disposition
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("name*="))?;
-    let (charset, rest) = value.split_once('\'')?;
-    let (_language, encoded) = rest.split_once('\'')?;
-    if !charset.eq_ignore_ascii_case("utf-8") {
-        return None;
-    }
-    let bytes = encoded.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| char::from(b).to_digit(16);
-        match (
-            bytes[i],
-            bytes.get(i + 1).copied().and_then(hex),
-            bytes.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push(u8::try_from(hi * 16 + lo).ok()?);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-async fn read_tar(
-    req: Request,
-    state: &Arc<Inner>,
-    limit: usize,
-) -> Result<RenderContent, Refusal> {
-    let body = axum::body::Bytes::from_request(req, state)
-        .await
-        .map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                Refusal::too_large(limit)
-            } else {
-                Refusal {
-                    status: StatusCode::BAD_REQUEST,
-                    error: e.body_text(),
-                    part: None,
-                    fix: None,
-                }
-            }
-        })?;
-    let tar_error = |e: std::io::Error| Refusal {
-        status: StatusCode::BAD_REQUEST,
-        error: format!("unreadable tar: {e}"),
-        part: None,
-        fix: Some("send a tar of the render directory: tar -C DIR -cf - ."),
-    };
-    let mut archive = tar::Archive::new(&body[..]);
-    let mut builder = Builder::default();
-    for entry in archive.entries().map_err(tar_error)? {
-        let mut entry = entry.map_err(tar_error)?;
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let mut path = raw.as_str();
-        while let Some(rest) = path.strip_prefix("./") {
-            path = rest;
-        }
-        let entry_type = entry.header().entry_type();
-        if entry_type.is_dir() || path.is_empty() || path == "." {
-            continue;
-        }
-        if !(entry_type.is_file() || entry_type.is_contiguous()) {
-            return Err(Refusal::bad(
-                path,
-                "not a regular file (link or special file)",
-                "put the files themselves into the tar (tar -h follows symlinks)",
-            ));
-        }
-        classify(path)?;
-        let mut content = Vec::new();
-        entry.read_to_end(&mut content).map_err(tar_error)?;
-        builder.add(path, content)?;
-    }
-    builder.finish()
-}
-
 fn authorized(inner: &Inner, headers: &HeaderMap) -> bool {
     let Some(expected) = inner.token_digest.as_ref() else {
         return true;
@@ -802,9 +401,9 @@ async fn post_render(State(inner): State<Arc<Inner>>, req: Request) -> Response 
     let read = if declared.is_some_and(|n| n > limit as u64) {
         Err(Refusal::too_large(limit))
     } else if media.starts_with("multipart/form-data") {
-        read_multipart(req, &inner, limit).await
+        body::read_multipart(req, limit).await
     } else if media.starts_with("application/x-tar") || media.starts_with("application/tar") {
-        read_tar(req, &inner, limit).await
+        body::read_tar(req, limit).await
     } else {
         Err(Refusal {
             status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
