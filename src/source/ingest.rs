@@ -17,7 +17,7 @@
 //! - `POST /v1/renders`, `Authorization: Bearer <token>` (when a token is configured), body one of
 //!   - `multipart/form-data`: one part per file, each part *named* by its render-relative path:
 //!     `haproxy.cfg` (exactly once), `maps/<name>`, `ssl/<name>`, `ca/<name>`, `general/<name>`,
-//!     `crt-lists/<name>` (the folder decides the [`haptic_journal::AuxKind`], [`kind_of_folder`]);
+//!     `crt-lists/<name>` (the folder decides the [`haptic_journal::AuxKind`], [`kind_of_folder`](crate::source::kind_of_folder));
 //!   - `application/x-tar` (or `application/tar`): a tar of a render directory, paths relative
 //!     to its root (`tar -C DIR -cf - .`); directory entries are skipped, links are refused.
 //! - `GET /v1/renders/latest`: the last render this process accepted through the endpoint.

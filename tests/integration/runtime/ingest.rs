@@ -442,6 +442,16 @@ async fn refuses_invalid_parts_and_oversized_bodies_naming_the_part() {
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
     let (status, _) = post_tar(&node, vec![0; 8192]).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // Chunked, without Content-Length: refused while reading.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(vec![0; 3000]), Ok(vec![0; 3000])];
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/renders", node.url))
+        .header("content-type", "application/x-tar")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
     // Another media type.
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/renders", node.url))
