@@ -6,12 +6,15 @@
 //! render is acknowledged without journaling it again.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use haptic::dispatch::{DispatchHandle, Dispatcher, Leadership, SubscribeOptions};
 use haptic::source::ingest::{IngestConfig, IngestError, IngestServer, read_token};
 use haptic::source::{RenderContent, load_render};
+use haptic_journal::redb::StorageBackend;
+use haptic_journal::redb::backends::InMemoryBackend;
 use haptic_journal::{
     Batch, Checksum, Correlation, Event, EventKind, Identity, Journal, JournalOptions, Seq, Term,
 };
@@ -51,6 +54,10 @@ impl Node {
         let dir = tempfile::tempdir().unwrap();
         let journal =
             Arc::new(Journal::open(&JournalOptions::new(dir.path().join("j.redb"))).unwrap());
+        Node::on(cfg, journal, dir).await
+    }
+
+    async fn on(cfg: IngestConfig, journal: Arc<Journal>, dir: tempfile::TempDir) -> Node {
         let mut d = Dispatcher::new(journal.clone());
         let mut sub = d.subscribe(SubscribeOptions::new("recorder"));
         let handle = d.handle();
@@ -472,4 +479,85 @@ async fn refuses_invalid_parts_and_oversized_bodies_naming_the_part() {
     )
     .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+}
+
+/// An in-memory journal storage whose writes fail once `fail` is set.
+#[derive(Debug)]
+struct FailingBackend {
+    inner: InMemoryBackend,
+    fail: Arc<AtomicBool>,
+}
+
+impl FailingBackend {
+    fn check(&self) -> Result<(), std::io::Error> {
+        if self.fail.load(Ordering::SeqCst) {
+            Err(std::io::Error::other("injected write failure"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl StorageBackend for FailingBackend {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.set_len(len)
+    }
+
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.write(offset, data)
+    }
+}
+
+#[tokio::test]
+async fn a_failed_commit_answers_500_naming_the_journal_and_acknowledges_nothing() {
+    let fail = Arc::new(AtomicBool::new(false));
+    let backend = FailingBackend {
+        inner: InMemoryBackend::new(),
+        fail: fail.clone(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let journal =
+        Journal::open_with_backend(backend, &JournalOptions::new(dir.path().join("mem"))).unwrap();
+    let node = Node::on(IngestConfig::new(None), Arc::new(journal), dir).await;
+    node.lead().await;
+    fail.store(true, Ordering::SeqCst);
+    let (status, body) = post(&node, None, form_of(&corpus("07-ca"))).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(error.starts_with("journal accept failed"), "{error}");
+    assert!(
+        body["kind"].as_str().is_some_and(|k| !k.is_empty()),
+        "{body}"
+    );
+    let latest = reqwest::Client::new()
+        .get(format!("{}/v1/renders/latest", node.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        latest.status(),
+        StatusCode::NOT_FOUND,
+        "nothing remembered as accepted"
+    );
+    let stats = node.server.stats();
+    assert_eq!(
+        (stats.accepted, stats.journal_failures),
+        (0, 1),
+        "{stats:?}"
+    );
 }
