@@ -256,8 +256,8 @@ impl IngestServer {
         }
     }
 
-    /// Binds nothing: serves `listener` until `cancel`, then finishes in-flight requests (a
-    /// request past its commit still gets its `202`).
+    /// Serves on `listener` (bound by the caller, e.g. `--ingest-addr`) until `cancel`, then
+    /// finishes in-flight requests (a request past its commit still gets its `202`).
     ///
     /// # Errors
     /// I/O errors of the listener.
@@ -317,9 +317,13 @@ fn authorized(inner: &Inner, headers: &HeaderMap) -> bool {
     let Some(expected) = inner.token_digest.as_ref() else {
         return true;
     };
+    // The scheme name is case-insensitive (RFC 7235 section 2.1).
     let presented = headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .map(HeaderValue::as_bytes)
+        .and_then(|v| v.split_at_checked(7))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"bearer "))
+        .map(|(_, token)| token)
         .unwrap_or_default();
     let digest: [u8; 32] = Sha256::digest(presented).into();
     !presented.is_empty() && bool::from(digest.ct_eq(expected))

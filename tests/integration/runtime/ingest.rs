@@ -390,8 +390,16 @@ async fn refuses_missing_or_wrong_tokens() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     assert!(node.renders().is_empty());
-    // The right token passes.
-    let (status, body) = post(&node, Some(TOKEN), form_of(&corpus("07-ca"))).await;
+    // The right token passes (the scheme name in any case).
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/renders", node.url))
+        .header("authorization", format!("bearer {TOKEN}"))
+        .multipart(form_of(&corpus("07-ca")))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap();
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
 
