@@ -47,6 +47,7 @@
 pub mod configmap;
 mod content;
 pub mod dir;
+pub mod ingest;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

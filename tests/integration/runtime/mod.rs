@@ -5,6 +5,7 @@ mod configmap_source;
 mod deploy;
 mod dir_source;
 mod discovery;
+mod ingest;
 mod lease;
 mod validate;
 
