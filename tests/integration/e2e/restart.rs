@@ -1,1 +1,75 @@
-pub async fn _y() {}
+//! SIGKILL the single controller in the middle of the stream (during a deployment): after a
+//! restart on the same journal it resumes and ends in the state an uninterrupted run ends in
+//! (the one `stream::render_stream_reaches_every_pod_and_is_published` checks).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use haptic_journal::{Event, Journal, JournalOptions, Seq};
+
+use super::stream::published;
+use super::{Opts, World, checksum, feed, rejected, stream, summary};
+
+fn deployments_started(log: &str) -> usize {
+    log.matches("deployment started").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_stream_resumes_from_the_journal() {
+    let world = World::start(3).await;
+    let render_dir = world.dir.path().join("render");
+    let opts = Opts::dir(&world, "solo", &render_dir);
+    feed(&render_dir, "01-basic");
+    let mut ctl = world.controller(opts.clone());
+    let renders = stream();
+    let kill_at = "06-crtlist";
+    for render in &renders {
+        let before = deployments_started(&ctl.log_text());
+        feed(&render_dir, render);
+        if render == kill_at {
+            // Kill while the deployment of this render runs.
+            world
+                .until(Duration::from_secs(30), "the deployment of 06 to start", || async {
+                    (deployments_started(&ctl.log_text()) > before).then_some(())
+                })
+                .await;
+            ctl.kill();
+            ctl = world.controller(opts.clone());
+        }
+        if !rejected(render) {
+            published(&world, render, 3).await;
+        }
+        world
+            .pods_answer(render, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{render}: {e}\n{}", ctl.log_tail(40)));
+    }
+    let last = renders.last().unwrap();
+    let cfg = published(&world, last, 3).await;
+    let (spec, conditions, pods) = summary(&cfg);
+    assert_eq!(spec, checksum(last));
+    assert_eq!(conditions, vec!["ConfigPinned=False".to_owned(), "ConfigValidated=True".to_owned()]);
+    assert!(pods.iter().all(|(_, c)| *c == checksum(last)), "{pods:?}");
+    world
+        .until(Duration::from_secs(30), "-invalid removed", || async {
+            world.hpcfg("e2e-haproxycfg-invalid").await.is_none().then_some(())
+        })
+        .await;
+    assert!(ctl.stop(Duration::from_secs(30)).is_some_and(|s| s.success()));
+    // Nothing took effect twice: one ConfigPublished per checksum among the journaled events.
+    let journal = Journal::open(&JournalOptions::new(&opts.journal)).unwrap();
+    assert!(journal.verify().unwrap().problems.is_empty());
+    let mut published_per_render: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, _, e) in journal.events(Seq(1), usize::MAX).unwrap() {
+        if let Event::ConfigPublished { render, runtime_config, .. } = e
+            && !runtime_config.name.as_str().ends_with("-invalid")
+        {
+            *published_per_render.entry(render.to_string()).or_default() += 1;
+        }
+    }
+    assert!(
+        published_per_render.values().all(|n| *n == 1),
+        "one ConfigPublished per render: {published_per_render:?}"
+    );
+    world.cluster.shutdown().await;
+}
