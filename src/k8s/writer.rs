@@ -31,6 +31,10 @@ use kube::{Client, Resource, ResourceExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+mod status;
+
+pub use status::{PodEntryChange, PodEntryOutcome, PodStatusInput, merge_aux_pod_entry};
+
 use super::crd::{
     AuxiliaryFileReferences, ConfigMetadata, HAProxyCRTListFile, HAProxyCRTListFileSpec,
     HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus, HAProxyGeneralFile, HAProxyGeneralFileSpec,
@@ -142,56 +146,6 @@ pub struct Published {
     pub writes: u32,
     /// Every object of the publication, sorted.
     pub objects: Vec<PublishedObject>,
-}
-
-/// A per-pod status change for [`Writer::update_pod_statuses`].
-#[derive(Clone, Debug)]
-pub enum PodEntryChange {
-    /// Set the pod's entry (already merged by the caller's pure merge function, given the old).
-    Applied {
-        /// Pod name.
-        pod: String,
-        /// The render the pod runs (must equal `spec.checksum`, else the update is parked).
-        checksum: Checksum,
-        /// Builds the new entry from the old one.
-        merge: fn(Option<&PodDeploymentStatus>, &PodStatusInput) -> PodDeploymentStatus,
-        /// Input of `merge`.
-        input: Box<PodStatusInput>,
-    },
-    /// Remove the pod's entry.
-    Removed {
-        /// Pod name.
-        pod: String,
-    },
-}
-
-/// Facts of one applied deployment, for the merge function.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodStatusInput {
-    /// Pod name.
-    pub pod: String,
-    /// Pod namespace.
-    pub namespace: String,
-    /// The journal's change.
-    pub change: haptic_journal::PodStatusChange,
-}
-
-impl PodStatusInput {
-    /// Whether this reports a failed deployment (written even when the pod tried a checksum
-    /// other than `spec.checksum`: the error is what an operator needs to see).
-    #[must_use]
-    pub fn is_failure(&self) -> bool {
-        matches!(&self.change, haptic_journal::PodStatusChange::Applied { sync, .. } if sync.error.is_some())
-    }
-}
-
-/// Result of [`Writer::update_pod_statuses`], per change in input order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodEntryOutcome {
-    /// Written (or already as wanted).
-    Done,
-    /// The HAProxyCfg cannot take it yet (missing, not completely published, other checksum).
-    Park,
 }
 
 /// The writer: one per leadership term.
@@ -612,45 +566,6 @@ impl Writer {
         }
     }
 
-    /// Read-modify-write of a HAProxyCfg's status (409: re-read). `f` gets the status and the
-    /// spec checksum; nothing is written when the status does not change. Returns the
-    /// resourceVersion and whether a write happened.
-    async fn update_cfg_status(
-        &self,
-        name: &str,
-        f: impl Fn(&mut HAProxyCfgStatus, &Checksum),
-    ) -> Result<(Option<String>, bool), WriteError> {
-        let api: Api<HAProxyCfg> = self.api();
-        let object = format!("HAProxyCfg/{name}");
-        let mut last = None;
-        for _ in 0..CONFLICT_REREADS {
-            let mut cfg = self.call(&object, api.get(name)).await?;
-            self.check_term(&object, &cfg.metadata)?;
-            let before = cfg.status.clone();
-            let mut st = cfg.status.clone().unwrap_or_default();
-            f(&mut st, &cfg.spec.checksum);
-            st.refresh_pods_synced(&cfg.spec.checksum);
-            if Some(&st) == before.as_ref() {
-                return Ok((cfg.metadata.resource_version.clone(), false));
-            }
-            cfg.status = Some(st);
-            match self
-                .write(
-                    &object,
-                    api.replace_status(name, &PostParams::default(), &cfg),
-                )
-                .await
-            {
-                Ok(c) => return Ok((c.metadata.resource_version, true)),
-                Err(e) if e.kind() == ErrorKind::Conflict => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.unwrap_or(WriteError::Content {
-            reason: "conflict re-reads exhausted".into(),
-        }))
-    }
-
     async fn collect_garbage(
         &self,
         cfg_name: &str,
@@ -726,114 +641,6 @@ impl Writer {
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
         }
-    }
-
-    /// Sets conditions on a HAProxyCfg's status (keyed by type; the transition time moves only
-    /// with the status). Returns whether a write happened.
-    ///
-    /// # Errors
-    /// [`WriteError`]; 404 when the HAProxyCfg does not exist (yet).
-    pub async fn set_conditions(&self, name: &str, new: &[Condition]) -> Result<bool, WriteError> {
-        let (_, wrote) = self
-            .update_cfg_status(name, |st, _| {
-                for c in new {
-                    set_condition(&mut st.conditions, c.clone());
-                }
-            })
-            .await?;
-        Ok(wrote)
-    }
-
-    /// Applies per-pod status changes to one HAProxyCfg in one status write. An `Applied`
-    /// change the object cannot take yet (object missing, never completely published, or
-    /// another `spec.checksum` for a successful deployment; a failure is written with its
-    /// error) is reported as [`PodEntryOutcome::Park`]; a `Removed` change on
-    /// a missing object is done. Returns one outcome per change.
-    ///
-    /// # Errors
-    /// [`WriteError`] for the read or the write.
-    pub async fn update_pod_statuses(
-        &self,
-        name: &str,
-        changes: &[PodEntryChange],
-    ) -> Result<Vec<PodEntryOutcome>, WriteError> {
-        let Some(cfg) = self.get_cfg(name).await? else {
-            return Ok(changes
-                .iter()
-                .map(|c| match c {
-                    PodEntryChange::Applied { .. } => PodEntryOutcome::Park,
-                    PodEntryChange::Removed { .. } => PodEntryOutcome::Done,
-                })
-                .collect());
-        };
-        let published = cfg.status.as_ref().is_some_and(|s| s.metadata.is_some());
-        let outcomes: Vec<PodEntryOutcome> = changes
-            .iter()
-            .map(|c| match c {
-                PodEntryChange::Applied {
-                    checksum, input, ..
-                } if !published || (*checksum != cfg.spec.checksum && !input.is_failure()) => {
-                    PodEntryOutcome::Park
-                }
-                _ => PodEntryOutcome::Done,
-            })
-            .collect();
-        if outcomes.iter().all(|o| *o == PodEntryOutcome::Park) {
-            return Ok(outcomes);
-        }
-        self.update_cfg_status(name, |st, spec_checksum| {
-            for c in changes {
-                match c {
-                    PodEntryChange::Applied {
-                        pod,
-                        checksum,
-                        merge,
-                        input,
-                    } if checksum == spec_checksum || input.is_failure() => {
-                        let pos = st.deployed_to_pods.iter().position(|p| &p.pod_name == pod);
-                        let old = pos.map(|i| &st.deployed_to_pods[i]);
-                        let entry = merge(old, input);
-                        match pos {
-                            Some(i) => st.deployed_to_pods[i] = entry,
-                            None => st.deployed_to_pods.push(entry),
-                        }
-                    }
-                    PodEntryChange::Applied { .. } => {}
-                    PodEntryChange::Removed { pod } => {
-                        st.deployed_to_pods.retain(|p| &p.pod_name != pod);
-                    }
-                }
-            }
-            st.deployed_to_pods
-                .sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
-        })
-        .await?;
-        Ok(outcomes)
-    }
-
-    /// Records that an object of this HAProxyCfg is over the size limit even compressed
-    /// (`SizeLimitExceeded=True`, reason `ObjectTooLarge`); best effort.
-    ///
-    /// # Errors
-    /// [`WriteError`].
-    pub async fn set_too_large(
-        &self,
-        name: &str,
-        message: &str,
-        now: UnixMillis,
-    ) -> Result<bool, WriteError> {
-        self.set_conditions(
-            name,
-            &[Condition {
-                type_: conditions::SIZE_LIMIT_EXCEEDED.into(),
-                status: "True".into(),
-                reason: reasons::OBJECT_TOO_LARGE.into(),
-                message: message.to_owned(),
-                last_transition_time: k8s_time(now),
-                observed_generation: None,
-            }],
-        )
-        .await
     }
 }
 

@@ -6,6 +6,7 @@ mod dispatch;
 mod faults;
 mod fence;
 mod flows;
+mod status;
 
 use std::fs;
 use std::path::{Path, PathBuf};
