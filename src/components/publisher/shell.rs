@@ -112,6 +112,24 @@ fn now_ms() -> UnixMillis {
     UnixMillis::now()
 }
 
+/// True when `e` ends this term's writes (DESIGN.md J7): the Lease guard refused
+/// ([`WriteError::Deposed`]) or an object is stamped by a newer term
+/// ([`WriteError::StaleTerm`]). The caller cancels the term's workers at once and acks nothing:
+/// the item stays queued for the next term (never released as a permanent rejection).
+fn stops_term(e: &WriteError) -> bool {
+    e.is_deposed() || matches!(e, WriteError::StaleTerm { .. })
+}
+
+/// Cancels the term after `e` when [`stops_term`]; returns whether it did.
+fn stop_term_on(e: &WriteError, cancel: &CancellationToken) -> bool {
+    if !stops_term(e) {
+        return false;
+    }
+    warn!(error = %e, "leadership of this term is gone; stopping its writes, work stays queued");
+    cancel.cancel();
+    true
+}
+
 async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) -> bool {
     tokio::select! {
         () = cancel.cancelled() => false,

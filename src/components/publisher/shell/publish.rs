@@ -196,14 +196,7 @@ impl Inner {
                     return Ok(true);
                 }
                 Err(e) => {
-                    if let WriteError::StaleTerm { .. } = e {
-                        warn!(error = %e, "a newer term owns the object; stopping");
-                        cancel.cancel();
-                        return Ok(false);
-                    }
-                    if e.is_deposed() {
-                        warn!(error = %e, "lease lost; stopping this term's writes");
-                        cancel.cancel();
+                    if stop_term_on(&e, cancel) {
                         return Ok(false);
                     }
                     match decide::on_failure(&self.cfg.retry, e.kind(), attempt, e.retry_after()) {

@@ -23,11 +23,7 @@ impl Inner {
                         warn!(error = %e, "status worker: journal failure; stopping");
                         return;
                     }
-                    Err(StatusErr::Write(e)) if e.is_deposed() => {
-                        warn!(error = %e, "lease lost; stopping this term's writes");
-                        cancel.cancel();
-                        return;
-                    }
+                    Err(StatusErr::Write(e)) if stop_term_on(&e, &cancel) => return,
                     Err(StatusErr::Write(e)) => {
                         attempt += 1;
                         match decide::on_failure(

@@ -80,11 +80,7 @@ impl Inner {
             attempt += 1;
             match op().await {
                 Ok(_) => return Ok(true),
-                Err(e) if e.is_deposed() => {
-                    warn!(error = %e, "lease lost; stopping this term's writes");
-                    cancel.cancel();
-                    return Ok(false);
-                }
+                Err(e) if stop_term_on(&e, cancel) => return Ok(false),
                 Err(e) => {
                     match decide::on_failure(&self.cfg.retry, e.kind(), attempt, e.retry_after()) {
                         Retry::After(d) => {
