@@ -118,6 +118,13 @@ impl Writer {
     /// error) is reported as [`PodEntryOutcome::Park`]; a `Removed` change on
     /// a missing object is done. Returns one outcome per change.
     ///
+    /// Then, in the same call, each HAProxyMapFile, HAProxyGeneralFile and HAProxyCRTListFile
+    /// the HAProxyCfg references gets the same changes in one status write per object
+    /// (upstream-behaviour.md 10.5, [`merge_aux_pod_entry`]): a successful deployment of
+    /// `spec.checksum` sets the pod's entry (the file's own checksum); a failure or another
+    /// checksum is not recorded there; `Removed` removes the pod. Every status write sets
+    /// `observedGeneration` to the object's `metadata.generation`.
+    ///
     /// # Errors
     /// [`WriteError`] for the read or the write.
     pub async fn update_pod_statuses(
