@@ -261,8 +261,15 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
         "sent, not refused before upload"
     );
     assert_eq!(p.counters().retries.load(Ordering::Relaxed), 0);
-    // The rejected render is not announced.
+    // The rejected render is not announced, and the HAProxyCfg spec, written before the map
+    // failed, is restored to the last complete publication by self-healing.
     assert_eq!(env.published_events(), 1);
+    eventually("spec back to the last complete publication", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == small)
+    })
+    .await;
     term.stop().await;
     env.assert_no_422();
 }
