@@ -40,8 +40,10 @@
 //!   not cancelled) publication is acked; it emits `config.published` only when the checkpoint
 //!   moves to a new render, so repeats (self-healing, term start) emit nothing.
 //! - Before every write the writer checks the Lease guard ([`PublisherConfig::lease`]); a
-//!   refusal (`WriteError::Deposed`) cancels the term's workers at once: no retry, nothing
-//!   acked, the work stays queued for the next term.
+//!   refusal (`WriteError::Deposed`), or an object stamped by a newer term
+//!   (`WriteError::StaleTerm`), cancels the term's workers at once, in every worker (publish,
+//!   invalid, verdict, status): no retry, nothing acked or released, the work stays queued for
+//!   the next term.
 //! - Transient failures retry with [`decide::on_failure`] (bounded exponential backoff,
 //!   Retry-After honoured); permanent ones release the item (too large: `SizeLimitExceeded`
 //!   condition).
@@ -65,6 +67,12 @@
 //!   next complete publication wakes it.
 //! - A successful per-pod update for another checksum is parked; a failed one is written with
 //!   its error.
+//! - Per-pod status also goes to every HAProxyMapFile, HAProxyGeneralFile and HAProxyCRTListFile
+//!   the HAProxyCfg references, in the same status round (one status write per object per
+//!   round): a successful deployment of `spec.checksum` sets the pod's entry with the file's own
+//!   checksum (kept as it is while that checksum holds); failures are not recorded there; a
+//!   removed pod leaves every object. Each status write sets `observedGeneration` to the
+//!   object's `metadata.generation`.
 //! - Objects whose JSON exceeds 3 MiB are refused before upload (a permanent 413).
 //!
 //! # Failpoints

@@ -190,3 +190,86 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
     assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
     env.assert_no_422();
 }
+
+/// Incompressible text of `len` bytes (80-column lines).
+fn incompressible(len: usize) -> Vec<u8> {
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        out.push(alphabet[(seed % 64) as usize]);
+        if out.len() % 80 == 79 {
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// An object under the 3 MiB request limit but over the storage limit (the emulator's 1.5 MiB,
+/// etcd's in a cluster) is sent once and answered with a 500 whose message says the request is
+/// too large: a permanent rejection (condition, item released), never a retry loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_too_large_500_is_a_condition_not_a_loop() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let small = env.render_and_pass(&p, &corpus("02-maps")).await;
+    eventually("published", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == small)
+    })
+    .await;
+    env.server.clear_requests();
+
+    let mut r = corpus("02-maps");
+    r.files.push((
+        AuxKind::Map,
+        "maps/large.map".into(),
+        incompressible(2 << 20),
+    ));
+    env.render_and_pass(&p, &r).await;
+    eventually(
+        "released with a condition naming the storage error",
+        || async {
+            p.counters().given_up.load(Ordering::Relaxed) == 1
+                && env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == conditions::SIZE_LIMIT_EXCEEDED
+                            && c.status == "True"
+                            && c.message.contains("request is too large")
+                    })
+                })
+        },
+    )
+    .await;
+    eventually("released", || async { env.queue_len(Queue::Publish) == 0 }).await;
+    let requests = env.server.requests();
+    let rejected: Vec<_> = requests.iter().filter(|r| r.status == 500).collect();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0].method, "POST");
+    assert!(
+        rejected[0].path.contains("/haproxymapfiles"),
+        "{}",
+        rejected[0].path
+    );
+    assert!(
+        !requests.iter().any(|r| r.status == 413),
+        "sent, not refused before upload"
+    );
+    assert_eq!(p.counters().retries.load(Ordering::Relaxed), 0);
+    // The rejected render is not announced, and the HAProxyCfg spec, written before the map
+    // failed, is restored to the last complete publication by self-healing.
+    assert_eq!(env.published_events(), 1);
+    eventually("spec back to the last complete publication", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == small)
+    })
+    .await;
+    term.stop().await;
+    env.assert_no_422();
+}

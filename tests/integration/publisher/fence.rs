@@ -8,6 +8,8 @@ use std::time::Duration;
 use haptic::k8s::writer::LeaseGuard;
 use haptic_journal::{Identity, Queue, Term};
 
+use haptic::components::publisher::ConfigPublisher;
+
 use super::*;
 
 /// A guard the test revokes and restores.
@@ -95,4 +97,146 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
     assert!(!write_verbs(&env).is_empty());
     assert_eq!(env.published_events(), 2);
     env.assert_no_422();
+}
+
+/// Stamps `name` with leadership term `term`, as a successor's write would.
+async fn stamp(env: &Env, name: &str, term: u64) {
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {haptic::k8s::crd::labels::LEADER_TERM: term.to_string()}}
+    });
+    env.cfgs()
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+}
+
+async fn validation_failed(env: &mut Env, p: &ConfigPublisher, r: &RenderDir, error: &str) {
+    let c = env.corr();
+    let (s, ev) = env.accept(Some(r), |render| haptic_journal::Event::ValidationFailed {
+        correlation: c,
+        render,
+        errors: vec![error.into()],
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+    });
+    env.deliver(p, s, &ev).await;
+}
+
+/// J7 inside the retry helper: a newer term's stamp on the `-invalid` object is not a permanent
+/// rejection that releases the item; it stops the term's workers and leaves the item queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    validation_failed(&mut env, &p, &corpus("08-invalid"), "first").await;
+    eventually("-invalid published", || async {
+        env.cfg(INVALID).await.is_some() && env.queue_len(Queue::Invalid) == 0
+    })
+    .await;
+    // A successor (term 5) took the object over.
+    stamp(&env, INVALID, 5).await;
+    let mut second = shared("basic/two-servers.cfg");
+    second.config.extend_from_slice(b"\n# rejected\n");
+    validation_failed(&mut env, &p, &second, "second").await;
+    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
+    term.stop().await;
+    assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
+    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    let st = env.cfg(INVALID).await.unwrap().status.unwrap();
+    assert_eq!(st.validation_error.as_deref(), Some("first"));
+
+    // The next term (newer than the stamp) takes the queued item.
+    env.journal
+        .set_term(Term(6), Identity::new("replica-0"))
+        .unwrap();
+    let term = p.start(Term(6));
+    eventually("queued item published by the next term", || async {
+        env.queue_len(Queue::Invalid) == 0
+            && env
+                .cfg(INVALID)
+                .await
+                .and_then(|c| c.status)
+                .is_some_and(|s| s.validation_error.as_deref() == Some("second"))
+    })
+    .await;
+    term.stop().await;
+    env.assert_no_422();
+}
+
+/// The same for the status worker: a newer term's stamp on the HAProxyCfg stops the term; the
+/// pending status is neither written nor dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let sum = env
+        .render_and_pass(&p, &shared("basic/two-servers.cfg"))
+        .await;
+    env.applied(&p, "pod-a", sum, None).await;
+    eventually("pod-a listed", || async {
+        env.cfg(MAIN)
+            .await
+            .and_then(|c| c.status)
+            .is_some_and(|s| s.deployed_to_pods.len() == 1)
+    })
+    .await;
+    stamp(&env, MAIN, 5).await;
+    // A failed deployment is written even for another checksum, so it reaches the write.
+    env.applied(&p, "pod-b", sum, Some("reload failed")).await;
+    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
+    term.stop().await;
+    assert_eq!(
+        env.queue_len(Queue::StatusPending),
+        1,
+        "status must stay pending"
+    );
+    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    let st = env.cfg(MAIN).await.unwrap().status.unwrap();
+    assert_eq!(
+        st.deployed_to_pods.len(),
+        1,
+        "nothing written over the newer term"
+    );
+
+    env.journal
+        .set_term(Term(6), Identity::new("replica-0"))
+        .unwrap();
+    let term = p.start(Term(6));
+    eventually("pending status written by the next term", || async {
+        env.queue_len(Queue::StatusPending) == 0
+            && env
+                .cfg(MAIN)
+                .await
+                .and_then(|c| c.status)
+                .is_some_and(|s| s.deployed_to_pods.len() == 2)
+    })
+    .await;
+    term.stop().await;
+    env.assert_no_422();
+}
+
+/// A lost Lease inside the retry helper (verdict and invalid workers) stops the term at once and
+/// leaves the item queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_lease_stops_the_invalid_worker_and_keeps_the_item_queued() {
+    let mut env = Env::start().await;
+    let guard = Arc::new(Switch(AtomicBool::new(false)));
+    let mut cfg = fast_config();
+    cfg.lease = guard.clone();
+    let p = env.publisher(cfg);
+    env.server.clear_requests();
+    let term = p.start(Term(1));
+    validation_failed(&mut env, &p, &corpus("08-invalid"), "rejected").await;
+    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
+    term.stop().await;
+    assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
+    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    assert!(write_verbs(&env).is_empty());
+    assert!(env.cfg(INVALID).await.is_none());
 }

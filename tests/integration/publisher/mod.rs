@@ -2,10 +2,12 @@
 //! retry layer off), driven the way the dispatcher will: `journal.accept(...)` first, then
 //! `on_event(seq, &event)`.
 
+mod crash;
 mod dispatch;
 mod faults;
 mod fence;
 mod flows;
+mod status;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,325 @@
+//! The publish worker: validation- and deploy-driven publications of the main HAProxyCfg,
+//! the throttle, retries, and the ack that moves the published checkpoint.
+
+use super::*;
+
+impl Inner {
+    /// One main-HAProxyCfg publication with retries. Returns true when it committed (or was
+    /// stale and released), false when cancelled or superseded (item left as it is / acked).
+    #[allow(clippy::too_many_lines)]
+    pub(super) async fn publish_main(
+        &self,
+        writer: &Writer,
+        cancel: &CancellationToken,
+        entry: Option<&WorkEntry>,
+        extra_acks: &[&WorkEntry],
+        drain: bool,
+    ) -> Result<bool, PublisherError> {
+        let name = self.cfg.haproxycfg_name();
+        let cp = self.checkpoint(&name);
+        let (render, render_seq, rendered_at, validated_at, correlation, deployment) =
+            match entry.map(|e| &e.record.item) {
+                Some(WorkItem::Publish(p)) => (
+                    p.render,
+                    p.render_seq,
+                    Some(p.rendered_at),
+                    Some(p.validated_at),
+                    p.correlation.clone(),
+                    None,
+                ),
+                Some(WorkItem::PublishDeployed(d)) => (
+                    d.render,
+                    d.render_seq,
+                    None,
+                    None,
+                    d.correlation.clone(),
+                    Some(d.clone()),
+                ),
+                // A self-healing repeat of the last complete publication.
+                _ => match &cp {
+                    Some(c) => (
+                        c.render,
+                        c.render_seq,
+                        None,
+                        None,
+                        Correlation::new("self-heal"),
+                        None,
+                    ),
+                    None => return Ok(true),
+                },
+            };
+        // A repeat (term start, self-healing) never overwrites another leader's newer render:
+        // when the cluster holds another checksum stamped by another term, leave it (queued
+        // work of ours still publishes; dedup compares with the cluster, not only the journal).
+        if entry.is_none() {
+            match writer.get_cfg(&name).await {
+                Ok(Some(live))
+                    if live.spec.checksum != render
+                        && crate::k8s::writer::stamped_term(&live.metadata)
+                            != Some(writer.config().term) =>
+                {
+                    info!(name = %name, "cluster holds another leader's render; repeat skipped");
+                    return Ok(true);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    debug!(error = %e, "repeat: read failed; trying the publication");
+                }
+            }
+        }
+        // The spec never moves backwards in render sequence.
+        if let (Some(e), Some(c)) = (entry, &cp)
+            && render_seq < c.render_seq
+            && render != c.render
+        {
+            {
+                debug!(seq = render_seq.0, "older render: spec left as it is");
+                let mut b = Batch::new();
+                b.ack(e.queue, e.key.clone(), e.record.id);
+                for x in extra_acks {
+                    b.ack(x.queue, x.key.clone(), x.record.id);
+                }
+                self.commit(b).await?;
+                return Ok(true);
+            }
+        }
+        let (manifest, content) = match self.load_render(render) {
+            Ok(x) => x,
+            Err(e) => {
+                warn!(error = %e, "render unavailable; publication released");
+                self.counters.given_up.fetch_add(1, Ordering::Relaxed);
+                if let Some(e) = entry {
+                    let mut b = Batch::new();
+                    b.ack(e.queue, e.key.clone(), e.record.id);
+                    self.commit(b).await?;
+                }
+                return Ok(true);
+            }
+        };
+        let mut attempt = 0u32;
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(false);
+            }
+            attempt += 1;
+            let result = writer
+                .publish(&PublishSpec {
+                    name: &name,
+                    render: &content,
+                    with_files: true,
+                    rendered_at,
+                    validated_at,
+                    validation_error: None,
+                })
+                .await;
+            // The publication attempt moves parked statuses back to pending.
+            let unparked = {
+                let j = Arc::clone(&self.journal);
+                tokio::task::spawn_blocking(move || j.unpark(None))
+                    .await
+                    .map_err(|_| PublisherError::Join)?
+                    .map_err(PublisherError::Accept)?
+            };
+            if unparked > 0 {
+                self.wake.status.notify_one();
+            }
+            match result {
+                Ok(p) => {
+                    let term = writer.config().term;
+                    if !self.authoritative(term, cancel) {
+                        return Ok(false);
+                    }
+                    let mut b = Batch::new();
+                    if let Some(e) = entry {
+                        b.ack(e.queue, e.key.clone(), e.record.id);
+                    }
+                    for x in extra_acks {
+                        b.ack(x.queue, x.key.clone(), x.record.id);
+                    }
+                    let new_content = cp.as_ref().is_none_or(|c| c.render != render);
+                    let advances = cp.as_ref().is_none_or(|c| render_seq >= c.render_seq);
+                    if new_content && advances {
+                        b.hold_render(&manifest);
+                        if let Some(c) = &cp {
+                            b.release_blob(c.render);
+                        }
+                        b.put_published_checkpoint(haptic_journal::PublishedCheckpoint {
+                            name: name.clone().into(),
+                            render,
+                            render_seq,
+                            resource_version: p.resource_version.clone().map(Into::into),
+                            published_at: now_ms(),
+                        });
+                        b.event(Event::ConfigPublished {
+                            correlation: correlation.clone(),
+                            runtime_config: self.cfg.runtime_config(),
+                            render,
+                            map_file_count: p.map_files,
+                            secret_count: p.secrets,
+                        });
+                    }
+                    if drain && let Some(d) = &deployment {
+                        {
+                            b.enqueue(
+                                WorkItem::DrainCheckpoint(DrainCheckpoint {
+                                    runtime_config: d.runtime_config.clone(),
+                                    render,
+                                    render_seq,
+                                    deployment: d.deployment.clone(),
+                                }),
+                                haptic_journal::Origin::None,
+                            );
+                        }
+                    }
+                    haptic_journal::crash_point!("publisher::before_publish_ack");
+                    self.commit(b).await?;
+                    self.counters.publications.fetch_add(1, Ordering::Relaxed);
+                    if new_content && advances {
+                        self.counters
+                            .config_published
+                            .fetch_add(1, Ordering::Relaxed);
+                        info!(name = %name, checksum = %render, "config published");
+                    }
+                    {
+                        let mut c = self
+                            .cache
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        c.expected = p
+                            .objects
+                            .into_iter()
+                            .map(|o| ((o.kind.to_owned(), o.name), o.content))
+                            .collect();
+                    }
+                    self.wake.verdict.notify_one();
+                    self.wake.status.notify_one();
+                    return Ok(true);
+                }
+                Err(e) => {
+                    if stop_term_on(&e, cancel) {
+                        return Ok(false);
+                    }
+                    match decide::on_failure(&self.cfg.retry, e.kind(), attempt, e.retry_after()) {
+                        Retry::After(d) => {
+                            self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                            warn!(error = %e, attempt, delay_ms = d.as_millis() as u64, "publication failed; retrying");
+                            if !sleep_or_cancel(d, cancel).await {
+                                return Ok(false);
+                            }
+                            // A newer validation generation supersedes an older validation retry.
+                            if let Some(e) = entry
+                                && e.queue == Queue::Publish
+                                && !drain
+                                && self.newer_validated(render_seq, e)?
+                            {
+                                return Ok(false);
+                            }
+                        }
+                        Retry::GiveUp => {
+                            self.counters.given_up.fetch_add(1, Ordering::Relaxed);
+                            warn!(error = %e, kind = e.kind().as_str(), "publication rejected; released");
+                            if e.is_too_large() {
+                                let _ = writer.set_too_large(&name, &e.to_string(), now_ms()).await;
+                            }
+                            if drain {
+                                return Ok(false);
+                            }
+                            if let Some(e) = entry {
+                                let mut b = Batch::new();
+                                b.ack(e.queue, e.key.clone(), e.record.id);
+                                self.commit(b).await?;
+                            }
+                            return Ok(true);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn newer_validated(&self, render_seq: Seq, e: &WorkEntry) -> Result<bool, PublisherError> {
+        Ok(self
+            .queue(Queue::Publish)?
+            .iter()
+            .any(|x| x.record.id != e.record.id && item_seq(x) >= render_seq))
+    }
+
+    pub(super) async fn publish_worker(self: Arc<Self>, writer: Writer, cancel: CancellationToken) {
+        let mut last: Option<Instant> = None;
+        loop {
+            match self.publish_round(&writer, &cancel, &mut last).await {
+                Ok(Some(wait)) => {
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(wait) => {}
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    warn!(error = %e, "publish worker: journal failure; stopping");
+                    return;
+                }
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = self.wake.publish.notified() => {}
+            }
+        }
+    }
+
+    /// Handles what is due. `Ok(Some(wait))`: throttled, come back after `wait`.
+    async fn publish_round(
+        &self,
+        writer: &Writer,
+        cancel: &CancellationToken,
+        last: &mut Option<Instant>,
+    ) -> Result<Option<Duration>, PublisherError> {
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(None);
+            }
+            let validated = self.queue(Queue::Publish)?;
+            let deployed = self.queue(Queue::PublishDeployed)?;
+            let heal = self.heal.load(Ordering::Acquire);
+            if validated.is_empty() && deployed.is_empty() && !heal {
+                return Ok(None);
+            }
+            if let Some(wait) =
+                decide::throttle_wait(self.cfg.publish_interval, *last, Instant::now())
+                && (!validated.is_empty() || !deployed.is_empty())
+            {
+                return Ok(Some(wait));
+            }
+            let _g = self.publish_lock.lock().await;
+            // Validation work coalesces to the newest render; deploy work keeps arrival order.
+            let newest_v = validated.iter().max_by_key(|e| (item_seq(e), e.record.id));
+            let superseded: Vec<&WorkEntry> = validated
+                .iter()
+                .filter(|e| newest_v.is_some_and(|n| n.record.id != e.record.id))
+                .collect();
+            let oldest_d = deployed.first();
+            let pick = match (newest_v, oldest_d) {
+                (Some(v), Some(d)) => Some(if d.record.id < v.record.id { d } else { v }),
+                (v, d) => v.or(d),
+            };
+            let extra: Vec<&WorkEntry> = match pick {
+                Some(p) if p.queue == Queue::Publish => superseded,
+                _ => Vec::new(),
+            };
+            if pick.is_none() {
+                self.heal.store(false, Ordering::Release);
+                self.counters.heals.fetch_add(1, Ordering::Relaxed);
+            }
+            let done = self
+                .publish_main(writer, cancel, pick, &extra, false)
+                .await?;
+            if pick.is_some() && done {
+                *last = Some(Instant::now());
+            }
+            if !done && cancel.is_cancelled() {
+                return Ok(None);
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Per-pod status on the auxiliary objects (HAProxyMapFile, HAProxyGeneralFile,
+//! HAProxyCRTListFile) and `status.observedGeneration` (issue 5; upstream-behaviour.md 10.5).
+
+use std::sync::atomic::Ordering;
+
+use haptic::k8s::crd::{
+    AuxiliaryFileStatus, HAProxyCRTListFile, HAProxyGeneralFile, HAProxyMapFile,
+};
+use haptic_journal::{Event, Term};
+use kube::Api;
+
+use super::*;
+
+/// Every auxiliary object of the main HAProxyCfg: (kind plural, name, spec checksum,
+/// generation, status).
+async fn aux_objects(
+    env: &Env,
+) -> Vec<(
+    &'static str,
+    String,
+    Checksum,
+    Option<i64>,
+    Option<AuxiliaryFileStatus>,
+)> {
+    let mut out = Vec::new();
+    let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
+    for o in maps.list(&Default::default()).await.unwrap().items {
+        out.push((
+            "haproxymapfiles",
+            o.metadata.name.clone().unwrap(),
+            o.spec.checksum,
+            o.metadata.generation,
+            o.status,
+        ));
+    }
+    let general: Api<HAProxyGeneralFile> = Api::namespaced(env.client.clone(), NS);
+    for o in general.list(&Default::default()).await.unwrap().items {
+        out.push((
+            "haproxygeneralfiles",
+            o.metadata.name.clone().unwrap(),
+            o.spec.checksum,
+            o.metadata.generation,
+            o.status,
+        ));
+    }
+    let lists: Api<HAProxyCRTListFile> = Api::namespaced(env.client.clone(), NS);
+    for o in lists.list(&Default::default()).await.unwrap().items {
+        out.push((
+            "haproxycrtlistfiles",
+            o.metadata.name.clone().unwrap(),
+            o.spec.checksum,
+            o.metadata.generation,
+            o.status,
+        ));
+    }
+    out
+}
+
+fn pods_of(st: Option<&AuxiliaryFileStatus>) -> Vec<String> {
+    st.map(|s| {
+        s.deployed_to_pods
+            .iter()
+            .map(|p| p.pod_name.clone())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+async fn terminated(env: &mut Env, p: &ConfigPublisher, pod: &str) {
+    let c = env.corr();
+    let (s, ev) = env.accept(None, |_| Event::HAProxyPodTerminated {
+        correlation: c,
+        pod: pod_ref(pod),
+    });
+    env.deliver(p, s, &ev).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let full = full_render();
+    let sum = env.render_and_pass(&p, &full).await;
+    eventually("published", || async {
+        p.counters().config_published.load(Ordering::Relaxed) == 1
+    })
+    .await;
+    let objects = aux_objects(&env).await;
+    assert_eq!(objects.len(), 4, "1 map, 2 general files, 1 crt-list");
+
+    env.applied(&p, "pod-a", sum, None).await;
+    env.applied(&p, "pod-b", sum, None).await;
+    // A failed deployment is the HAProxyCfg's business only: no aux entry.
+    env.applied(&p, "pod-c", sum, Some("reload failed")).await;
+    eventually("every aux object lists pod-a and pod-b", || async {
+        aux_objects(&env)
+            .await
+            .iter()
+            .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-a", "pod-b"])
+    })
+    .await;
+    eventually("the HAProxyCfg lists all three", || async {
+        env.cfg(MAIN)
+            .await
+            .and_then(|c| c.status)
+            .is_some_and(|s| s.deployed_to_pods.len() == 3)
+    })
+    .await;
+    for (kind, name, file, generation, st) in aux_objects(&env).await {
+        let st = st.unwrap();
+        for e in &st.deployed_to_pods {
+            assert_eq!(
+                e.checksum,
+                Some(file),
+                "{kind}/{name}: the file's own checksum"
+            );
+            assert!(e.deployed_at.is_some(), "{kind}/{name}");
+            assert!(
+                e.last_error.is_none() && e.last_reload_at.is_none() && e.sync_duration.is_none()
+            );
+            assert_eq!(e.namespace.as_deref(), Some(NS));
+        }
+        assert_eq!(st.observed_generation, generation, "{kind}/{name}");
+        assert!(generation.is_some());
+    }
+
+    // Coalescing: no aux object got more status writes than there were status rounds.
+    let rounds = p.counters().status_rounds.load(Ordering::Relaxed);
+    let requests = env.server.requests();
+    for (kind, name, ..) in aux_objects(&env).await {
+        let writes = requests
+            .iter()
+            .filter(|r| {
+                // Accepted writes only (a 409 is re-read and sent again within the round).
+                r.method == "PUT"
+                    && r.status == 200
+                    && r.path.ends_with(&format!("/{kind}/{name}/status"))
+            })
+            .count() as u64;
+        assert!(writes >= 1, "{kind}/{name} status never written");
+        assert!(
+            writes <= rounds,
+            "{kind}/{name}: {writes} status writes in {rounds} rounds"
+        );
+    }
+
+    // A terminated pod leaves every object.
+    terminated(&mut env, &p, "pod-a").await;
+    eventually("pod-a removed from every aux object", || async {
+        aux_objects(&env)
+            .await
+            .iter()
+            .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-b"])
+    })
+    .await;
+    eventually("pod-a removed from the HAProxyCfg", || async {
+        env.cfg(MAIN)
+            .await
+            .and_then(|c| c.status)
+            .is_some_and(|s| !s.deployed_to_pods.iter().any(|e| e.pod_name == "pod-a"))
+    })
+    .await;
+    term.stop().await;
+    env.assert_no_422();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observed_generation_is_the_generation_of_the_published_spec() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let first = env.render_and_pass(&p, &corpus("02-maps")).await;
+    eventually("first published", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == first)
+    })
+    .await;
+    eventually("status describes generation 1", || async {
+        let c = env.cfg(MAIN).await.unwrap();
+        c.metadata.generation.is_some()
+            && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
+    })
+    .await;
+    let g1 = env.cfg(MAIN).await.unwrap().metadata.generation.unwrap();
+
+    let second = env.render_and_pass(&p, &corpus("03-maps-changed")).await;
+    eventually("second published and its status written", || async {
+        let c = env.cfg(MAIN).await.unwrap();
+        c.spec.checksum == second
+            && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
+            && c.metadata.generation > Some(g1)
+    })
+    .await;
+
+    // The map changed with the render: a pod on the new render gets the new file checksum, and
+    // the map's status describes its new generation.
+    env.applied(&p, "pod-a", second, None).await;
+    eventually("map status on the new generation", || async {
+        aux_objects(&env)
+            .await
+            .iter()
+            .any(|(kind, _, file, generation, st)| {
+                *kind == "haproxymapfiles"
+                    && generation.is_some_and(|g| g > 1)
+                    && st.as_ref().is_some_and(|s| {
+                        s.observed_generation == *generation
+                            && s.deployed_to_pods.iter().any(|e| e.checksum == Some(*file))
+                    })
+            })
+    })
+    .await;
+    term.stop().await;
+    env.assert_no_422();
+}
