@@ -36,6 +36,7 @@ pub mod dataplane;
 pub mod dispatch;
 pub mod k8s;
 pub mod source;
+pub mod telemetry;
 pub mod validate;
 
 use std::io::Write as _;
