@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
+use haptic_journal::Queue;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// prometheus-client 0.24 writes label values verbatim (no escaping of `"`, `\` or line
 /// breaks), so every value we emit must be in this safe alphabet.
