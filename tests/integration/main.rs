@@ -18,3 +18,4 @@ mod dataplane;
 mod deployer;
 mod publisher;
 mod runtime;
+mod telemetry;
