@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use haptic_journal::Journal;
+use haptic_journal::{Journal, UnixMillis};
 
 /// Env var naming components to report stalled from start (`HAPTIC_TEST_STALL=deployer` or a
 /// comma-separated list); honoured only with the crate feature `failpoints`.
@@ -272,6 +272,52 @@ pub fn journal_writable_check(
     }
 }
 
+/// A liveness check over a component's [`crate::components::Health`] (scheduler:
+/// `SchedulerHandle::health`): fails while one handler has been running longer than
+/// [`crate::components::STALL_AFTER`].
+pub fn component_stall_check(
+    health: Arc<crate::components::Health>,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || stall_verdict(health.stalled(UnixMillis::now().0), handler_stall_reason())
+}
+
+/// A liveness check over the deployer's `health` field (same rule as
+/// [`component_stall_check`]).
+pub fn deployer_stall_check(
+    deployer: Arc<crate::components::deployer::Deployer>,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || {
+        stall_verdict(
+            deployer.health.stalled(UnixMillis::now().0),
+            handler_stall_reason(),
+        )
+    }
+}
+
+/// A liveness check over the drift monitor: fails while its timer is running and late by more
+/// than half an interval (`DriftHandle::stalled`).
+pub fn drift_stall_check(
+    drift: crate::components::drift::DriftHandle,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || {
+        stall_verdict(
+            drift.stalled(UnixMillis::now().0),
+            "drift timer late by more than half an interval".to_owned(),
+        )
+    }
+}
+
+fn handler_stall_reason() -> String {
+    format!(
+        "handler running longer than {} s",
+        crate::components::STALL_AFTER.as_secs()
+    )
+}
+
+fn stall_verdict(stalled: bool, reason: String) -> Result<(), String> {
+    if stalled { Err(reason) } else { Ok(()) }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -302,6 +348,42 @@ mod tests {
         assert!(!h.readiness().is_healthy());
         h.add_readiness("journal", || Ok(()));
         assert!(h.readiness().is_healthy());
+    }
+
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn env_hook_blocks_named_components_even_without_a_check() {
+        let h = HealthRegistry {
+            inner: Arc::new(Inner::default()),
+        };
+        h.add_liveness("deployer", || Ok(()));
+        h.arm_from_env("deployer,drift-monitor");
+        assert_eq!(
+            h.liveness().body(),
+            "deployer: stalled (blocked by test hook)\n\
+             drift-monitor: stalled (blocked by test hook)\n"
+        );
+        h.unblock_for_test("deployer");
+        h.unblock_for_test("drift-monitor");
+        assert!(h.liveness().is_healthy());
+    }
+
+    #[test]
+    fn component_stall_check_follows_the_handler() {
+        let health = Arc::new(crate::components::Health::default());
+        let check = component_stall_check(health.clone());
+        assert!(check().is_ok());
+        health.begin(UnixMillis::now().0);
+        assert!(
+            check().is_ok(),
+            "a handler that just started is not stalled"
+        );
+        let long_ago =
+            UnixMillis::now().0 - crate::components::STALL_AFTER.as_millis() as u64 - 1000;
+        health.begin(long_ago);
+        assert_eq!(check(), Err("handler running longer than 120 s".to_owned()));
+        health.end();
+        assert!(check().is_ok());
     }
 
     #[test]

@@ -43,7 +43,10 @@ pub mod logging;
 pub mod metrics;
 pub mod server;
 
-pub use health::{HealthCheck, HealthRegistry, HealthReport, journal_writable_check};
+pub use health::{
+    HealthCheck, HealthRegistry, HealthReport, component_stall_check, deployer_stall_check,
+    drift_stall_check, journal_writable_check,
+};
 pub use logging::{LogFormat, TelemetryError, init_tracing};
 pub use metrics::{Metrics, RenderSource, ValidationResult};
 pub use server::{METRICS_CONTENT_TYPE, router, serve};
