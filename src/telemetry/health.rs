@@ -93,7 +93,7 @@ impl HealthReport {
 
 impl HealthRegistry {
     /// An empty registry. With the feature `failpoints`, components named in the env var
-    /// [`TEST_STALL_ENV`] start blocked ([`HealthRegistry::block_for_test`]); without it the
+    /// [`TEST_STALL_ENV`] start blocked (`HealthRegistry::block_for_test`); without it the
     /// variable is ignored (a warning is logged if it is set).
     #[must_use]
     pub fn new() -> Self {
@@ -199,7 +199,7 @@ impl HealthRegistry {
         lock(&self.inner.blocked).insert(component.to_owned());
     }
 
-    /// Test hook: undoes [`HealthRegistry::block_for_test`]. Only with `failpoints`.
+    /// Test hook: undoes `HealthRegistry::block_for_test`. Only with `failpoints`.
     #[cfg(feature = "failpoints")]
     pub fn unblock_for_test(&self, component: &str) {
         lock(&self.inner.blocked).remove(component);

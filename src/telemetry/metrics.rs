@@ -4,7 +4,7 @@
 //! - counters the runtime moves directly ([`Metrics::events_accepted`],
 //!   [`Metrics::render_accepted`], [`Metrics::validation`], [`Metrics::observe_commit`]);
 //! - values the components already count in atomics, read at scrape time by a custom
-//!   [`Collector`] over the handles the runtime registers ([`Metrics::register_journal`], ...),
+//!   [`Collector`](prometheus_client::collector::Collector) over the handles the runtime registers ([`Metrics::register_journal`], ...),
 //!   so components need no change. A handle may be registered after the server started and may
 //!   be replaced at each leadership term: the replaced handle's last counter values are carried
 //!   over, so every `_total` stays monotonic for the process's life.

@@ -32,7 +32,7 @@
 //! None written. Read at scrape time: meta (term), queue summaries, commit counters.
 //!
 //! # Failpoints
-//! With the crate feature `failpoints`: [`HealthRegistry::block_for_test`] marks a component
+//! With the crate feature `failpoints`: `HealthRegistry::block_for_test` marks a component
 //! stalled, also armed at start by the env var `HAPTIC_TEST_STALL=<component>[,<component>..]`.
 //!
 //! # Metrics
