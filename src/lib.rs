@@ -38,6 +38,7 @@ pub mod dispatch;
 pub mod k8s;
 pub mod runtime;
 pub mod source;
+pub mod telemetry;
 pub mod validate;
 
 use std::io::Write as _;

@@ -19,3 +19,4 @@ mod deployer;
 mod e2e;
 mod publisher;
 mod runtime;
+mod telemetry;

@@ -1,0 +1,414 @@
+//! Liveness and readiness checks behind `/healthz` and `/readyz`.
+//!
+//! The runtime adds one named check per component ([`HealthRegistry::add_liveness`]: stall
+//! checks such as `components::Health::stalled`, `DriftHandle::stalled`, the journal's
+//! [`journal_writable_check`]; [`HealthRegistry::add_readiness`]: journal open and replayed,
+//! caches synced). A check is a cheap synchronous function; the server runs them on a blocking
+//! thread.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use haptic_journal::{Journal, UnixMillis};
+
+/// Env var naming components to report stalled from start (`HAPTIC_TEST_STALL=deployer` or a
+/// comma-separated list); honoured only with the crate feature `failpoints`.
+pub const TEST_STALL_ENV: &str = "HAPTIC_TEST_STALL";
+
+/// One check: `Ok(())` healthy, `Err(reason)` failing with a short lower-case reason (shown on
+/// the probe's 503 body; never secret material).
+pub type HealthCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// Named liveness and readiness checks. Cheap to clone (an `Arc` inside); clones share the
+/// checks.
+#[derive(Clone)]
+pub struct HealthRegistry {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Liveness checks keyed by name (sorted, so reports are stable).
+    liveness: Mutex<BTreeMap<&'static str, HealthCheck>>,
+    /// Readiness checks keyed by name.
+    readiness: Mutex<BTreeMap<&'static str, HealthCheck>>,
+    /// Components marked stalled by the test hook (feature `failpoints`); sorted names.
+    #[cfg(feature = "failpoints")]
+    blocked: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl std::fmt::Debug for HealthRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealthRegistry")
+            .field(
+                "liveness",
+                &lock(&self.inner.liveness).keys().collect::<Vec<_>>(),
+            )
+            .field(
+                "readiness",
+                &lock(&self.inner.readiness).keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Default for HealthRegistry {
+    fn default() -> Self {
+        HealthRegistry::new()
+    }
+}
+
+/// The result of running one set of checks: the failing ones, sorted by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HealthReport {
+    /// `(check name, reason)` of every failing check, sorted by name.
+    pub failures: Vec<(String, String)>,
+}
+
+impl HealthReport {
+    /// Whether every check passed.
+    #[must_use]
+    pub fn is_healthy(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// The probe body: `ok`, or one `<name>: <reason>` line per failing check.
+    #[must_use]
+    pub fn body(&self) -> String {
+        if self.failures.is_empty() {
+            return "ok\n".to_owned();
+        }
+        let mut out = String::new();
+        for (name, reason) in &self.failures {
+            out.push_str(name);
+            out.push_str(": ");
+            // One line per check: a reason's own line breaks would read as another check.
+            out.push_str(&reason.replace(['\n', '\r'], " "));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl HealthRegistry {
+    /// An empty registry. With the feature `failpoints`, components named in the env var
+    /// [`TEST_STALL_ENV`] start blocked (`HealthRegistry::block_for_test`); without it the
+    /// variable is ignored (a warning is logged if it is set).
+    #[must_use]
+    pub fn new() -> Self {
+        let registry = HealthRegistry {
+            inner: Arc::new(Inner::default()),
+        };
+        if let Ok(value) = std::env::var(TEST_STALL_ENV) {
+            registry.arm_from_env(&value);
+        }
+        registry
+    }
+
+    #[cfg(feature = "failpoints")]
+    fn arm_from_env(&self, value: &str) {
+        for name in parse_stall_list(value) {
+            tracing::warn!(component = %name, "component blocked by test hook");
+            self.block_for_test(&name);
+        }
+    }
+
+    #[cfg(not(feature = "failpoints"))]
+    #[allow(clippy::unused_self)]
+    fn arm_from_env(&self, value: &str) {
+        if !parse_stall_list(value).is_empty() {
+            tracing::warn!(
+                env = TEST_STALL_ENV,
+                "test stall hook ignored (built without the failpoints feature)"
+            );
+        }
+    }
+
+    /// Adds (or replaces, by `name`) a liveness check: failing means the process should be
+    /// restarted (a stalled component, an unwritable journal).
+    pub fn add_liveness(
+        &self,
+        name: &'static str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) {
+        lock(&self.inner.liveness).insert(name, Arc::new(check));
+    }
+
+    /// Adds (or replaces, by `name`) a readiness check: failing means do not send traffic yet
+    /// (journal not replayed, caches not synced).
+    pub fn add_readiness(
+        &self,
+        name: &'static str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) {
+        lock(&self.inner.readiness).insert(name, Arc::new(check));
+    }
+
+    /// Removes the liveness check `name` (a leader-only component that stopped); returns
+    /// whether one was there.
+    pub fn remove_liveness(&self, name: &str) -> bool {
+        lock(&self.inner.liveness).remove(name).is_some()
+    }
+
+    /// Removes the readiness check `name`; returns whether one was there.
+    pub fn remove_readiness(&self, name: &str) -> bool {
+        lock(&self.inner.readiness).remove(name).is_some()
+    }
+
+    /// Runs every liveness check (and, with `failpoints`, reports blocked components, also
+    /// those with no check). No checks: healthy.
+    ///
+    /// Blocking: runs the checks on the calling thread.
+    #[must_use]
+    pub fn liveness(&self) -> HealthReport {
+        #[allow(unused_mut)]
+        let mut report = run(&self.inner.liveness);
+        #[cfg(feature = "failpoints")]
+        {
+            for name in lock(&self.inner.blocked).iter() {
+                report.failures.retain(|(n, _)| n != name);
+                report
+                    .failures
+                    .push((name.clone(), "stalled (blocked by test hook)".to_owned()));
+            }
+            report.failures.sort();
+        }
+        report
+    }
+
+    /// Runs every readiness check. No checks registered: not ready (`readiness: no checks
+    /// registered`), so a server started before the runtime wired its checks does not report
+    /// a replica ready too early.
+    ///
+    /// Blocking: runs the checks on the calling thread.
+    #[must_use]
+    pub fn readiness(&self) -> HealthReport {
+        if lock(&self.inner.readiness).is_empty() {
+            return HealthReport {
+                failures: vec![("readiness".to_owned(), "no checks registered".to_owned())],
+            };
+        }
+        run(&self.inner.readiness)
+    }
+
+    /// Test hook: reports `component` stalled on `/healthz` until
+    /// [`HealthRegistry::unblock_for_test`]. Only with the crate feature `failpoints`.
+    #[cfg(feature = "failpoints")]
+    pub fn block_for_test(&self, component: &str) {
+        lock(&self.inner.blocked).insert(component.to_owned());
+    }
+
+    /// Test hook: undoes `HealthRegistry::block_for_test`. Only with `failpoints`.
+    #[cfg(feature = "failpoints")]
+    pub fn unblock_for_test(&self, component: &str) {
+        lock(&self.inner.blocked).remove(component);
+    }
+}
+
+fn run(checks: &Mutex<BTreeMap<&'static str, HealthCheck>>) -> HealthReport {
+    // Clone the checks out: a check must not run under the lock (it may take its own locks or
+    // read the journal, and a slow one would block registrations).
+    let checks: Vec<(&'static str, HealthCheck)> =
+        lock(checks).iter().map(|(n, c)| (*n, c.clone())).collect();
+    let failures = checks
+        .into_iter()
+        .filter_map(|(name, check)| check().err().map(|reason| (name.to_owned(), reason)))
+        .collect();
+    HealthReport { failures }
+}
+
+/// The component names in a [`TEST_STALL_ENV`] value: comma-separated, trimmed, empty ones
+/// dropped.
+fn parse_stall_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A poisoned lock only means a check registration panicked; the map is still valid.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A liveness check that the journal can take writes, without writing: the journal is open
+/// read-write, its meta is readable (one read transaction), and its last commit did not fail.
+///
+/// "Last commit did not fail": between two probes, a failed commit with no successful one
+/// after it makes the check fail until a later commit succeeds (from
+/// `Journal::commit_stats`, counters only). The journal exposes no writer-thread liveness, so
+/// a writer thread that died without a failed commit is seen only by the next write
+/// (`AcceptError::WriterGone`).
+pub fn journal_writable_check(
+    journal: Arc<Journal>,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    let start = journal.commit_stats();
+    let seen_commits = AtomicU64::new(start.commits);
+    let seen_failed = AtomicU64::new(start.failed_commits);
+    let failing = AtomicBool::new(false);
+    move || {
+        if journal.is_read_only() {
+            return Err("journal is open read-only".to_owned());
+        }
+        journal
+            .meta()
+            .map_err(|e| format!("journal meta unreadable: {e}"))?;
+        let now = journal.commit_stats();
+        let commits = seen_commits.swap(now.commits, Ordering::Relaxed);
+        let failed = seen_failed.swap(now.failed_commits, Ordering::Relaxed);
+        if now.commits > commits {
+            failing.store(false, Ordering::Relaxed);
+        } else if now.failed_commits > failed {
+            failing.store(true, Ordering::Relaxed);
+        }
+        if failing.load(Ordering::Relaxed) {
+            Err("last journal commit failed".to_owned())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A liveness check over a component's [`crate::components::Health`] (scheduler:
+/// `SchedulerHandle::health`): fails while one handler has been running longer than
+/// [`crate::components::STALL_AFTER`].
+pub fn component_stall_check(
+    health: Arc<crate::components::Health>,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || stall_verdict(health.stalled(UnixMillis::now().0), handler_stall_reason())
+}
+
+/// A liveness check over the deployer's `health` field (same rule as
+/// [`component_stall_check`]).
+pub fn deployer_stall_check(
+    deployer: Arc<crate::components::deployer::Deployer>,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || {
+        stall_verdict(
+            deployer.health.stalled(UnixMillis::now().0),
+            handler_stall_reason(),
+        )
+    }
+}
+
+/// A liveness check over the drift monitor: fails while its timer is running and late by more
+/// than half an interval (`DriftHandle::stalled`).
+pub fn drift_stall_check(
+    drift: crate::components::drift::DriftHandle,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || {
+        stall_verdict(
+            drift.stalled(UnixMillis::now().0),
+            "drift timer late by more than half an interval".to_owned(),
+        )
+    }
+}
+
+fn handler_stall_reason() -> String {
+    format!(
+        "handler running longer than {} s",
+        crate::components::STALL_AFTER.as_secs()
+    )
+}
+
+fn stall_verdict(stalled: bool, reason: String) -> Result<(), String> {
+    if stalled { Err(reason) } else { Ok(()) }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn failures_are_sorted_named_and_one_line_each() {
+        let h = HealthRegistry {
+            inner: Arc::new(Inner::default()),
+        };
+        assert!(h.liveness().is_healthy());
+        h.add_liveness("zeta", || Err("slow\nreally".to_owned()));
+        h.add_liveness("alpha", || Err("stalled".to_owned()));
+        h.add_liveness("ok", || Ok(()));
+        let r = h.liveness();
+        assert_eq!(r.body(), "alpha: stalled\nzeta: slow really\n");
+        h.add_liveness("zeta", || Ok(()));
+        assert!(h.remove_liveness("alpha"));
+        assert_eq!(h.liveness().body(), "ok\n");
+    }
+
+    #[test]
+    fn readiness_needs_a_check() {
+        let h = HealthRegistry {
+            inner: Arc::new(Inner::default()),
+        };
+        assert!(!h.readiness().is_healthy());
+        h.add_readiness("journal", || Ok(()));
+        assert!(h.readiness().is_healthy());
+    }
+
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn env_hook_blocks_named_components_even_without_a_check() {
+        let h = HealthRegistry {
+            inner: Arc::new(Inner::default()),
+        };
+        h.add_liveness("deployer", || Ok(()));
+        h.arm_from_env("deployer,drift-monitor");
+        assert_eq!(
+            h.liveness().body(),
+            "deployer: stalled (blocked by test hook)\n\
+             drift-monitor: stalled (blocked by test hook)\n"
+        );
+        h.unblock_for_test("deployer");
+        h.unblock_for_test("drift-monitor");
+        assert!(h.liveness().is_healthy());
+    }
+
+    #[test]
+    fn component_stall_check_follows_the_handler() {
+        let health = Arc::new(crate::components::Health::default());
+        let check = component_stall_check(health.clone());
+        assert!(check().is_ok());
+        health.begin(UnixMillis::now().0);
+        assert!(
+            check().is_ok(),
+            "a handler that just started is not stalled"
+        );
+        let long_ago =
+            UnixMillis::now().0 - crate::components::STALL_AFTER.as_millis() as u64 - 1000;
+        health.begin(long_ago);
+        assert_eq!(check(), Err("handler running longer than 120 s".to_owned()));
+        health.end();
+        assert!(check().is_ok());
+    }
+
+    #[test]
+    fn stall_list_parsing() {
+        assert_eq!(
+            parse_stall_list(" deployer, ,publisher "),
+            ["deployer", "publisher"]
+        );
+        assert!(parse_stall_list("").is_empty());
+    }
+
+    #[test]
+    fn journal_check_is_read_only_and_healthy_on_a_fresh_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Arc::new(
+            Journal::open(&haptic_journal::JournalOptions::new(
+                dir.path().join("j.redb"),
+            ))
+            .unwrap(),
+        );
+        let check = journal_writable_check(j.clone());
+        let before = j.commit_stats();
+        for _ in 0..3 {
+            check().unwrap();
+        }
+        assert_eq!(j.commit_stats(), before, "a probe must not write");
+    }
+}

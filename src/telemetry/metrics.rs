@@ -1,0 +1,301 @@
+//! Prometheus metrics: one `prometheus-client` [`Registry`] owned by [`Metrics`], no globals.
+//!
+//! Two kinds of values:
+//! - counters the runtime moves directly ([`Metrics::events_accepted`],
+//!   [`Metrics::render_accepted`], [`Metrics::validation`], [`Metrics::observe_commit`]);
+//! - values the components already count in atomics, read at scrape time by a custom
+//!   [`Collector`](prometheus_client::collector::Collector) over the handles the runtime registers ([`Metrics::register_journal`], ...),
+//!   so components need no change. A handle may be registered after the server started and may
+//!   be replaced at each leadership term: the replaced handle's last counter values are carried
+//!   over, so every `_total` stays monotonic for the process's life.
+//!
+//! Families (OpenMetrics names; counters end in `_total` on the wire). Every label is a bounded
+//! enum:
+//!
+//! | family | type | labels | from |
+//! |---|---|---|---|
+//! | `haptic_events_accepted_total` | counter | | runtime |
+//! | `haptic_renders_total` | counter | `source` = `dir`, `configmap`, `ingest` | runtime |
+//! | `haptic_validations_total` | counter | `result` = `passed`, `failed` | runtime |
+//! | `haptic_journal_commit_duration_seconds` | histogram | | runtime ([`Metrics::observe_commit`]) |
+//! | `haptic_journal_commits_total` | counter | | `Journal::commit_stats` |
+//! | `haptic_journal_failed_commits_total` | counter | | `Journal::commit_stats` |
+//! | `haptic_journal_committed_events_total` | counter | | `Journal::commit_stats` |
+//! | `haptic_journal_requests_total` | counter | | `Journal::commit_stats` |
+//! | `haptic_journal_events_per_commit` | gauge | | `Journal::commit_stats` |
+//! | `haptic_journal_readable` | gauge 0/1 | | last scrape's journal read |
+//! | `haptic_journal_queue_depth` | gauge | `queue` = `Queue::as_str` | `Journal::pending` |
+//! | `haptic_journal_queue_oldest_age_seconds` | gauge | `queue` (non-empty queues only) | `Journal::pending` |
+//! | `haptic_journal_undispatched_events` | gauge | | `Journal::pending` |
+//! | `haptic_parked_statuses` | gauge | | depth of `status-parked` |
+//! | `haptic_term` | gauge | | journaled leadership term |
+//! | `haptic_leader` | gauge 0/1 | | `DispatchHandle::leadership` |
+//! | `haptic_dispatch_deliveries_total` | counter | | `DispatchStats::delivered` |
+//! | `haptic_dispatch_replayed_events_total` | counter | | `DispatchStats::replayed` |
+//! | `haptic_dispatch_overflow_waits_total` | counter | | `DispatchStats::overflow_waits` |
+//! | `haptic_deployments_total` | counter | `result` = `completed`, `deposed` | `DeployerStats` |
+//! | `haptic_endpoint_syncs_total` | counter | `result` = `success`, `failure` | `DeployerStats` |
+//! | `haptic_reloads_total` | counter | | `DeployerStats::reloads` |
+//! | `haptic_drift_detected_total` | counter | | `DeployerStats::drift_detected` |
+//! | `haptic_publishes_total` | counter | `result` = `success`, `given_up` | publisher `Counters` |
+//! | `haptic_retries_total` | counter | `component` = `config-publisher`, `deployment-scheduler` | publisher retries, scheduler timeouts |
+//! | `haptic_config_published_total` | counter | | publisher `Counters::config_published` |
+//! | `haptic_publisher_heals_total` | counter | | publisher `Counters::heals` |
+//! | `haptic_status_write_rounds_total` | counter | | publisher `Counters::status_rounds` |
+//! | `haptic_scheduler_deployments_started_total` | counter | | `SchedulerStats::started` |
+//! | `haptic_scheduler_timeouts_total` | counter | | `SchedulerStats::timeouts` |
+//! | `haptic_scheduler_endpoints_given_up_total` | counter | | `SchedulerStats::given_up` |
+//! | `haptic_drift_triggers_total` | counter | | `DriftHandle::triggers` |
+//!
+//! A family whose source is not registered yet reports 0 (gauges and counters alike), so
+//! dashboards and alerts see every family on followers too.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use haptic_journal::Journal;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::components::deployer::Deployer;
+use crate::components::drift::DriftHandle;
+use crate::components::publisher::ConfigPublisher;
+use crate::components::scheduler::SchedulerStats;
+use crate::dispatch::DispatchHandle;
+
+/// Upper bounds (seconds) of the commit latency histogram: 0.5 ms to ~4 s, doubling. An fsync
+/// on a local SSD sits in the low milliseconds, a slow network volume in the hundreds.
+const COMMIT_BUCKETS_SECS: [f64; 14] = [
+    0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,
+    4.096,
+];
+
+/// Where a render came from (label `source` of `haptic_renders_total`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum RenderSource {
+    /// A watched directory (`--source dir`).
+    Dir,
+    /// A ConfigMap (`--source configmap`).
+    ConfigMap,
+    /// The HTTP ingest endpoint.
+    Ingest,
+}
+
+impl RenderSource {
+    /// Every value, in label order.
+    pub const ALL: [RenderSource; 3] = [
+        RenderSource::Dir,
+        RenderSource::ConfigMap,
+        RenderSource::Ingest,
+    ];
+
+    /// The label value: `dir`, `configmap`, `ingest`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RenderSource::Dir => "dir",
+            RenderSource::ConfigMap => "configmap",
+            RenderSource::Ingest => "ingest",
+        }
+    }
+}
+
+/// Outcome of one `haproxy -c` validation (label `result` of `haptic_validations_total`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ValidationResult {
+    /// `ValidationCompleted`.
+    Passed,
+    /// `ValidationFailed`.
+    Failed,
+}
+
+impl ValidationResult {
+    /// Every value, in label order.
+    pub const ALL: [ValidationResult; 2] = [ValidationResult::Passed, ValidationResult::Failed];
+
+    /// The label value: `passed`, `failed`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValidationResult::Passed => "passed",
+            ValidationResult::Failed => "failed",
+        }
+    }
+}
+
+impl EncodeLabelValue for RenderSource {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> fmt::Result {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+impl EncodeLabelValue for ValidationResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> fmt::Result {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: RenderSource,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: ValidationResult,
+}
+
+/// The controller's metrics. Create one per process with [`Metrics::new`] and share the `Arc`.
+///
+/// `Send + Sync`; every method takes `&self`.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Built once in [`Metrics::new`], read-only afterwards (encoding takes `&Registry`).
+    registry: Registry,
+    /// The registered handles, shared with the collector inside `registry`.
+    sources: Arc<Sources>,
+    renders: Family<SourceLabels, Counter>,
+    validations: Family<ResultLabels, Counter>,
+    events_accepted: Counter,
+    commit_duration: Histogram,
+}
+
+impl Metrics {
+    /// A registry with every `haptic_*` family (see the module docs), all at 0 and no handle
+    /// registered.
+    #[must_use]
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::default();
+        let renders = Family::<SourceLabels, Counter>::default();
+        let validations = Family::<ResultLabels, Counter>::default();
+        let events_accepted = Counter::default();
+        let commit_duration = Histogram::new(COMMIT_BUCKETS_SECS);
+        // Create every bounded label value up front, so each series exists from the first scrape.
+        for source in RenderSource::ALL {
+            drop(renders.get_or_create(&SourceLabels { source }));
+        }
+        for result in ValidationResult::ALL {
+            drop(validations.get_or_create(&ResultLabels { result }));
+        }
+        registry.register(
+            "haptic_events_accepted",
+            "Events committed to the journal through the dispatcher",
+            events_accepted.clone(),
+        );
+        registry.register(
+            "haptic_renders",
+            "Renders accepted (journaled as TemplateRendered), by render source",
+            renders.clone(),
+        );
+        registry.register(
+            "haptic_validations",
+            "Render validations (haproxy -c), by result",
+            validations.clone(),
+        );
+        registry.register_with_unit(
+            "haptic_journal_commit_duration",
+            "Latency of one journal accept (group commit with fsync), as the caller saw it",
+            Unit::Seconds,
+            commit_duration.clone(),
+        );
+        let sources = Arc::new(Sources::default());
+        registry.register_collector(Box::new(SourcesCollector(sources.clone())));
+        Arc::new(Metrics {
+            registry,
+            sources,
+            renders,
+            validations,
+            events_accepted,
+            commit_duration,
+        })
+    }
+
+    /// Counts `n` events committed (`haptic_events_accepted_total`).
+    pub fn events_accepted(&self, n: u64) {
+        self.events_accepted.inc_by(n);
+    }
+
+    /// Counts one render accepted from `source` (`haptic_renders_total{source}`).
+    pub fn render_accepted(&self, source: RenderSource) {
+        self.renders.get_or_create(&SourceLabels { source }).inc();
+    }
+
+    /// Counts one validation with `result` (`haptic_validations_total{result}`).
+    pub fn validation(&self, result: ValidationResult) {
+        self.validations
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
+    /// Records one journal commit's latency, measured by the caller around
+    /// `DispatchHandle::accept` / `Journal::accept` (`haptic_journal_commit_duration_seconds`).
+    /// The journal's own `CommitStats` carry counts only, no latency.
+    pub fn observe_commit(&self, duration: Duration) {
+        self.commit_duration.observe(duration.as_secs_f64());
+    }
+
+    /// Reads term, queue depths and commit counters from `journal` at each scrape (one read
+    /// transaction per scrape; never a write). Replaces a journal registered before (after a
+    /// reopen); its commit counters are carried over.
+    pub fn register_journal(&self, journal: Arc<Journal>) {
+        lock(&self.sources.journal).replace(journal);
+    }
+
+    /// Reads `DispatchStats` and the leadership (`haptic_leader`) from `handle` at each scrape.
+    /// Replaces a dispatcher registered before; a handle over another journal is taken as a
+    /// new dispatcher and the old one's counters are carried over.
+    pub fn register_dispatch(&self, handle: DispatchHandle) {
+        let leadership = handle.leadership();
+        lock(&self.sources.dispatch).replace(DispatchSource { handle, leadership });
+    }
+
+    /// Reads `deployer.stats` at each scrape. Replaces the deployer of an earlier term (its
+    /// counters are carried over).
+    pub fn register_deployer(&self, deployer: Arc<Deployer>) {
+        lock(&self.sources.deployer).replace(deployer);
+    }
+
+    /// Reads `publisher.counters()` at each scrape. Replaces the publisher of an earlier term
+    /// (its counters are carried over).
+    pub fn register_publisher(&self, publisher: ConfigPublisher) {
+        lock(&self.sources.publisher).replace(publisher);
+    }
+
+    /// Reads the scheduler's counters (`SchedulerHandle::stats`) at each scrape. Replaces
+    /// those of an earlier term (carried over).
+    pub fn register_scheduler(&self, stats: Arc<SchedulerStats>) {
+        lock(&self.sources.scheduler).replace(stats);
+    }
+
+    /// Reads the drift monitor's trigger count at each scrape. Replaces the handle of an
+    /// earlier term (carried over).
+    pub fn register_drift(&self, drift: DriftHandle) {
+        lock(&self.sources.drift).replace(drift);
+    }
+
+    /// The OpenMetrics text exposition of every family, ending in `# EOF`.
+    ///
+    /// Reads the registered journal (a read transaction): call it from a blocking context
+    /// (`spawn_blocking`) in async code.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail, and our collector returns errors only from the
+        // writer, so an error here is impossible; keep whatever was written if it ever happens.
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            tracing::error!("metrics encoding failed");
+        }
+        out
+    }
+}
+
+mod sources;
+
+use sources::{DispatchSource, Sources, SourcesCollector, lock};
+
+#[cfg(test)]
+mod tests;

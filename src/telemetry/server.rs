@@ -1,0 +1,108 @@
+//! The health and metrics HTTP server (`--metrics-addr`): `GET /healthz`, `GET /readyz`,
+//! `GET /metrics`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+
+use super::health::{HealthRegistry, HealthReport};
+use super::metrics::Metrics;
+
+/// Content type of `/metrics` (OpenMetrics 1.0 text).
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug)]
+struct AppState {
+    metrics: Arc<Metrics>,
+    health: HealthRegistry,
+}
+
+/// The routes, for embedding in another server or testing without a socket:
+/// - `GET /healthz`: 200 `ok`, or 503 with one `<check>: <reason>` line per failing liveness
+///   check;
+/// - `GET /readyz`: the same over the readiness checks (503 while none is registered);
+/// - `GET /metrics`: 200, [`METRICS_CONTENT_TYPE`], [`Metrics::encode`].
+///
+/// Bodies are `text/plain; charset=utf-8` except `/metrics`. Checks and encoding run on the
+/// blocking pool (they read the journal).
+pub fn router(metrics: Arc<Metrics>, health: HealthRegistry) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_handler))
+        .with_state(AppState { metrics, health })
+}
+
+/// Serves [`router`] on `listener` until `cancel` fires, then finishes the requests in flight
+/// and returns.
+///
+/// # Errors
+/// The I/O error that stopped the accept loop (axum retries transient accept errors itself).
+///
+/// # Cancel safety
+/// Cancel through `cancel` for a graceful stop; dropping the future closes the listener and
+/// drops connections in flight (probes and scrapes are read-only, so nothing is lost).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    health: HealthRegistry,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(metrics, health))
+        .with_graceful_shutdown(cancel.cancelled_owned())
+        .await
+}
+
+async fn healthz(State(state): State<AppState>) -> Response {
+    probe(move || state.health.liveness()).await
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    probe(move || state.health.readiness()).await
+}
+
+async fn probe(run: impl FnOnce() -> HealthReport + Send + 'static) -> Response {
+    match tokio::task::spawn_blocking(run).await {
+        Ok(report) => {
+            let status = if report.is_healthy() {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            text(status, report.body())
+        }
+        Err(e) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("checks: panicked or cancelled: {e}\n"),
+        ),
+    }
+}
+
+async fn metrics_handler(State(state): State<AppState>) -> Response {
+    match tokio::task::spawn_blocking(move || state.metrics.encode()).await {
+        Ok(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+            body,
+        )
+            .into_response(),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("metrics encoding failed: {e}\n"),
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
