@@ -1,18 +1,539 @@
-//! The controller runtime (`haptic run`).
+//! The controller runtime (`haptic run`): wires the journal, the dispatcher, the input side
+//! (render source, pod discovery, the Lease elector, validation) and the leader-only components
+//! (scheduler + deployer, drift monitor, config publisher) into one process (issue 6).
+//!
+//! ```text
+//!  dir / ConfigMap source ─┐
+//!  pod discovery ──────────┼─► input channel (bounded) ─► acceptor ─► Journal::accept ─► dispatcher
+//!  Lease elector ──────────┘                                                              │ Seq order
+//!     ┌───────────────────────────────┬──────────────────────────┬────────────────────────┤
+//!     ▼                               ▼                          ▼                        ▼
+//!  validator (every replica)   scheduler ─► deployer      drift monitor            config publisher
+//!  haproxy -c ─► verdicts      (gates on leadership)      (leader only)            (leader only)
+//! ```
+//!
+//! Every component reacts to journaled events only; components journal their own events the
+//! same way (J1). Leader-only components start their work on a live `leader.became` and stop on
+//! `leader.lost` (the dispatcher gates delivery, the components gate themselves), so one process
+//! follows, leads, loses and leads again without restarting.
+//!
+//! Shutdown (SIGTERM or SIGINT): stop the inputs; when leading, the deployer's drain, then every
+//! accepted event is dispatched, then the publisher's drain; then the Lease is released (its
+//! `leader.lost` journaled); then everything else stops. A critical task that fails or ends
+//! early stops the process with a non-zero exit.
+//!
+//! # Failpoints
+//! Those of the components and the journal (feature `failpoints`).
+//! # Metrics
+//! `/metrics` (see [`crate::telemetry`] once wired).
 
-/// Errors of the runtime.
+mod inputs;
+pub mod notify;
+pub mod open;
+pub mod settings;
+pub mod validation;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt as _;
+use haptic_journal::{ConfigIdentity, Event, Journal};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource as _;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{Instrument as _, error, info, info_span, warn};
+
+use crate::cli::{RunArgs, SourceKind};
+use crate::components::deployer::{Deployer, DeployerSettings};
+use crate::components::publisher::{ConfigPublisher, PublisherConfig};
+use crate::components::scheduler::{SchedulerSettings, SchedulerShell, SchedulerState};
+use crate::components::{drift, publisher, scheduler};
+use crate::dataplane::{BasicAuth, ClientSettings, Dataplane};
+use crate::dispatch::Dispatcher;
+use crate::k8s::discovery::{DiscoveryConfig, PodDiscovery, read_credentials};
+use crate::k8s::lease::{LeaderElector, LeaseConfig, default_identity};
+use crate::source::Input;
+use crate::validate::Validator;
+
+pub use inputs::{AcceptorStats, INPUT_CAPACITY, batch_of};
+pub use settings::{Settings, SettingsError};
+
+/// Why `haptic run` stopped with an error. Each message names the input and the fix.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
-    /// Not written yet.
-    #[error("`haptic run` is not implemented yet")]
-    NotYet,
+    /// A flag combination that cannot work.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// `haproxy` is missing (validation needs it).
+    #[error(transparent)]
+    Haproxy(#[from] crate::validate::ValidatorError),
+    /// The journal could not be opened.
+    #[error(transparent)]
+    Journal(#[from] open::JournalOpenError),
+    /// No usable Kubernetes configuration.
+    #[error(
+        "cannot configure the kubernetes client: pass --kubeconfig PATH, or run in a pod with a service account"
+    )]
+    Kube(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The Dataplane HTTP client could not be built.
+    #[error("cannot build the dataplane http client")]
+    Dataplane(#[source] crate::dataplane::DataplaneError),
+    /// The Lease settings cannot fence.
+    #[error(transparent)]
+    Lease(#[from] crate::k8s::lease::LeaseConfigError),
+    /// A journal commit failed at start-up.
+    #[error("journal commit failed at start-up")]
+    Dispatch(#[source] crate::dispatch::DispatchError),
+    /// A critical task failed or ended on its own.
+    #[error("component {component} stopped: {reason}")]
+    Component {
+        /// The component.
+        component: &'static str,
+        /// What happened.
+        reason: String,
+    },
+    /// The signal handler could not be installed.
+    #[error("cannot install the signal handler")]
+    Signal(#[source] std::io::Error),
+    /// A blocking start-up task failed.
+    #[error("a start-up task failed")]
+    Join,
 }
 
-/// Runs the controller until SIGTERM/SIGINT.
+/// Capacity of the channel critical tasks report their end on (one report per task).
+const FATAL_CAPACITY: usize = 32;
+
+/// A critical task ended: its name and, when it failed, why.
+type Ended = (&'static str, Result<(), String>);
+
+/// Spawns critical tasks: each reports its end (error, panic, or an early `Ok`).
+#[derive(Clone)]
+struct Critical {
+    tracker: TaskTracker,
+    ended: mpsc::Sender<Ended>,
+}
+
+impl Critical {
+    fn spawn<F, E>(&self, name: &'static str, fut: F)
+    where
+        F: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let ended = self.ended.clone();
+        self.tracker.spawn(
+            async move {
+                let result = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("panicked".to_owned()),
+                };
+                if let Err(reason) = &result {
+                    error!(component = name, %reason, "component failed");
+                }
+                let _ = ended.try_send((name, result));
+            }
+            .instrument(info_span!("component", name)),
+        );
+    }
+}
+
+/// Builds the kube client (retry layer off, DESIGN.md section 2): from `--kubeconfig`, else
+/// the in-cluster service account.
+async fn kube_client(args: &RunArgs) -> Result<kube::Client, RuntimeError> {
+    match &args.kubeconfig {
+        Some(path) => crate::k8s::client::from_kubeconfig(path)
+            .await
+            .map_err(|e| RuntimeError::Kube(Box::new(e))),
+        None => {
+            let mut cfg = kube::Config::incluster().map_err(|e| RuntimeError::Kube(Box::new(e)))?;
+            cfg.default_retry = false;
+            kube::Client::try_from(cfg).map_err(|e| RuntimeError::Kube(Box::new(e)))
+        }
+    }
+}
+
+/// Reads the Dataplane credentials, retrying every 2 s (logging each failure) until they can be
+/// read or `cancel` fires (`None`).
+async fn wait_for_credentials(
+    client: &kube::Client,
+    namespace: &str,
+    secret: &str,
+    cancel: &CancellationToken,
+) -> Option<BasicAuth> {
+    loop {
+        match read_credentials(client.clone(), namespace, secret).await {
+            Ok(c) => {
+                return Some(BasicAuth {
+                    username: c.username,
+                    password: c.password,
+                });
+            }
+            Err(error) => warn!(%error, "dataplane credentials not readable yet; retrying in 2s"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// Waits until every event committed so far was dispatched and processed by every subscriber,
+/// or until `bound` passed. Returns whether it got there.
+async fn wait_dispatched(journal: &Arc<Journal>, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    let target = journal.meta().map(|m| m.next_seq.0.saturating_sub(1));
+    let Ok(target) = target else { return false };
+    loop {
+        match journal.meta() {
+            Ok(m) if m.dispatched_through.0 >= target => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+fn shutdown_signal() -> Result<impl Future<Output = &'static str>, RuntimeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(RuntimeError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(RuntimeError::Signal)?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
+}
+
+/// The config identity and the owner reference of the HAProxyCfg (the source ConfigMap, when it
+/// exists; DESIGN.md section 1).
+async fn identity_and_owner(
+    client: &kube::Client,
+    settings: &Settings,
+    namespace: &str,
+) -> (ConfigIdentity, Option<OwnerReference>) {
+    let mut identity = ConfigIdentity {
+        name: settings.config_name.as_str().into(),
+        namespace: namespace.into(),
+        source_uid: None,
+        source_generation: None,
+    };
+    let mut owner = None;
+    if let (SourceKind::Configmap, Some(name)) = (settings.args.source, &settings.args.configmap) {
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), namespace);
+        match api.get_opt(name).await {
+            Ok(Some(cm)) => {
+                if let Some(uid) = cm.metadata.uid.clone() {
+                    identity.source_uid = Some(uid.as_str().into());
+                }
+                owner = cm.controller_owner_ref(&()).map(|mut o| {
+                    o.controller = Some(false);
+                    o
+                });
+            }
+            Ok(None) => warn!(configmap = %name, "the render ConfigMap does not exist yet"),
+            Err(error) => warn!(configmap = %name, %error, "cannot read the render ConfigMap"),
+        }
+    }
+    (identity, owner)
+}
+
+/// Runs the controller until SIGTERM/SIGINT (graceful, exit 0) or until a critical component
+/// fails (error).
 ///
 /// # Errors
-/// [`RuntimeError`].
-pub async fn run(_args: crate::cli::RunArgs) -> Result<(), RuntimeError> {
-    Err(RuntimeError::NotYet)
+/// [`RuntimeError`], each naming the input and the fix.
+///
+/// # Cancel safety
+/// Not cancel safe: stop it with a signal, which runs the drain.
+pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
+    let settings = Settings::resolve(&args)?;
+    info!(settings = ?settings.args, config_name = %settings.config_name, "haptic starting");
+    let signal = shutdown_signal()?;
+    tokio::pin!(signal);
+    let validator = Validator::new(&args.haproxy_bin, args.validation_timeout).await?;
+    info!(haproxy = validator.version(), "validation uses haproxy -c");
+    let (path, recovery) = (args.journal.clone(), args.journal_recovery);
+    let opened = tokio::task::spawn_blocking(move || open::open(&path, recovery))
+        .await
+        .map_err(|_| RuntimeError::Join)??;
+    let journal = Arc::new(opened.journal);
+    info!(journal = %args.journal.display(), "journal open");
+    let client = kube_client(&args).await?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let identity = default_identity(args.identity.as_deref());
+    let lease_config = LeaseConfig {
+        duration: args.lease_duration,
+        renew_deadline: args.lease_renew_deadline,
+        retry_period: args.lease_retry_period,
+        margin: args
+            .lease_duration
+            .saturating_sub(args.lease_renew_deadline),
+        ..LeaseConfig::new(namespace.clone(), args.lease_name.clone(), identity.clone())
+    };
+    lease_config.check()?;
+    info!(%namespace, %identity, "kubernetes client ready");
+
+    let stop = CancellationToken::new();
+    let credentials = tokio::select! {
+        c = wait_for_credentials(&client, &namespace, &args.dataplane_secret, &stop) => c,
+        s = &mut signal => { info!(signal = s, "stopping before start-up completed"); return Ok(()); }
+    };
+
+    let (config_identity, owner) = identity_and_owner(&client, &settings, &namespace).await;
+    let mut publisher_cfg = PublisherConfig::new(config_identity.clone(), &namespace);
+    publisher_cfg.owner = owner;
+    publisher_cfg.publish_interval = args.publish_interval;
+    publisher_cfg.compression_threshold_bytes = args.compression_threshold;
+    let runtime_config = publisher_cfg.runtime_config();
+
+    let mut dispatcher = Dispatcher::new(journal.clone());
+    let sched_sub = dispatcher.subscribe(scheduler::subscribe_options());
+    let drift_sub = dispatcher.subscribe(drift::subscribe_options());
+    let pub_sub = dispatcher.subscribe(publisher::subscribe_options());
+    let val_sub = dispatcher.subscribe(validation::subscribe_options());
+    let notify_sub = dispatcher.subscribe(notify::subscribe_options());
+    let dispatch = dispatcher.handle();
+
+    let elector = LeaderElector::new(client.clone(), lease_config);
+    let guard = elector.guard();
+    publisher_cfg.lease = Arc::new(guard.clone());
+
+    let dataplane = Dataplane::new(&ClientSettings::default()).map_err(RuntimeError::Dataplane)?;
+    let deployer = Arc::new(Deployer::new(
+        dispatch.clone(),
+        dataplane,
+        DeployerSettings {
+            max_parallel: args.max_parallel,
+            endpoint_timeout: args
+                .deployment_timeout
+                .saturating_sub(Duration::from_secs(5))
+                .max(args.deployment_timeout / 2),
+            credentials,
+            ..DeployerSettings::default()
+        },
+        Arc::new(guard.clone()),
+        Some(crate::k8s::events::drift_hook(
+            client.clone(),
+            &identity,
+            &runtime_config,
+            crate::k8s::events::EVENT_WRITE_TIMEOUT,
+        )),
+    ));
+    let state = SchedulerState::new(
+        SchedulerSettings {
+            min_deployment_interval: args.min_deployment_interval,
+            deployment_timeout: args.deployment_timeout,
+            ..SchedulerSettings::default()
+        },
+        format!("{identity}-{}", haptic_journal::UnixMillis::now().0),
+    );
+    let (shell, scheduler) =
+        SchedulerShell::new(state, dispatch.clone(), deployer.clone(), sched_sub);
+    let publisher = ConfigPublisher::new(journal.clone(), client.clone(), publisher_cfg);
+    publisher.attach(dispatch.clone());
+    let notifier = notify::Notifier::new(client.clone(), &identity, &runtime_config);
+
+    // Tasks. `work` stops the dispatcher and the components (last); `inputs` stops the sources
+    // and discovery (first); `lease` stops the elector after the drains.
+    let tracker = TaskTracker::new();
+    let (ended_tx, mut ended_rx) = mpsc::channel::<Ended>(FATAL_CAPACITY);
+    let critical = Critical {
+        tracker: tracker.clone(),
+        ended: ended_tx,
+    };
+    let work = CancellationToken::new();
+    let inputs_cancel = CancellationToken::new();
+    let lease_cancel = CancellationToken::new();
+
+    critical.spawn("dispatcher", dispatcher.run(work.clone()));
+    let acceptor_stats = Arc::new(AcceptorStats::default());
+    let (tx, rx) = mpsc::channel::<Input>(INPUT_CAPACITY);
+    let acceptor = tracker.spawn(
+        inputs::run(rx, dispatch.clone(), acceptor_stats.clone())
+            .instrument(info_span!("acceptor")),
+    );
+    critical.spawn(scheduler::COMPONENT, shell.run(work.clone()));
+    critical.spawn(
+        drift::COMPONENT,
+        drift::run(
+            args.drift_prevention_interval,
+            dispatch.clone(),
+            drift_sub,
+            drift::DriftHandle::default(),
+            work.clone(),
+        ),
+    );
+    {
+        let (p, w) = (publisher.clone(), work.clone());
+        critical.spawn(publisher::COMPONENT, async move { p.run(pub_sub, w).await });
+    }
+    let validation_stats = Arc::new(validation::ValidationStats::default());
+    critical.spawn(
+        validation::COMPONENT,
+        validation::run(
+            validator,
+            dispatch.clone(),
+            val_sub,
+            validation_stats,
+            work.clone(),
+        ),
+    );
+    tracker.spawn(notify::run(notify_sub, dispatch.clone(), notifier.clone()));
+    if let Some((aside, reason)) = &opened.rebuilt_from {
+        notifier.emit(
+            kube::runtime::events::EventType::Warning,
+            notify::reasons::JOURNAL_REBUILT,
+            "Recover",
+            format!(
+                "journal damaged ({reason}); moved to {} and rebuilt empty",
+                aside.display()
+            ),
+        );
+    }
+
+    // The config identity, before any render (the scheduler and the publisher need it).
+    dispatch
+        .publish(Event::ConfigValidated {
+            correlation: crate::source::chain_start("config"),
+            identity: config_identity,
+        })
+        .await
+        .map_err(RuntimeError::Dispatch)?;
+
+    // The input side.
+    start_source(
+        &critical,
+        &settings,
+        &client,
+        &namespace,
+        tx.clone(),
+        &inputs_cancel,
+    );
+    let discovery = PodDiscovery::new(
+        client.clone(),
+        DiscoveryConfig {
+            namespace: namespace.clone(),
+            selector: args.pod_selector.clone(),
+            dataplane_port: args.dataplane_port,
+        },
+    );
+    critical.spawn(
+        "pod-discovery",
+        discovery.run(tx.clone(), inputs_cancel.clone()),
+    );
+    let elector_task = {
+        let (tx, c) = (tx.clone(), lease_cancel.clone());
+        tracker.spawn(async move { elector.run(tx, c).await }.instrument(info_span!("lease")))
+    };
+    drop(tx);
+    info!("haptic running");
+
+    let failure = tokio::select! {
+        s = &mut signal => { info!(signal = s, "shutting down"); None }
+        Some((component, result)) = ended_rx.recv() => Some(RuntimeError::Component {
+            component,
+            reason: result.err().unwrap_or_else(|| "ended unexpectedly".to_owned()),
+        }),
+    };
+
+    // Graceful stop.
+    inputs_cancel.cancel();
+    let leading = dispatch.leadership().borrow().is_leader();
+    if leading && failure.is_none() {
+        drain(&scheduler, &publisher, &journal, args.drain_timeout).await;
+    }
+    lease_cancel.cancel();
+    match tokio::time::timeout(Duration::from_secs(10), elector_task).await {
+        Ok(Ok(Err(error))) => warn!(%error, "lease elector ended with an error"),
+        Err(_) => warn!("lease release timed out"),
+        _ => {}
+    }
+    if tokio::time::timeout(Duration::from_secs(10), acceptor)
+        .await
+        .is_err()
+    {
+        warn!("input acceptor did not finish in 10s");
+    }
+    wait_dispatched(&journal, Duration::from_secs(3)).await;
+    work.cancel();
+    tracker.close();
+    if tokio::time::timeout(Duration::from_secs(15), tracker.wait())
+        .await
+        .is_err()
+    {
+        warn!("some tasks did not stop within 15s");
+    }
+    info!("haptic stopped");
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The graceful leader stop: the deployer's drain, every accepted event dispatched, then the
+/// publisher's drain, all within `bound`.
+async fn drain(
+    scheduler: &crate::components::scheduler::SchedulerHandle,
+    publisher: &ConfigPublisher,
+    journal: &Arc<Journal>,
+    bound: Duration,
+) {
+    let started = Instant::now();
+    info!(
+        bound_ms = bound.as_millis() as u64,
+        "draining: deployer first"
+    );
+    scheduler.drain(bound).await;
+    let rest = bound.saturating_sub(started.elapsed());
+    if !wait_dispatched(journal, rest).await {
+        warn!("drain: not every accepted event was dispatched in time");
+    }
+    let rest = bound.saturating_sub(started.elapsed());
+    match tokio::time::timeout(rest, publisher.drain()).await {
+        Ok(Ok(Some(render))) => info!(%render, "drain: published the newest deployed render"),
+        Ok(Ok(None)) => info!("drain: nothing left to publish"),
+        Ok(Err(error)) => warn!(%error, "drain: publisher failed"),
+        Err(_) => warn!("drain: publisher did not finish in time"),
+    }
+}
+
+/// Starts the render source chosen by `--source`.
+fn start_source(
+    critical: &Critical,
+    settings: &Settings,
+    client: &kube::Client,
+    namespace: &str,
+    tx: mpsc::Sender<Input>,
+    cancel: &CancellationToken,
+) {
+    match settings.args.source {
+        SourceKind::Dir => {
+            let dir = settings.args.render_dir.clone().unwrap_or_default();
+            let source =
+                crate::source::dir::DirSource::new(crate::source::dir::DirSourceConfig::new(dir));
+            critical.spawn("render-source", source.run(tx, cancel.clone()));
+        }
+        SourceKind::Configmap => {
+            let mut cfg = crate::source::configmap::ConfigMapSourceConfig::new(
+                namespace,
+                settings.args.configmap.clone().unwrap_or_default(),
+            );
+            cfg.secret.clone_from(&settings.args.configmap_secret);
+            let source = crate::source::configmap::ConfigMapSource::new(client.clone(), cfg);
+            critical.spawn("render-source", source.run(tx, cancel.clone()));
+        }
+    }
 }

@@ -1,0 +1,183 @@
+//! Kubernetes Events (kube's event recorder) on the HAProxyCfg for what an operator should see
+//! in `kubectl describe`: deployment failures, pinning and release of the render gate,
+//! leadership changes and journal recovery. Drift Events come from the deployer's hook
+//! ([`crate::k8s::events::drift_hook`]).
+//!
+//! Live events only (a replay after a restart writes no Event twice). Deployment and gate
+//! Events are written by the leader only; leadership Events by the replica they concern. Writes
+//! are detached and bounded by [`crate::k8s::events::EVENT_WRITE_TIMEOUT`]: an Event that cannot
+//! be written is logged, never retried and never blocks the controller.
+
+use std::sync::Arc;
+
+use haptic_journal::{Event, EventKind, GateVerdict, RuntimeConfigRef};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+
+use crate::dispatch::{DispatchHandle, SubscribeOptions, Subscription};
+use crate::k8s::events::{CONTROLLER, EVENT_WRITE_TIMEOUT, haproxycfg_reference};
+
+/// Event reasons (CamelCase).
+pub mod reasons {
+    /// A pod could not be given a render.
+    pub const DEPLOYMENT_FAILED: &str = "DeploymentFailed";
+    /// A render was rejected: the fleet stays on the last render that passed.
+    pub const CONFIG_PINNED: &str = "ConfigPinned";
+    /// A render passed after a rejection: the gate is released.
+    pub const CONFIG_RELEASED: &str = "ConfigReleased";
+    /// This replica became the leader.
+    pub const LEADER_ELECTED: &str = "LeaderElected";
+    /// This replica lost the Lease.
+    pub const LEADERSHIP_LOST: &str = "LeadershipLost";
+    /// The journal was damaged and rebuilt empty.
+    pub const JOURNAL_REBUILT: &str = "JournalRebuilt";
+}
+
+/// Writes Events on one HAProxyCfg.
+#[derive(Clone)]
+pub struct Notifier {
+    recorder: Arc<Recorder>,
+    reference: Arc<ObjectReference>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("reference", &self.reference.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Notifier {
+    /// A notifier reporting as `haptic` instance `identity` on the HAProxyCfg `runtime_config`.
+    #[must_use]
+    pub fn new(client: kube::Client, identity: &str, runtime_config: &RuntimeConfigRef) -> Self {
+        Notifier {
+            recorder: Arc::new(Recorder::new(
+                client,
+                Reporter {
+                    controller: CONTROLLER.to_owned(),
+                    instance: Some(identity.to_owned()),
+                },
+            )),
+            reference: Arc::new(haproxycfg_reference(runtime_config)),
+        }
+    }
+
+    /// Writes one Event, detached (see the module doc).
+    pub fn emit(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        let event = KubeEvent {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(truncate(note, 1024)),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        let (recorder, reference) = (self.recorder.clone(), self.reference.clone());
+        let reason = reason.to_owned();
+        tokio::spawn(async move {
+            match tokio::time::timeout(EVENT_WRITE_TIMEOUT, recorder.publish(&event, &reference))
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::warn!(%reason, %error, "kubernetes event not written"),
+                Err(_) => tracing::warn!(%reason, "kubernetes event not written: timed out"),
+            }
+        });
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max - 3;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
+}
+
+/// The subscription of [`run`].
+#[must_use]
+pub fn subscribe_options() -> SubscribeOptions {
+    SubscribeOptions::new("events").kinds(&[
+        EventKind::InstanceDeploymentFailed,
+        EventKind::RenderGateCompleted,
+        EventKind::BecameLeader,
+        EventKind::LostLeadership,
+    ])
+}
+
+/// Turns live journal events into Kubernetes Events until the subscription ends.
+///
+/// # Cancel safety
+/// Cancel safe.
+pub async fn run(mut sub: Subscription, dispatch: DispatchHandle, notifier: Notifier) {
+    let leadership = dispatch.leadership();
+    let mut pinned = false;
+    while let Some(d) = sub.recv().await {
+        let leader = leadership.borrow().is_leader();
+        match &*d.event {
+            Event::RenderGateCompleted {
+                render,
+                verdict,
+                messages,
+                pinned_to,
+                ..
+            } => {
+                let was = pinned;
+                pinned = *verdict == GateVerdict::Fail;
+                if d.replayed || !leader {
+                    continue;
+                }
+                if pinned {
+                    let first = messages.first().cloned().unwrap_or_default();
+                    let to = pinned_to.map_or_else(|| "none".to_owned(), |c| c.to_string());
+                    notifier.emit(
+                        EventType::Warning,
+                        reasons::CONFIG_PINNED,
+                        "Validate",
+                        format!(
+                            "render {render} rejected by haproxy -c, fleet pinned to {to}: {first}"
+                        ),
+                    );
+                } else if was {
+                    notifier.emit(
+                        EventType::Normal,
+                        reasons::CONFIG_RELEASED,
+                        "Validate",
+                        format!("render {render} passed: the gate is released"),
+                    );
+                }
+            }
+            Event::InstanceDeploymentFailed {
+                endpoint, error, ..
+            } if !d.replayed && leader => notifier.emit(
+                EventType::Warning,
+                reasons::DEPLOYMENT_FAILED,
+                "Deploy",
+                format!(
+                    "pod {}/{}: {error}",
+                    endpoint.pod.namespace, endpoint.pod.name
+                ),
+            ),
+            Event::BecameLeader { identity, term, .. } if !d.replayed => notifier.emit(
+                EventType::Normal,
+                reasons::LEADER_ELECTED,
+                "Lead",
+                format!("{identity} leads term {}", term.0),
+            ),
+            Event::LostLeadership {
+                identity, reason, ..
+            } if !d.replayed => notifier.emit(
+                EventType::Normal,
+                reasons::LEADERSHIP_LOST,
+                "Lead",
+                format!("{identity} stopped leading: {reason}"),
+            ),
+            _ => {}
+        }
+    }
+}
