@@ -109,22 +109,32 @@ pub fn render_block(
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "  {}", cfg_line(names.0, obs.main.as_ref()));
-    if !case.valid || obs.invalid.is_some() {
-        let _ = writeln!(out, "  {}", cfg_line(names.1, obs.invalid.as_ref()));
-        if let Some(msg) = obs
-            .invalid
-            .as_ref()
-            .and_then(|c| c.status.as_ref())
-            .and_then(|s| s.validation_error.as_ref())
-        {
-            let first = msg.lines().next().unwrap_or_default();
-            let _ = writeln!(out, "    validation error: {first}");
+    match &obs.invalid {
+        Some(inv) => {
+            let _ = writeln!(
+                out,
+                "  HAProxyCfg {}: spec.checksum {}",
+                names.1,
+                short(&inv.spec.checksum)
+            );
+            if let Some(msg) = inv
+                .status
+                .as_ref()
+                .and_then(|s| s.validation_error.as_ref())
+            {
+                let first = msg.lines().next().unwrap_or_default();
+                let _ = writeln!(out, "    validation error: {first}");
+            }
         }
+        None if !case.valid => {
+            let _ = writeln!(out, "  HAProxyCfg {}: absent", names.1);
+        }
+        None => {}
     }
     for (i, p) in obs.pods.iter().enumerate() {
         let reload = match reloads.get(i).copied().flatten() {
-            Some(n) => format!("{n} reloads"),
-            None => "reloads unknown".into(),
+            Some(n) => format!("reloads: {n}"),
+            None => "reloads: unknown".into(),
         };
         let _ = writeln!(out, "  {} ({reload}):", p.pod);
         for a in &p.answers {
