@@ -103,6 +103,22 @@ impl DpClient {
         Ok(())
     }
 
+    /// Reloads of this pod's HAProxy that succeeded so far (`GET /v3/services/haproxy/reloads`,
+    /// which the sandbox keeps whole for the endpoint's life).
+    pub async fn reload_count(&self) -> Result<usize> {
+        let reloads: Vec<serde_json::Value> = self
+            .req(reqwest::Method::GET, "/v3/services/haproxy/reloads")
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(reloads
+            .iter()
+            .filter(|r| r["status"] == "succeeded")
+            .count())
+    }
+
     /// Pushes a raw configuration at the current version and polls its reload.
     pub async fn push_config(&self, cfg: &str) -> Result<PushOutcome> {
         let v = self.version().await?;
