@@ -56,14 +56,7 @@ pub enum JournalRecovery {
     Rebuild,
 }
 
-/// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use crate::telemetry::LogFormat;
 
 /// Flags of `haptic run`.
 #[derive(Debug, Clone, Args)]

@@ -61,20 +61,6 @@ pub enum RunError {
     Demo(#[from] demo::DemoError),
 }
 
-/// Logs to stderr in `format`, filtered by `RUST_LOG` (default `info`). Idempotent.
-fn init_tracing(format: cli::LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = match format {
-        cli::LogFormat::Text => builder.try_init(),
-        cli::LogFormat::Json => builder.json().try_init(),
-    };
-}
-
 /// Run one CLI invocation.
 ///
 /// # Errors
@@ -88,7 +74,9 @@ pub async fn run(cli: cli::Cli) -> Result<(), RunError> {
         cli::Command::Crds => k8s::crd::all_crds_yaml().map_err(RunError::CrdYaml)?,
         cli::Command::Version => format!("haptic {}\n", env!("CARGO_PKG_VERSION")),
         cli::Command::Run(args) => {
-            init_tracing(args.log_format);
+            if let Err(error) = telemetry::init_tracing(args.log_format) {
+                eprintln!("haptic: logging not initialised: {error}");
+            }
             return Ok(runtime::run(args).await?);
         }
         cli::Command::Demo(args) => return Ok(demo::run(args).await?),

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::dispatch::{DispatchError, DispatchHandle};
 use crate::source::{Input, render_batch};
+use crate::telemetry::{Metrics, RenderSource};
 
 /// Capacity of the input channel. Inputs are small (a render is behind an `Arc`), arrive in
 /// bursts of one pod-discovery diff (a few events per pod that changed) or one render, and the
@@ -43,7 +44,8 @@ pub fn batch_of(input: &Input) -> Batch {
     }
 }
 
-/// Journals every input until every sender is gone.
+/// Journals every input until every sender is gone; `source` labels the renders in `metrics`
+/// (the commit latency observed is the whole `accept` round trip, group commit included).
 ///
 /// # Errors
 /// [`DispatchError`] when a commit fails: the input side stops (nothing after the failed input
@@ -56,13 +58,19 @@ pub async fn run(
     mut rx: mpsc::Receiver<Input>,
     dispatch: DispatchHandle,
     stats: Arc<AcceptorStats>,
+    metrics: Arc<Metrics>,
+    source: RenderSource,
 ) -> Result<(), DispatchError> {
     while let Some(input) = rx.recv().await {
         let batch = batch_of(&input);
+        let started = std::time::Instant::now();
         let accepted = dispatch.accept(batch).await?;
+        metrics.observe_commit(started.elapsed());
+        metrics.events_accepted(accepted.seqs().len() as u64);
         match &input {
             Input::Rendered { event, content } => {
                 stats.renders.fetch_add(1, Ordering::Relaxed);
+                metrics.render_accepted(source);
                 if let Event::TemplateRendered { render, .. } = event {
                     tracing::info!(render = %render, files = content.files.len(),
                         config_bytes = content.config.len(), seq = ?accepted.seqs(), "render accepted");

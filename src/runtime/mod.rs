@@ -97,6 +97,20 @@ pub enum RuntimeError {
         /// What happened.
         reason: String,
     },
+    /// A listening address could not be bound.
+    #[error("cannot listen on {addr} ({what}): pick a free address")]
+    Bind {
+        /// The flag.
+        what: &'static str,
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The ingest token could not be read.
+    #[error(transparent)]
+    Ingest(#[from] crate::source::ingest::IngestError),
     /// The signal handler could not be installed.
     #[error("cannot install the signal handler")]
     Signal(#[source] std::io::Error),
@@ -266,6 +280,42 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         .map_err(|_| RuntimeError::Join)??;
     let journal = Arc::new(opened.journal);
     info!(journal = %args.journal.display(), "journal open");
+    let start_next_seq = journal.meta().map_or(1, |m| m.next_seq.0);
+    let metrics = crate::telemetry::Metrics::new();
+    let health = crate::telemetry::HealthRegistry::new();
+    metrics.register_journal(journal.clone());
+    health.add_liveness(
+        "journal",
+        crate::telemetry::journal_writable_check(journal.clone()),
+    );
+    {
+        let j = journal.clone();
+        health.add_readiness("journal", move || match j.meta() {
+            Ok(m) if m.dispatched_through.0 + 1 >= start_next_seq => Ok(()),
+            Ok(m) => Err(format!(
+                "replaying: dispatched through {} of {}",
+                m.dispatched_through.0,
+                start_next_seq - 1
+            )),
+            Err(e) => Err(format!("journal not readable: {e}")),
+        });
+    }
+    let telemetry_cancel = CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind(args.metrics_addr)
+        .await
+        .map_err(|source| RuntimeError::Bind {
+            what: "--metrics-addr",
+            addr: args.metrics_addr,
+            source,
+        })?;
+    info!(addr = %listener.local_addr().map_or_else(|_| args.metrics_addr.to_string(), |a| a.to_string()),
+        "serving /healthz, /readyz and /metrics");
+    let telemetry_task = tokio::spawn(crate::telemetry::serve(
+        listener,
+        metrics.clone(),
+        health.clone(),
+        telemetry_cancel.clone(),
+    ));
     let identity = default_identity(args.identity.as_deref());
     let client = kube_client(&args, &identity).await?;
     let namespace = args
@@ -364,17 +414,27 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     let acceptor_stats = Arc::new(AcceptorStats::default());
     let (tx, rx) = mpsc::channel::<Input>(INPUT_CAPACITY);
     let acceptor = tracker.spawn(
-        inputs::run(rx, dispatch.clone(), acceptor_stats.clone())
-            .instrument(info_span!("acceptor")),
+        inputs::run(
+            rx,
+            dispatch.clone(),
+            acceptor_stats.clone(),
+            metrics.clone(),
+            match args.source {
+                SourceKind::Dir => crate::telemetry::RenderSource::Dir,
+                SourceKind::Configmap => crate::telemetry::RenderSource::ConfigMap,
+            },
+        )
+        .instrument(info_span!("acceptor")),
     );
     critical.spawn(scheduler::COMPONENT, shell.run(work.clone()));
+    let drift_handle = drift::DriftHandle::default();
     critical.spawn(
         drift::COMPONENT,
         drift::run(
             args.drift_prevention_interval,
             dispatch.clone(),
             drift_sub,
-            drift::DriftHandle::default(),
+            drift_handle.clone(),
             work.clone(),
         ),
     );
@@ -389,9 +449,31 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
             validator,
             dispatch.clone(),
             val_sub,
-            validation_stats,
+            validation_stats.clone(),
+            metrics.clone(),
             work.clone(),
         ),
+    );
+    metrics.register_dispatch(dispatch.clone());
+    metrics.register_deployer(deployer.clone());
+    metrics.register_publisher(publisher.clone());
+    metrics.register_scheduler(scheduler.stats.clone());
+    metrics.register_drift(drift_handle.clone());
+    health.add_liveness(
+        scheduler::COMPONENT,
+        crate::telemetry::component_stall_check(scheduler.health.clone()),
+    );
+    health.add_liveness(
+        crate::components::deployer::COMPONENT,
+        crate::telemetry::deployer_stall_check(deployer.clone()),
+    );
+    health.add_liveness(
+        drift::COMPONENT,
+        crate::telemetry::drift_stall_check(drift_handle),
+    );
+    health.add_liveness(
+        validation::COMPONENT,
+        crate::telemetry::component_stall_check(validation_stats.health.clone()),
     );
     tracker.spawn(notify::run(notify_sub, dispatch.clone(), notifier.clone()));
     if let Some((aside, reason)) = &opened.rebuilt_from {
@@ -432,10 +514,32 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
             dataplane_port: args.dataplane_port,
         },
     );
+    {
+        let synced = discovery.synced();
+        health.add_readiness("pod-discovery", move || {
+            if *synced.borrow() {
+                Ok(())
+            } else {
+                Err("the first pod list has not arrived".to_owned())
+            }
+        });
+    }
     critical.spawn(
         "pod-discovery",
         discovery.run(tx.clone(), inputs_cancel.clone()),
     );
+    if let Some(addr) = args.ingest_addr {
+        start_ingest(
+            &critical,
+            &args,
+            &client,
+            &namespace,
+            addr,
+            &dispatch,
+            &inputs_cancel,
+        )
+        .await?;
+    }
     let elector_task = {
         let (tx, c) = (tx.clone(), lease_cancel.clone());
         tracker.spawn(async move { elector.run(tx, c).await }.instrument(info_span!("lease")))
@@ -478,6 +582,8 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     {
         warn!("some tasks did not stop within 15s");
     }
+    telemetry_cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), telemetry_task).await;
     info!("haptic stopped");
     match failure {
         Some(e) => Err(e),
@@ -510,6 +616,36 @@ async fn drain(
         Ok(Err(error)) => warn!(%error, "drain: publisher failed"),
         Err(_) => warn!("drain: publisher did not finish in time"),
     }
+}
+
+/// Starts the HTTP ingest endpoint on `addr` (leader only answers 202; the token comes from
+/// `--ingest-token-secret`, key `token`).
+async fn start_ingest(
+    critical: &Critical,
+    args: &RunArgs,
+    client: &kube::Client,
+    namespace: &str,
+    addr: std::net::SocketAddr,
+    dispatch: &crate::dispatch::DispatchHandle,
+    cancel: &CancellationToken,
+) -> Result<(), RuntimeError> {
+    use crate::source::ingest::{IngestConfig, IngestServer, read_token};
+    let secret = args.ingest_token_secret.clone().unwrap_or_default();
+    let token = read_token(client.clone(), namespace, &secret).await?;
+    let cfg =
+        IngestConfig::new(Some(token)).lease(client.clone(), namespace, args.lease_name.clone());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| RuntimeError::Bind {
+            what: "--ingest-addr",
+            addr,
+            source,
+        })?;
+    info!(addr = %listener.local_addr().map_or_else(|_| addr.to_string(), |a| a.to_string()),
+        "ingest endpoint listening (POST /v1/renders)");
+    let server = IngestServer::new(cfg, dispatch.clone());
+    critical.spawn("ingest", server.run(listener, cancel.clone()));
+    Ok(())
 }
 
 /// Starts the render source chosen by `--source`.

@@ -44,7 +44,7 @@ pub struct ValidationStats {
     /// Replayed renders whose verdict was already journaled.
     pub skipped: AtomicU64,
     /// Stall check.
-    pub health: crate::components::Health,
+    pub health: Arc<crate::components::Health>,
 }
 
 /// The subscription the validator needs (every replica, not leader-only).
@@ -79,6 +79,7 @@ pub async fn run(
     dispatch: DispatchHandle,
     mut sub: Subscription,
     stats: Arc<ValidationStats>,
+    metrics: Arc<crate::telemetry::Metrics>,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<(), DispatchError> {
     let journal = dispatch.journal().clone();
@@ -138,9 +139,11 @@ pub async fn run(
         let passed = validation.outcome.passed();
         if passed {
             stats.passed.fetch_add(1, Ordering::Relaxed);
+            metrics.validation(crate::telemetry::ValidationResult::Passed);
             tracing::info!(%render, duration_ms = validation.duration.as_millis() as u64, "render valid");
         } else {
             stats.failed.fetch_add(1, Ordering::Relaxed);
+            metrics.validation(crate::telemetry::ValidationResult::Failed);
             tracing::warn!(%render, errors = ?validation.outcome.messages(), "render rejected by haproxy -c");
         }
         let events = verdict_events(&correlation, render, &validation, &trigger, last_passed);

@@ -13,7 +13,9 @@ const LEASE: &str = "haptic-leader";
 
 async fn leader_of(world: &World) -> String {
     world
-        .until(Duration::from_secs(30), "a leader", || world.lease_holder(LEASE))
+        .until(Duration::from_secs(30), "a leader", || {
+            world.lease_holder(LEASE)
+        })
         .await
 }
 
@@ -44,6 +46,7 @@ async fn the_follower_takes_over_when_the_leader_dies() {
         let (x, y) = ctls.split_at_mut(1);
         pick(&mut x[0], &mut y[0], &leader)
     };
+    let reloads_before = reload_counts(&world).await;
     ctls[l].kill();
     let follower = ctls[f].opts.identity.clone();
     world
@@ -51,6 +54,27 @@ async fn the_follower_takes_over_when_the_leader_dies() {
             (world.lease_holder(LEASE).await.as_deref() == Some(follower.as_str())).then_some(())
         })
         .await;
+    // J9: the new leader reconciles with the pods; those already running the newest render
+    // are not redeployed (no reload), once its became_leader deployment has completed.
+    world
+        .until(
+            Duration::from_secs(30),
+            "the new leader's first deployment",
+            || async {
+                ctls[f]
+                    .log_text()
+                    .lines()
+                    .any(|l| l.contains("executor finished"))
+                    .then_some(())
+            },
+        )
+        .await;
+    assert_eq!(
+        reload_counts(&world).await,
+        reloads_before,
+        "pods already on the newest render were reloaded by the new leader\n{}",
+        ctls[f].log_tail(30)
+    );
     feed(&world.dir.path().join("render"), "02-maps");
     published(&world, "02-maps", 3).await;
     world
@@ -58,6 +82,20 @@ async fn the_follower_takes_over_when_the_leader_dies() {
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", ctls[f].log_tail(40)));
     world.cluster.shutdown().await;
+}
+
+async fn reload_counts(world: &World) -> Vec<usize> {
+    let mut v = Vec::new();
+    for pod in world.pods() {
+        let dp = haptic_tools::sandbox::pods::demo::DpClient::new(
+            &pod.dataplane_url,
+            world.cluster.sandbox.username(),
+            world.cluster.sandbox.password(),
+        )
+        .unwrap();
+        v.push(dp.reload_count().await.unwrap());
+    }
+    v
 }
 
 /// Writes (not reads) with a 2xx answer in a request log, from `identity`'s user agent.
@@ -92,7 +130,28 @@ async fn a_frozen_leader_writes_nothing_after_it_thaws() {
         .await;
     feed(&world.dir.path().join("render"), "02-maps");
     published(&world, "02-maps", 3).await;
-    world.pods_answer("02-maps", Duration::from_secs(60)).await.unwrap();
+    world
+        .pods_answer("02-maps", Duration::from_secs(60))
+        .await
+        .unwrap();
+    // The filter does see this leader's writes (it published 01 and held the Lease), so an
+    // empty result below means something.
+    let before = world.cluster.api.requests();
+    let earlier = writes_by(
+        before.iter().map(|r| {
+            (
+                r.method.as_str(),
+                r.path.as_str(),
+                r.status,
+                r.user_agent.as_str(),
+            )
+        }),
+        &leader,
+    );
+    assert!(
+        earlier.iter().any(|w| w.contains("haproxycfgs")),
+        "the leader's own writes are visible: {earlier:?}"
+    );
     // Thaw the old leader and give it time to act on what it believed before the freeze.
     world.cluster.api.clear_requests();
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -108,9 +167,14 @@ async fn a_frozen_leader_writes_nothing_after_it_thaws() {
     // Events (events.k8s.io) are notes about the replica itself ("stopped leading"), not
     // objects of the new term.
     let cluster_writes = writes_by(
-        api.iter()
-            .filter(|r| !r.path.contains("/events"))
-            .map(|r| (r.method.as_str(), r.path.as_str(), r.status, r.user_agent.as_str())),
+        api.iter().filter(|r| !r.path.contains("/events")).map(|r| {
+            (
+                r.method.as_str(),
+                r.path.as_str(),
+                r.status,
+                r.user_agent.as_str(),
+            )
+        }),
         &leader,
     );
     assert!(
@@ -139,15 +203,30 @@ async fn a_frozen_leader_writes_nothing_after_it_thaws() {
             })
             .collect();
         let writes = writes_by(
-            rows.iter().map(|(m, p, s, u)| (m.as_str(), p.as_str(), *s, u.as_str())),
+            rows.iter()
+                .map(|(m, p, s, u)| (m.as_str(), p.as_str(), *s, u.as_str())),
             &leader,
         );
-        assert!(writes.is_empty(), "the thawed leader wrote to {}: {writes:?}", pod.name);
+        assert!(
+            writes.is_empty(),
+            "the thawed leader wrote to {}: {writes:?}",
+            pod.name
+        );
     }
     // The new leader still leads, and the fleet still runs what it published.
-    assert_eq!(world.lease_holder(LEASE).await.as_deref(), Some(follower.as_str()));
-    world.pods_answer("02-maps", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        world.lease_holder(LEASE).await.as_deref(),
+        Some(follower.as_str())
+    );
+    world
+        .pods_answer("02-maps", Duration::from_secs(10))
+        .await
+        .unwrap();
     let log = ctls[l].log_text();
-    assert!(log.contains("leadership lost") || log.contains("lost"), "{}", ctls[l].log_tail(30));
+    assert!(
+        log.contains("leadership lost") || log.contains("lost"),
+        "{}",
+        ctls[l].log_tail(30)
+    );
     world.cluster.shutdown().await;
 }

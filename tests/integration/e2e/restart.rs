@@ -29,9 +29,11 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
         if render == kill_at {
             // Kill while the deployment of this render runs.
             world
-                .until(Duration::from_secs(30), "the deployment of 06 to start", || async {
-                    (deployments_started(&ctl.log_text()) > before).then_some(())
-                })
+                .until(
+                    Duration::from_secs(30),
+                    "the deployment of 06 to start",
+                    || async { (deployments_started(&ctl.log_text()) > before).then_some(()) },
+                )
                 .await;
             ctl.kill();
             ctl = world.controller(opts.clone());
@@ -48,20 +50,37 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
     let cfg = published(&world, last, 3).await;
     let (spec, conditions, pods) = summary(&cfg);
     assert_eq!(spec, checksum(last));
-    assert_eq!(conditions, vec!["ConfigPinned=False".to_owned(), "ConfigValidated=True".to_owned()]);
+    assert_eq!(
+        conditions,
+        vec![
+            "ConfigPinned=False".to_owned(),
+            "ConfigValidated=True".to_owned()
+        ]
+    );
     assert!(pods.iter().all(|(_, c)| *c == checksum(last)), "{pods:?}");
     world
         .until(Duration::from_secs(30), "-invalid removed", || async {
-            world.hpcfg("e2e-haproxycfg-invalid").await.is_none().then_some(())
+            world
+                .hpcfg("e2e-haproxycfg-invalid")
+                .await
+                .is_none()
+                .then_some(())
         })
         .await;
-    assert!(ctl.stop(Duration::from_secs(30)).is_some_and(|s| s.success()));
+    assert!(
+        ctl.stop(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
     // Nothing took effect twice: one ConfigPublished per checksum among the journaled events.
     let journal = Journal::open(&JournalOptions::new(&opts.journal)).unwrap();
     assert!(journal.verify().unwrap().problems.is_empty());
     let mut published_per_render: BTreeMap<String, usize> = BTreeMap::new();
     for (_, _, e) in journal.events(Seq(1), usize::MAX).unwrap() {
-        if let Event::ConfigPublished { render, runtime_config, .. } = e
+        if let Event::ConfigPublished {
+            render,
+            runtime_config,
+            ..
+        } = e
             && !runtime_config.name.as_str().ends_with("-invalid")
         {
             *published_per_render.entry(render.to_string()).or_default() += 1;
