@@ -14,12 +14,16 @@
 //! Modules:
 //! - [`core`]: pure code (checksums, names, compression, IDs, error classification); no I/O,
 //!   no clock, no randomness (enforced by the architecture test);
-//! - [`k8s`]: the custom resource types and their CRDs;
+//! - [`k8s`]: the custom resource types and their CRDs, the Lease, pod discovery, the writer;
 //! - [`dataplane`]: the HAProxy Dataplane API v3 client;
-//! - [`components`]: `deployment-scheduler`, `deployer`, `drift-monitor` (pure `decide` + shell);
+//! - [`components`]: `deployment-scheduler`, `deployer`, `drift-monitor`, `config-publisher`;
 //! - [`dispatch`]: the event dispatcher (journal first, then the components, in `Seq` order);
-//! - [`source`]: render sources (directory, ConfigMap) and the input boundary type;
+//! - [`source`]: render sources (directory, ConfigMap, HTTP ingest) and the input boundary type;
 //! - [`validate`]: `haproxy -c` on a render in a private temp dir;
+//! - [`runtime`]: `haptic run`, the wiring of all of the above into one process (leadership,
+//!   drain on SIGTERM, journal recovery, Kubernetes Events);
+//! - [`telemetry`]: logs, `/healthz`, `/readyz`, `/metrics`;
+//! - [`demo`]: `haptic demo`, the controller against the local sandbox (README command 1);
 //! - [`cli`]: the command line.
 //!
 //! Invariants every component keeps: an event is acted on only after its journal commit; one
