@@ -5,6 +5,7 @@
 
 mod replicas;
 mod restart;
+mod startup;
 mod stream;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,92 @@
+//! Start-up failures a newcomer or an operator meets: clear messages naming the input and the
+//! fix, and `--journal-recovery=rebuild` (DESIGN.md J10).
+
+use std::process::Command;
+use std::time::Duration;
+
+use super::stream::published;
+use super::{BIN, Opts, World, feed};
+
+fn run_args(extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args([
+            "run",
+            "--pod-selector",
+            "app=haproxy",
+            "--dataplane-secret",
+            "dp",
+        ])
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("HAPTIC_KUBECONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn missing_haproxy_and_bad_flags_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j.redb");
+    let out = run_args(&[
+        "--render-dir",
+        "/nonexistent",
+        "--journal",
+        journal.to_str().unwrap(),
+        "--haproxy-bin",
+        "/nonexistent/haproxy",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("haproxy is not installed") && err.contains("apt-get install haproxy"),
+        "{err}"
+    );
+    let out = run_args(&["--source", "configmap"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--configmap NAME"), "{err}");
+    let out = run_args(&["--render-dir", "/x", "--min-deployment-interval", "soon"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--min-deployment-interval"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_journal_is_refused_then_rebuilt() {
+    let world = World::start(1).await;
+    let render_dir = world.dir.path().join("render");
+    feed(&render_dir, "02-maps");
+    let mut opts = Opts::dir(&world, "solo", &render_dir);
+    std::fs::create_dir_all(opts.journal.parent().unwrap()).unwrap();
+    std::fs::write(&opts.journal, vec![0x5a_u8; 64 * 1024]).unwrap();
+    let mut ctl = world.controller(opts.clone());
+    let status = ctl
+        .wait(Duration::from_secs(30))
+        .expect("refuses and exits");
+    assert!(!status.success());
+    let log = ctl.log_text();
+    assert!(log.contains("--journal-recovery=rebuild"), "{log}");
+    assert_eq!(
+        std::fs::read(&opts.journal).unwrap(),
+        vec![0x5a_u8; 64 * 1024],
+        "refuse leaves the file"
+    );
+    opts.extra = vec!["--journal-recovery".into(), "rebuild".into()];
+    let mut ctl = world.controller(opts.clone());
+    published(&world, "02-maps", 1).await;
+    world
+        .pods_answer("02-maps", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let aside: Vec<_> = std::fs::read_dir(opts.journal.parent().unwrap())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(".damaged-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "the damaged file is kept aside");
+    assert!(
+        ctl.stop(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+    world.cluster.shutdown().await;
+}
