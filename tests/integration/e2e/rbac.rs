@@ -421,3 +421,71 @@ async fn the_role_grants_exactly_what_the_controller_calls() {
         assert!(!observed.contains(t), "allow-listed but called: {t:?}");
     }
 }
+
+#[test]
+fn requests_map_to_verbs_the_way_the_authorizer_does() {
+    let req = |method: &str, path: &str, query: &str| RequestRecord {
+        method: method.into(),
+        path: path.into(),
+        query: query.into(),
+        status: 200,
+        at: String::new(),
+        user_agent: "haptic/0 (t)".into(),
+    };
+    let t = |g: &str, r: &str, v: &str| Ok((g.to_owned(), r.to_owned(), v.to_owned()));
+    let ns = "/api/v1/namespaces/n";
+    let crs = "/apis/haproxy-haptic.org/v1alpha1/namespaces/n/haproxycfgs";
+    for (r, want) in [
+        (req("GET", &format!("{ns}/pods"), ""), t("", "pods", "list")),
+        (
+            req("GET", &format!("{ns}/pods"), "labelSelector=a&watch=true"),
+            t("", "pods", "watch"),
+        ),
+        (
+            req("GET", &format!("{ns}/secrets"), "watch=1"),
+            t("", "secrets", "watch"),
+        ),
+        (
+            req("GET", "/api/v1/watch/namespaces/n/secrets", ""),
+            t("", "secrets", "watch"),
+        ),
+        (
+            req("GET", &format!("{ns}/secrets/s"), ""),
+            t("", "secrets", "get"),
+        ),
+        (
+            req("POST", crs, ""),
+            t("haproxy-haptic.org", "haproxycfgs", "create"),
+        ),
+        (
+            req("PUT", &format!("{crs}/c/status"), ""),
+            t("haproxy-haptic.org", "haproxycfgs/status", "update"),
+        ),
+        (
+            req("PATCH", "/apis/events.k8s.io/v1/namespaces/n/events/e", ""),
+            t("events.k8s.io", "events", "patch"),
+        ),
+        (
+            req("DELETE", &format!("{crs}/c"), ""),
+            t("haproxy-haptic.org", "haproxycfgs", "delete"),
+        ),
+        (
+            req("DELETE", crs, ""),
+            t("haproxy-haptic.org", "haproxycfgs", "deletecollection"),
+        ),
+    ] {
+        assert_eq!(classify(&r, "n"), want, "{r:?}");
+    }
+    for r in [
+        req("GET", "/version", ""),
+        req("GET", "/api/v1/namespaces/other/pods", ""),
+        req("GET", "/api/v1/nodes", ""),
+        req(
+            "GET",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            "",
+        ),
+    ] {
+        assert!(classify(&r, "n").is_err(), "{r:?}");
+    }
+}
