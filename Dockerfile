@@ -1,5 +1,7 @@
-# Multi-stage build of the haptic controller (deploy/statefulset.yaml runs it as `haptic:0.1.0-dev`).
-# Build:  docker build -t haptic:0.1.0-dev .
+# Multi-stage build of the haptic controller (deploy/statefulset.yaml runs it as `haptic:0.1.0-dev`,
+# the workspace version). Build:  docker build -t haptic:0.1.0-dev .
+# The build context is filtered by .dockerignore; tests/integration/runtime/deploy.rs checks that
+# every COPY source exists, is not ignored, and that the copied tree is a loadable workspace.
 
 FROM rust:1.90-bookworm AS build
 WORKDIR /src
@@ -8,6 +10,8 @@ COPY src src
 COPY journal journal
 COPY migrations migrations
 COPY tools tools
+# Declared [[bench]] targets must exist for Cargo to load the manifest.
+COPY benches benches
 RUN cargo build --release --locked -p haptic
 
 # Runtime: Debian's haproxy for `haproxy -c` validation (the same 2.6 the corpus is checked with).
@@ -24,3 +28,4 @@ USER 10001:10001
 VOLUME ["/var/lib/haptic"]
 EXPOSE 9090
 ENTRYPOINT ["/usr/local/bin/haptic"]
+CMD ["run"]
