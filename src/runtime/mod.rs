@@ -492,17 +492,25 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     dispatch
         .publish(Event::ConfigValidated {
             correlation: crate::source::chain_start("config"),
-            identity: config_identity,
+            identity: config_identity.clone(),
         })
         .await
         .map_err(RuntimeError::Dispatch)?;
 
     // The input side.
+    let last = {
+        let j = journal.clone();
+        tokio::task::spawn_blocking(move || last_rendered(&j))
+            .await
+            .unwrap_or(None)
+    };
     start_source(
         &critical,
         &settings,
         &client,
-        &namespace,
+        &dispatch,
+        config_identity,
+        last,
         tx.clone(),
         &inputs_cancel,
     );
@@ -648,29 +656,79 @@ async fn start_ingest(
     Ok(())
 }
 
-/// Starts the render source chosen by `--source`.
+/// The newest render the journal holds a `template.rendered` for (so a restarted source does
+/// not journal the unchanged render again).
+fn last_rendered(journal: &Journal) -> Option<haptic_journal::Checksum> {
+    let events = journal.events(haptic_journal::Seq(1), usize::MAX).ok()?;
+    events.iter().rev().find_map(|(_, _, e)| match e {
+        Event::TemplateRendered { render, .. } => Some(*render),
+        _ => None,
+    })
+}
+
+/// Starts the render source chosen by `--source`. With a ConfigMap source, a recreated ConfigMap
+/// (new uid) journals a new `config.validated` with that uid.
+#[allow(clippy::too_many_arguments)] // one call site: the runtime's wiring
 fn start_source(
     critical: &Critical,
     settings: &Settings,
     client: &kube::Client,
-    namespace: &str,
+    dispatch: &crate::dispatch::DispatchHandle,
+    identity: ConfigIdentity,
+    last: Option<haptic_journal::Checksum>,
     tx: mpsc::Sender<Input>,
     cancel: &CancellationToken,
 ) {
     match settings.args.source {
         SourceKind::Dir => {
             let dir = settings.args.render_dir.clone().unwrap_or_default();
-            let source =
+            let mut source =
                 crate::source::dir::DirSource::new(crate::source::dir::DirSourceConfig::new(dir));
+            if let Some(c) = last {
+                source.set_last_sent(c);
+            }
             critical.spawn("render-source", source.run(tx, cancel.clone()));
         }
         SourceKind::Configmap => {
             let mut cfg = crate::source::configmap::ConfigMapSourceConfig::new(
-                namespace,
+                identity.namespace.as_str(),
                 settings.args.configmap.clone().unwrap_or_default(),
             );
             cfg.secret.clone_from(&settings.args.configmap_secret);
-            let source = crate::source::configmap::ConfigMapSource::new(client.clone(), cfg);
+            let mut source = crate::source::configmap::ConfigMapSource::new(client.clone(), cfg);
+            if let Some(c) = last {
+                source.set_last_sent(c);
+            }
+            let mut uid = source.source_uid();
+            let (dispatch, cancel_uid) = (dispatch.clone(), cancel.clone());
+            tokio::spawn(async move {
+                let mut current = identity.source_uid.clone();
+                loop {
+                    tokio::select! {
+                        () = cancel_uid.cancelled() => return,
+                        r = uid.changed() => if r.is_err() { return },
+                    }
+                    let seen = uid.borrow_and_update().clone();
+                    if seen.is_some() && seen != current {
+                        current.clone_from(&seen);
+                        let identity = ConfigIdentity {
+                            source_uid: seen,
+                            ..identity.clone()
+                        };
+                        info!(uid = ?identity.source_uid, "render ConfigMap (re)created; config identity refreshed");
+                        if let Err(error) = dispatch
+                            .publish(Event::ConfigValidated {
+                                correlation: crate::source::chain_start("config"),
+                                identity,
+                            })
+                            .await
+                        {
+                            warn!(%error, "config identity not journaled");
+                            return;
+                        }
+                    }
+                }
+            });
             critical.spawn("render-source", source.run(tx, cancel.clone()));
         }
     }
