@@ -145,3 +145,135 @@ async fn throttled_render_stream_heals_nothing_and_the_spec_never_moves_back() {
     let (heals, specs) = run_stream(Duration::from_millis(250)).await;
     assert_no_false_heal(heals, &specs);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::ListParams;
+
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
+    let ours = || async {
+        secrets
+            .list(&ListParams::default().labels(&format!(
+                "{}={MAIN}",
+                haptic::k8s::crd::labels::RUNTIME_CONFIG
+            )))
+            .await
+            .unwrap()
+            .items
+    };
+    let tls = env.render_and_pass(&p, &corpus("05-tls")).await;
+    eventually("published with its Secret", || async {
+        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == tls) && ours().await.len() == 1
+    })
+    .await;
+    let name = ours().await[0].metadata.name.clone().unwrap();
+    let want = ours().await[0].data.clone();
+    let heals = || p.counters().heals.load(Ordering::Relaxed);
+    let before = heals();
+
+    // kubectl delete of the Secret: restored.
+    let out = env.kubectl(&["delete", "secret", &name]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually("secret restored", || async {
+        secrets
+            .get_opt(&name)
+            .await
+            .unwrap()
+            .is_some_and(|s| s.data == want)
+    })
+    .await;
+    // kubectl edit of its data: restored.
+    let out = env.kubectl(&[
+        "patch",
+        "secret",
+        &name,
+        "--type=merge",
+        "-p",
+        r#"{"data":{"certificate":"ZXZpbA=="}}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually("secret data restored", || async {
+        secrets.get(&name).await.unwrap().data == want
+    })
+    .await;
+    assert!(
+        heals() >= before + 2,
+        "two outside edits, {} heals",
+        heals() - before
+    );
+    assert_eq!(env.published_events(), 1);
+
+    // A render without certificates: GC deletes the Secret, and it stays deleted.
+    let healed = heals();
+    let maps = env.render_and_pass(&p, &corpus("02-maps")).await;
+    eventually("published, Secret collected", || async {
+        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == maps) && ours().await.is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ours().await.is_empty(), "a collected Secret came back");
+    assert_eq!(heals(), healed, "GC was taken for an outside delete");
+    assert_eq!(env.published_events(), 2);
+    term.stop().await;
+    env.assert_no_422();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back() {
+    let mut env = Env::start().await;
+    let (seen, watch) = record_specs(&env);
+    let mut cfg = fast_config();
+    cfg.publish_interval = Duration::from_secs(2);
+    let p = env.publisher(cfg);
+    let term = p.start(Term(1));
+    let renders = stream(2);
+    let a = env.render_and_pass(&p, &renders[0]).await;
+    eventually("first render published at once", || async {
+        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == a)
+    })
+    .await;
+    // The next render waits for the throttle; meanwhile someone edits the spec.
+    let b = env.render_and_pass(&p, &renders[1]).await;
+    let out = env.kubectl(&[
+        "patch",
+        "haproxycfg",
+        MAIN,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"content":"global\n# evil\n"}}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually("newer render published and the edit healed", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == b && !c.spec.content.contains("evil"))
+            && p.counters().heals.load(Ordering::Relaxed) >= 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let specs = positions(&seen.lock().unwrap(), &[a, b]);
+    term.stop().await;
+    watch.abort();
+    assert_eq!(specs, vec![0, 1], "spec moved backwards");
+    let live = env.cfg(MAIN).await.unwrap();
+    assert_eq!(live.spec.checksum, b);
+    assert!(!live.spec.content.contains("evil"));
+    assert_eq!(env.published_events(), 2);
+    env.assert_no_422();
+}

@@ -19,10 +19,17 @@ impl Inner {
         let r = self
             .publish_main_inner(writer, cancel, entry, extra_acks, drain)
             .await;
-        self.cache
+        let mut c = self
+            .cache
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .in_flight = None;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // An incomplete publication (superseded, cancelled, rejected) still wrote some of its
+        // objects: their late events are ours too. A rejected one asks for a heal itself.
+        if let Some(partial) = c.in_flight.take() {
+            c.previous.push_front(partial);
+            c.previous.truncate(HEAL_HISTORY);
+        }
+        drop(c);
         r
     }
 
