@@ -31,6 +31,7 @@ use kube::{Client, Resource, ResourceExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+mod build;
 mod gc;
 mod status;
 
@@ -385,20 +386,7 @@ impl Writer {
     /// Dropping the future leaves a partial publication; calling again completes it.
     pub async fn publish(&self, spec: &PublishSpec<'_>) -> Result<Published, WriteError> {
         let render = spec.render;
-        let threshold = self.cfg.compression_threshold_bytes;
-        let stored = compress_if_needed(&render.config, threshold);
-        let mut cfg_labels = BTreeMap::new();
-        cfg_labels.insert(labels::CONFIG.to_owned(), self.cfg.config_label.clone());
-        let mut desired = HAProxyCfg::new(
-            spec.name,
-            HAProxyCfgSpec {
-                path: super::crd::HAPROXY_CONFIG_PATH.to_owned(),
-                content: stored.content.clone(),
-                checksum: render.checksum,
-                compressed: stored.compressed,
-            },
-        );
-        desired.metadata = self.meta(spec.name, cfg_labels, self.cfg.owner.clone());
+        let desired = self.desired_cfg(spec);
         let mut objects = vec![PublishedObject {
             kind: "HAProxyCfg",
             name: spec.name.to_owned(),
@@ -416,7 +404,7 @@ impl Writer {
         };
         let mut refs = AuxiliaryFileReferences::default();
         let mut wanted: BTreeSet<(&'static str, String)> = BTreeSet::new();
-        let mut total_size = stored.content.len() as i64;
+        let mut total_size = desired.spec.content.len() as i64;
         if spec.with_files {
             for f in &render.files {
                 let (kind, name, content, wrote, size) =
@@ -469,102 +457,6 @@ impl Writer {
             writes,
             objects,
         })
-    }
-
-    async fn publish_file(
-        &self,
-        cfg_name: &str,
-        f: &FileContent,
-        owner: &OwnerReference,
-    ) -> Result<(&'static str, String, String, bool, i64), WriteError> {
-        let name = aux_object_name(cfg_name, f.kind, &f.path);
-        let stored = compress_if_needed(&f.content, self.cfg.compression_threshold_bytes);
-        let size = stored.content.len() as i64;
-        let checksum = Checksum::of(f.content.as_bytes());
-        let mut lbl = BTreeMap::new();
-        lbl.insert(labels::RUNTIME_CONFIG.to_owned(), cfg_name.to_owned());
-        let path = pod_path(f.kind, &f.path);
-        let base = base_name(&f.path);
-        match f.kind {
-            AuxKind::Map => {
-                let mut o = HAProxyMapFile::new(
-                    &name,
-                    HAProxyMapFileSpec {
-                        map_name: base,
-                        path,
-                        entries: stored.content,
-                        checksum,
-                        compressed: stored.compressed,
-                    },
-                );
-                o.metadata = self.meta(&name, lbl, Some(owner.clone()));
-                let (_, w) = self.upsert(&o).await?;
-                Ok(("HAProxyMapFile", name, content_of(&o), w, size))
-            }
-            AuxKind::General => {
-                let mut o = HAProxyGeneralFile::new(
-                    &name,
-                    HAProxyGeneralFileSpec {
-                        file_name: base,
-                        path,
-                        content: stored.content,
-                        checksum,
-                        compressed: stored.compressed,
-                    },
-                );
-                o.metadata = self.meta(&name, lbl, Some(owner.clone()));
-                let (_, w) = self.upsert(&o).await?;
-                Ok(("HAProxyGeneralFile", name, content_of(&o), w, size))
-            }
-            AuxKind::CrtList => {
-                let mut o = HAProxyCRTListFile::new(
-                    &name,
-                    HAProxyCRTListFileSpec {
-                        list_name: base,
-                        path,
-                        entries: stored.content,
-                        checksum,
-                        compressed: stored.compressed,
-                    },
-                );
-                o.metadata = self.meta(&name, lbl, Some(owner.clone()));
-                let (_, w) = self.upsert(&o).await?;
-                Ok(("HAProxyCRTListFile", name, content_of(&o), w, size))
-            }
-            AuxKind::Ssl | AuxKind::Ca => {
-                let type_value = if f.kind == AuxKind::Ssl {
-                    secrets::TYPE_SSL_CERTIFICATE
-                } else {
-                    secrets::TYPE_CA_FILE
-                };
-                lbl.insert(secrets::TYPE_LABEL.to_owned(), type_value.to_owned());
-                let mut meta = self.meta(&name, lbl, Some(owner.clone()));
-                if let Some(a) = meta.annotations.as_mut() {
-                    a.insert(
-                        secrets::COMPRESSED_ANNOTATION.to_owned(),
-                        stored.compressed.to_string(),
-                    );
-                    a.insert(
-                        secrets::CHECKSUM_ANNOTATION.to_owned(),
-                        checksum.to_string(),
-                    );
-                }
-                let mut data = BTreeMap::new();
-                data.insert(
-                    secrets::CERTIFICATE_KEY.to_owned(),
-                    ByteString(stored.content.into_bytes()),
-                );
-                data.insert(secrets::PATH_KEY.to_owned(), ByteString(path.into_bytes()));
-                let o = Secret {
-                    metadata: meta,
-                    data: Some(data),
-                    type_: Some(secrets::SECRET_TYPE.to_owned()),
-                    ..Secret::default()
-                };
-                let (_, w) = self.upsert(&o).await?;
-                Ok(("Secret", name, content_of(&o), w, size))
-            }
-        }
     }
 }
 

@@ -64,11 +64,23 @@ struct Wake {
     status: Notify,
 }
 
-/// Per-term state, reset at each term.
+/// How many earlier complete publications the heal watch still recognises as its own writes.
+const HEAL_HISTORY: usize = 4;
+
+/// (kind, name) of a published object.
+type ObjectKey = (String, String);
+
+/// Per-term state, reset at each term: what this publisher wrote and expects, so the heal
+/// watch tells its own writes from outside edits (see `heal::outside_edit`).
 #[derive(Default)]
 struct TermCache {
     /// Objects of the last complete publication: (kind, name) -> content JSON.
-    expected: HashMap<(String, String), String>,
+    expected: HashMap<ObjectKey, String>,
+    /// Objects of the complete publications before it, newest first, at most
+    /// [`HEAL_HISTORY`] (their watch events may arrive late, after the cache moved on).
+    previous: std::collections::VecDeque<HashMap<ObjectKey, String>>,
+    /// Objects of the publication being written now, if any.
+    in_flight: Option<HashMap<ObjectKey, String>>,
 }
 
 pub(super) struct Inner {
@@ -321,26 +333,31 @@ impl Inner {
             tracker.spawn(Arc::clone(self).heal_watch(
                 Api::<HAProxyCfg>::namespaced(c.clone(), ns),
                 by_cfg,
+                term,
                 cancel.clone(),
             ));
             tracker.spawn(Arc::clone(self).heal_watch(
                 Api::<HAProxyMapFile>::namespaced(c.clone(), ns),
                 by_rc.clone(),
+                term,
                 cancel.clone(),
             ));
             tracker.spawn(Arc::clone(self).heal_watch(
                 Api::<HAProxyGeneralFile>::namespaced(c.clone(), ns),
                 by_rc.clone(),
+                term,
                 cancel.clone(),
             ));
             tracker.spawn(Arc::clone(self).heal_watch(
                 Api::<HAProxyCRTListFile>::namespaced(c.clone(), ns),
                 by_rc.clone(),
+                term,
                 cancel.clone(),
             ));
             tracker.spawn(Arc::clone(self).heal_watch(
                 Api::<Secret>::namespaced(c.clone(), ns),
                 by_rc,
+                term,
                 cancel.clone(),
             ));
         }

@@ -7,6 +7,7 @@ mod dispatch;
 mod faults;
 mod fence;
 mod flows;
+mod heal;
 mod status;
 
 use std::fs;

@@ -1,13 +1,66 @@
 //! Self-healing: watch the published objects and wake the publish worker when one of them is
 //! deleted or edited by someone else.
+//!
+//! The publisher's own writes are not outside edits: an event is one only when the object
+//! differs from everything this publisher wrote or expects now (see [`outside_edit`]): the
+//! last complete publication, the few before it (their events may arrive late), and the
+//! publication being written. An outside edit that sets an object back to the content of one
+//! of those few earlier publications of this term is not noticed (documented limit). Status and metadata are not compared, so status writes never
+//! count; an object the publication in progress drops (garbage collection) is not restored.
 
 use super::*;
+
+/// What a watch event says about one published object.
+#[derive(Debug)]
+pub(super) enum Seen<'a> {
+    /// Created or changed: its compared content (JSON besides metadata and status) and the
+    /// leadership term stamped on it.
+    Applied {
+        content: &'a str,
+        term: Option<Term>,
+    },
+    /// Deleted.
+    Deleted,
+}
+
+/// True when the event `seen` on `key` is an outside edit (or delete) this publisher must
+/// restore; false for its own writes, status-only changes, garbage collection, objects it does
+/// not publish, and objects stamped by a newer term (their writer leads; ours would be
+/// refused).
+pub(super) fn outside_edit(
+    cache: &TermCache,
+    key: &ObjectKey,
+    seen: &Seen<'_>,
+    ours: Term,
+) -> bool {
+    let planned = cache.in_flight.as_ref().map(|m| m.get(key));
+    // The publication in progress drops it: its garbage collection deletes it (and an edit of
+    // an object about to be deleted does not matter).
+    if planned == Some(None) {
+        return false;
+    }
+    let planned = planned.flatten();
+    let expected = cache.expected.get(key);
+    if planned.is_none() && expected.is_none() {
+        return false;
+    }
+    match seen {
+        Seen::Deleted => true,
+        Seen::Applied { term, .. } if term.is_some_and(|t| t > ours) => false,
+        Seen::Applied { content, .. } => ![planned, expected]
+            .into_iter()
+            .flatten()
+            .chain(cache.previous.iter().filter_map(|m| m.get(key)))
+            .any(|want| want == content),
+    }
+}
 
 impl Inner {
     pub(super) async fn heal_watch<K>(
         self: Arc<Self>,
         api: Api<K>,
         selector: String,
+        term: Term,
         cancel: CancellationToken,
     ) where
         K: Resource
@@ -29,36 +82,37 @@ impl Inner {
                 ev = stream.next() => ev,
             };
             let Some(ev) = ev else { return };
-            let drifted = match ev {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                    let key = (kind.clone(), o.name_any());
-                    let c = self
-                        .cache
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    c.expected
-                        .get(&key)
-                        .is_some_and(|want| *want != content_json(&o))
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    let key = (kind.clone(), o.name_any());
-                    let c = self
-                        .cache
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    c.expected.contains_key(&key)
-                }
-                Ok(_) => false,
+            let (o, deleted) = match ev {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => (o, false),
+                Ok(watcher::Event::Delete(o)) => (o, true),
+                Ok(_) => continue,
                 Err(e) => {
                     debug!(error = %e, "heal watch error");
                     if !sleep_or_cancel(Duration::from_millis(500), &cancel).await {
                         return;
                     }
-                    false
+                    continue;
                 }
             };
+            let key = (kind.clone(), o.name_any());
+            let content = content_json(&o);
+            let seen = if deleted {
+                Seen::Deleted
+            } else {
+                Seen::Applied {
+                    content: &content,
+                    term: crate::k8s::writer::stamped_term(o.meta()),
+                }
+            };
+            let drifted = {
+                let c = self
+                    .cache
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                outside_edit(&c, &key, &seen, term)
+            };
             if drifted {
-                info!(kind = %kind, "published object deleted or edited; restoring");
+                info!(kind = %kind, name = %key.1, deleted, "published object deleted or edited by someone else; restoring");
                 self.heal.store(true, Ordering::Release);
                 self.wake.publish.notify_one();
             }
@@ -75,4 +129,89 @@ fn content_json<K: serde::Serialize>(obj: &K) -> String {
         m.remove("kind");
     }
     v.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kind: &str, name: &str) -> ObjectKey {
+        (kind.to_owned(), name.to_owned())
+    }
+
+    fn cache() -> TermCache {
+        let mut c = TermCache::default();
+        c.expected.insert(key("HAProxyCfg", "cfg"), "v2".into());
+        c.expected.insert(key("HAProxyMapFile", "old"), "m2".into());
+        let mut v1 = HashMap::new();
+        v1.insert(key("HAProxyCfg", "cfg"), "v1".to_owned());
+        c.previous.push_front(v1);
+        c
+    }
+
+    fn applied(content: &str) -> Seen<'_> {
+        Seen::Applied {
+            content,
+            term: Some(Term(1)),
+        }
+    }
+
+    #[test]
+    fn own_writes_are_not_outside_edits() {
+        let mut c = cache();
+        let cfg = key("HAProxyCfg", "cfg");
+        assert!(!outside_edit(&c, &cfg, &applied("v2"), Term(1)));
+        // A late event of the previous publication.
+        assert!(!outside_edit(&c, &cfg, &applied("v1"), Term(1)));
+        // The publication in progress writes v3 and drops the old map (GC).
+        let mut planned = HashMap::new();
+        planned.insert(cfg.clone(), "v3".to_owned());
+        planned.insert(key("HAProxyMapFile", "new"), "m3".to_owned());
+        c.in_flight = Some(planned);
+        assert!(!outside_edit(&c, &cfg, &applied("v3"), Term(1)));
+        assert!(!outside_edit(
+            &c,
+            &key("HAProxyMapFile", "new"),
+            &applied("m3"),
+            Term(1)
+        ));
+        let old = key("HAProxyMapFile", "old");
+        assert!(!outside_edit(&c, &old, &Seen::Deleted, Term(1)));
+        // Objects we do not publish, and a newer term's writes.
+        assert!(!outside_edit(
+            &c,
+            &key("HAProxyCfg", "cfg-invalid"),
+            &Seen::Deleted,
+            Term(1)
+        ));
+        let newer = Seen::Applied {
+            content: "theirs",
+            term: Some(Term(2)),
+        };
+        assert!(!outside_edit(&c, &cfg, &newer, Term(1)));
+    }
+
+    #[test]
+    fn outside_edits_and_deletes_are() {
+        let mut c = cache();
+        let cfg = key("HAProxyCfg", "cfg");
+        assert!(outside_edit(&c, &cfg, &applied("evil"), Term(1)));
+        assert!(outside_edit(&c, &cfg, &Seen::Deleted, Term(1)));
+        let unstamped = Seen::Applied {
+            content: "evil",
+            term: None,
+        };
+        assert!(outside_edit(
+            &c,
+            &key("HAProxyMapFile", "old"),
+            &unstamped,
+            Term(1)
+        ));
+        // During a publication: an edit of an object it writes is still one.
+        let mut planned = HashMap::new();
+        planned.insert(cfg.clone(), "v3".to_owned());
+        c.in_flight = Some(planned);
+        assert!(outside_edit(&c, &cfg, &applied("evil"), Term(1)));
+        assert!(outside_edit(&c, &cfg, &Seen::Deleted, Term(1)));
+    }
 }

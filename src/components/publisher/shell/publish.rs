@@ -6,8 +6,47 @@ use super::*;
 impl Inner {
     /// One main-HAProxyCfg publication with retries. Returns true when it committed (or was
     /// stale and released), false when cancelled or superseded (item left as it is / acked).
-    #[allow(clippy::too_many_lines)]
+    /// While it runs, its objects are the cache's `in_flight` set (the heal watch does not take
+    /// their writes, or the GC of what it drops, for outside edits).
     pub(super) async fn publish_main(
+        &self,
+        writer: &Writer,
+        cancel: &CancellationToken,
+        entry: Option<&WorkEntry>,
+        extra_acks: &[&WorkEntry],
+        drain: bool,
+    ) -> Result<bool, PublisherError> {
+        let r = self
+            .publish_main_inner(writer, cancel, entry, extra_acks, drain)
+            .await;
+        let mut c = self
+            .cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // An incomplete publication (superseded, cancelled, rejected) still wrote some of its
+        // objects: their late events are ours too. A rejected one asks for a heal itself.
+        if let Some(partial) = c.in_flight.take() {
+            c.previous.push_front(partial);
+            c.previous.truncate(HEAL_HISTORY);
+        }
+        drop(c);
+        r
+    }
+
+    fn set_in_flight(&self, writer: &Writer, spec: &PublishSpec<'_>) {
+        let objects = writer
+            .planned_objects(spec)
+            .into_iter()
+            .map(|o| ((o.kind.to_owned(), o.name), o.content))
+            .collect();
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .in_flight = Some(objects);
+    }
+
+    #[allow(clippy::too_many_lines)]
+    async fn publish_main_inner(
         &self,
         writer: &Writer,
         cancel: &CancellationToken,
@@ -61,6 +100,16 @@ impl Inner {
                     info!(name = %name, "cluster holds another leader's render; repeat skipped");
                     return Ok(true);
                 }
+                // The spec holds a render whose publication is queued (newer than the
+                // checkpoint): that publication completes it; the repeat runs after it.
+                Ok(Some(live))
+                    if live.spec.checksum != render
+                        && self.render_queued(live.spec.checksum)? =>
+                {
+                    debug!(name = %name, "spec holds a queued render; repeat deferred");
+                    self.heal.store(true, Ordering::Release);
+                    return Ok(false);
+                }
                 Ok(_) => {}
                 Err(e) => {
                     debug!(error = %e, "repeat: read failed; trying the publication");
@@ -102,16 +151,16 @@ impl Inner {
                 return Ok(false);
             }
             attempt += 1;
-            let result = writer
-                .publish(&PublishSpec {
-                    name: &name,
-                    render: &content,
-                    with_files: true,
-                    rendered_at,
-                    validated_at,
-                    validation_error: None,
-                })
-                .await;
+            let spec = PublishSpec {
+                name: &name,
+                render: &content,
+                with_files: true,
+                rendered_at,
+                validated_at,
+                validation_error: None,
+            };
+            self.set_in_flight(writer, &spec);
+            let result = writer.publish(&spec).await;
             // The publication attempt moves parked statuses back to pending.
             let unparked = {
                 let j = Arc::clone(&self.journal);
@@ -185,11 +234,17 @@ impl Inner {
                             .cache
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        c.expected = p
+                        let now: HashMap<ObjectKey, String> = p
                             .objects
                             .into_iter()
                             .map(|o| ((o.kind.to_owned(), o.name), o.content))
                             .collect();
+                        if now != c.expected {
+                            let old = std::mem::replace(&mut c.expected, now);
+                            c.previous.push_front(old);
+                            c.previous.truncate(HEAL_HISTORY);
+                        }
+                        c.in_flight = None;
                     }
                     self.wake.verdict.notify_one();
                     self.wake.status.notify_one();
@@ -204,6 +259,12 @@ impl Inner {
                             self.counters.retries.fetch_add(1, Ordering::Relaxed);
                             warn!(error = %e, attempt, delay_ms = d.as_millis() as u64, "publication failed; retrying");
                             if !sleep_or_cancel(d, cancel).await {
+                                return Ok(false);
+                            }
+                            // A repeat yields to queued publications (they are complete and
+                            // newer); it runs again after them.
+                            if entry.is_none() && self.publication_queued()? {
+                                self.heal.store(true, Ordering::Release);
                                 return Ok(false);
                             }
                             // A newer validation generation supersedes an older validation retry.
@@ -221,6 +282,10 @@ impl Inner {
                             if e.is_too_large() {
                                 let _ = writer.set_too_large(&name, &e.to_string(), now_ms()).await;
                             }
+                            // The rejected render may have reached the spec before the
+                            // failure: restore the last complete publication (never a
+                            // complete one older than the spec: the rejected render is not).
+                            self.heal.store(true, Ordering::Release);
                             if drain {
                                 return Ok(false);
                             }
@@ -235,6 +300,21 @@ impl Inner {
                 }
             }
         }
+    }
+
+    fn render_queued(&self, render: Checksum) -> Result<bool, PublisherError> {
+        let mut all = self.queue(Queue::Publish)?;
+        all.extend(self.queue(Queue::PublishDeployed)?);
+        Ok(all.iter().any(|e| match &e.record.item {
+            WorkItem::Publish(p) => p.render == render,
+            WorkItem::PublishDeployed(d) => d.render == render,
+            _ => false,
+        }))
+    }
+
+    fn publication_queued(&self) -> Result<bool, PublisherError> {
+        Ok(!self.queue(Queue::Publish)?.is_empty()
+            || !self.queue(Queue::PublishDeployed)?.is_empty())
     }
 
     fn newer_validated(&self, render_seq: Seq, e: &WorkEntry) -> Result<bool, PublisherError> {
