@@ -41,26 +41,21 @@ pub async fn check_render(
     let mut now_passed = last_passed.to_owned();
     if rejected(render) {
         let want = checksum(render);
-        let invalid = world
+        // The object is created first and its status written next: wait for both.
+        world
             .until(
                 Duration::from_secs(60),
-                &format!("{INVALID} for {render}"),
+                &format!("{INVALID} for {render} carrying the validation error"),
                 || async {
                     world
                         .hpcfg(INVALID)
                         .await
                         .filter(|c| c.spec.checksum.to_string() == want)
+                        .and_then(|c| c.status?.validation_error)
+                        .filter(|e| !e.is_empty())
                 },
             )
             .await;
-        let error = invalid
-            .status
-            .and_then(|s| s.validation_error)
-            .unwrap_or_default();
-        assert!(
-            !error.is_empty(),
-            "{render}: -invalid carries the validation error"
-        );
         let main = world
             .until(Duration::from_secs(30), "ConfigPinned=True", || async {
                 let c = world.hpcfg(MAIN).await?;
