@@ -281,6 +281,23 @@ async fn ingest_carries_the_stream_and_a_202_survives_sigkill() {
         "renders counted from ingest: {n}"
     );
 
+    // A follower refuses renders, naming the leader (stopped again before the SIGKILL below,
+    // so it cannot take over).
+    let mut follower =
+        world.controller(Opts::dir(&world, "standby", &render_dir).ingest(TOKEN_SECRET));
+    let resp = http()
+        .post(format!("http://{}/v1/renders", follower.ingest_addr()))
+        .bearer_auth(TOKEN)
+        .multipart(form("01-basic"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 503);
+    assert!(resp.headers().contains_key("retry-after"));
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(body["leader"], "solo", "{body}");
+    follower.kill();
+
     // One more render, different from the deployed one; SIGKILL right after its 202.
     let extra = "03-maps-changed";
     assert_ne!(last_passed, extra);
