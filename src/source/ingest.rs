@@ -62,8 +62,8 @@
 //! With [`IngestConfig::metrics`]: each journaled render in
 //! `haptic_renders_total{source="ingest"}`, its events in `haptic_events_accepted_total`, its
 //! commit in `haptic_journal_commit_duration_seconds`. [`IngestStats`] (renders accepted,
-//! duplicates, rejected requests, not-leader answers, journal failures), read by the runtime's
-//! `/metrics` through [`IngestServer::stats`].
+//! duplicates, rejected requests, not-leader answers, journal failures) through
+//! [`IngestServer::stats`] (not exported on `/metrics` yet).
 //!
 //! # Cancel safety
 //! A request whose client goes away after the commit started still commits (the commit runs in a
