@@ -536,18 +536,16 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         "pod-discovery",
         discovery.run(tx.clone(), inputs_cancel.clone()),
     );
-    if let Some(addr) = args.ingest_addr {
-        start_ingest(
-            &critical,
-            &args,
-            &client,
-            &namespace,
-            addr,
-            &dispatch,
-            &inputs_cancel,
-        )
-        .await?;
-    }
+    start_ingest(
+        &critical,
+        &args,
+        &client,
+        &namespace,
+        &dispatch,
+        &metrics,
+        &inputs_cancel,
+    )
+    .await?;
     let elector_task = {
         let (tx, c) = (tx.clone(), lease_cancel.clone());
         tracker.spawn(async move { elector.run(tx, c).await }.instrument(info_span!("lease")))
@@ -626,22 +624,26 @@ async fn drain(
     }
 }
 
-/// Starts the HTTP ingest endpoint on `addr` (leader only answers 202; the token comes from
-/// `--ingest-token-secret`, key `token`).
+/// Starts the HTTP ingest endpoint on `--ingest-addr` when given (leader only answers 202; the
+/// token comes from `--ingest-token-secret`, key `token`; renders counted in `metrics`).
 async fn start_ingest(
     critical: &Critical,
     args: &RunArgs,
     client: &kube::Client,
     namespace: &str,
-    addr: std::net::SocketAddr,
     dispatch: &crate::dispatch::DispatchHandle,
+    metrics: &Arc<crate::telemetry::Metrics>,
     cancel: &CancellationToken,
 ) -> Result<(), RuntimeError> {
     use crate::source::ingest::{IngestConfig, IngestServer, read_token};
+    let Some(addr) = args.ingest_addr else {
+        return Ok(());
+    };
     let secret = args.ingest_token_secret.clone().unwrap_or_default();
     let token = read_token(client.clone(), namespace, &secret).await?;
-    let cfg =
-        IngestConfig::new(Some(token)).lease(client.clone(), namespace, args.lease_name.clone());
+    let cfg = IngestConfig::new(Some(token))
+        .lease(client.clone(), namespace, args.lease_name.clone())
+        .metrics(metrics.clone());
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| RuntimeError::Bind {

@@ -59,8 +59,11 @@
 //! a restart, since the duplicate check is in memory).
 //!
 //! # Metrics
-//! [`IngestStats`] (renders accepted, duplicates, rejected requests, not-leader answers, journal
-//! failures), read by the runtime's `/metrics` through [`IngestServer::stats`].
+//! With [`IngestConfig::metrics`]: each journaled render in
+//! `haptic_renders_total{source="ingest"}`, its events in `haptic_events_accepted_total`, its
+//! commit in `haptic_journal_commit_duration_seconds`. [`IngestStats`] (renders accepted,
+//! duplicates, rejected requests, not-leader answers, journal failures) through
+//! [`IngestServer::stats`] (not exported on `/metrics` yet).
 //!
 //! # Cancel safety
 //! A request whose client goes away after the commit started still commits (the commit runs in a
@@ -132,6 +135,9 @@ pub struct IngestConfig {
     pub max_body_bytes: usize,
     /// The Lease whose `spec.holderIdentity` a follower names; `None` answers `"leader": null`.
     pub lease: Option<LeaseRef>,
+    /// Where each journaled render is counted (`haptic_renders_total{source="ingest"}`,
+    /// `haptic_events_accepted_total`, the commit latency); `None` counts nowhere.
+    pub metrics: Option<Arc<crate::telemetry::Metrics>>,
 }
 
 impl IngestConfig {
@@ -142,7 +148,15 @@ impl IngestConfig {
             token,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease: None,
+            metrics: None,
         }
+    }
+
+    /// Counts journaled renders in `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<crate::telemetry::Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Names the leader from this Lease on followers.
@@ -176,6 +190,7 @@ impl std::fmt::Debug for IngestConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("lease", &self.lease)
+            .field("metrics", &self.metrics.is_some())
             .finish()
     }
 }
@@ -445,8 +460,14 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
     }
     let event = template_rendered(&content, read_time, "ingest");
     let batch = render_batch(event, &content);
+    let commit_started = Instant::now();
     match inner.dispatch.accept(batch).await {
         Ok(done) => {
+            if let Some(m) = &inner.cfg.metrics {
+                m.observe_commit(commit_started.elapsed());
+                m.events_accepted(done.seqs().len() as u64);
+                m.render_accepted(crate::telemetry::RenderSource::Ingest);
+            }
             let seq = done.seqs().last().copied().unwrap_or(Seq(0));
             let now = Latest { checksum, seq };
             *latest = Some(now);

@@ -6,8 +6,10 @@
 mod rbac;
 mod replicas;
 mod restart;
+mod sources;
 mod startup;
 mod stream;
+mod telemetry;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -210,6 +212,53 @@ impl Opts {
             env: Vec::new(),
         }
     }
+
+    /// A controller named `identity` on the ConfigMap `configmap` (plus the certificate Secret
+    /// `secret`, when given): `--source configmap`.
+    pub fn configmap(world: &World, identity: &str, configmap: &str, secret: Option<&str>) -> Opts {
+        let mut source: Vec<String> = vec![
+            "--source".into(),
+            "configmap".into(),
+            "--configmap".into(),
+            configmap.into(),
+        ];
+        if let Some(s) = secret {
+            source.extend(["--configmap-secret".into(), s.into()]);
+        }
+        Opts {
+            source,
+            ..Opts::dir(world, identity, Path::new("/nonexistent"))
+        }
+    }
+
+    /// Adds the HTTP ingest endpoint on a free loopback port, its token in the Secret
+    /// `token_secret` (key `token`); find the port with [`Controller::ingest_addr`].
+    pub fn ingest(mut self, token_secret: &str) -> Opts {
+        self.extra.extend([
+            "--ingest-addr".into(),
+            "127.0.0.1:0".into(),
+            "--ingest-token-secret".into(),
+            token_secret.into(),
+        ]);
+        self
+    }
+}
+
+/// The files of a corpus render: (render-relative path, content), `haproxy.cfg` first.
+pub fn render_files(render: &str) -> Vec<(String, Vec<u8>)> {
+    let content = RenderContent::read_dir(&Path::new(RENDERS).join(render)).unwrap();
+    let mut v = vec![("haproxy.cfg".to_owned(), content.config.clone())];
+    v.extend(content.files.into_iter().map(|f| (f.path, f.content)));
+    v
+}
+
+/// An HTTP client for loopback only (no proxy), with a per-request bound.
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
 }
 
 /// A running `haptic run` child.
@@ -303,6 +352,46 @@ impl Controller {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The address a log line `<message> ... addr=<ip:port>` names (the first such line),
+    /// polled within `bound` (the line appears once the listener is bound).
+    pub fn logged_addr(&self, message: &str, bound: Duration) -> std::net::SocketAddr {
+        let deadline = Instant::now() + bound;
+        loop {
+            let log = self.log_text();
+            let found = log
+                .lines()
+                .filter(|l| l.contains(message))
+                .find_map(|l| l.split("addr=").nth(1))
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|a| a.trim_matches('"').parse().ok());
+            if let Some(addr) = found {
+                return addr;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no `{message} addr=` line within {bound:?}\n{}",
+                self.log_tail(40)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The `--metrics-addr` the controller bound (`/healthz`, `/readyz`, `/metrics`).
+    pub fn metrics_addr(&self) -> std::net::SocketAddr {
+        self.logged_addr(
+            "serving /healthz, /readyz and /metrics",
+            Duration::from_secs(60),
+        )
+    }
+
+    /// The `--ingest-addr` the controller bound (see [`Opts::ingest`]).
+    pub fn ingest_addr(&self) -> std::net::SocketAddr {
+        self.logged_addr(
+            "ingest endpoint listening (POST /v1/renders)",
+            Duration::from_secs(60),
+        )
     }
 
     pub fn log_tail(&self, lines: usize) -> String {

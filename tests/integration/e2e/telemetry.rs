@@ -1,0 +1,229 @@
+//! Health and metrics of the real binary (issue 6 "Tests"): after a short end-to-end run the
+//! counters it should move are non-zero, every query of `deploy/grafana-dashboard.json` names
+//! a metric its `/metrics` exports, `/readyz` and `/healthz` answer 200; a second controller
+//! started with a component blocked by the test hook (`HAPTIC_TEST_STALL`, feature
+//! `failpoints`) answers `/healthz` 503 naming it, while the first stays 200.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::sources::check_render;
+use super::{Opts, World, feed, http};
+
+/// One `/metrics` scrape: `# TYPE` families and every sample (`name{labels}` as written).
+#[derive(Debug, Default)]
+pub struct Scrape {
+    pub text: String,
+    pub families: BTreeMap<String, String>,
+    pub samples: BTreeMap<String, f64>,
+}
+
+impl Scrape {
+    pub fn parse(text: &str) -> Scrape {
+        let mut s = Scrape {
+            text: text.to_owned(),
+            ..Scrape::default()
+        };
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut w = rest.split_whitespace();
+                if let (Some(name), Some(kind)) = (w.next(), w.next()) {
+                    s.families.insert(name.to_owned(), kind.to_owned());
+                }
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let (key, rest) = match line.find('}') {
+                    Some(i) => line.split_at(i + 1),
+                    None => line.split_once(' ').unwrap_or((line, "")),
+                };
+                if let Some(v) = rest.split_whitespace().next().and_then(|v| v.parse().ok()) {
+                    s.samples.insert(key.to_owned(), v);
+                }
+            }
+        }
+        s
+    }
+
+    /// The value of the sample `key` (`name` or `name{labels}` as exposed); 0 when absent.
+    pub fn value(&self, key: &str) -> f64 {
+        self.samples.get(key).copied().unwrap_or(0.0)
+    }
+
+    /// Whether a PromQL metric name selects a series of this exposition as Prometheus stores
+    /// it: counters as `<family>_total`, histograms as `_bucket`/`_sum`/`_count`, gauges by the
+    /// family name.
+    pub fn exports(&self, name: &str) -> bool {
+        self.families.iter().any(|(family, kind)| {
+            let suffixes: &[&str] = match kind.as_str() {
+                "counter" => &["_total", "_created"],
+                "histogram" => &["_bucket", "_sum", "_count", "_created"],
+                _ => &[""],
+            };
+            name.strip_prefix(family.as_str())
+                .is_some_and(|suffix| suffixes.contains(&suffix))
+        })
+    }
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let resp = http()
+        .get(format!("http://{addr}{path}"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
+/// GETs `/metrics` of the controller at `addr`.
+pub async fn scrape(addr: SocketAddr) -> Scrape {
+    let (status, text) = get(addr, "/metrics").await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends in # EOF");
+    Scrape::parse(&text)
+}
+
+/// Polls `path` until it answers `status` (bounded); returns the body.
+async fn wait_status(addr: SocketAddr, path: &str, status: u16) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (s, body) = get(addr, path).await;
+        if s == status {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} still {s} (want {status}): {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every `haptic_*` identifier of every PromQL `expr` in the dashboard.
+fn dashboard_metric_names() -> BTreeSet<String> {
+    fn walk(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v.as_str()) {
+                        ("expr", Some(expr)) => {
+                            assert!(
+                                expr.contains("haptic_"),
+                                "query names no haptic metric: {expr}"
+                            );
+                            out.extend(
+                                expr.split(|c: char| {
+                                    !(c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                                })
+                                .filter(|w| w.starts_with("haptic_"))
+                                .map(str::to_owned),
+                            );
+                        }
+                        _ => walk(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana-dashboard.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut names = BTreeSet::new();
+    walk(&dash, &mut names);
+    names
+}
+
+/// The counters a short run (a valid render, maps, a rejected render, a large map) must move,
+/// and the gauges of a leader; `None` when all hold, else the ones that do not.
+fn unmoved(m: &Scrape) -> Option<Vec<String>> {
+    let positive = [
+        "haptic_events_accepted_total",
+        "haptic_renders_total{source=\"dir\"}",
+        "haptic_validations_total{result=\"passed\"}",
+        "haptic_validations_total{result=\"failed\"}",
+        "haptic_deployments_total{result=\"completed\"}",
+        "haptic_endpoint_syncs_total{result=\"success\"}",
+        "haptic_publishes_total{result=\"success\"}",
+        "haptic_journal_commit_duration_seconds_count",
+        "haptic_journal_commits_total",
+        "haptic_config_published_total",
+        "haptic_reloads_total",
+        "haptic_term",
+        "haptic_leader",
+    ];
+    let mut bad: Vec<String> = positive
+        .iter()
+        .filter(|k| m.value(k) < 1.0)
+        .map(|k| format!("{k} = {}", m.value(k)))
+        .collect();
+    if m.value("haptic_leader") != 1.0 {
+        bad.push(format!("haptic_leader = {}", m.value("haptic_leader")));
+    }
+    if m.value("haptic_validations_total{result=\"passed\"}") < 3.0 {
+        bad.push("fewer than 3 passed validations (01, 02, 10)".to_owned());
+    }
+    if bad.is_empty() { None } else { Some(bad) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_health_of_the_real_binary() {
+    let world = World::start(3).await;
+    let render_dir = world.dir.path().join("render");
+    feed(&render_dir, "01-basic");
+    let mut ctl = world.controller(Opts::dir(&world, "solo", &render_dir));
+    let mut last_passed = String::new();
+    for render in ["01-basic", "02-maps", "08-invalid", "10-large-map"] {
+        feed(&render_dir, render);
+        last_passed = check_render(&world, &ctl, render, &last_passed).await;
+    }
+    let addr = ctl.metrics_addr();
+    // Counters read at scrape time may trail the published status by a moment: poll.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let m = loop {
+        let m = scrape(addr).await;
+        match unmoved(&m) {
+            None => break m,
+            Some(bad) => assert!(
+                Instant::now() < deadline,
+                "counters that should have moved: {bad:?}\n{}",
+                m.text
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    // Every dashboard query names a metric this binary exports.
+    let names = dashboard_metric_names();
+    assert!(names.len() >= 10, "too few dashboard metrics: {names:?}");
+    let missing: Vec<&String> = names.iter().filter(|n| !m.exports(n)).collect();
+    assert!(
+        missing.is_empty(),
+        "dashboard names metrics /metrics does not export: {missing:?}\n{}",
+        m.text
+    );
+    assert_eq!(wait_status(addr, "/readyz", 200).await, "ok\n");
+    assert_eq!(wait_status(addr, "/healthz", 200).await, "ok\n");
+
+    // A second replica with the deployer blocked by the test hook: /healthz 503 naming it.
+    let mut opts = Opts::dir(&world, "stalled", &render_dir);
+    opts.env
+        .push(("HAPTIC_TEST_STALL".to_owned(), "deployer".to_owned()));
+    let mut stalled = world.controller(opts);
+    let stalled_addr = stalled.metrics_addr();
+    let body = wait_status(stalled_addr, "/healthz", 503).await;
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("deployer: ") && l.contains("stalled")),
+        "the 503 body names the blocked component: {body:?}"
+    );
+    let (status, body) = get(addr, "/healthz").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok\n"),
+        "the first replica stays healthy"
+    );
+    stalled.kill();
+    let status = ctl.stop(Duration::from_secs(30)).expect("stops on SIGTERM");
+    assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
+    world.cluster.shutdown().await;
+}
