@@ -46,10 +46,12 @@ async fn render_stream_reaches_every_pod_and_is_published() {
                     Duration::from_secs(60),
                     &format!("{INVALID} for {render}"),
                     || async {
-                        world
-                            .hpcfg(INVALID)
-                            .await
-                            .filter(|c| c.spec.checksum.to_string() == want)
+                        world.hpcfg(INVALID).await.filter(|c| {
+                            c.spec.checksum.to_string() == want
+                                && c.status
+                                    .as_ref()
+                                    .is_some_and(|s| s.validation_error.is_some())
+                        })
                     },
                 )
                 .await;
