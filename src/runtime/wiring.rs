@@ -1,0 +1,267 @@
+//! The pieces `run` wires together: the kube client, credentials, the source, ingest, the drain
+//! and the config identity. Split from `mod.rs` to keep each file readable; `run` is the only
+//! caller.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use haptic_journal::{ConfigIdentity, Event, Journal};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource as _;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{Critical, RuntimeError, Settings};
+use crate::cli::{RunArgs, SourceKind};
+use crate::components::publisher::ConfigPublisher;
+use crate::dataplane::BasicAuth;
+use crate::k8s::discovery::read_credentials;
+use crate::source::Input;
+
+/// Builds the kube client (retry layer off, DESIGN.md section 2): from `--kubeconfig`, else
+/// the in-cluster service account.
+pub(super) async fn kube_client(
+    args: &RunArgs,
+    identity: &str,
+) -> Result<kube::Client, RuntimeError> {
+    let config = match &args.kubeconfig {
+        Some(path) => crate::k8s::client::load_kubeconfig(path)
+            .await
+            .map_err(|e| RuntimeError::Kube(Box::new(e)))?,
+        None => kube::Config::incluster().map_err(|e| RuntimeError::Kube(Box::new(e)))?,
+    };
+    crate::k8s::client::build(config, &crate::k8s::client::user_agent(identity))
+        .map_err(|e| RuntimeError::Kube(Box::new(e)))
+}
+
+/// Reads the Dataplane credentials, retrying every 2 s (logging each failure) until they can be
+/// read or `cancel` fires (`None`).
+pub(super) async fn wait_for_credentials(
+    client: &kube::Client,
+    namespace: &str,
+    secret: &str,
+    cancel: &CancellationToken,
+) -> Option<BasicAuth> {
+    loop {
+        match read_credentials(client.clone(), namespace, secret).await {
+            Ok(c) => {
+                return Some(BasicAuth {
+                    username: c.username,
+                    password: c.password,
+                });
+            }
+            Err(error) => warn!(%error, "dataplane credentials not readable yet; retrying in 2s"),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return None,
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+}
+
+/// Waits until every event committed so far was dispatched and processed by every subscriber,
+/// or until `bound` passed. Returns whether it got there.
+pub(super) async fn wait_dispatched(journal: &Arc<Journal>, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    let target = journal.meta().map(|m| m.next_seq.0.saturating_sub(1));
+    let Ok(target) = target else { return false };
+    loop {
+        match journal.meta() {
+            Ok(m) if m.dispatched_through.0 >= target => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub(super) fn shutdown_signal() -> Result<impl Future<Output = &'static str>, RuntimeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(RuntimeError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(RuntimeError::Signal)?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        }
+    })
+}
+
+/// The config identity and the owner reference of the HAProxyCfg (the source ConfigMap, when it
+/// exists; DESIGN.md section 1).
+pub(super) async fn identity_and_owner(
+    client: &kube::Client,
+    settings: &Settings,
+    namespace: &str,
+) -> (ConfigIdentity, Option<OwnerReference>) {
+    let mut identity = ConfigIdentity {
+        name: settings.config_name.as_str().into(),
+        namespace: namespace.into(),
+        source_uid: None,
+        source_generation: None,
+    };
+    let mut owner = None;
+    if let (SourceKind::Configmap, Some(name)) = (settings.args.source, &settings.args.configmap) {
+        let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), namespace);
+        match api.get_opt(name).await {
+            Ok(Some(cm)) => {
+                if let Some(uid) = cm.metadata.uid.clone() {
+                    identity.source_uid = Some(uid.as_str().into());
+                }
+                owner = cm.controller_owner_ref(&()).map(|mut o| {
+                    o.controller = Some(false);
+                    o
+                });
+            }
+            Ok(None) => warn!(configmap = %name, "the render ConfigMap does not exist yet"),
+            Err(error) => warn!(configmap = %name, %error, "cannot read the render ConfigMap"),
+        }
+    }
+    (identity, owner)
+}
+
+/// The graceful leader stop: the deployer's drain, every accepted event dispatched, then the
+/// publisher's drain, all within `bound`.
+pub(super) async fn drain(
+    scheduler: &crate::components::scheduler::SchedulerHandle,
+    publisher: &ConfigPublisher,
+    journal: &Arc<Journal>,
+    bound: Duration,
+) {
+    let started = Instant::now();
+    info!(
+        bound_ms = bound.as_millis() as u64,
+        "draining: deployer first"
+    );
+    scheduler.drain(bound).await;
+    let rest = bound.saturating_sub(started.elapsed());
+    if !wait_dispatched(journal, rest).await {
+        warn!("drain: not every accepted event was dispatched in time");
+    }
+    let rest = bound.saturating_sub(started.elapsed());
+    match tokio::time::timeout(rest, publisher.drain()).await {
+        Ok(Ok(Some(render))) => info!(%render, "drain: published the newest deployed render"),
+        Ok(Ok(None)) => info!("drain: nothing left to publish"),
+        Ok(Err(error)) => warn!(%error, "drain: publisher failed"),
+        Err(_) => warn!("drain: publisher did not finish in time"),
+    }
+}
+
+/// Starts the HTTP ingest endpoint on `--ingest-addr` when given (leader only answers 202; the
+/// token comes from `--ingest-token-secret`, key `token`; renders counted in `metrics`).
+pub(super) async fn start_ingest(
+    critical: &Critical,
+    args: &RunArgs,
+    client: &kube::Client,
+    namespace: &str,
+    dispatch: &crate::dispatch::DispatchHandle,
+    metrics: &Arc<crate::telemetry::Metrics>,
+    cancel: &CancellationToken,
+) -> Result<(), RuntimeError> {
+    use crate::source::ingest::{IngestConfig, IngestServer, read_token};
+    let Some(addr) = args.ingest_addr else {
+        return Ok(());
+    };
+    let secret = args.ingest_token_secret.clone().unwrap_or_default();
+    let token = read_token(client.clone(), namespace, &secret).await?;
+    let cfg = IngestConfig::new(Some(token))
+        .lease(client.clone(), namespace, args.lease_name.clone())
+        .metrics(metrics.clone());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| RuntimeError::Bind {
+            what: "--ingest-addr",
+            addr,
+            source,
+        })?;
+    info!(addr = %listener.local_addr().map_or_else(|_| addr.to_string(), |a| a.to_string()),
+        "ingest endpoint listening (POST /v1/renders)");
+    let server = IngestServer::new(cfg, dispatch.clone());
+    critical.spawn("ingest", server.run(listener, cancel.clone()));
+    Ok(())
+}
+
+/// The newest render the journal holds a `template.rendered` for (so a restarted source does
+/// not journal the unchanged render again).
+pub(super) fn last_rendered(journal: &Journal) -> Option<haptic_journal::Checksum> {
+    let events = journal.events(haptic_journal::Seq(1), usize::MAX).ok()?;
+    events.iter().rev().find_map(|(_, _, e)| match e {
+        Event::TemplateRendered { render, .. } => Some(*render),
+        _ => None,
+    })
+}
+
+/// Starts the render source chosen by `--source`. With a ConfigMap source, a recreated ConfigMap
+/// (new uid) journals a new `config.validated` with that uid.
+#[allow(clippy::too_many_arguments)] // one call site: the runtime's wiring
+pub(super) fn start_source(
+    critical: &Critical,
+    settings: &Settings,
+    client: &kube::Client,
+    dispatch: &crate::dispatch::DispatchHandle,
+    identity: ConfigIdentity,
+    last: Option<haptic_journal::Checksum>,
+    tx: mpsc::Sender<Input>,
+    cancel: &CancellationToken,
+) {
+    match settings.args.source {
+        SourceKind::Dir => {
+            let dir = settings.args.render_dir.clone().unwrap_or_default();
+            let mut source =
+                crate::source::dir::DirSource::new(crate::source::dir::DirSourceConfig::new(dir));
+            if let Some(c) = last {
+                source.set_last_sent(c);
+            }
+            critical.spawn("render-source", source.run(tx, cancel.clone()));
+        }
+        SourceKind::Configmap => {
+            let mut cfg = crate::source::configmap::ConfigMapSourceConfig::new(
+                identity.namespace.as_str(),
+                settings.args.configmap.clone().unwrap_or_default(),
+            );
+            cfg.secret.clone_from(&settings.args.configmap_secret);
+            let mut source = crate::source::configmap::ConfigMapSource::new(client.clone(), cfg);
+            if let Some(c) = last {
+                source.set_last_sent(c);
+            }
+            let mut uid = source.source_uid();
+            let (dispatch, cancel_uid) = (dispatch.clone(), cancel.clone());
+            tokio::spawn(async move {
+                let mut current = identity.source_uid.clone();
+                loop {
+                    tokio::select! {
+                        () = cancel_uid.cancelled() => return,
+                        r = uid.changed() => if r.is_err() { return },
+                    }
+                    let seen = uid.borrow_and_update().clone();
+                    if seen.is_some() && seen != current {
+                        current.clone_from(&seen);
+                        let identity = ConfigIdentity {
+                            source_uid: seen,
+                            ..identity.clone()
+                        };
+                        info!(uid = ?identity.source_uid, "render ConfigMap (re)created; config identity refreshed");
+                        if let Err(error) = dispatch
+                            .publish(Event::ConfigValidated {
+                                correlation: crate::source::chain_start("config"),
+                                identity,
+                            })
+                            .await
+                        {
+                            warn!(%error, "config identity not journaled");
+                            return;
+                        }
+                    }
+                }
+            });
+            critical.spawn("render-source", source.run(tx, cancel.clone()));
+        }
+    }
+}
