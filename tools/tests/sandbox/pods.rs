@@ -1575,7 +1575,7 @@ async fn pods_demo_walks_the_render_corpus() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("the haptic controller does not exist yet"),
+        stdout.contains("no controller is involved"),
         "{stdout}"
     );
     assert!(
