@@ -56,6 +56,16 @@ pub enum JournalRecovery {
     Rebuild,
 }
 
+/// How the journal file is shared (DESIGN.md section 2, `haptic_journal::Concurrency`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JournalConcurrency {
+    /// This process alone has the file (one fsync per commit). The default.
+    Exclusive,
+    /// This process writes; read-only inspectors (`haptic-journalctl`) may open the live file
+    /// (two fsyncs per commit; needs byte-range locks, so no NFS).
+    SingleWriter,
+}
+
 pub use crate::telemetry::LogFormat;
 
 /// Flags of `haptic run`.
@@ -78,6 +88,9 @@ pub struct RunArgs {
     /// A journal that cannot be opened: `refuse` (stop) or `rebuild` (move it aside, start empty).
     #[arg(long, env = "HAPTIC_JOURNAL_RECOVERY", value_enum, default_value_t = JournalRecovery::Refuse)]
     pub journal_recovery: JournalRecovery,
+    /// Journal sharing: `exclusive`, or `single-writer` to let `haptic-journalctl` read the live file.
+    #[arg(long, env = "HAPTIC_JOURNAL_CONCURRENCY", value_enum, default_value_t = JournalConcurrency::Exclusive)]
+    pub journal_concurrency: JournalConcurrency,
     /// Render source.
     #[arg(long, env = "HAPTIC_SOURCE", value_enum, default_value_t = SourceKind::Dir)]
     pub source: SourceKind,

@@ -154,8 +154,8 @@ pub struct Corrupt {
 pub enum OpenError {
     /// Another process holds the journal (redb's file lock).
     #[error(
-        "journal {path} is in use by another process: stop that process, or inspect it read-only \
-         with concurrency mode single-writer if the controller runs in that mode"
+        "journal {path} is in use by another process: stop that process; to inspect a live \
+         journal, run the controller with --journal-concurrency single-writer"
     )]
     InUse {
         /// The file.

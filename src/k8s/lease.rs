@@ -227,6 +227,9 @@ pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaseConfig,
     guard: LeaseGuard,
+    /// The newest term this replica already knows (its journal's); every acquisition takes a
+    /// term above it, also when the Lease was deleted or recreated (J7: the term must grow).
+    term_floor: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -249,7 +252,24 @@ impl LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
             guard,
+            term_floor: Arc::new(|| 0),
         }
+    }
+
+    /// Sets the term floor: each acquisition writes `leaseTransitions` = max(the Lease's + 1,
+    /// `floor() + 1`), so the term grows even when the Lease object was deleted or recreated.
+    #[must_use]
+    pub fn with_term_floor(mut self, floor: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.term_floor = Arc::new(floor);
+        self
+    }
+
+    fn next_transitions(&self, current: i32) -> i32 {
+        let floor = i32::try_from((self.term_floor)()).unwrap_or(i32::MAX - 1);
+        current
+            .saturating_add(1)
+            .max(floor.saturating_add(1))
+            .max(1)
     }
 
     /// The fencing guard; clone it into every component that writes.
@@ -374,7 +394,7 @@ impl LeaderElector {
                         ..ObjectMeta::default()
                     },
                     // Terms start at 1: 0 is never a term.
-                    spec: Some(self.spec(1, now.clone(), now)),
+                    spec: Some(self.spec(self.next_transitions(0), now.clone(), now)),
                 };
                 self.api.create(&PostParams::default(), &lease).await
             }
@@ -402,7 +422,7 @@ impl LeaderElector {
                 if !free {
                     return None;
                 }
-                let transitions = spec.lease_transitions.unwrap_or(0).saturating_add(1);
+                let transitions = self.next_transitions(spec.lease_transitions.unwrap_or(0));
                 lease.spec = Some(self.spec(transitions, now.clone(), now));
                 self.api
                     .replace(&self.config.name, &PostParams::default(), &lease)

@@ -135,17 +135,17 @@ struct Critical {
 }
 
 impl Critical {
-    fn spawn<F, E>(&self, name: &'static str, fut: F)
+    fn spawn<F, E>(&self, name: &'static str, fut: F) -> tokio::task::JoinHandle<()>
     where
         F: Future<Output = Result<(), E>> + Send + 'static,
-        E: std::fmt::Display,
+        E: std::error::Error,
     {
         let ended = self.ended.clone();
         self.tracker.spawn(
             async move {
                 let result = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(e.to_string()),
+                    Ok(Err(e)) => Err(error_chain(&e)),
                     Err(_) => Err("panicked".to_owned()),
                 };
                 if let Err(reason) = &result {
@@ -154,8 +154,23 @@ impl Critical {
                 let _ = ended.try_send((name, result));
             }
             .instrument(info_span!("component", name)),
-        );
+        )
     }
+}
+
+/// An error with its sources: `outer: inner: innermost`.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// Runs the controller until SIGTERM/SIGINT (graceful, exit 0) or until a critical component
@@ -173,8 +188,12 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     tokio::pin!(signal);
     let validator = Validator::new(&args.haproxy_bin, args.validation_timeout).await?;
     info!(haproxy = validator.version(), "validation uses haproxy -c");
-    let (path, recovery) = (args.journal.clone(), args.journal_recovery);
-    let opened = tokio::task::spawn_blocking(move || open::open(&path, recovery))
+    let (path, recovery, concurrency) = (
+        args.journal.clone(),
+        args.journal_recovery,
+        args.journal_concurrency,
+    );
+    let opened = tokio::task::spawn_blocking(move || open::open(&path, recovery, concurrency))
         .await
         .map_err(|_| RuntimeError::Join)??;
     let journal = Arc::new(opened.journal);
@@ -233,6 +252,22 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     lease_config.check()?;
     info!(%namespace, %identity, "kubernetes client ready");
 
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (started, secret) = (
+            started.clone(),
+            format!("{namespace}/{}", args.dataplane_secret),
+        );
+        health.add_readiness("startup", move || {
+            if started.load(std::sync::atomic::Ordering::Relaxed) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "starting: waiting for the dataplane credentials Secret {secret}"
+                ))
+            }
+        });
+    }
     let stop = CancellationToken::new();
     let credentials = tokio::select! {
         c = wait_for_credentials(&client, &namespace, &args.dataplane_secret, &stop) => c,
@@ -254,7 +289,9 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     let notify_sub = dispatcher.subscribe(notify::subscribe_options());
     let dispatch = dispatcher.handle();
 
-    let elector = LeaderElector::new(client.clone(), lease_config);
+    let floor_journal = journal.clone();
+    let elector = LeaderElector::new(client.clone(), lease_config)
+        .with_term_floor(move || floor_journal.term().map_or(0, |t| t.0));
     let guard = elector.guard();
     publisher_cfg.lease = Arc::new(guard.clone());
 
@@ -312,7 +349,8 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     critical.spawn("dispatcher", dispatcher.run(work.clone()));
     let acceptor_stats = Arc::new(AcceptorStats::default());
     let (tx, rx) = mpsc::channel::<Input>(INPUT_CAPACITY);
-    let acceptor = tracker.spawn(
+    let acceptor = critical.spawn(
+        "acceptor",
         inputs::run(
             rx,
             dispatch.clone(),
@@ -322,8 +360,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
                 SourceKind::Dir => crate::telemetry::RenderSource::Dir,
                 SourceKind::Configmap => crate::telemetry::RenderSource::ConfigMap,
             },
-        )
-        .instrument(info_span!("acceptor")),
+        ),
     );
     critical.spawn(scheduler::COMPONENT, shell.run(work.clone()));
     let drift_handle = drift::DriftHandle::default();
@@ -450,6 +487,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         tracker.spawn(async move { elector.run(tx, c).await }.instrument(info_span!("lease")))
     };
     drop(tx);
+    started.store(true, std::sync::atomic::Ordering::Relaxed);
     info!("haptic running");
 
     let failure = tokio::select! {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use haptic_journal::{Journal, JournalOptions, OpenError};
 
-use crate::cli::JournalRecovery;
+use crate::cli::{JournalConcurrency, JournalRecovery};
 
 /// The journal could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -51,13 +51,25 @@ pub struct Opened {
     pub rebuilt_from: Option<(PathBuf, String)>,
 }
 
+/// The first bytes of every redb file.
+const REDB_MAGIC: &[u8] = b"redb\x1A\x0A\xA9\x0D\x0A";
+
 /// Whether `--journal-recovery=rebuild` may move the file aside for this error: damage, not
-/// a configuration problem (in use, schema, permissions stay errors to fix by hand).
-fn is_damage(e: &OpenError) -> bool {
-    matches!(
-        e,
-        OpenError::Corrupt { .. } | OpenError::Storage { .. } | OpenError::NotAJournal { .. }
-    )
+/// a configuration problem (in use, schema, permissions stay errors to fix by hand), and only a
+/// file that starts like a redb file (a mistyped `--journal` pointing at some other file is
+/// never moved).
+fn is_damage(e: &OpenError, path: &Path) -> bool {
+    let looks_like_redb = std::fs::File::open(path)
+        .and_then(|mut f| {
+            let mut head = [0_u8; 9];
+            std::io::Read::read_exact(&mut f, &mut head).map(|()| head)
+        })
+        .is_ok_and(|head| head == REDB_MAGIC);
+    looks_like_redb
+        && matches!(
+            e,
+            OpenError::Corrupt { .. } | OpenError::Storage { .. } | OpenError::NotAJournal { .. }
+        )
 }
 
 /// Opens (creating when absent) the journal at `path`.
@@ -65,20 +77,32 @@ fn is_damage(e: &OpenError) -> bool {
 /// # Errors
 /// [`JournalOpenError`]; with [`JournalRecovery::Refuse`] a damaged file is an
 /// [`JournalOpenError::Open`] whose message names `--journal-recovery=rebuild`.
-pub fn open(path: &Path, recovery: JournalRecovery) -> Result<Opened, JournalOpenError> {
+pub fn open(
+    path: &Path,
+    recovery: JournalRecovery,
+    concurrency: JournalConcurrency,
+) -> Result<Opened, JournalOpenError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| JournalOpenError::Dir {
             dir: dir.to_path_buf(),
             source,
         })?;
     }
-    let options = JournalOptions::new(path);
+    // An empty pre-created file (a `touch`, an init container) is a journal yet to be created.
+    if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        tracing::info!(journal = %path.display(), "journal file is empty: creating the journal in it");
+        let _ = std::fs::remove_file(path);
+    }
+    let options = JournalOptions::new(path).concurrency(match concurrency {
+        JournalConcurrency::Exclusive => haptic_journal::Concurrency::Exclusive,
+        JournalConcurrency::SingleWriter => haptic_journal::Concurrency::SingleWriter,
+    });
     match Journal::open(&options) {
         Ok(journal) => Ok(Opened {
             journal,
             rebuilt_from: None,
         }),
-        Err(e) if recovery == JournalRecovery::Rebuild && is_damage(&e) => {
+        Err(e) if recovery == JournalRecovery::Rebuild && is_damage(&e, path) => {
             let reason = e.to_string();
             let to = aside_name(path);
             tracing::error!(journal = %path.display(), moved_to = %to.display(), error = %reason,
@@ -110,21 +134,37 @@ fn aside_name(path: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
+    const X: JournalConcurrency = JournalConcurrency::Exclusive;
+
     #[test]
     fn refuses_then_rebuilds_a_damaged_journal() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/journal.redb");
-        drop(open(&path, JournalRecovery::Refuse).unwrap());
-        std::fs::write(&path, b"this is not a redb file at all, just bytes").unwrap();
-        let e = open(&path, JournalRecovery::Refuse).unwrap_err();
+        drop(open(&path, JournalRecovery::Refuse, X).unwrap());
+        // Keep redb's header, destroy everything after it.
+        let mut bytes = std::fs::read(&path).unwrap();
+        for b in bytes.iter_mut().skip(64) {
+            *b = 0x5a;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let e = open(&path, JournalRecovery::Refuse, X).unwrap_err();
         assert!(e.to_string().contains("--journal-recovery=rebuild"), "{e}");
-        let opened = open(&path, JournalRecovery::Rebuild).unwrap();
+        let opened = open(&path, JournalRecovery::Rebuild, X).unwrap();
         let (aside, _) = opened.rebuilt_from.clone().unwrap();
-        assert!(aside.exists());
-        assert_eq!(
-            std::fs::read(&aside).unwrap(),
-            b"this is not a redb file at all, just bytes"
-        );
+        assert_eq!(std::fs::read(&aside).unwrap(), bytes);
         assert_eq!(opened.journal.meta().unwrap().next_seq.0, 1);
+    }
+
+    #[test]
+    fn never_moves_a_file_that_is_not_a_redb_file_and_fills_an_empty_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hosts");
+        std::fs::write(&path, b"127.0.0.1 localhost\n").unwrap();
+        assert!(open(&path, JournalRecovery::Rebuild, X).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), b"127.0.0.1 localhost\n");
+        let empty = dir.path().join("empty.redb");
+        std::fs::write(&empty, b"").unwrap();
+        let opened = open(&empty, JournalRecovery::Refuse, X).unwrap();
+        assert!(opened.rebuilt_from.is_none());
     }
 }

@@ -53,7 +53,11 @@ pub(super) async fn wait_for_credentials(
                     password: c.password,
                 });
             }
-            Err(error) => warn!(%error, "dataplane credentials not readable yet; retrying in 2s"),
+            Err(error) => warn!(
+                error = %super::error_chain(&error),
+                "dataplane credentials not readable yet: create the Secret with keys `username` and \
+                 `password` (--dataplane-secret); retrying in 2s"
+            ),
         }
         tokio::select! {
             () = cancel.cancelled() => return None,

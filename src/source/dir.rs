@@ -100,8 +100,24 @@ impl DirSource {
     ) -> Result<(), DirSourceError> {
         let mut committed = None;
         let mut trigger = "startup";
+        // Warn once per absence (a mistyped --render-dir is otherwise silent), again after a
+        // render was seen and haproxy.cfg vanished.
+        let mut warned_missing = false;
         loop {
             let stamp = commit_stamp(&self.config.dir);
+            if stamp.is_none() && !warned_missing {
+                warned_missing = true;
+                let dir = &self.config.dir;
+                if dir.is_dir() {
+                    tracing::warn!(dir = %dir.display(),
+                        "render directory has no haproxy.cfg yet: write the auxiliary folders, then rename haproxy.cfg into place");
+                } else {
+                    tracing::warn!(dir = %dir.display(),
+                        "render directory does not exist: check --render-dir; waiting for it to appear");
+                }
+            } else if stamp.is_some() {
+                warned_missing = false;
+            }
             if stamp.is_some() && stamp != committed {
                 match self.read_stable(&cancel).await {
                     Some((content, took)) => {

@@ -157,3 +157,51 @@ fn identity_prefers_the_flag() {
     assert_eq!(default_identity(Some("x-0")), "x-0");
     assert!(!default_identity(None).is_empty());
 }
+
+/// A deleted Lease must not restart the terms at 1 (J7): with the journal's term as the floor,
+/// the next acquisition takes a term above it, and the Lease records it.
+#[tokio::test]
+async fn the_term_grows_past_the_journal_after_the_lease_is_deleted() {
+    let emu = Emulator::start().await;
+    let mut config = LeaseConfig::new(NS, "haptic-leader", "a");
+    config.duration = Duration::from_secs(2);
+    config.renew_deadline = Duration::from_millis(1200);
+    config.retry_period = Duration::from_millis(200);
+    config.margin = Duration::from_millis(600);
+    let floor = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(7));
+    let f = floor.clone();
+    let elector = LeaderElector::new(emu.client.clone(), config)
+        .with_term_floor(move || f.load(std::sync::atomic::Ordering::Relaxed));
+    let guard = elector.guard();
+    let (tx, rx) = mpsc::channel(8);
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    let task = tokio::spawn(async move { elector.run(tx, c).await.unwrap() });
+    let mut cand = Candidate {
+        rx,
+        guard,
+        cancel,
+        task,
+    };
+    let first = became_leader(&mut cand, Duration::from_secs(10)).await;
+    assert_eq!(first, Term(8), "the first term is above the journal's 7");
+    assert_eq!(lease_transitions(emu.client.clone()).await, 8);
+    floor.store(first.0, std::sync::atomic::Ordering::Relaxed);
+    Api::<Lease>::namespaced(emu.client.clone(), NS)
+        .delete("haptic-leader", &Default::default())
+        .await
+        .unwrap();
+    // The leader notices (its renew fails), loses, and acquires the recreated Lease.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let second = loop {
+        match next(&mut cand, Duration::from_secs(15)).await {
+            Some(Event::BecameLeader { term, .. }) => break term,
+            Some(_) => {}
+            None => panic!("no new term"),
+        }
+        assert!(Instant::now() < deadline, "no new term in time");
+    };
+    assert!(second > first, "term {second:?} after {first:?}");
+    cand.cancel.cancel();
+    let _ = cand.task.await;
+}

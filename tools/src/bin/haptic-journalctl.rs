@@ -295,12 +295,12 @@ fn open_fail(path: &Path, e: OpenError) -> Fail {
     let p = path.display();
     match e {
         OpenError::NotFound { .. } => Fail::Usage(format!(
-            "journal {p} does not exist: check the path (the controller's --journal-path)"
+            "journal {p} does not exist: check the path (the controller's --journal)"
         )),
         OpenError::InUse { .. } => Fail::Usage(format!(
             "journal {p} is in use by another process that holds it exclusively: stop that \
              process (or scale the controller to 0) and retry; to inspect a live journal, run the \
-             controller with journal concurrency mode single-writer"
+             controller with --journal-concurrency single-writer"
         )),
         OpenError::Corrupt { report, .. } => Fail::Corrupt(format!(
             "journal {p} is corrupt: {} problem(s), first: {}; the controller refuses to start on \
@@ -370,12 +370,10 @@ fn check_file(path: &Path, write: bool) -> Res {
             return Err(Fail::Usage(if dangling {
                 format!(
                     "journal {p} is a symbolic link to a file that does not exist: check the \
-                     link target (the controller's --journal-path)"
+                     link target (the controller's --journal)"
                 )
             } else {
-                format!(
-                    "journal {p} does not exist: check the path (the controller's --journal-path)"
-                )
+                format!("journal {p} does not exist: check the path (the controller's --journal)")
             }));
         }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
