@@ -158,6 +158,9 @@ pub(super) async fn drain(
     }
 }
 
+/// How often the ingest token Secret is read again (rotation).
+const TOKEN_REFRESH: Duration = Duration::from_secs(10);
+
 /// Starts the HTTP ingest endpoint on `--ingest-addr` when given (leader only answers 202; the
 /// token comes from `--ingest-token-secret`, key `token`; renders counted in `metrics`).
 pub(super) async fn start_ingest(
@@ -175,7 +178,7 @@ pub(super) async fn start_ingest(
     };
     let secret = args.ingest_token_secret.clone().unwrap_or_default();
     let token = read_token(client.clone(), namespace, &secret).await?;
-    let cfg = IngestConfig::new(Some(token))
+    let cfg = IngestConfig::new(Some(token.clone()))
         .lease(client.clone(), namespace, args.lease_name.clone())
         .metrics(metrics.clone());
     let listener = tokio::net::TcpListener::bind(addr)
@@ -188,6 +191,35 @@ pub(super) async fn start_ingest(
     info!(addr = %listener.local_addr().map_or_else(|_| addr.to_string(), |a| a.to_string()),
         "ingest endpoint listening (POST /v1/renders)");
     let server = IngestServer::new(cfg, dispatch.clone());
+    // Token rotation: the Secret is read again every TOKEN_REFRESH; a changed token replaces the
+    // old one at once; a read failure keeps the current token (logged).
+    {
+        let (server, client, namespace, cancel) = (
+            server.clone(),
+            client.clone(),
+            namespace.to_owned(),
+            cancel.clone(),
+        );
+        let mut current = token;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(TOKEN_REFRESH) => {}
+                }
+                match read_token(client.clone(), &namespace, &secret).await {
+                    Ok(t) if t != current => {
+                        server.set_token(&t);
+                        current = t;
+                        info!(secret = %secret, "ingest token rotated");
+                    }
+                    Ok(_) => {}
+                    Err(error) => warn!(error = %super::error_chain(&error),
+                        "ingest token Secret not readable; keeping the current token"),
+                }
+            }
+        });
+    }
     critical.spawn("ingest", server.run(listener, cancel.clone()));
     Ok(())
 }

@@ -230,7 +230,8 @@ struct Inner {
     cfg: IngestConfig,
     /// SHA-256 of the token: compared in constant time with the digest of the presented one,
     /// so neither content nor length leaks through timing.
-    token_digest: Option<[u8; 32]>,
+    /// Replaced by [`IngestServer::set_token`] when the Secret rotates.
+    token_digest: std::sync::RwLock<Option<[u8; 32]>>,
     dispatch: DispatchHandle,
     leadership: watch::Receiver<Leadership>,
     /// Held across the duplicate check and the commit, so two requests never journal one render
@@ -262,13 +263,24 @@ impl IngestServer {
         IngestServer {
             inner: Arc::new(Inner {
                 cfg,
-                token_digest,
+                token_digest: std::sync::RwLock::new(token_digest),
                 dispatch,
                 leadership,
                 latest: Mutex::new(None),
                 counters: Counters::default(),
             }),
         }
+    }
+
+    /// Replaces the bearer token (a rotated Secret): requests from now on must present `token`.
+    /// Never switches authentication off: `token` is required.
+    pub fn set_token(&self, token: &str) {
+        let digest: [u8; 32] = Sha256::digest(token).into();
+        *self
+            .inner
+            .token_digest
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(digest);
     }
 
     /// Serves on `listener` (bound by the caller, e.g. `--ingest-addr`) until `cancel`, then
@@ -298,7 +310,7 @@ impl IngestServer {
         cancel: CancellationToken,
     ) -> std::io::Result<()> {
         if let Ok(addr) = listener.local_addr() {
-            tracing::info!(%addr, auth = self.inner.token_digest.is_some(), "ingest endpoint listening");
+            tracing::info!(%addr, auth = self.inner.token_digest.read().map(|d| d.is_some()).unwrap_or(true), "ingest endpoint listening");
         }
         axum::serve(listener, self.router())
             .with_graceful_shutdown(cancel.cancelled_owned())
@@ -329,7 +341,11 @@ impl IngestServer {
 }
 
 fn authorized(inner: &Inner, headers: &HeaderMap) -> bool {
-    let Some(expected) = inner.token_digest.as_ref() else {
+    let expected = *inner
+        .token_digest
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(expected) = expected else {
         return true;
     };
     // The scheme name is case-insensitive (RFC 7235 section 2.1).
@@ -341,7 +357,7 @@ fn authorized(inner: &Inner, headers: &HeaderMap) -> bool {
         .map(|(_, token)| token)
         .unwrap_or_default();
     let digest: [u8; 32] = Sha256::digest(presented).into();
-    !presented.is_empty() && bool::from(digest.ct_eq(expected))
+    !presented.is_empty() && bool::from(digest.ct_eq(&expected))
 }
 
 fn unauthorized(inner: &Inner) -> Response {

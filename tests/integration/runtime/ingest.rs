@@ -401,6 +401,23 @@ async fn refuses_missing_or_wrong_tokens() {
     let status = resp.status();
     let body: Value = resp.json().await.unwrap();
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // A rotated token (the runtime re-reads the Secret) replaces the old one at once.
+    node.server.set_token("rotated-token");
+    let post = |token: &'static str| {
+        reqwest::Client::new()
+            .post(format!("{}/v1/renders", node.url))
+            .bearer_auth(token)
+            .multipart(form_of(&corpus("02-maps")))
+            .send()
+    };
+    assert_eq!(
+        post(TOKEN).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        post("rotated-token").await.unwrap().status(),
+        StatusCode::ACCEPTED
+    );
 }
 
 #[tokio::test]
