@@ -171,3 +171,43 @@ async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
     .await;
     h.stop().await;
 }
+
+/// A file already on disk but never loaded (a sync cancelled between its `skip_reload` write and
+/// its reload) still gets a reload: the pod's journaled render names the older blob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployer_file_stored_but_not_loaded_is_reloaded() {
+    let sb = sandbox(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let eps = endpoints(&sb);
+    h.become_leader(1).await;
+    h.discover(eps.clone()).await;
+    let r = h.feed("02-maps", true).await;
+    h.wait_applied(r, &eps).await;
+    let pod = &sb.pods()[0];
+    wait_answer(pod, "render 02-maps shop-v1", shop).await;
+    // The new map lands on disk without a reload.
+    let (config, mut files) = read_render(&std::path::Path::new(RENDERS).join("02-maps"));
+    let new_map = b"shop.haptic.test shop-stored\n".to_vec();
+    let resp = http()
+        .post(format!(
+            "{}/_sandbox/edit-file?path=/etc/haproxy/maps/hosts.map",
+            pod.dataplane_url
+        ))
+        .body(new_map.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "edit-file: {}", resp.status());
+    for f in &mut files {
+        if f.0 == AuxKind::Map {
+            f.2 = new_map.clone();
+        }
+    }
+    let before = reload_count(&sb, pod).await;
+    let r = feed_files(&h, config, files, "02-stored-map").await;
+    h.wait_applied(r, &eps).await;
+    wait_answer(pod, "render 02-maps shop-stored", shop).await;
+    assert_eq!(reload_count(&sb, pod).await - before, 1, "one reload");
+    h.stop().await;
+}
