@@ -1,6 +1,15 @@
 //! One endpoint's sync through the Dataplane API v3: aux files first, then the raw
 //! configuration with its version, reload polling, then removal of files no longer referenced.
 //!
+//! One reload per sync: when the configuration changes, files are written with
+//! `skip_reload=true`, so HAProxy never runs the new files with the old configuration, and the
+//! raw push that follows does the single reload. When only files changed (the configuration is
+//! already the render's), all but the last write skip the reload and the last one reloads; when
+//! that write needs no reload (a certificate the configuration does not name) or files are on
+//! disk but not yet loaded, the same configuration is pushed again at the current version, the
+//! API's way to reload everything on disk (ecosystem.md A.2). Files no longer referenced are
+//! deleted last, with `skip_reload=true` (nothing running names them).
+//!
 //! Idempotent by comparison: every file and the configuration are read back and compared before
 //! any write (the configuration ignoring the Dataplane's `# _version` / `# _md5hash` header
 //! lines), so a pod that already runs the render gets no write and no reload.
@@ -191,7 +200,9 @@ fn storage_kinds() -> [StorageKind; 4] {
 ///
 /// # Cancel safety
 /// Dropping the future stops between or inside HTTP requests; a write that reached the pod is
-/// found equal by the next sync's comparison, so nothing is applied twice.
+/// found equal by the next sync's comparison, so nothing is applied twice. A file written with
+/// `skip_reload` but not yet loaded (cancelled before the push) differs from `previous`, so the
+/// next sync still does the reload.
 pub async fn sync_endpoint(
     client: &DataplaneClient,
     render: &LoadedRender,
@@ -203,6 +214,7 @@ pub async fn sync_endpoint(
     let calls = Calls { client, permits };
     let mut report = SyncReport::default();
     let mut reloads: Vec<ReloadId> = Vec::new();
+    let mut reload_needed = false;
 
     // 1. What the pod stores now.
     let mut stored: HashMap<StorageKind, BTreeMap<String, Option<i64>>> = HashMap::new();
@@ -216,7 +228,8 @@ pub async fn sync_endpoint(
         stored.insert(kind, names);
     }
 
-    // 2. Upload changed files before the configuration that needs them.
+    // 2. Which files differ (compared before any write).
+    let mut to_write: Vec<(&LoadedFile, bool)> = Vec::new();
     for file in &render.files {
         let kind = file.storage();
         let name = file.name();
@@ -235,58 +248,99 @@ pub async fn sync_endpoint(
             },
         };
         if equal {
+            // Stored but maybe never loaded: a sync cancelled between its `skip_reload` writes
+            // and its reload leaves the file on disk while the endpoint's journaled render
+            // still names the older blob. Reload so it takes effect.
+            if previous.get(&file.path).is_some_and(|b| *b != file.blob) {
+                reload_needed = true;
+            }
             continue;
         }
+        to_write.push((file, existing.is_some()));
+    }
+
+    // 3. The configuration as the pod runs it decides which request reloads (module doc).
+    let first_read = call!(calls, "read configuration", 0, client.raw_configuration())?;
+    let config_differs = !raw_configs_equal(&first_read.text, &render.config);
+    let mut first_read = Some(first_read);
+
+    // 4. Upload changed files before the configuration that needs them, with `skip_reload`;
+    //    with the configuration unchanged the last write reloads instead of the push.
+    let count = to_write.len();
+    let mut skipped_any = false;
+    for (i, (file, exists)) in to_write.into_iter().enumerate() {
+        let (kind, name) = (file.storage(), file.name());
         if !lease.is_valid() {
             return Err(SyncError::LeaseLost);
         }
-        let opts = StorageWriteOptions::default();
-        let outcome = if existing.is_none() {
-            call!(
-                calls,
-                "upload file",
-                0,
-                client.create_storage_file(kind, name, &file.content, opts)
-            )?
-        } else {
+        let reload_here = !config_differs && i + 1 == count;
+        let opts = StorageWriteOptions {
+            skip_reload: !reload_here,
+            ..StorageWriteOptions::default()
+        };
+        let outcome = if exists {
             call!(
                 calls,
                 "replace file",
                 0,
                 client.replace_storage_file(kind, name, &file.content, opts)
             )?
+        } else {
+            call!(
+                calls,
+                "upload file",
+                0,
+                client.create_storage_file(kind, name, &file.content, opts)
+            )?
         };
         let counts = section(&mut report.ops, file.kind);
-        if existing.is_none() {
-            counts.added += 1;
-        } else {
+        if exists {
             counts.modified += 1;
+        } else {
+            counts.added += 1;
         }
         report.ops.total_api_operations += 1;
         report.changed = true;
         report.differed.push(format!("file {}", file.path));
-        if let Some(id) = outcome.reload_id {
-            reloads.push(id);
+        match (reload_here, outcome.reload_id) {
+            (true, Some(id)) => {
+                // Loads every file on disk, the skipped ones too.
+                wait_reload(&calls, &id, limits, 0).await?;
+                report.reload_triggered = true;
+                report.reload_id = Some(id);
+                reload_needed = false;
+                skipped_any = false;
+            }
+            // Taken in without a reload (e.g. a certificate the configuration does not name):
+            // earlier skipped writes still need one, from the push below.
+            (true, None) => {}
+            // An API that reloads despite `skip_reload` (certificate POST before v3.2): waited
+            // for after the push, which the same reload agent batches with it.
+            (false, id) => {
+                skipped_any = true;
+                reloads.extend(id);
+            }
         }
     }
-    for id in reloads.drain(..) {
-        wait_reload(&calls, &id, limits, 0).await?;
-        report.reload_triggered = true;
-        report.reload_id = Some(id);
-    }
+    reload_needed |= skipped_any;
 
-    // 3. The configuration, conditional on its version; 409 = re-read and retry (bounded).
+    // 5. The configuration, conditional on its version; 409 = re-read and retry (bounded).
+    //    Pushed unchanged when files still need a reload: the API's one way to reload them all.
     let mut retries = 0;
     let mut version_override: Option<ConfigVersion> = None;
     loop {
-        let current = call!(
-            calls,
-            "read configuration",
-            retries,
-            client.raw_configuration()
-        )?;
+        let current = match first_read.take() {
+            Some(c) => c,
+            None => call!(
+                calls,
+                "read configuration",
+                retries,
+                client.raw_configuration()
+            )?,
+        };
         report.ops.total_api_operations += 1;
-        if raw_configs_equal(&current.text, &render.config) {
+        let config_equal = raw_configs_equal(&current.text, &render.config);
+        if config_equal && !reload_needed {
             report.version_after = Some(current.version);
             break;
         }
@@ -307,7 +361,9 @@ pub async fn sync_endpoint(
         match pushed {
             Ok(outcome) => {
                 report.changed = true;
-                report.differed.push("config".to_owned());
+                if !config_equal {
+                    report.differed.push("config".to_owned());
+                }
                 report.version_after = outcome
                     .version_after
                     .or(Some(ConfigVersion(current.version.0 + 1)));
@@ -316,6 +372,12 @@ pub async fn sync_endpoint(
                     wait_reload(&calls, &id, limits, retries).await?;
                     report.reload_triggered = true;
                     report.reload_id = Some(id);
+                }
+                for id in reloads.drain(..) {
+                    if report.reload_id.as_ref() != Some(&id) {
+                        wait_reload(&calls, &id, limits, retries).await?;
+                    }
+                    report.reload_triggered = true;
                 }
                 break;
             }
@@ -348,8 +410,14 @@ pub async fn sync_endpoint(
         }
     }
     report.conflict_retries = retries;
+    for id in reloads.drain(..) {
+        if report.reload_id.as_ref() != Some(&id) {
+            wait_reload(&calls, &id, limits, retries).await?;
+        }
+        report.reload_triggered = true;
+    }
 
-    // 4. Files the render no longer references, once the configuration is live. Certificates
+    // 6. Files the render no longer references, once the configuration is live. Certificates
     //    and CA files share one directory, so they are matched against both kinds.
     let mut wanted: HashMap<StorageKind, BTreeSet<&str>> = HashMap::new();
     for f in &render.files {
@@ -374,10 +442,11 @@ pub async fn sync_endpoint(
                 return Err(SyncError::LeaseLost);
             }
             let _permit = calls.permits.acquire().await;
-            match client
-                .delete_storage_file(*kind, name, StorageWriteOptions::default())
-                .await
-            {
+            let opts = StorageWriteOptions {
+                skip_reload: true,
+                ..StorageWriteOptions::default()
+            };
+            match client.delete_storage_file(*kind, name, opts).await {
                 Ok(_) => {
                     report.changed = true;
                     report.ops.total_api_operations += 1;

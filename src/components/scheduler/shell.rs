@@ -69,7 +69,8 @@ pub struct SchedulerHandle {
 
 impl SchedulerHandle {
     /// Graceful leader stop: stop scheduling, let the in-flight deployment finish within
-    /// `bound` (or cancel it and journal that), then return. Its outcome and final
+    /// `bound` (or cancel it and journal that, keeping its in-flight slot so the next
+    /// `BecameLeader` on this journal resumes it: J2, J9), then return. Its outcome and final
     /// `DeployedConfigPublishRequest` are journaled by the executor before this returns. A shell
     /// that is not leader (term ended) returns at once.
     ///
@@ -259,10 +260,13 @@ impl SchedulerShell {
                 let deployment = running.deployment.clone();
                 let corr = self.state.last_validated.as_ref().map(|(_, c)| c.clone());
                 self.stop_executor().await;
+                // The slot stays (J2, J9): the next `BecameLeader` (this replica restarted or
+                // the next leader on this journal) resumes the deployment.
                 self.journal_cancel(
                     deployment,
                     corr.unwrap_or_else(|| Correlation::new("drain")),
                     "drain",
+                    true,
                 )
                 .await?;
             }
@@ -334,7 +338,9 @@ impl SchedulerShell {
                     self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(deployment = %deployment, "deployment timed out: cancelling");
                     self.stop_executor().await;
-                    self.journal_cancel(deployment, correlation, "deployment_timeout")
+                    // While draining nothing restarts it here: keep the slot for the next term.
+                    let keep_slot = self.draining;
+                    self.journal_cancel(deployment, correlation, "deployment_timeout", keep_slot)
                         .await?;
                 }
                 Effect::StopExecutor => self.stop_executor().await,
@@ -404,6 +410,7 @@ impl SchedulerShell {
         deployment: haptic_journal::DeploymentId,
         correlation: Correlation,
         reason: &str,
+        keep_slot: bool,
     ) -> Result<(), DispatchError> {
         let mut b = Batch::new();
         b.event(Event::DeploymentCancelRequest {
@@ -411,7 +418,7 @@ impl SchedulerShell {
             deployment,
             reason: reason.to_owned(),
         });
-        if let Some(id) = self.inflight_id.take() {
+        if !keep_slot && let Some(id) = self.inflight_id.take() {
             b.ack(Queue::DeployInflight, WorkKey::Slot, id);
         }
         self.dispatch.accept(b).await?;

@@ -3,10 +3,12 @@
 //! drift and a restart. Bounded waits only; no timed assertions.
 
 mod corpus;
+mod drain;
 mod drift;
 mod drift_event;
 mod faults;
 mod harness;
+mod one_reload;
 mod parallel;
 mod render_stream;
 mod restart;

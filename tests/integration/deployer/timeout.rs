@@ -147,7 +147,8 @@ async fn deployer_drain_cancels_an_overlong_deployment_and_journals_it() {
     })
     .await;
     h.scheduler.drain(Duration::from_millis(300)).await;
-    assert!(h.journal.queue(Queue::DeployInflight).unwrap().is_empty());
+    // The cancelled deployment keeps its slot for the next leader (J2, J9; drain.rs).
+    assert_eq!(h.journal.queue(Queue::DeployInflight).unwrap().len(), 1);
     h.settle().await;
     assert!(
         h.events().iter().any(

@@ -1,0 +1,213 @@
+//! One reload per render: a render that changes files and the configuration is applied by the
+//! configuration push's single reload (files written with `skip_reload`), so a pod never serves
+//! the new files with the old configuration; a render that changes only files reloads once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use haptic_journal::{AuxKind, Batch, Checksum, Correlation, Event};
+use haptic_tools::sandbox::pods::{PodInfo, Sandbox};
+
+use super::harness::*;
+
+/// Succeeded reloads of one pod (the sandbox keeps every reload of the endpoint's life).
+async fn reload_count(sb: &Sandbox, pod: &PodInfo) -> usize {
+    let v: Vec<serde_json::Value> = http()
+        .get(format!("{}/v3/services/haproxy/reloads", pod.dataplane_url))
+        .basic_auth(sb.username(), Some(sb.password()))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v.iter().filter(|r| r["status"] == "succeeded").count()
+}
+
+async fn reload_counts(sb: &Sandbox) -> Vec<usize> {
+    let mut out = Vec::new();
+    for pod in sb.pods() {
+        out.push(reload_count(sb, &pod).await);
+    }
+    out
+}
+
+/// Curls every pod until stopped; returns every answer seen.
+fn sample(
+    pods: Vec<PodInfo>,
+    probe: fn(&PodInfo) -> String,
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<Vec<String>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        while !s.load(Ordering::SeqCst) {
+            for p in &pods {
+                seen.push(probe(p));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen
+    });
+    (stop, task)
+}
+
+/// Journals a render with the given files as validated.
+async fn feed_files(h: &Harness, config: Vec<u8>, files: RenderFiles, tag: &str) -> Checksum {
+    let mut b = Batch::new();
+    let r = b.put_render(config, files);
+    b.event(Event::ValidationCompleted {
+        correlation: Correlation::new(format!("render-{tag}")),
+        render: r.checksum,
+        warnings: vec![],
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+        coalescible: false,
+    });
+    h.dispatch.accept(b).await.unwrap();
+    r.checksum
+}
+
+fn shop(p: &PodInfo) -> String {
+    curl(p, "http", 80, Some("shop.haptic.test"), None)
+}
+
+fn site(p: &PodInfo) -> String {
+    curl(p, "https", 443, None, Some("site.haptic.test"))
+}
+
+async fn deploy_counting(
+    h: &Harness,
+    sb: &Sandbox,
+    name: &str,
+    want: &str,
+    probe: fn(&PodInfo) -> String,
+) -> Vec<String> {
+    let eps = endpoints(sb);
+    let before = reload_counts(sb).await;
+    let (stop, sampler) = sample(sb.pods(), probe);
+    let r = h.feed(name, true).await;
+    h.wait_applied(r, &eps).await;
+    for pod in &sb.pods() {
+        wait_answer(pod, want, probe).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let seen = sampler.await.unwrap();
+    let after = reload_counts(sb).await;
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert_eq!(a - b, 1, "pod {i}: reloads for render {name}");
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
+    let sb = sandbox(2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let eps = endpoints(&sb);
+    h.become_leader(1).await;
+    h.discover(eps.clone()).await;
+    let r = h.feed("02-maps", true).await;
+    h.wait_applied(r, &eps).await;
+    for pod in &sb.pods() {
+        wait_answer(pod, "render 02-maps shop-v1", shop).await;
+    }
+
+    // 02 -> 03: map and config change together.
+    let seen = deploy_counting(
+        &h,
+        &sb,
+        "03-maps-changed",
+        "render 03-maps-changed shop-v2",
+        shop,
+    )
+    .await;
+    assert!(
+        !seen.iter().any(|a| a.contains("render 02-maps shop-v2")),
+        "a pod served config 02 with map 03: {seen:?}"
+    );
+    assert!(
+        seen.iter().all(|a| a.is_empty()
+            || a.contains("render 02-maps shop-v1")
+            || a.contains("render 03-maps-changed shop-v2")),
+        "only whole renders served: {seen:?}"
+    );
+
+    // Only the map changes (configuration identical): the file takes effect, one reload.
+    let (config, mut files) = read_render(&std::path::Path::new(RENDERS).join("03-maps-changed"));
+    for f in &mut files {
+        if f.0 == AuxKind::Map {
+            f.2 = b"shop.haptic.test shop-v3\n".to_vec();
+        }
+    }
+    let before = reload_counts(&sb).await;
+    let r = feed_files(&h, config, files, "03-map-only").await;
+    h.wait_applied(r, &eps).await;
+    for pod in &sb.pods() {
+        wait_answer(pod, "render 03-maps-changed shop-v3", shop).await;
+    }
+    let after = reload_counts(&sb).await;
+    for (i, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert_eq!(a - b, 1, "pod {i}: reloads for a map-only render");
+    }
+
+    // 05 -> 06: certificate + crt-list + config.
+    let r = h.feed("05-tls", true).await;
+    h.wait_applied(r, &eps).await;
+    for pod in &sb.pods() {
+        wait_answer(pod, "render 05-tls", |p| curl(p, "https", 443, None, None)).await;
+    }
+    deploy_counting(
+        &h,
+        &sb,
+        "06-crtlist",
+        "render 06-crtlist sni=site.haptic.test",
+        site,
+    )
+    .await;
+    h.stop().await;
+}
+
+/// A file already on disk but never loaded (a sync cancelled between its `skip_reload` write and
+/// its reload) still gets a reload: the pod's journaled render names the older blob.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployer_file_stored_but_not_loaded_is_reloaded() {
+    let sb = sandbox(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let eps = endpoints(&sb);
+    h.become_leader(1).await;
+    h.discover(eps.clone()).await;
+    let r = h.feed("02-maps", true).await;
+    h.wait_applied(r, &eps).await;
+    let pod = &sb.pods()[0];
+    wait_answer(pod, "render 02-maps shop-v1", shop).await;
+    // The new map lands on disk without a reload.
+    let (config, mut files) = read_render(&std::path::Path::new(RENDERS).join("02-maps"));
+    let new_map = b"shop.haptic.test shop-stored\n".to_vec();
+    let resp = http()
+        .post(format!(
+            "{}/_sandbox/edit-file?path=/etc/haproxy/maps/hosts.map",
+            pod.dataplane_url
+        ))
+        .body(new_map.clone())
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "edit-file: {}", resp.status());
+    for f in &mut files {
+        if f.0 == AuxKind::Map {
+            f.2 = new_map.clone();
+        }
+    }
+    let before = reload_count(&sb, pod).await;
+    let r = feed_files(&h, config, files, "02-stored-map").await;
+    h.wait_applied(r, &eps).await;
+    wait_answer(pod, "render 02-maps shop-stored", shop).await;
+    assert_eq!(reload_count(&sb, pod).await - before, 1, "one reload");
+    h.stop().await;
+}
