@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 mod heal;
+mod order;
 mod publish;
 mod status;
 mod workers;
@@ -187,6 +188,7 @@ impl Inner {
             Some((h, _)) => h.accepted_at,
             None => now_ms(),
         };
+        let unplaced = self.place_render(seq, event)?;
         let effects = {
             let mut r = self
                 .router
@@ -199,7 +201,11 @@ impl Inner {
         for e in effects {
             match e {
                 Effect::Enqueue(item) => {
-                    let item = *item;
+                    let mut item = *item;
+                    if unplaced && let WorkItem::PublishDeployed(d) = &mut item {
+                        debug!(render = %d.render, "deploy-driven render of unknown order: status only");
+                        d.render_seq = decide::UNPLACED_RENDER_SEQ;
+                    }
                     match &item {
                         WorkItem::Publish(_) | WorkItem::PublishDeployed(_) => wake[0] = true,
                         WorkItem::Invalid(_) => wake[1] = true,
