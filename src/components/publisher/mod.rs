@@ -99,25 +99,26 @@ pub use shell::{Counters, TermHandle};
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "config-publisher";
 
-/// The dispatcher subscription the publisher needs: leader-only, the kinds it handles plus the
-/// leadership events.
+/// The dispatcher subscription the publisher needs: the kinds it handles plus the leadership
+/// events. Not leader-only at the dispatcher: while no term runs, [`ConfigPublisher::run`]
+/// only notes where live renders stand in render order (`template.rendered`,
+/// `config.validated`) and queues nothing, so a render that passed the gate before this
+/// replica led is still placed right when its deployment is published.
 #[must_use]
 pub fn subscribe_options() -> crate::dispatch::SubscribeOptions {
     use haptic_journal::EventKind as K;
-    crate::dispatch::SubscribeOptions::new(COMPONENT)
-        .kinds(&[
-            K::ConfigValidated,
-            K::TemplateRendered,
-            K::RenderGateCompleted,
-            K::ValidationFailed,
-            K::DeployedConfigPublishRequest,
-            K::ConfigAppliedToPod,
-            K::HAProxyPodTerminated,
-            K::HAProxyPodsDiscovered,
-            K::BecameLeader,
-            K::LostLeadership,
-        ])
-        .leader_only(true)
+    crate::dispatch::SubscribeOptions::new(COMPONENT).kinds(&[
+        K::ConfigValidated,
+        K::TemplateRendered,
+        K::RenderGateCompleted,
+        K::ValidationFailed,
+        K::DeployedConfigPublishRequest,
+        K::ConfigAppliedToPod,
+        K::HAProxyPodTerminated,
+        K::HAProxyPodsDiscovered,
+        K::BecameLeader,
+        K::LostLeadership,
+    ])
 }
 
 /// Settings of the publisher.
@@ -275,7 +276,8 @@ impl ConfigPublisher {
     /// Runs the component on a dispatcher subscription made with [`subscribe_options`]: each
     /// delivery is handled by [`ConfigPublisher::on_event`] and then marked processed. A live
     /// `BecameLeader` starts the term's workers (stopping the previous term's), a live
-    /// `LostLeadership` stops them; replayed leadership events change nothing.
+    /// `LostLeadership` stops them; replayed leadership events change nothing. While no term
+    /// runs, live events queue nothing: only render events are noted (render order).
     ///
     /// # Errors
     /// [`PublisherError`] when the journal fails (stop acting and reopen).
@@ -295,6 +297,19 @@ impl ConfigPublisher {
                 d = sub.recv() => d,
             };
             let Some(d) = d else { break Ok(()) };
+            let observe_only =
+                term.is_none() && !d.replayed && !matches!(&*d.event, Event::BecameLeader { .. });
+            if observe_only {
+                if matches!(
+                    &*d.event,
+                    Event::TemplateRendered { .. } | Event::ConfigValidated { .. }
+                ) && let Err(e) = self.on_event(d.seq, &d.event).await
+                {
+                    break Err(e);
+                }
+                d.done();
+                continue;
+            }
             match &*d.event {
                 Event::BecameLeader { term: t, .. } if !d.replayed => {
                     if let Some(h) = term.take() {
