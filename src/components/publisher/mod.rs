@@ -61,6 +61,14 @@
 //!   checkpoint and emits no event.
 //! - `config.published` is emitted exactly when the journal's published checkpoint moves to a new
 //!   render, in the ack's commit; repeats (self-healing, term start) emit nothing.
+//! - A render's place in render order (`render_seq`) survives restarts: a render the router
+//!   does not remember is placed from the journal (checkpoint, queued publications, retained
+//!   `template.rendered` events; `shell/order.rs`). A deploy-driven request for a render with
+//!   no known place while the checkpoint holds another render updates per-pod status only.
+//!   While not leading, live render events are still noted (nothing is queued).
+//! - A repeat (self-healing, term start) also restores what the HAProxyCfg's status lacks:
+//!   the conditions and per-pod entries last seen on it (the heal watch keeps them across a
+//!   delete) or last written, for pods the publisher still knows.
 //! - Term start repeats the checkpoint render idempotently, unless the cluster holds another
 //!   checksum stamped by another term (a successor's or predecessor's work is not rolled back).
 //! - The verdict worker keeps its newest item unacked while the HAProxyCfg does not exist; the
