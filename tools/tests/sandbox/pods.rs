@@ -1574,7 +1574,10 @@ async fn pods_demo_walks_the_render_corpus() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("no controller is involved"), "{stdout}");
+    assert!(
+        stdout.contains("no controller is involved"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("10 of 10 renders behaved as renders/README.md says on 2 pod(s)"),
         "{stdout}"
