@@ -51,7 +51,39 @@ impl RouterState {
     fn render_info(&self, render: &Checksum, seq: Seq, at: UnixMillis) -> (Seq, UnixMillis) {
         self.rendered.get(render).copied().unwrap_or((seq, at))
     }
+
+    /// Whether the render order of `render` is known in memory.
+    #[must_use]
+    pub fn knows(&self, render: &Checksum) -> bool {
+        self.rendered.contains_key(render)
+    }
+
+    /// Records `render`'s place in render order: `seq` (its `template.rendered` event, or a
+    /// durable stand-in the shell found in the journal) and when it was rendered. Used before
+    /// routing an event whose render is not in memory (after a restart, a term change, or
+    /// more than [`RENDERS_REMEMBERED`] renders later), so the order survives restarts.
+    pub fn remember(&mut self, render: Checksum, seq: Seq, at: UnixMillis) {
+        self.rendered.insert(render, (seq, at));
+        self.forget_oldest();
+    }
+
+    fn forget_oldest(&mut self) {
+        if self.rendered.len() > RENDERS_REMEMBERED
+            && let Some(oldest) = self
+                .rendered
+                .iter()
+                .min_by_key(|(_, (s, _))| *s)
+                .map(|(c, _)| *c)
+        {
+            self.rendered.remove(&oldest);
+        }
+    }
 }
+
+/// `render_seq` of a deploy-driven request whose render has no known place in render order
+/// while a checkpoint holds another render: older than any published render (per-pod status
+/// only, the spec is left as it is). See [`route`].
+pub const UNPLACED_RENDER_SEQ: Seq = Seq(0);
 
 /// What the shell does for one event.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +99,12 @@ fn enqueue(item: WorkItem) -> Effect {
 }
 
 /// Routes one accepted event (`seq`, accepted at `at`) to journal work.
+///
+/// A render's place in render order (`render_seq`) is the `Seq` of its `template.rendered`
+/// event as remembered in `state`; the shell fills `state` from the journal first when it is
+/// not in memory ([`RouterState::remember`]). A render still unknown gets the event's own
+/// `seq` (a gate verdict or failure follows its render closely), except a deploy-driven
+/// request, which the shell places itself (never newer than the published checkpoint).
 pub fn route(state: &mut RouterState, seq: Seq, at: UnixMillis, event: &Event) -> Vec<Effect> {
     match event {
         Event::ConfigValidated { identity, .. } => {
@@ -74,16 +112,7 @@ pub fn route(state: &mut RouterState, seq: Seq, at: UnixMillis, event: &Event) -
             Vec::new()
         }
         Event::TemplateRendered { render, .. } => {
-            state.rendered.insert(*render, (seq, at));
-            if state.rendered.len() > RENDERS_REMEMBERED
-                && let Some(oldest) = state
-                    .rendered
-                    .iter()
-                    .min_by_key(|(_, (s, _))| *s)
-                    .map(|(c, _)| *c)
-            {
-                state.rendered.remove(&oldest);
-            }
+            state.remember(*render, seq, at);
             Vec::new()
         }
         Event::RenderGateCompleted {

@@ -61,6 +61,14 @@
 //!   checkpoint and emits no event.
 //! - `config.published` is emitted exactly when the journal's published checkpoint moves to a new
 //!   render, in the ack's commit; repeats (self-healing, term start) emit nothing.
+//! - A render's place in render order (`render_seq`) survives restarts: a render the router
+//!   does not remember is placed from the journal (checkpoint, queued publications, retained
+//!   `template.rendered` events; `shell/order.rs`). A deploy-driven request for a render with
+//!   no known place while the checkpoint holds another render updates per-pod status only.
+//!   While not leading, live render events are still noted (nothing is queued).
+//! - A repeat (self-healing, term start) also restores what the HAProxyCfg's status lacks:
+//!   the conditions and per-pod entries last seen on it (the heal watch keeps them across a
+//!   delete) or last written, for pods the publisher still knows.
 //! - Term start repeats the checkpoint render idempotently, unless the cluster holds another
 //!   checksum stamped by another term (a successor's or predecessor's work is not rolled back).
 //! - The verdict worker keeps its newest item unacked while the HAProxyCfg does not exist; the
@@ -99,25 +107,26 @@ pub use shell::{Counters, TermHandle};
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "config-publisher";
 
-/// The dispatcher subscription the publisher needs: leader-only, the kinds it handles plus the
-/// leadership events.
+/// The dispatcher subscription the publisher needs: the kinds it handles plus the leadership
+/// events. Not leader-only at the dispatcher: while no term runs, [`ConfigPublisher::run`]
+/// only notes where live renders stand in render order (`template.rendered`,
+/// `config.validated`) and queues nothing, so a render that passed the gate before this
+/// replica led is still placed right when its deployment is published.
 #[must_use]
 pub fn subscribe_options() -> crate::dispatch::SubscribeOptions {
     use haptic_journal::EventKind as K;
-    crate::dispatch::SubscribeOptions::new(COMPONENT)
-        .kinds(&[
-            K::ConfigValidated,
-            K::TemplateRendered,
-            K::RenderGateCompleted,
-            K::ValidationFailed,
-            K::DeployedConfigPublishRequest,
-            K::ConfigAppliedToPod,
-            K::HAProxyPodTerminated,
-            K::HAProxyPodsDiscovered,
-            K::BecameLeader,
-            K::LostLeadership,
-        ])
-        .leader_only(true)
+    crate::dispatch::SubscribeOptions::new(COMPONENT).kinds(&[
+        K::ConfigValidated,
+        K::TemplateRendered,
+        K::RenderGateCompleted,
+        K::ValidationFailed,
+        K::DeployedConfigPublishRequest,
+        K::ConfigAppliedToPod,
+        K::HAProxyPodTerminated,
+        K::HAProxyPodsDiscovered,
+        K::BecameLeader,
+        K::LostLeadership,
+    ])
 }
 
 /// Settings of the publisher.
@@ -275,7 +284,8 @@ impl ConfigPublisher {
     /// Runs the component on a dispatcher subscription made with [`subscribe_options`]: each
     /// delivery is handled by [`ConfigPublisher::on_event`] and then marked processed. A live
     /// `BecameLeader` starts the term's workers (stopping the previous term's), a live
-    /// `LostLeadership` stops them; replayed leadership events change nothing.
+    /// `LostLeadership` stops them; replayed leadership events change nothing. While no term
+    /// runs, live events queue nothing: only render events are noted (render order).
     ///
     /// # Errors
     /// [`PublisherError`] when the journal fails (stop acting and reopen).
@@ -295,6 +305,19 @@ impl ConfigPublisher {
                 d = sub.recv() => d,
             };
             let Some(d) = d else { break Ok(()) };
+            let observe_only =
+                term.is_none() && !d.replayed && !matches!(&*d.event, Event::BecameLeader { .. });
+            if observe_only {
+                if matches!(
+                    &*d.event,
+                    Event::TemplateRendered { .. } | Event::ConfigValidated { .. }
+                ) && let Err(e) = self.on_event(d.seq, &d.event).await
+                {
+                    break Err(e);
+                }
+                d.done();
+                continue;
+            }
             match &*d.event {
                 Event::BecameLeader { term: t, .. } if !d.replayed => {
                     if let Some(h) = term.take() {

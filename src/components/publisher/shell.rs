@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 mod heal;
+mod order;
 mod publish;
 mod status;
 mod workers;
@@ -81,6 +82,10 @@ struct TermCache {
     previous: std::collections::VecDeque<HashMap<ObjectKey, String>>,
     /// Objects of the publication being written now, if any.
     in_flight: Option<HashMap<ObjectKey, String>>,
+    /// The last status of the main HAProxyCfg the heal watch saw with conditions or pod
+    /// entries (kept when the object is deleted: a delete event carries its final state), so a
+    /// restored object gets its status back (see `heal::restore_status`).
+    status: Option<crate::k8s::crd::HAProxyCfgStatus>,
 }
 
 pub(super) struct Inner {
@@ -94,6 +99,8 @@ pub(super) struct Inner {
     /// Held for one publication (worker or drain), so the drain never races the worker.
     publish_lock: tokio::sync::Mutex<()>,
     term: Mutex<Option<(Term, CancellationToken)>>,
+    /// The gate conditions (ConfigValidated, ConfigPinned) the verdict worker last wrote.
+    last_conditions: Mutex<Vec<Condition>>,
     pub(super) counters: Counters,
     /// When attached, commits go through the dispatcher (its subscribers get `config.published`
     /// at once instead of at its next poll).
@@ -162,6 +169,7 @@ impl Inner {
             heal: AtomicBool::new(false),
             publish_lock: tokio::sync::Mutex::new(()),
             term: Mutex::new(None),
+            last_conditions: Mutex::new(Vec::new()),
             counters: Counters::default(),
             dispatch: std::sync::OnceLock::new(),
         }
@@ -187,6 +195,7 @@ impl Inner {
             Some((h, _)) => h.accepted_at,
             None => now_ms(),
         };
+        let unplaced = self.place_render(seq, event)?;
         let effects = {
             let mut r = self
                 .router
@@ -199,7 +208,11 @@ impl Inner {
         for e in effects {
             match e {
                 Effect::Enqueue(item) => {
-                    let item = *item;
+                    let mut item = *item;
+                    if unplaced && let WorkItem::PublishDeployed(d) = &mut item {
+                        debug!(render = %d.render, "deploy-driven render of unknown order: status only");
+                        d.render_seq = decide::UNPLACED_RENDER_SEQ;
+                    }
                     match &item {
                         WorkItem::Publish(_) | WorkItem::PublishDeployed(_) => wake[0] = true,
                         WorkItem::Invalid(_) => wake[1] = true,

@@ -112,6 +112,41 @@ impl Writer {
         Ok(wrote)
     }
 
+    /// Restores a HAProxyCfg's status after the object was recreated (self-healing): adds each
+    /// of `conditions` whose type the status lacks and each of `pods` whose pod has no entry,
+    /// in one status write (`podsSynced` recomputed); what the status already has is never
+    /// overwritten. Returns whether a write happened.
+    ///
+    /// # Errors
+    /// [`WriteError`]; 404 when the HAProxyCfg does not exist.
+    pub async fn restore_status(
+        &self,
+        name: &str,
+        conditions: &[Condition],
+        pods: &[PodDeploymentStatus],
+    ) -> Result<bool, WriteError> {
+        let (_, wrote) = self
+            .update_cfg_status(name, |st, _| {
+                for c in conditions {
+                    if !st.conditions.iter().any(|x| x.type_ == c.type_) {
+                        st.conditions.push(c.clone());
+                    }
+                }
+                let before = st.deployed_to_pods.len();
+                for p in pods {
+                    if !st.deployed_to_pods.iter().any(|x| x.pod_name == p.pod_name) {
+                        st.deployed_to_pods.push(p.clone());
+                    }
+                }
+                if st.deployed_to_pods.len() != before {
+                    st.deployed_to_pods
+                        .sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
+                }
+            })
+            .await?;
+        Ok(wrote)
+    }
+
     /// Applies per-pod status changes to one HAProxyCfg in one status write. An `Applied`
     /// change the object cannot take yet (object missing, never completely published, or
     /// another `spec.checksum` for a successful deployment; a failure is written with its

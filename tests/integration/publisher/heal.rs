@@ -277,3 +277,51 @@ async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back()
     assert_eq!(env.published_events(), 2);
     env.assert_no_422();
 }
+
+/// `kubectl delete` of the HAProxyCfg: the restored object gets its status back too (the
+/// gate's conditions and the per-pod entries), not only its spec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_haproxycfg_is_restored_with_its_conditions_and_pod_status() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let _term = p.start(Term(1));
+    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
+    env.applied(&p, "pod-a", sum, None).await;
+    env.applied(&p, "pod-b", sum, None).await;
+    let full = |c: &crd::HAProxyCfg| {
+        c.status.as_ref().is_some_and(|s| {
+            s.deployed_to_pods.len() == 2
+                && s.pods_synced.as_deref() == Some("2/2")
+                && ["ConfigValidated", "ConfigPinned"]
+                    .iter()
+                    .all(|t| s.conditions.iter().any(|c| c.type_ == *t))
+        })
+    };
+    eventually("published with conditions and 2/2 pods", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == sum && full(&c))
+    })
+    .await;
+    let uid = env.cfg(MAIN).await.unwrap().metadata.uid;
+    let out = env.kubectl(&["delete", "haproxycfg", MAIN]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eventually("restored with conditions and 2/2 pods", || async {
+        env.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.metadata.uid != uid && c.spec.checksum == sum && full(&c))
+    })
+    .await;
+    let s = env.cfg(MAIN).await.unwrap().status.unwrap();
+    let validated = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ConfigValidated")
+        .unwrap();
+    assert_eq!(validated.status, "True");
+    assert!(s.deployed_to_pods.iter().all(|e| e.checksum == Some(sum)));
+}

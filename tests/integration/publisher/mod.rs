@@ -8,6 +8,7 @@ mod faults;
 mod fence;
 mod flows;
 mod heal;
+mod restart;
 mod status;
 
 use std::fs;

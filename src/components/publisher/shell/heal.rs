@@ -95,6 +95,9 @@ impl Inner {
                 }
             };
             let key = (kind.clone(), o.name_any());
+            if kind == "HAProxyCfg" && key.1 == self.cfg.haproxycfg_name() {
+                self.remember_status(&o);
+            }
             let content = content_json(&o);
             let seen = if deleted {
                 Seen::Deleted
@@ -115,6 +118,79 @@ impl Inner {
                 info!(kind = %kind, name = %key.1, deleted, "published object deleted or edited by someone else; restoring");
                 self.heal.store(true, Ordering::Release);
                 self.wake.publish.notify_one();
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Keeps the status of the main HAProxyCfg `obj` when it has conditions or pod entries.
+    fn remember_status<K: serde::Serialize>(&self, obj: &K) {
+        let status = serde_json::to_value(obj)
+            .ok()
+            .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
+            .and_then(|s| serde_json::from_value::<crate::k8s::crd::HAProxyCfgStatus>(s).ok());
+        if let Some(s) = status
+            && (!s.conditions.is_empty() || !s.deployed_to_pods.is_empty())
+        {
+            self.cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .status = Some(s);
+        }
+    }
+
+    /// After a repeat of the last complete publication (self-healing, term start): gives the
+    /// main HAProxyCfg back the conditions and per-pod entries it had before it was deleted
+    /// (the last status the heal watch saw, else the gate's conditions this publisher last
+    /// wrote; pods the publisher no longer knows are left out), filling only what it lacks; newer status writes are never overwritten. Write
+    /// failures are logged: the next status or verdict write repairs them (a term-ending one
+    /// cancels `cancel`).
+    pub(super) async fn restore_status(&self, writer: &Writer, cancel: &CancellationToken) {
+        let name = self.cfg.haproxycfg_name();
+        let (mut conditions, pods) = {
+            let c = self
+                .cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            c.status.as_ref().map_or_else(
+                || (Vec::new(), Vec::new()),
+                |s| (s.conditions.clone(), s.deployed_to_pods.clone()),
+            )
+        };
+        for c in self
+            .last_conditions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            if !conditions.iter().any(|x| x.type_ == c.type_) {
+                conditions.push(c.clone());
+            }
+        }
+        // Only pods the publisher still knows (a pod removed meanwhile stays removed).
+        let pods: Vec<_> = {
+            let r = self
+                .router
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            pods.into_iter()
+                .filter(|p| r.known_pods.is_empty() || r.known_pods.contains_key(&p.pod_name))
+                .collect()
+        };
+        if conditions.is_empty() && pods.is_empty() {
+            return;
+        }
+        match writer.restore_status(&name, &conditions, &pods).await {
+            Ok(wrote) => {
+                if wrote {
+                    info!(name = %name, "status restored");
+                }
+            }
+            Err(e) => {
+                if !stop_term_on(&e, cancel) {
+                    warn!(error = %e, "status restore failed");
+                }
             }
         }
     }

@@ -246,6 +246,9 @@ impl Inner {
                         }
                         c.in_flight = None;
                     }
+                    if entry.is_none() {
+                        self.restore_status(writer, cancel).await;
+                    }
                     self.wake.verdict.notify_one();
                     self.wake.status.notify_one();
                     return Ok(true);

@@ -169,6 +169,12 @@ impl Inner {
         let ok = self
             .with_retries(cancel, || writer.set_conditions(&name, &conds))
             .await?;
+        if ok {
+            *self
+                .last_conditions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = conds.to_vec();
+        }
         if v.passed && ok {
             let invalid = invalid_haproxycfg_name(self.cfg.identity.name.as_str());
             self.with_retries(cancel, || writer.delete_cfg(&invalid))
