@@ -51,7 +51,6 @@ async fn restart_then_older_deploy_request(trim: bool) {
     let p1 = env.publisher(fast_config());
     let t1 = p1.start(Term(1));
     let (r05, r06) = publish_05_then_06(&mut env, &p1).await;
-    let published = env.published_events();
     // "kill -9": the publisher goes away without a drain; a new one starts on the same journal
     // in a new term, with nothing in memory.
     t1.cancel.cancel();
@@ -99,7 +98,15 @@ async fn restart_then_older_deploy_request(trim: bool) {
     let cp = env.journal.published_checkpoints().unwrap();
     let main = cp.iter().find(|c| c.name.as_str() == MAIN).unwrap();
     assert_eq!(main.render, r06, "the checkpoint moved back to 05");
-    assert_eq!(env.published_events(), published, "05 was published again");
+    // Counted by the new publisher itself: trimming may drop old `config.published` events from
+    // the journal at any moment, so a count of the journal's events is not a stable baseline.
+    assert_eq!(
+        p2.counters()
+            .config_published
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "05 was published again"
+    );
     // A later deploy-driven request for 06 itself is a repeat, and a new render still advances.
     deploy_request(&mut env, &p2, r06, "d06").await;
     let r07 = env.render_and_pass(&p2, &corpus("07-ca")).await;
