@@ -10,6 +10,8 @@ COPY src src
 COPY journal journal
 COPY migrations migrations
 COPY tools tools
+# The demo (README command 1) is a workspace member Cargo must load; `-p haptic` does not build it.
+COPY demo demo
 # Declared [[bench]] targets must exist for Cargo to load the manifest.
 COPY benches benches
 RUN cargo build --release --locked -p haptic

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use haptic::components::deployer::{AlwaysValid, Deployer, DeployerSettings, RunOutcome};
+use haptic::components::deployer::{Deployer, DeployerSettings, RunOutcome};
+use haptic::core::guard::AlwaysValid;
 use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane};
 use haptic::dispatch::Dispatcher;
 use haptic_journal::{

@@ -23,8 +23,13 @@
 //! - [`runtime`]: `haptic run`, the wiring of all of the above into one process (leadership,
 //!   drain on SIGTERM, journal recovery, Kubernetes Events);
 //! - [`telemetry`]: logs, `/healthz`, `/readyz`, `/metrics`;
-//! - [`demo`]: `haptic demo`, the controller against the local sandbox (README command 1);
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line (the flags of `run` live in [`runtime::args`]).
+//!
+//! Layers, bottom up (each points only down; `tests/integration/architecture.rs` holds it):
+//! `haptic_journal` (ids, events, work items) -> [`core`] -> [`dispatch`] -> adapters ([`k8s`],
+//! [`dataplane`], [`source`], [`validate`]) -> [`components`] -> [`telemetry`] -> [`runtime`] ->
+//! [`cli`] and the binaries. The demo (README command 1) is the separate crate `haptic-demo`, so
+//! the product never links the sandbox.
 //!
 //! Invariants every component keeps: an event is acted on only after its journal commit; one
 //! checksum format (`sha256:<hex>`, [`haptic_journal::render_checksum`]) identifies a render
@@ -37,7 +42,6 @@ pub mod cli;
 pub mod components;
 pub mod core;
 pub mod dataplane;
-pub mod demo;
 pub mod dispatch;
 pub mod k8s;
 pub mod runtime;
@@ -60,9 +64,6 @@ pub enum RunError {
     /// The controller stopped with an error.
     #[error(transparent)]
     Runtime(#[from] runtime::RuntimeError),
-    /// The demo failed.
-    #[error(transparent)]
-    Demo(#[from] demo::DemoError),
 }
 
 /// Run one CLI invocation.
@@ -83,7 +84,6 @@ pub async fn run(cli: cli::Cli) -> Result<(), RunError> {
             }
             return Ok(runtime::run(args).await?);
         }
-        cli::Command::Demo(args) => return Ok(demo::run(args).await?),
     };
     let mut stdout = std::io::stdout().lock();
     stdout

@@ -12,8 +12,11 @@
 
 pub mod compression;
 pub mod error;
+pub mod guard;
+pub mod health;
 pub mod ids;
 pub mod naming;
+pub mod render;
 
 pub use error::ErrorKind;
 pub use ids::ReloadStatus;

@@ -34,7 +34,7 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::source::{Input, InputSender, SinkClosed, new_event_id};
+use crate::dispatch::input::{Input, InputSender, SinkClosed, new_event_id};
 
 /// Annotation overriding a pod's Dataplane port.
 pub const DATAPLANE_PORT_ANNOTATION: &str = "haproxy-haptic.org/dataplane-port";

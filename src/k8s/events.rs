@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
-use crate::components::deployer::DriftHook;
+use crate::core::guard::DriftHook;
 use crate::k8s::crd::HAProxyCfg;
 use haptic_journal::{PodRef, RuntimeConfigRef};
 

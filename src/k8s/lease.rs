@@ -41,7 +41,7 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
-use crate::source::{Input, InputSender, SinkClosed, new_event_id};
+use crate::dispatch::input::{Input, InputSender, SinkClosed, new_event_id};
 
 /// Settings of a [`LeaderElector`].
 #[derive(Debug, Clone)]

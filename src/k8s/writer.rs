@@ -44,9 +44,9 @@ use super::crd::{
     reasons, secrets, set_condition,
 };
 use super::error::WriteError;
-pub use crate::components::deployer::{AlwaysValid, LeaseGuard};
 use crate::core::ErrorKind;
 use crate::core::compression::compress_if_needed;
+use crate::core::guard::LeaseGuard;
 use crate::core::naming::aux_object_name;
 
 /// How often a 409 is re-read and retried inside one call.
@@ -72,7 +72,7 @@ pub struct WriterConfig {
     pub compression_threshold_bytes: u64,
     /// Timeout of one API request. Default: 10 s.
     pub request_timeout: Duration,
-    /// The fencing check before every write (DESIGN.md J7); [`AlwaysValid`] without election.
+    /// The fencing check before every write (DESIGN.md J7); [`AlwaysValid`](crate::core::guard::AlwaysValid) without election.
     pub lease: Arc<dyn LeaseGuard>,
 }
 

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use haptic_journal::{Batch, Event};
 use tokio::sync::mpsc;
 
+use crate::dispatch::input::{Input, render_batch};
 use crate::dispatch::{DispatchError, DispatchHandle};
-use crate::source::{Input, render_batch};
-use crate::telemetry::{Metrics, RenderSource};
+use crate::telemetry::Metrics;
 
 /// Capacity of the input channel. Inputs are small (a render is behind an `Arc`), arrive in
 /// bursts of one pod-discovery diff (a few events per pod that changed) or one render, and the
@@ -32,7 +32,7 @@ pub struct AcceptorStats {
 #[must_use]
 pub fn batch_of(input: &Input) -> Batch {
     match input {
-        Input::Rendered { event, content } => render_batch(event.clone(), content),
+        Input::Rendered { event, content, .. } => render_batch(event.clone(), content),
         Input::Event(event) => {
             let mut b = Batch::new();
             if let Event::BecameLeader { term, identity, .. } = event {
@@ -44,12 +44,15 @@ pub fn batch_of(input: &Input) -> Batch {
     }
 }
 
-/// Journals every input until every sender is gone; `source` labels the renders in `metrics`
-/// (the commit latency observed is the whole `accept` round trip, group commit included).
+/// Journals every input until every sender is gone; each render is counted in `metrics` under
+/// the source it names (the commit latency observed is the whole `accept` round trip, group
+/// commit included). An input with a reply channel (ingest) gets the commit's outcome.
 ///
 /// # Errors
-/// [`DispatchError`] when a commit fails: the input side stops (nothing after the failed input
-/// is accepted, so nothing is acted on without being durable).
+/// [`DispatchError`] when a commit of an input without a reply fails: the input side stops
+/// (nothing after the failed input is accepted, so nothing is acted on without being durable).
+/// A failed commit of an input with a reply is answered to its producer (the ingest endpoint
+/// answers 500) and the acceptor goes on.
 ///
 /// # Cancel safety
 /// Dropping the future while a commit is in flight leaves that commit to finish in its blocking
@@ -59,18 +62,40 @@ pub async fn run(
     dispatch: DispatchHandle,
     stats: Arc<AcceptorStats>,
     metrics: Arc<Metrics>,
-    source: RenderSource,
 ) -> Result<(), DispatchError> {
-    while let Some(input) = rx.recv().await {
+    while let Some(mut input) = rx.recv().await {
         let batch = batch_of(&input);
+        let reply = match &mut input {
+            Input::Rendered { reply, .. } => reply.take(),
+            Input::Event(_) => None,
+        };
         let started = std::time::Instant::now();
-        let accepted = dispatch.accept(batch).await?;
+        let accepted = match (dispatch.accept(batch).await, reply) {
+            (Ok(accepted), reply) => {
+                if let Some(reply) = reply {
+                    // A producer that stopped waiting still had its input journaled.
+                    let _ = reply.send(Ok(accepted.clone()));
+                }
+                accepted
+            }
+            (Err(e), Some(reply)) => {
+                tracing::error!(error = %e, "render not journaled");
+                let _ = reply.send(Err(e));
+                continue;
+            }
+            (Err(e), None) => return Err(e),
+        };
         metrics.observe_commit(started.elapsed());
         metrics.events_accepted(accepted.seqs().len() as u64);
         match &input {
-            Input::Rendered { event, content } => {
+            Input::Rendered {
+                event,
+                content,
+                source,
+                ..
+            } => {
                 stats.renders.fetch_add(1, Ordering::Relaxed);
-                metrics.render_accepted(source);
+                metrics.render_accepted(*source);
                 if let Event::TemplateRendered { render, .. } = event {
                     tracing::info!(render = %render, files = content.files.len(),
                         config_bytes = content.config.len(), seq = ?accepted.seqs(), "render accepted");

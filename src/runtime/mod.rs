@@ -27,11 +27,11 @@
 //! # Metrics
 //! `/metrics` (see [`crate::telemetry`] once wired).
 
-mod inputs;
+pub mod args;
+pub mod inputs;
 pub mod notify;
 pub mod open;
 pub mod settings;
-pub mod validation;
 mod wiring;
 
 use std::future::Future;
@@ -45,17 +45,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{Instrument as _, error, info, info_span, warn};
 
-use crate::cli::{RunArgs, SourceKind};
 use crate::components::deployer::{Deployer, DeployerSettings};
 use crate::components::publisher::{ConfigPublisher, PublisherConfig};
 use crate::components::scheduler::{SchedulerSettings, SchedulerShell, SchedulerState};
-use crate::components::{drift, publisher, scheduler};
+use crate::components::{drift, publisher, scheduler, validator};
 use crate::dataplane::{ClientSettings, Dataplane};
 use crate::dispatch::Dispatcher;
+use crate::dispatch::input::Input;
 use crate::k8s::discovery::{DiscoveryConfig, PodDiscovery};
 use crate::k8s::lease::{LeaderElector, LeaseConfig, default_identity};
-use crate::source::Input;
 use crate::validate::Validator;
+use args::RunArgs;
 
 pub use inputs::{AcceptorStats, INPUT_CAPACITY, batch_of};
 pub use settings::{Settings, SettingsError};
@@ -285,7 +285,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     let sched_sub = dispatcher.subscribe(scheduler::subscribe_options());
     let drift_sub = dispatcher.subscribe(drift::subscribe_options());
     let pub_sub = dispatcher.subscribe(publisher::subscribe_options());
-    let val_sub = dispatcher.subscribe(validation::subscribe_options());
+    let val_sub = dispatcher.subscribe(validator::subscribe_options());
     let notify_sub = dispatcher.subscribe(notify::subscribe_options());
     let dispatch = dispatcher.handle();
 
@@ -356,10 +356,6 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
             dispatch.clone(),
             acceptor_stats.clone(),
             metrics.clone(),
-            match args.source {
-                SourceKind::Dir => crate::telemetry::RenderSource::Dir,
-                SourceKind::Configmap => crate::telemetry::RenderSource::ConfigMap,
-            },
         ),
     );
     critical.spawn(scheduler::COMPONENT, shell.run(work.clone()));
@@ -378,18 +374,18 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         let (p, w) = (publisher.clone(), work.clone());
         critical.spawn(publisher::COMPONENT, async move { p.run(pub_sub, w).await });
     }
-    let validation_stats = Arc::new(validation::ValidationStats::default());
+    let validation_stats = Arc::new(validator::ValidationStats::default());
     critical.spawn(
-        validation::COMPONENT,
-        validation::run(
+        validator::COMPONENT,
+        validator::run(
             validator,
             dispatch.clone(),
             val_sub,
             validation_stats.clone(),
-            metrics.clone(),
             work.clone(),
         ),
     );
+    metrics.register_validator(validation_stats.clone());
     metrics.register_dispatch(dispatch.clone());
     metrics.register_deployer(deployer.clone());
     metrics.register_publisher(publisher.clone());
@@ -408,7 +404,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         crate::telemetry::drift_stall_check(drift_handle),
     );
     health.add_liveness(
-        validation::COMPONENT,
+        validator::COMPONENT,
         crate::telemetry::component_stall_check(validation_stats.health.clone()),
     );
     tracker.spawn(notify::run(notify_sub, dispatch.clone(), notifier.clone()));
@@ -427,7 +423,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     // The config identity, before any render (the scheduler and the publisher need it).
     dispatch
         .publish(Event::ConfigValidated {
-            correlation: crate::source::chain_start("config"),
+            correlation: crate::dispatch::input::chain_start("config"),
             identity: config_identity.clone(),
         })
         .await
@@ -477,8 +473,8 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         &args,
         &client,
         &namespace,
+        &tx,
         &dispatch,
-        &metrics,
         &inputs_cancel,
     )
     .await?;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use haptic_journal::{Journal, JournalOptions, OpenError};
 
-use crate::cli::{JournalConcurrency, JournalRecovery};
+use super::args::{JournalConcurrency, JournalRecovery};
 
 /// The journal could not be opened.
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::{RunArgs, SourceKind};
+use super::args::{RunArgs, SourceKind};
 
 /// A flag combination that cannot work, with the fix in the message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -144,20 +144,23 @@ mod tests {
     use super::*;
     use clap::Parser as _;
 
+    /// `haptic run`'s flags alone (the runtime does not see the CLI above it).
+    #[derive(clap::Parser)]
+    struct Run {
+        #[command(flatten)]
+        args: RunArgs,
+    }
+
     fn args(extra: &[&str]) -> RunArgs {
         let mut v = vec![
             "haptic",
-            "run",
             "--pod-selector",
             "app=haproxy",
             "--dataplane-secret",
             "dp",
         ];
         v.extend_from_slice(extra);
-        match crate::cli::Cli::try_parse_from(v).unwrap().command {
-            crate::cli::Command::Run(a) => a,
-            _ => unreachable!(),
-        }
+        Run::try_parse_from(v).unwrap().args
     }
 
     #[test]

@@ -14,12 +14,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::args::{RunArgs, SourceKind};
 use super::{Critical, RuntimeError, Settings};
-use crate::cli::{RunArgs, SourceKind};
 use crate::components::publisher::ConfigPublisher;
 use crate::dataplane::BasicAuth;
+use crate::dispatch::input::Input;
 use crate::k8s::discovery::read_credentials;
-use crate::source::Input;
 
 /// Builds the kube client (retry layer off, DESIGN.md section 2): from `--kubeconfig`, else
 /// the in-cluster service account.
@@ -162,14 +162,15 @@ pub(super) async fn drain(
 const TOKEN_REFRESH: Duration = Duration::from_secs(10);
 
 /// Starts the HTTP ingest endpoint on `--ingest-addr` when given (leader only answers 202; the
-/// token comes from `--ingest-token-secret`, key `token`; renders counted in `metrics`).
+/// token comes from `--ingest-token-secret`, key `token`; renders go to the acceptor behind `sink`,
+/// which counts them).
 pub(super) async fn start_ingest(
     critical: &Critical,
     args: &RunArgs,
     client: &kube::Client,
     namespace: &str,
+    sink: &crate::dispatch::input::InputSender,
     dispatch: &crate::dispatch::DispatchHandle,
-    metrics: &Arc<crate::telemetry::Metrics>,
     cancel: &CancellationToken,
 ) -> Result<(), RuntimeError> {
     use crate::source::ingest::{IngestConfig, IngestServer, read_token};
@@ -178,9 +179,11 @@ pub(super) async fn start_ingest(
     };
     let secret = args.ingest_token_secret.clone().unwrap_or_default();
     let token = read_token(client.clone(), namespace, &secret).await?;
-    let cfg = IngestConfig::new(Some(token.clone()))
-        .lease(client.clone(), namespace, args.lease_name.clone())
-        .metrics(metrics.clone());
+    let cfg = IngestConfig::new(Some(token.clone())).lease(
+        client.clone(),
+        namespace,
+        args.lease_name.clone(),
+    );
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| RuntimeError::Bind {
@@ -190,7 +193,7 @@ pub(super) async fn start_ingest(
         })?;
     info!(addr = %listener.local_addr().map_or_else(|_| addr.to_string(), |a| a.to_string()),
         "ingest endpoint listening (POST /v1/renders)");
-    let server = IngestServer::new(cfg, dispatch.clone());
+    let server = IngestServer::new(cfg, sink.clone(), dispatch.leadership());
     // Token rotation: the Secret is read again every TOKEN_REFRESH; a changed token replaces the
     // old one at once; a read failure keeps the current token (logged).
     {
@@ -286,7 +289,7 @@ pub(super) fn start_source(
                         info!(uid = ?identity.source_uid, "render ConfigMap (re)created; config identity refreshed");
                         if let Err(error) = dispatch
                             .publish(Event::ConfigValidated {
-                                correlation: crate::source::chain_start("config"),
+                                correlation: crate::dispatch::input::chain_start("config"),
                                 identity,
                             })
                             .await

@@ -39,7 +39,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
-use super::{CONFIG_FILE, InputSender, RenderContent, RenderFile, SinkClosed, kind_of_folder};
+use crate::core::render::{CONFIG_FILE, RenderContent, RenderFile, kind_of_folder};
+use crate::dispatch::input::{InputSender, SinkClosed};
 
 /// The separator between folder and file name in a key (`maps--hosts.map`).
 pub const KEY_SEPARATOR: &str = "--";
@@ -290,7 +291,14 @@ impl ConfigMapSource {
                     });
                     if self.last_sent != Some(checksum) {
                         let trigger = if first { "startup" } else { "configmap_changed" };
-                        super::send_render(&sink, content, started.elapsed(), trigger).await?;
+                        crate::dispatch::input::send_render(
+                            &sink,
+                            content,
+                            started.elapsed(),
+                            trigger,
+                            crate::dispatch::input::RenderSource::ConfigMap,
+                        )
+                        .await?;
                         self.last_sent = Some(checksum);
                         tracing::info!(render = %checksum, "render read from configmap");
                     }

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{CONFIG_FILE, FOLDERS, InputSender, RenderContent, SinkClosed, send_render};
+use crate::core::render::{CONFIG_FILE, FOLDERS, RenderContent, RenderFile};
+use crate::dispatch::input::{InputSender, RenderSource, SinkClosed, send_render};
 
 /// Settings of a [`DirSource`].
 #[derive(Debug, Clone)]
@@ -124,7 +125,7 @@ impl DirSource {
                         committed = stamp;
                         let checksum = content.checksum();
                         if self.last_sent != Some(checksum) {
-                            send_render(&sink, content, took, trigger).await?;
+                            send_render(&sink, content, took, trigger, RenderSource::Dir).await?;
                             self.last_sent = Some(checksum);
                             tracing::info!(render = %checksum, "render read from directory");
                         }
@@ -153,7 +154,7 @@ impl DirSource {
                 let started = Instant::now();
                 let read = tokio::task::spawn_blocking(move || {
                     let before = fingerprint(&dir2);
-                    let content = RenderContent::read_dir(&dir2);
+                    let content = read_render(&dir2);
                     (before, content, fingerprint(&dir2))
                 })
                 .await;
@@ -219,4 +220,41 @@ fn fingerprint(dir: &Path) -> (Option<PathBuf>, Vec<Entry>) {
     }
     out.sort();
     (std::fs::read_link(dir.join("..data")).ok(), out)
+}
+/// Reads a render directory (`haproxy.cfg` plus the folders of [`FOLDERS`](crate::core::render::FOLDERS)) as it is now.
+///
+/// Hidden entries (names starting with `.`, such as a volume's `..data`) are skipped inside
+/// folders; subdirectories of a folder and unknown top-level entries are ignored.
+///
+/// # Errors
+/// Any I/O error, e.g. [`std::io::ErrorKind::NotFound`] when `haproxy.cfg` is absent.
+pub fn read_render(dir: &Path) -> std::io::Result<RenderContent> {
+    let config = std::fs::read(dir.join(CONFIG_FILE))?;
+    let mut files = Vec::new();
+    for (folder, kind, _) in FOLDERS {
+        let sub = dir.join(folder);
+        let entries = match std::fs::read_dir(&sub) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            // `metadata` follows symlinks (volume files are symlinks into `..data`).
+            let meta = std::fs::metadata(entry.path())?;
+            if !meta.is_file() {
+                continue;
+            }
+            files.push(RenderFile {
+                kind: *kind,
+                path: format!("{folder}/{name}"),
+                content: std::fs::read(entry.path())?,
+            });
+        }
+    }
+    Ok(RenderContent::new(config, files))
 }

@@ -6,7 +6,7 @@
 //!     --> leader? no: 503 {"leader": <Lease holderIdentity>} + Retry-After: 2
 //!     --> read the body (<= max_body_bytes, else 413), check every part (400 naming it)
 //!     --> RenderContent --same checksum as the last one accepted here?--> 202 {"duplicate": true}
-//!     --> render_batch(template_rendered(.., "ingest")) --DispatchHandle::accept (fsync)--> 202
+//!     --> Input::Rendered(template_rendered(.., "ingest"), reply) --acceptor: accept (fsync)--> 202
 //! ```
 //!
 //! Only the leader takes renders: a render journaled on a follower would wait until that
@@ -17,7 +17,7 @@
 //! - `POST /v1/renders`, `Authorization: Bearer <token>` (when a token is configured), body one of
 //!   - `multipart/form-data`: one part per file, each part *named* by its render-relative path:
 //!     `haproxy.cfg` (exactly once), `maps/<name>`, `ssl/<name>`, `ca/<name>`, `general/<name>`,
-//!     `crt-lists/<name>` (the folder decides the [`haptic_journal::AuxKind`], [`kind_of_folder`](crate::source::kind_of_folder));
+//!     `crt-lists/<name>` (the folder decides the [`haptic_journal::AuxKind`], [`kind_of_folder`](crate::core::render::kind_of_folder));
 //!   - `application/x-tar` (or `application/tar`): a tar of a render directory, paths relative
 //!     to its root (`tar -C DIR -cf - .`); directory entries are skipped, links are refused.
 //! - `GET /v1/renders/latest`: the last render this process accepted through the endpoint.
@@ -49,8 +49,9 @@
 //!
 //! # Journal records
 //! One batch per new render: the blobs and manifest of [`RenderContent::manifest`] plus
-//! `template.rendered` (trigger `ingest`), through [`DispatchHandle::accept`]
-//! (`Durability::Immediate`). A duplicate writes nothing.
+//! `template.rendered` (trigger `ingest`), handed to the acceptor as
+//! [`Input::Rendered`] with a reply channel, like every other source; the endpoint answers `202`
+//! only once the acceptor's commit (`Durability::Immediate`) returned. A duplicate writes nothing.
 //!
 //! # Failpoints
 //! None of its own. The journal's crash points bracket the commit: a crash at
@@ -59,9 +60,9 @@
 //! a restart, since the duplicate check is in memory).
 //!
 //! # Metrics
-//! With [`IngestConfig::metrics`]: each journaled render in
-//! `haptic_renders_total{source="ingest"}`, its events in `haptic_events_accepted_total`, its
-//! commit in `haptic_journal_commit_duration_seconds`. [`IngestStats`] (renders accepted,
+//! The acceptor counts each journaled render in `haptic_renders_total{source="ingest"}`, its
+//! events in `haptic_events_accepted_total`, its commit in
+//! `haptic_journal_commit_duration_seconds`. [`IngestStats`] (renders accepted,
 //! duplicates, rejected requests, not-leader answers, journal failures) through
 //! [`IngestServer::stats`] (not exported on `/metrics` yet).
 //!
@@ -91,8 +92,9 @@ use subtle::ConstantTimeEq;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::{RenderContent, render_batch, template_rendered};
-use crate::dispatch::{DispatchHandle, Leadership};
+use crate::core::render::RenderContent;
+use crate::dispatch::Leadership;
+use crate::dispatch::input::{Input, InputSender, RenderSource, template_rendered};
 use body::Refusal;
 pub use token::{IngestError, TOKEN_KEY, read_token};
 
@@ -135,9 +137,6 @@ pub struct IngestConfig {
     pub max_body_bytes: usize,
     /// The Lease whose `spec.holderIdentity` a follower names; `None` answers `"leader": null`.
     pub lease: Option<LeaseRef>,
-    /// Where each journaled render is counted (`haptic_renders_total{source="ingest"}`,
-    /// `haptic_events_accepted_total`, the commit latency); `None` counts nowhere.
-    pub metrics: Option<Arc<crate::telemetry::Metrics>>,
 }
 
 impl IngestConfig {
@@ -148,15 +147,7 @@ impl IngestConfig {
             token,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease: None,
-            metrics: None,
         }
-    }
-
-    /// Counts journaled renders in `metrics`.
-    #[must_use]
-    pub fn metrics(mut self, metrics: Arc<crate::telemetry::Metrics>) -> Self {
-        self.metrics = Some(metrics);
-        self
     }
 
     /// Names the leader from this Lease on followers.
@@ -190,7 +181,6 @@ impl std::fmt::Debug for IngestConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("lease", &self.lease)
-            .field("metrics", &self.metrics.is_some())
             .finish()
     }
 }
@@ -232,7 +222,8 @@ struct Inner {
     /// so neither content nor length leaks through timing.
     /// Replaced by [`IngestServer::set_token`] when the Secret rotates.
     token_digest: std::sync::RwLock<Option<[u8; 32]>>,
-    dispatch: DispatchHandle,
+    /// The acceptor's input channel (the one door into the journal).
+    sink: InputSender,
     leadership: watch::Receiver<Leadership>,
     /// Held across the duplicate check and the commit, so two requests never journal one render
     /// twice and `latest` follows the commit order.
@@ -255,16 +246,20 @@ impl std::fmt::Debug for IngestServer {
 }
 
 impl IngestServer {
-    /// An endpoint journaling through `dispatch` (leadership from [`DispatchHandle::leadership`]).
+    /// An endpoint journaling through the acceptor behind `sink`; only a leader (as `leadership`
+    /// says, e.g. [`crate::dispatch::DispatchHandle::leadership`]) takes renders.
     #[must_use]
-    pub fn new(cfg: IngestConfig, dispatch: DispatchHandle) -> Self {
+    pub fn new(
+        cfg: IngestConfig,
+        sink: InputSender,
+        leadership: watch::Receiver<Leadership>,
+    ) -> Self {
         let token_digest = cfg.token.as_deref().map(|t| Sha256::digest(t).into());
-        let leadership = dispatch.leadership();
         IngestServer {
             inner: Arc::new(Inner {
                 cfg,
                 token_digest: std::sync::RwLock::new(token_digest),
-                dispatch,
+                sink,
                 leadership,
                 latest: Mutex::new(None),
                 counters: Counters::default(),
@@ -294,10 +289,13 @@ impl IngestServer {
     pub async fn serve(
         listener: tokio::net::TcpListener,
         cfg: IngestConfig,
-        dispatch: DispatchHandle,
+        sink: InputSender,
+        leadership: watch::Receiver<Leadership>,
         cancel: CancellationToken,
     ) -> std::io::Result<()> {
-        IngestServer::new(cfg, dispatch).run(listener, cancel).await
+        IngestServer::new(cfg, sink, leadership)
+            .run(listener, cancel)
+            .await
     }
 
     /// As [`IngestServer::serve`], on an endpoint built with [`IngestServer::new`].
@@ -475,15 +473,26 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
         return not_leader(inner).await;
     }
     let event = template_rendered(&content, read_time, "ingest");
-    let batch = render_batch(event, &content);
-    let commit_started = Instant::now();
-    match inner.dispatch.accept(batch).await {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let files = content.files.len();
+    let config_bytes = content.config.len();
+    let input = Input::Rendered {
+        event,
+        content: Arc::new(content),
+        source: RenderSource::Ingest,
+        reply: Some(reply),
+    };
+    let outcome = match inner.sink.send(input).await {
+        Ok(()) => answer.await.map_err(|_| None),
+        Err(_) => Err(None),
+    };
+    let outcome = match outcome {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(e)) => Err(Some(e)),
+        Err(none) => Err(none),
+    };
+    match outcome {
         Ok(done) => {
-            if let Some(m) = &inner.cfg.metrics {
-                m.observe_commit(commit_started.elapsed());
-                m.events_accepted(done.seqs().len() as u64);
-                m.render_accepted(crate::telemetry::RenderSource::Ingest);
-            }
             let seq = done.seqs().last().copied().unwrap_or(Seq(0));
             let now = Latest { checksum, seq };
             *latest = Some(now);
@@ -491,8 +500,8 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
             tracing::info!(
                 %checksum,
                 seq = seq.0,
-                config_bytes = content.config.len(),
-                files = content.files.len(),
+                config_bytes,
+                files,
                 "ingest render journaled"
             );
             accepted(now, false)
@@ -502,17 +511,24 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
                 .counters
                 .journal_failures
                 .fetch_add(1, Ordering::Relaxed);
-            let mut message = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                message.push_str(": ");
-                message.push_str(&s.to_string());
-                source = s.source();
-            }
+            // `None`: the acceptor is gone (the process is stopping), nothing was journaled.
+            let (message, kind) = match &e {
+                Some(e) => {
+                    let mut message = e.to_string();
+                    let mut source = std::error::Error::source(e);
+                    while let Some(s) = source {
+                        message.push_str(": ");
+                        message.push_str(&s.to_string());
+                        source = s.source();
+                    }
+                    (message, e.metric_label())
+                }
+                None => ("the acceptor is not running".to_owned(), "stopped"),
+            };
             tracing::error!(error = %message, "ingest render not journaled");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                axum::Json(json!({ "error": message, "kind": e.metric_label() })),
+                axum::Json(json!({ "error": message, "kind": kind })),
             )
                 .into_response()
         }

@@ -1,7 +1,7 @@
 //! Liveness and readiness checks behind `/healthz` and `/readyz`.
 //!
 //! The runtime adds one named check per component ([`HealthRegistry::add_liveness`]: stall
-//! checks such as `components::Health::stalled`, `DriftHandle::stalled`, the journal's
+//! checks such as `core::health::Health::stalled`, `DriftHandle::stalled`, the journal's
 //! [`journal_writable_check`]; [`HealthRegistry::add_readiness`]: journal open and replayed,
 //! caches synced). A check is a cheap synchronous function; the server runs them on a blocking
 //! thread.
@@ -272,11 +272,11 @@ pub fn journal_writable_check(
     }
 }
 
-/// A liveness check over a component's [`crate::components::Health`] (scheduler:
+/// A liveness check over a component's [`crate::core::health::Health`] (scheduler:
 /// `SchedulerHandle::health`): fails while one handler has been running longer than
-/// [`crate::components::STALL_AFTER`].
+/// [`crate::core::health::STALL_AFTER`].
 pub fn component_stall_check(
-    health: Arc<crate::components::Health>,
+    health: Arc<crate::core::health::Health>,
 ) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
     move || stall_verdict(health.stalled(UnixMillis::now().0), handler_stall_reason())
 }
@@ -310,7 +310,7 @@ pub fn drift_stall_check(
 fn handler_stall_reason() -> String {
     format!(
         "handler running longer than {} s",
-        crate::components::STALL_AFTER.as_secs()
+        crate::core::health::STALL_AFTER.as_secs()
     )
 }
 
@@ -370,7 +370,7 @@ mod tests {
 
     #[test]
     fn component_stall_check_follows_the_handler() {
-        let health = Arc::new(crate::components::Health::default());
+        let health = Arc::new(crate::core::health::Health::default());
         let check = component_stall_check(health.clone());
         assert!(check().is_ok());
         health.begin(UnixMillis::now().0);
@@ -379,7 +379,7 @@ mod tests {
             "a handler that just started is not stalled"
         );
         let long_ago =
-            UnixMillis::now().0 - crate::components::STALL_AFTER.as_millis() as u64 - 1000;
+            UnixMillis::now().0 - crate::core::health::STALL_AFTER.as_millis() as u64 - 1000;
         health.begin(long_ago);
         assert_eq!(check(), Err("handler running longer than 120 s".to_owned()));
         health.end();

@@ -65,7 +65,9 @@ use crate::components::deployer::Deployer;
 use crate::components::drift::DriftHandle;
 use crate::components::publisher::ConfigPublisher;
 use crate::components::scheduler::SchedulerStats;
+use crate::components::validator::ValidationStats;
 use crate::dispatch::DispatchHandle;
+pub use crate::dispatch::input::RenderSource;
 
 /// Upper bounds (seconds) of the commit latency histogram: 0.5 ms to ~4 s, doubling. An fsync
 /// on a local SSD sits in the low milliseconds, a slow network volume in the hundreds.
@@ -73,36 +75,6 @@ const COMMIT_BUCKETS_SECS: [f64; 14] = [
     0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,
     4.096,
 ];
-
-/// Where a render came from (label `source` of `haptic_renders_total`).
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum RenderSource {
-    /// A watched directory (`--source dir`).
-    Dir,
-    /// A ConfigMap (`--source configmap`).
-    ConfigMap,
-    /// The HTTP ingest endpoint.
-    Ingest,
-}
-
-impl RenderSource {
-    /// Every value, in label order.
-    pub const ALL: [RenderSource; 3] = [
-        RenderSource::Dir,
-        RenderSource::ConfigMap,
-        RenderSource::Ingest,
-    ];
-
-    /// The label value: `dir`, `configmap`, `ingest`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RenderSource::Dir => "dir",
-            RenderSource::ConfigMap => "configmap",
-            RenderSource::Ingest => "ingest",
-        }
-    }
-}
 
 /// Outcome of one `haproxy -c` validation (label `result` of `haptic_validations_total`).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -133,20 +105,9 @@ impl EncodeLabelValue for RenderSource {
     }
 }
 
-impl EncodeLabelValue for ValidationResult {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> fmt::Result {
-        fmt::Write::write_str(encoder, self.as_str())
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SourceLabels {
     source: RenderSource,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: ValidationResult,
 }
 
 /// The controller's metrics. Create one per process with [`Metrics::new`] and share the `Arc`.
@@ -159,7 +120,6 @@ pub struct Metrics {
     /// The registered handles, shared with the collector inside `registry`.
     sources: Arc<Sources>,
     renders: Family<SourceLabels, Counter>,
-    validations: Family<ResultLabels, Counter>,
     events_accepted: Counter,
     commit_duration: Histogram,
 }
@@ -171,15 +131,11 @@ impl Metrics {
     pub fn new() -> Arc<Metrics> {
         let mut registry = Registry::default();
         let renders = Family::<SourceLabels, Counter>::default();
-        let validations = Family::<ResultLabels, Counter>::default();
         let events_accepted = Counter::default();
         let commit_duration = Histogram::new(COMMIT_BUCKETS_SECS);
         // Create every bounded label value up front, so each series exists from the first scrape.
         for source in RenderSource::ALL {
             drop(renders.get_or_create(&SourceLabels { source }));
-        }
-        for result in ValidationResult::ALL {
-            drop(validations.get_or_create(&ResultLabels { result }));
         }
         registry.register(
             "haptic_events_accepted",
@@ -190,11 +146,6 @@ impl Metrics {
             "haptic_renders",
             "Renders accepted (journaled as TemplateRendered), by render source",
             renders.clone(),
-        );
-        registry.register(
-            "haptic_validations",
-            "Render validations (haproxy -c), by result",
-            validations.clone(),
         );
         registry.register_with_unit(
             "haptic_journal_commit_duration",
@@ -208,7 +159,6 @@ impl Metrics {
             registry,
             sources,
             renders,
-            validations,
             events_accepted,
             commit_duration,
         })
@@ -222,13 +172,6 @@ impl Metrics {
     /// Counts one render accepted from `source` (`haptic_renders_total{source}`).
     pub fn render_accepted(&self, source: RenderSource) {
         self.renders.get_or_create(&SourceLabels { source }).inc();
-    }
-
-    /// Counts one validation with `result` (`haptic_validations_total{result}`).
-    pub fn validation(&self, result: ValidationResult) {
-        self.validations
-            .get_or_create(&ResultLabels { result })
-            .inc();
     }
 
     /// Records one journal commit's latency, measured by the caller around
@@ -269,6 +212,12 @@ impl Metrics {
     /// those of an earlier term (carried over).
     pub fn register_scheduler(&self, stats: Arc<SchedulerStats>) {
         lock(&self.sources.scheduler).replace(stats);
+    }
+
+    /// Reads the validator's counters (`haptic_validations_total{result}`) at each scrape.
+    /// Replaces those of an earlier validator (carried over).
+    pub fn register_validator(&self, stats: Arc<ValidationStats>) {
+        lock(&self.sources.validator).replace(stats);
     }
 
     /// Reads the drift monitor's trigger count at each scrape. Replaces the handle of an

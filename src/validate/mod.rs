@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 
 use haptic_journal::{Checksum, Correlation, CorrelationId, Event, EventId, GateVerdict};
 
-use crate::source::{RenderContent, new_event_id, pod_dir_of_kind};
+use crate::core::render::{RenderContent, pod_dir_of_kind};
+use crate::dispatch::input::new_event_id;
 
 pub use names::check_names;
 
@@ -464,7 +465,7 @@ mod tests {
 
     #[test]
     fn verdict_events_continue_the_chain_and_pin_on_failure() {
-        let rendered = crate::source::chain_start("render");
+        let rendered = crate::dispatch::input::chain_start("render");
         let render = Checksum([1; 32]);
         let last = Checksum([2; 32]);
         let fail = Validation {

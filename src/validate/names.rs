@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use haptic_journal::AuxKind;
 
-use crate::source::{RenderContent, folder_of_kind, pod_dir_of_kind};
+use crate::core::render::{RenderContent, folder_of_kind, pod_dir_of_kind};
 
 /// Every reason a render's file names are unusable, one message per file naming it; empty when
 /// all names are fine.
@@ -81,7 +81,7 @@ fn sanitized(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::RenderFile;
+    use crate::core::render::RenderFile;
 
     fn render(files: &[(AuxKind, &str)]) -> RenderContent {
         RenderContent::new(

@@ -1,9 +1,23 @@
-//! `src/core/` is pure code: no async runtime, no HTTP, no Kubernetes API, no journal, no
-//! clock, no randomness (STYLE.md 2.1, HAPTIC `tests/architecture_test.go`).
+//! The shape of the `haptic` crate (STYLE.md 2.1, HAPTIC `tests/architecture_test.go`), checked
+//! on the source itself:
+//!
+//! - `src/core/` is pure code: no async runtime, no HTTP, no Kubernetes API, no journal, no
+//!   file system or network, no clock, no randomness; so is every component's `decide` module;
+//! - the layers point one way only. Bottom up: `haptic_journal` (ids, events, work items) ->
+//!   `core` -> `dispatch` -> adapters (`k8s`, `dataplane`, `source`, `validate`, which never
+//!   reach each other) -> `components` -> `telemetry` -> `runtime` -> `cli` (and the binaries);
+//!   the components form no circle among themselves;
+//! - the product's `[dependencies]` name neither the test peers (`haptic-tools`) nor `nix`.
+//!
+//! Module references are found by parsing: every `use` tree (groups, `self`, `super`, renames,
+//! globs, `pub use` re-exports) and every qualified path in code (`crate::a::b`, `super::x`),
+//! resolved against the file's own module path; comments and string literals are skipped.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+/// Names that must not appear as identifiers in pure code.
 const FORBIDDEN: &[&str] = &[
     "tokio",
     "reqwest",
@@ -11,8 +25,30 @@ const FORBIDDEN: &[&str] = &[
     "redb",
     "Instant::now",
     "SystemTime::now",
+    "UnixMillis::now",
     "rand",
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::thread",
 ];
+
+/// The layer of each top-level module of `src/` (higher may use lower, never the reverse).
+const LAYERS: &[(&str, u8)] = &[
+    ("core", 1),
+    ("dispatch", 2),
+    ("k8s", 3),
+    ("dataplane", 3),
+    ("source", 3),
+    ("validate", 3),
+    ("components", 4),
+    ("telemetry", 5),
+    ("runtime", 6),
+    ("cli", 7),
+];
+
+/// Layer 3: the adapters, which are independent of each other.
+const ADAPTERS: u8 = 3;
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap() {
@@ -25,18 +61,116 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
 fn is_ident(c: Option<char>) -> bool {
     c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Forbidden names used as whole identifiers in code lines (comments are skipped, so the
+/// The source with comments, string and char literals blanked out (lengths and line breaks
+/// kept, so line numbers stay right).
+fn code_only(source: &str) -> String {
+    let b = source.as_bytes();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    let blank = |out: &mut String, s: &str| {
+        for c in s.chars() {
+            out.push(if c == '\n' { '\n' } else { ' ' });
+        }
+    };
+    while i < b.len() {
+        let rest = &source[i..];
+        if rest.starts_with("//") {
+            let end = rest.find('\n').unwrap_or(rest.len());
+            blank(&mut out, &rest[..end]);
+            i += end;
+        } else if rest.starts_with("/*") {
+            // Nested block comments.
+            let (mut depth, mut j) = (0usize, 0usize);
+            while j < rest.len() {
+                if rest[j..].starts_with("/*") {
+                    depth += 1;
+                    j += 2;
+                } else if rest[j..].starts_with("*/") {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += rest[j..].chars().next().map_or(1, char::len_utf8);
+                }
+            }
+            blank(&mut out, &rest[..j]);
+            i += j;
+        } else if let Some(len) = raw_string_len(rest) {
+            blank(&mut out, &rest[..len]);
+            i += len;
+        } else if rest.starts_with('"') {
+            let mut j = 1;
+            while j < rest.len() {
+                match rest.as_bytes()[j] {
+                    b'\\' => j += 2,
+                    b'"' => {
+                        j += 1;
+                        break;
+                    }
+                    _ => j += rest[j..].chars().next().map_or(1, char::len_utf8),
+                }
+            }
+            let j = j.min(rest.len());
+            blank(&mut out, &rest[..j]);
+            i += j;
+        } else if rest.starts_with('\'') && char_literal_len(rest).is_some() {
+            let len = char_literal_len(rest).unwrap_or(1);
+            blank(&mut out, &rest[..len]);
+            i += len;
+        } else {
+            let c = rest.chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// Length of a raw string literal (`r"..."`, `r#"..."#`, `br"..."`) at the start of `s`.
+fn raw_string_len(s: &str) -> Option<usize> {
+    let t = s.strip_prefix('b').unwrap_or(s);
+    let prefix = s.len() - t.len();
+    let t = t.strip_prefix('r')?;
+    let hashes = t.chars().take_while(|&c| c == '#').count();
+    let t = &t[hashes..];
+    if !t.starts_with('"') {
+        return None;
+    }
+    let close = format!("\"{}", "#".repeat(hashes));
+    let end = t[1..].find(&close)? + 1 + close.len();
+    Some(prefix + 1 + hashes + end)
+}
+
+/// Length of a char literal (`'a'`, `'\n'`, `'\u{1F600}'`) at the start of `s`; `None` for a
+/// lifetime (`'a` without a closing quote).
+fn char_literal_len(s: &str) -> Option<usize> {
+    let rest = &s[1..];
+    if let Some(esc) = rest.strip_prefix('\\') {
+        let close = esc.find('\'')?;
+        return Some(2 + close + 1);
+    }
+    let c = rest.chars().next()?;
+    rest[c.len_utf8()..]
+        .starts_with('\'')
+        .then_some(1 + c.len_utf8() + 1)
+}
+
+/// Forbidden names used as whole identifiers in code (comments and strings are skipped, so the
 /// module docs may name what they forbid).
 fn violations(source: &str) -> Vec<(usize, &'static str)> {
+    let code = code_only(source);
     let mut found = Vec::new();
-    for (n, line) in source.lines().enumerate() {
-        if line.trim_start().starts_with("//") {
-            continue;
-        }
+    for (n, line) in code.lines().enumerate() {
         for word in FORBIDDEN {
             for (at, _) in line.match_indices(word) {
                 let before = line[..at].chars().next_back();
@@ -50,28 +184,381 @@ fn violations(source: &str) -> Vec<(usize, &'static str)> {
     found
 }
 
-#[test]
-fn core_has_no_io_clock_or_randomness() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
+/// The module path of a file under `src/` (`k8s/writer/status.rs` -> `["k8s", "writer",
+/// "status"]`, `k8s/mod.rs` -> `["k8s"]`, `lib.rs` -> `[]`).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if !matches!(stem, "mod" | "lib" | "main") {
+        parts.push(stem.to_owned());
+    }
+    parts
+}
+
+/// Splits a use tree (`a::{b, c::d as e, self}`) into its full paths (renames dropped).
+fn expand_use_tree(tree: &str) -> Vec<Vec<String>> {
+    fn split_top(s: &str) -> Vec<&str> {
+        let (mut depth, mut start, mut out) = (0i32, 0usize, Vec::new());
+        for (i, c) in s.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(&s[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        out.push(&s[start..]);
+        out
+    }
+    fn walk(prefix: &[String], tree: &str, out: &mut Vec<Vec<String>>) {
+        let tree = tree.trim();
+        if tree.is_empty() {
+            return;
+        }
+        if let Some(open) = tree.find('{') {
+            let head = tree[..open].trim().trim_end_matches("::");
+            let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+            let mut p = prefix.to_vec();
+            p.extend(
+                head.split("::")
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned),
+            );
+            for item in split_top(inner) {
+                walk(&p, item, out);
+            }
+            return;
+        }
+        let tree = tree.split(" as ").next().unwrap_or(tree).trim();
+        let mut p = prefix.to_vec();
+        for seg in tree.split("::").map(str::trim) {
+            if seg == "self" && !p.is_empty() {
+                continue;
+            }
+            if !seg.is_empty() {
+                p.push(seg.to_owned());
+            }
+        }
+        out.push(p);
+    }
+    let mut out = Vec::new();
+    walk(&[], tree, &mut out);
+    out
+}
+
+/// Every module path a file refers to: its `use` trees and its qualified paths in code, as
+/// written (relative ones still start with `super`/`self`/a name).
+fn referenced_paths(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    // `use` declarations (with `pub`, `pub(crate)`, ... in front).
+    let bytes = code.as_bytes();
+    for (at, _) in code.match_indices("use ") {
+        let before = code[..at].chars().next_back();
+        if is_ident(before) {
+            continue;
+        }
+        // Only at the start of a statement: the previous non-space char is `;`, `}`, `{`, `)`
+        // (after `pub(crate)`), `]` (after an attribute), a `pub` keyword or the file start.
+        let prev = code[..at].trim_end();
+        let ok = prev.is_empty()
+            || prev.ends_with(';')
+            || prev.ends_with('}')
+            || prev.ends_with('{')
+            || prev.ends_with(')')
+            || prev.ends_with(']')
+            || prev.ends_with("pub");
+        if !ok {
+            continue;
+        }
+        let Some(end) = code[at..].find(';') else {
+            continue;
+        };
+        let tree = &code[at + 4..at + end];
+        let _ = bytes;
+        out.extend(expand_use_tree(tree));
+    }
+    // Qualified paths in code: `crate::a::b`, `super::super::x`, `self::x`.
+    for start_word in ["crate", "super", "self"] {
+        for (at, _) in code.match_indices(&format!("{start_word}::")) {
+            let before = code[..at].chars().next_back();
+            if is_ident(before) || before == Some(':') {
+                continue;
+            }
+            let rest = &code[at..];
+            let mut path = Vec::new();
+            let mut s = rest;
+            loop {
+                let seg: String = s
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if seg.is_empty() {
+                    break;
+                }
+                s = &s[seg.len()..];
+                path.push(seg);
+                match s.strip_prefix("::") {
+                    Some(t) => s = t,
+                    None => break,
+                }
+            }
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// Resolves a referenced path against the referring module; `None` when it leaves the crate
+/// (another crate, a prelude name, a child item of the same module).
+fn resolve(module: &[String], path: &[String]) -> Option<Vec<String>> {
+    let first = path.first()?;
+    match first.as_str() {
+        "crate" => Some(path[1..].to_vec()),
+        "super" | "self" => {
+            let mut base = module.to_vec();
+            let mut rest = path;
+            while let Some(seg) = rest.first() {
+                match seg.as_str() {
+                    "super" => {
+                        base.pop();
+                    }
+                    "self" => {}
+                    _ => break,
+                }
+                rest = &rest[1..];
+            }
+            base.extend(rest.iter().cloned());
+            Some(base)
+        }
+        // A relative path: a child module or an item of this module (same top-level module).
+        _ => None,
+    }
+}
+
+fn layer(top: &str) -> Option<u8> {
+    LAYERS.iter().find(|(m, _)| *m == top).map(|(_, l)| *l)
+}
+
+/// One reference from a file to another module of the crate.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Edge {
+    file: String,
+    from: Vec<String>,
+    to: Vec<String>,
+}
+
+/// Every in-crate reference of the files given as `(path relative to src, source)`.
+fn edges(files: &[(PathBuf, String)]) -> Vec<Edge> {
+    let mut out = Vec::new();
+    for (rel, source) in files {
+        let module = module_of(rel);
+        let code = code_only(source);
+        for path in referenced_paths(&code) {
+            if let Some(to) = resolve(&module, &path)
+                && !to.is_empty()
+            {
+                out.push(Edge {
+                    file: rel.display().to_string(),
+                    from: module.clone(),
+                    to,
+                });
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The layering problems of `edges` (empty when the shape holds).
+fn layering_problems(edges: &[Edge]) -> Vec<String> {
+    let mut problems = BTreeSet::new();
+    let mut components: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in edges {
+        let (Some(from_top), Some(to_top)) = (e.from.first(), e.to.first()) else {
+            continue;
+        };
+        if from_top == to_top {
+            if from_top == "components"
+                && let (Some(a), Some(b)) = (e.from.get(1), e.to.get(1))
+                && a != b
+            {
+                components.entry(a.clone()).or_default().insert(b.clone());
+            }
+            continue;
+        }
+        let (Some(lf), Some(lt)) = (layer(from_top), layer(to_top)) else {
+            continue;
+        };
+        if lt > lf {
+            problems.insert(format!(
+                "{}: `{}` (layer {lf}) reaches up to `{}` (layer {lt})",
+                e.file,
+                e.from.join("::"),
+                e.to.join("::")
+            ));
+        } else if lf == ADAPTERS && lt == ADAPTERS {
+            problems.insert(format!(
+                "{}: adapter `{from_top}` reaches adapter `{}` (adapters are independent)",
+                e.file,
+                e.to.join("::")
+            ));
+        }
+    }
+    // No circle among the components.
+    for start in components.keys() {
+        let mut stack = vec![(start.clone(), vec![start.clone()])];
+        let mut seen = BTreeSet::new();
+        while let Some((at, trail)) = stack.pop() {
+            for next in components.get(&at).into_iter().flatten() {
+                if next == start {
+                    let mut cycle = trail.clone();
+                    cycle.push(start.clone());
+                    problems.insert(format!("components form a circle: {}", cycle.join(" -> ")));
+                } else if seen.insert(next.clone()) {
+                    let mut t = trail.clone();
+                    t.push(next.clone());
+                    stack.push((next.clone(), t));
+                }
+            }
+        }
+    }
+    problems.into_iter().collect()
+}
+
+fn load_src() -> Vec<(PathBuf, String)> {
+    let root = src_dir();
     let mut files = Vec::new();
     rust_files(&root, &mut files);
-    assert!(files.len() >= 3, "src/core/ not found or empty");
+    files
+        .into_iter()
+        .map(|f| {
+            let text = fs::read_to_string(&f).unwrap();
+            (f.strip_prefix(&root).unwrap().to_path_buf(), text)
+        })
+        .collect()
+}
+
+fn assert_pure(dir_or_files: &[PathBuf], what: &str) {
     let mut report = Vec::new();
-    for file in files {
-        let source = fs::read_to_string(&file).unwrap();
+    for file in dir_or_files {
+        let source = fs::read_to_string(file).unwrap();
         for (line, word) in violations(&source) {
             report.push(format!("{}:{line}: `{word}`", file.display()));
         }
     }
     assert!(
         report.is_empty(),
-        "src/core/ must stay pure:\n{}",
+        "{what} must stay pure:\n{}",
         report.join("\n")
     );
 }
 
 #[test]
-fn scanner_finds_what_it_must() {
+fn core_has_no_io_clock_or_randomness() {
+    let root = src_dir().join("core");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() >= 3, "src/core/ not found or empty");
+    assert_pure(&files, "src/core/");
+}
+
+#[test]
+fn component_decisions_have_no_io_clock_or_randomness() {
+    let root = src_dir().join("components");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let decide: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|f| {
+            f.file_stem().is_some_and(|s| s == "decide")
+                || f.parent()
+                    .and_then(Path::file_name)
+                    .is_some_and(|d| d == "decide")
+        })
+        .collect();
+    assert!(
+        decide.len() >= 2,
+        "no components/*/decide.rs found: {decide:?}"
+    );
+    assert_pure(&decide, "components/*/decide.rs");
+}
+
+#[test]
+fn layers_point_one_way_and_components_form_no_circle() {
+    let files = load_src();
+    assert!(files.len() > 20, "src/ not found");
+    let edges = edges(&files);
+    // The scan sees the real arrows (so a passing test is not an empty one).
+    for (from, to) in [
+        ("components", "dispatch"),
+        ("runtime", "components"),
+        ("telemetry", "components"),
+        ("k8s", "core"),
+    ] {
+        assert!(
+            edges
+                .iter()
+                .any(|e| e.from.first().is_some_and(|f| f == from)
+                    && e.to.first().is_some_and(|t| t == to)),
+            "expected an arrow {from} -> {to}"
+        );
+    }
+    let problems = layering_problems(&edges);
+    assert!(
+        problems.is_empty(),
+        "the layers of src/ (see tests/integration/architecture.rs):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The names under `[dependencies]` of a Cargo manifest (not dev- or build-dependencies).
+fn normal_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut deps = BTreeSet::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_deps = t == "[dependencies]";
+            continue;
+        }
+        if in_deps
+            && let Some((name, _)) = t.split_once('=')
+            && !t.starts_with('#')
+        {
+            deps.insert(name.trim().trim_end_matches(".workspace").to_owned());
+        }
+    }
+    deps
+}
+
+#[test]
+fn the_product_does_not_link_the_test_peers() {
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let deps = normal_dependencies(&manifest);
+    assert!(deps.contains("kube"), "parsed no [dependencies]: {deps:?}");
+    for banned in ["haptic-tools", "nix", "haptic-demo"] {
+        assert!(
+            !deps.contains(banned),
+            "the haptic crate's [dependencies] name `{banned}` (test peers / demo only: \
+             dev-dependencies or the haptic-demo crate)"
+        );
+    }
+}
+
+// ----- the scanner itself -----
+
+#[test]
+fn scanner_finds_forbidden_names() {
     assert_eq!(violations("use tokio::sync::mpsc;"), vec![(1, "tokio")]);
     assert_eq!(
         violations("let t = std::time::Instant::now();"),
@@ -81,5 +568,80 @@ fn scanner_finds_what_it_must() {
         violations("let x = rand::random::<u8>();"),
         vec![(1, "rand")]
     );
+    assert_eq!(
+        violations("let b = std::fs::read(p);"),
+        vec![(1, "std::fs")]
+    );
     assert!(violations("// tokio is named in a comment\nlet operand = 1;").is_empty());
+    assert!(violations("let s = \"tokio in a string\";").is_empty());
+    assert!(violations("/* tokio */ let x = 'a'; fn f<'a>() {}").is_empty());
+}
+
+fn scan(files: &[(&str, &str)]) -> Vec<String> {
+    let files: Vec<(PathBuf, String)> = files
+        .iter()
+        .map(|(p, s)| (PathBuf::from(p), (*s).to_owned()))
+        .collect();
+    layering_problems(&edges(&files))
+}
+
+#[test]
+fn scanner_catches_an_upward_use_in_every_spelling() {
+    for source in [
+        "use crate::components::deployer::Deployer;",
+        "pub use crate::components::deployer::Deployer;",
+        "pub(crate) use crate::{core::naming, components::deployer::Deployer};",
+        "use crate::{\n    components::{deployer::{self, Deployer}},\n};",
+        "use super::super::super::components::deployer::Deployer;",
+        "fn f() { let _ = crate::components::deployer::COMPONENT; }",
+        "#[cfg(test)]\nuse crate::runtime::args::RunArgs;",
+        "use crate::telemetry::*;",
+    ] {
+        let problems = scan(&[("k8s/writer/status.rs", source)]);
+        assert!(
+            !problems.is_empty() && problems.iter().all(|p| p.contains("reaches up")),
+            "{source:?}: {problems:?}"
+        );
+    }
+    // Downward, sideways within a module, comments and strings: fine.
+    for source in [
+        "use crate::core::naming;\nuse super::crd::HAProxyCfg;",
+        "// use crate::components::deployer::Deployer;",
+        "let s = \"crate::runtime::x\";",
+        "use haptic_journal::Event;",
+    ] {
+        assert!(
+            scan(&[("k8s/writer/status.rs", source)]).is_empty(),
+            "{source:?}"
+        );
+    }
+    // An adapter reaching another adapter.
+    assert_eq!(
+        scan(&[("k8s/discovery.rs", "use crate::source::dir::DirSource;")]).len(),
+        1
+    );
+    // A circle among components.
+    let circle = scan(&[
+        (
+            "components/scheduler/shell.rs",
+            "use crate::components::deployer::Deployer;",
+        ),
+        (
+            "components/deployer/mod.rs",
+            "use crate::components::scheduler::SchedulerStats;",
+        ),
+    ]);
+    assert!(circle.iter().any(|p| p.contains("circle")), "{circle:?}");
+}
+
+#[test]
+fn dependency_sections_are_told_apart() {
+    let deps = normal_dependencies(
+        "[package]\nname = \"x\"\n[dependencies]\nkube.workspace = true\nserde = \"1\"\n\
+         [dev-dependencies]\nhaptic-tools.workspace = true\n",
+    );
+    assert_eq!(
+        deps,
+        BTreeSet::from(["kube".to_owned(), "serde".to_owned()])
+    );
 }

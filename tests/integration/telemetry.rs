@@ -14,14 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use haptic::components::deployer::{AlwaysValid, Deployer, DeployerSettings};
+use haptic::components::deployer::{Deployer, DeployerSettings};
 use haptic::components::publisher::{ConfigPublisher, PublisherConfig};
 use haptic::components::scheduler::SchedulerStats;
+use haptic::core::guard::AlwaysValid;
 use haptic::dataplane::{ClientSettings, Dataplane};
 use haptic::dispatch::{Dispatcher, SubscribeOptions};
 use haptic::telemetry::{
-    HealthRegistry, METRICS_CONTENT_TYPE, Metrics, RenderSource, ValidationResult,
-    journal_writable_check,
+    HealthRegistry, METRICS_CONTENT_TYPE, Metrics, RenderSource, journal_writable_check,
 };
 use haptic_journal::{
     Batch, ConfigIdentity, Correlation, Event, Identity, Journal, JournalOptions, Namespace,
@@ -241,8 +241,10 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     park_one_status(&journal);
     metrics.render_accepted(RenderSource::Dir);
     metrics.render_accepted(RenderSource::Dir);
-    metrics.validation(ValidationResult::Passed);
-    metrics.validation(ValidationResult::Failed);
+    let validations = Arc::new(haptic::components::validator::ValidationStats::default());
+    validations.passed.fetch_add(1, Ordering::Relaxed);
+    validations.failed.fetch_add(1, Ordering::Relaxed);
+    metrics.register_validator(validations);
 
     // The leader gauge follows the dispatcher's live stream: poll until it saw BecameLeader.
     let start = Instant::now();

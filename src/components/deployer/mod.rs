@@ -43,8 +43,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use haptic_journal::{
-    Batch, Checksum, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, PodRef,
-    Queue, SyncMetadata, UnixMillis, WorkId, WorkKey,
+    Batch, Checksum, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
+    SyncMetadata, UnixMillis, WorkId, WorkKey,
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -57,27 +57,7 @@ pub use sync::{LoadedFile, LoadedRender, SyncError, SyncLimits, SyncReport, sync
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "deployer";
 
-/// The Lease-validity check before every Dataplane write (DESIGN.md J7): `true` while the
-/// Lease is held with margin. The runtime provides one over its Lease; tests pass [`AlwaysValid`].
-pub trait LeaseGuard: Send + Sync + std::fmt::Debug {
-    /// Whether this replica may still write.
-    fn is_valid(&self) -> bool;
-}
-
-/// A guard that always allows writes (single replica without election, tests).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AlwaysValid;
-
-impl LeaseGuard for AlwaysValid {
-    fn is_valid(&self) -> bool {
-        true
-    }
-}
-
-/// Called when a drift check found a pod differing from its render: the pod and what differed.
-/// The runtime turns it into a Kubernetes Event (`DriftDetected`); the deployer already logs
-/// it and counts it.
-pub type DriftHook = Arc<dyn Fn(&PodRef, &[String]) + Send + Sync>;
+use crate::core::guard::{DriftHook, LeaseGuard};
 
 /// Deployer settings.
 #[derive(Clone, Debug)]
@@ -158,12 +138,12 @@ pub struct Deployer {
     info: Mutex<HashMap<String, crate::dataplane::Info>>,
     /// Counters.
     pub stats: DeployerStats,
-    /// Stall check (a run longer than [`crate::components::STALL_AFTER`] is unhealthy).
-    pub health: crate::components::Health,
+    /// Stall check (a run longer than [`crate::core::health::STALL_AFTER`] is unhealthy).
+    pub health: crate::core::health::Health,
 }
 
 /// Marks the deployer idle again when a run ends, also when its future is dropped.
-struct BusyGuard<'a>(&'a crate::components::Health);
+struct BusyGuard<'a>(&'a crate::core::health::Health);
 
 impl Drop for BusyGuard<'_> {
     fn drop(&mut self) {
@@ -203,7 +183,7 @@ impl Deployer {
             drift_hook: std::sync::RwLock::new(drift_hook),
             info: Mutex::new(HashMap::new()),
             stats: DeployerStats::default(),
-            health: crate::components::Health::default(),
+            health: crate::core::health::Health::default(),
         }
     }
 

@@ -26,7 +26,7 @@ use crate::dataplane::{
     raw_configs_equal,
 };
 
-use super::LeaseGuard;
+use crate::core::guard::LeaseGuard;
 
 /// One auxiliary file of the render being deployed.
 #[derive(Clone, Debug)]

@@ -151,8 +151,8 @@ pub struct PublisherConfig {
     pub self_heal: bool,
     /// The Lease check before every Kubernetes write (DESIGN.md J7); the runtime passes its
     /// [`crate::k8s::lease::LeaseGuard`]. A refusal stops the term's workers at once, leaving
-    /// their work queued. Default: [`crate::components::deployer::AlwaysValid`].
-    pub lease: Arc<dyn crate::components::deployer::LeaseGuard>,
+    /// their work queued. Default: [`crate::core::guard::AlwaysValid`].
+    pub lease: Arc<dyn crate::core::guard::LeaseGuard>,
 }
 
 impl PublisherConfig {
@@ -169,7 +169,7 @@ impl PublisherConfig {
             request_timeout: Duration::from_secs(10),
             retry: decide::RetryPolicy::default(),
             self_heal: true,
-            lease: Arc::new(crate::components::deployer::AlwaysValid),
+            lease: Arc::new(crate::core::guard::AlwaysValid),
         }
     }
 

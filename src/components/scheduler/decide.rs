@@ -7,7 +7,7 @@ use haptic_journal::{
     Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason,
     Endpoint, EndpointApplied, EndpointUrl, InFlightDeployment, PodRef, RuntimeConfigRef, Term,
 };
-use tokio::time::Instant;
+use std::time::Instant;
 
 /// Scheduler settings (DESIGN.md section 3 defaults).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,12 +11,14 @@ use haptic_journal::{
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
+// The decision code takes std instants; the shell reads tokio's clock (paused in tests) and
+// converts, so `decide` stays free of the runtime.
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::decide::{Effect, Input, SchedulerState, decide};
-use crate::components::Health;
 use crate::components::deployer::{Deployer, RunOutcome};
+use crate::core::health::Health;
 use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
 
 /// The subscription the scheduler needs (every kind it reacts to; not leader-only: it keeps
@@ -276,7 +278,7 @@ impl SchedulerShell {
 
     async fn step(&mut self, input: Input) -> Result<(), DispatchError> {
         self.health.begin(UnixMillis::now().0);
-        let now = Instant::now();
+        let now = tokio::time::Instant::now().into_std();
         let effects = decide(&mut self.state, input, now);
         let r = self.apply(effects).await;
         self.health.end();
@@ -428,7 +430,7 @@ impl SchedulerShell {
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
-        Some(t) => tokio::time::sleep_until(t).await,
+        Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
         None => std::future::pending().await,
     }
 }

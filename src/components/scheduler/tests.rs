@@ -7,7 +7,7 @@ use haptic_journal::{
     Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, Endpoint, EndpointApplied,
     EndpointUrl, InFlightDeployment, PodRef, RuntimeConfigRef, Term, UnixMillis,
 };
-use tokio::time::Instant;
+use std::time::Instant;
 
 use super::*;
 

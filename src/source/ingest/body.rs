@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use haptic_journal::AuxKind;
 use serde_json::json;
 
-use crate::source::{CONFIG_FILE, RenderContent, RenderFile, kind_of_folder};
+use crate::core::render::{CONFIG_FILE, RenderContent, RenderFile, kind_of_folder};
 
 /// A refused request: status plus a JSON body naming the part and the fix.
 #[derive(Debug)]

@@ -18,6 +18,7 @@ use crate::components::deployer::Deployer;
 use crate::components::drift::DriftHandle;
 use crate::components::publisher::ConfigPublisher;
 use crate::components::scheduler::SchedulerStats;
+use crate::components::validator::ValidationStats;
 use crate::dispatch::{DispatchHandle, Leadership};
 
 /// A poisoned lock only means a thread panicked while registering; the slot is still valid.
@@ -82,6 +83,7 @@ counts!(SchedulerCounts {
     given_up
 });
 counts!(DriftCounts { triggers });
+counts!(ValidatorCounts { passed, failed });
 
 /// A registered handle: how to read its counters and whether another handle is the same one.
 pub(super) trait Source: Clone {
@@ -180,6 +182,19 @@ impl Source for Arc<SchedulerStats> {
     }
 }
 
+impl Source for Arc<ValidationStats> {
+    type Counts = ValidatorCounts;
+    fn read(&self) -> ValidatorCounts {
+        ValidatorCounts {
+            passed: self.passed.load(Relaxed),
+            failed: self.failed.load(Relaxed),
+        }
+    }
+    fn same(&self, other: &Self) -> bool {
+        Arc::ptr_eq(self, other)
+    }
+}
+
 impl Source for DriftHandle {
     type Counts = DriftCounts;
     fn read(&self) -> DriftCounts {
@@ -240,6 +255,7 @@ pub(super) struct Sources {
     pub(super) publisher: Mutex<Slot<ConfigPublisher>>,
     pub(super) scheduler: Mutex<Slot<Arc<SchedulerStats>>>,
     pub(super) drift: Mutex<Slot<DriftHandle>>,
+    pub(super) validator: Mutex<Slot<Arc<ValidationStats>>>,
 }
 
 impl fmt::Debug for Sources {
@@ -251,6 +267,7 @@ impl fmt::Debug for Sources {
             .field("publisher", &lock(&self.publisher).current.is_some())
             .field("scheduler", &lock(&self.scheduler).current.is_some())
             .field("drift", &lock(&self.drift).current.is_some())
+            .field("validator", &lock(&self.validator).current.is_some())
             .finish()
     }
 }
@@ -303,6 +320,7 @@ impl Collector for SourcesCollector {
         let (_, publ) = totals(&s.publisher);
         let (_, sched) = totals(&s.scheduler);
         let (_, drift) = totals(&s.drift);
+        let (_, validator) = totals(&s.validator);
         let view = journal_view(journal.as_ref());
         let leader = dispatch
             .as_ref()
@@ -435,6 +453,18 @@ impl Collector for SourcesCollector {
             "haptic_dispatch_overflow_waits",
             "Deliveries that found a subscriber's channel full and waited",
             dc.overflow_waits,
+        )?;
+
+        // Validator.
+        counter_family(
+            &mut enc,
+            "haptic_validations",
+            "Render validations (haproxy -c), by result",
+            "result",
+            &[
+                (super::ValidationResult::Passed.as_str(), validator.passed),
+                (super::ValidationResult::Failed.as_str(), validator.failed),
+            ],
         )?;
 
         // Deployer.

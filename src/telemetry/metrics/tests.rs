@@ -52,7 +52,11 @@ fn enum_label_values_encode_as_their_names() {
     let m = Metrics::new();
     m.render_accepted(RenderSource::ConfigMap);
     m.render_accepted(RenderSource::ConfigMap);
-    m.validation(ValidationResult::Failed);
+    let validator = Arc::new(crate::components::validator::ValidationStats::default());
+    validator
+        .failed
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    m.register_validator(validator);
     m.events_accepted(5);
     m.observe_commit(Duration::from_millis(3));
     let out = m.encode();

@@ -4,11 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use haptic::components::deployer::{AlwaysValid, Deployer, DeployerSettings, LeaseGuard};
+use haptic::components::deployer::{Deployer, DeployerSettings};
 use haptic::components::drift::{self, DriftHandle};
 use haptic::components::scheduler::{
     SchedulerHandle, SchedulerSettings, SchedulerShell, SchedulerState, subscribe_options,
 };
+use haptic::core::guard::{AlwaysValid, LeaseGuard};
 use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane};
 use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
 use haptic_journal::{

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use haptic::components::deployer::LeaseGuard;
+use haptic::core::guard::LeaseGuard;
 use haptic_journal::{Correlation, Event, Queue};
 use serde_json::json;
 

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use haptic::k8s::crd::{self, HAProxyCfg};
-use haptic::source::RenderContent;
+use haptic::source::dir::read_render;
 use haptic_tools::sandbox::cluster::{Cluster, ClusterConfig, SECRET};
 use haptic_tools::sandbox::pods::demo::{checks_for, matches, run_check};
 use haptic_tools::sandbox::pods::{PodInfo, SandboxConfig};
@@ -46,7 +46,7 @@ pub fn rejected(render: &str) -> bool {
 
 /// The checksum of a corpus render.
 pub fn checksum(render: &str) -> String {
-    RenderContent::read_dir(&Path::new(RENDERS).join(render))
+    read_render(&Path::new(RENDERS).join(render))
         .unwrap()
         .checksum()
         .to_string()
@@ -246,7 +246,7 @@ impl Opts {
 
 /// The files of a corpus render: (render-relative path, content), `haproxy.cfg` first.
 pub fn render_files(render: &str) -> Vec<(String, Vec<u8>)> {
-    let content = RenderContent::read_dir(&Path::new(RENDERS).join(render)).unwrap();
+    let content = read_render(&Path::new(RENDERS).join(render)).unwrap();
     let mut v = vec![("haproxy.cfg".to_owned(), content.config.clone())];
     v.extend(content.files.into_iter().map(|f| (f.path, f.content)));
     v

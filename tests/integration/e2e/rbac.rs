@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use haptic::k8s::crd::{HAProxyCRTListFile, HAProxyGeneralFile};
-use haptic::source::RenderContent;
+use haptic::source::dir::read_render;
 use haptic_tools::sandbox::apiserver::RequestRecord;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -294,7 +294,7 @@ async fn write_source(world: &World, dir: &Path) -> String {
     } else {
         cms.create(&PostParams::default(), &cm).await.unwrap();
     }
-    RenderContent::read_dir(dir).unwrap().checksum().to_string()
+    read_render(dir).unwrap().checksum().to_string()
 }
 
 /// Waits until the main HAProxyCfg holds the render `want` with all 3 pods on it.

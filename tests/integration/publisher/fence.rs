@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use haptic::k8s::writer::LeaseGuard;
+use haptic::core::guard::LeaseGuard;
 use haptic_journal::{Identity, Queue, Term};
 
 use haptic::components::publisher::ConfigPublisher;

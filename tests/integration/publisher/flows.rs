@@ -375,7 +375,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
             term: Term(4),
             compression_threshold_bytes: 1 << 20,
             request_timeout: std::time::Duration::from_secs(5),
-            lease: Arc::new(haptic::k8s::writer::AlwaysValid),
+            lease: Arc::new(haptic::core::guard::AlwaysValid),
         },
     );
     let other = RenderContent {
@@ -565,7 +565,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
             term: Term(2),
             compression_threshold_bytes: 1 << 20,
             request_timeout: std::time::Duration::from_secs(5),
-            lease: Arc::new(haptic::k8s::writer::AlwaysValid),
+            lease: Arc::new(haptic::core::guard::AlwaysValid),
         },
     );
     let theirs = RenderContent {

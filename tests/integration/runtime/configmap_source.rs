@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use haptic::core::render::RenderContent;
+use haptic::dispatch::input::Input;
 use haptic::source::configmap::{ConfigMapSource, ConfigMapSourceConfig, render_from_objects};
-use haptic::source::{Input, RenderContent};
 use haptic_journal::AuxKind;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};

@@ -185,6 +185,21 @@ fn copy_context(patterns: &[String], rel: &Path, to: &Path) -> usize {
     }
 }
 
+/// This machine's target triple (`rustc -vV`, line `host:`).
+fn host_triple() -> String {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names the host")
+        .trim()
+        .to_owned()
+}
+
 #[test]
 fn dockerfile_copies_files_that_exist_and_builds_a_loadable_workspace() {
     let stages = dockerfile_stages();
@@ -220,12 +235,17 @@ fn dockerfile_copies_files_that_exist_and_builds_a_loadable_workspace() {
     assert!(copied >= 5, "{copied} files copied");
     // What the build stage sees is a workspace Cargo can load with the lock file it builds
     // `--locked` with (`cargo metadata` resolves every member), and whose manifests are complete
-    // (every declared target present: `cargo check` parses them all, then stops on a target triple
-    // that does not exist, before compiling anything).
+    // (every declared target present). Both run `--offline` on what this machine's build
+    // downloaded: the resolve is filtered to the host platform (a fresh cargo cache holds no
+    // Windows-only crates, so an unfiltered resolve would need the network), and the manifest
+    // check stops at the first compiler call (a `RUSTC` that does not exist), after Cargo loaded
+    // every manifest and its targets but before it compiled or fetched anything.
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = context.path().join("Cargo.toml");
+    let host = host_triple();
     let out = std::process::Command::new(&cargo)
         .args(["metadata", "--offline", "--locked", "--format-version", "1"])
+        .args(["--filter-platform", &host])
         .arg("--manifest-path")
         .arg(&manifest)
         .output()
@@ -235,18 +255,21 @@ fn dockerfile_copies_files_that_exist_and_builds_a_loadable_workspace() {
         "cargo cannot resolve the build context: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let no_rustc = context.path().join("no-such-rustc");
     let out = std::process::Command::new(&cargo)
         .args(["check", "--offline", "--locked", "-p", "haptic"])
-        .args(["--target", "haptic-no-such-target"])
         .arg("--manifest-path")
         .arg(&manifest)
         .arg("--target-dir")
         .arg(context.path().join("target"))
+        .env("RUSTC", &no_rustc)
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("could not find specification for target \"haptic-no-such-target\""),
+        stderr.contains("could not execute process") && stderr.contains("no-such-rustc"),
         "cargo cannot load the build context's manifests: {stderr}"
     );
     let build = stages[0].join("\n");

@@ -4,8 +4,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use haptic::core::render::RenderContent;
+use haptic::dispatch::input::Input;
+use haptic::source::dir::read_render;
 use haptic::source::dir::{DirSource, DirSourceConfig};
-use haptic::source::{Input, RenderContent};
 use haptic_journal::Event;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -38,7 +40,7 @@ fn start(dir: &Path) -> Running {
 
 async fn next(r: &mut Running, within: Duration) -> Option<(Event, RenderContent)> {
     match tokio::time::timeout(within, r.rx.recv()).await {
-        Ok(Some(Input::Rendered { event, content })) => Some((event, (*content).clone())),
+        Ok(Some(Input::Rendered { event, content, .. })) => Some((event, (*content).clone())),
         Ok(other) => panic!("unexpected {other:?}"),
         Err(_) => None,
     }
@@ -72,7 +74,7 @@ async fn atomic_rename_flow_and_unchanged_content() {
     );
     commit_config(dir, "global\n");
     let (event, content) = next(&mut r, LONG).await.expect("render after the rename");
-    assert_eq!(content, RenderContent::read_dir(dir).unwrap());
+    assert_eq!(content, read_render(dir).unwrap());
     assert_eq!(content.files.len(), 1);
     let Event::TemplateRendered {
         render,

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use haptic::dispatch::input::Input;
 use haptic::k8s::discovery::{DiscoveryConfig, PodDiscovery, admitted_endpoint, read_credentials};
-use haptic::source::Input;
 use haptic_journal::Event;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};

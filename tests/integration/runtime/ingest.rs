@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use haptic::dispatch::input::load_render;
 use haptic::dispatch::{DispatchHandle, Dispatcher, Leadership, SubscribeOptions};
+use haptic::source::dir::read_render;
 use haptic::source::ingest::{IngestConfig, IngestError, IngestServer, read_token};
-use haptic::source::{RenderContent, load_render};
 use haptic_journal::redb::StorageBackend;
 use haptic_journal::redb::backends::InMemoryBackend;
 use haptic_journal::{
@@ -74,7 +75,15 @@ impl Node {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let server = IngestServer::new(cfg, handle.clone());
+        // The acceptor: the one door into the journal, as in `haptic run`.
+        let (tx, rx) = tokio::sync::mpsc::channel(haptic::runtime::inputs::INPUT_CAPACITY);
+        tokio::spawn(haptic::runtime::inputs::run(
+            rx,
+            handle.clone(),
+            Arc::new(haptic::runtime::inputs::AcceptorStats::default()),
+            haptic::telemetry::Metrics::new(),
+        ));
+        let server = IngestServer::new(cfg, tx, handle.leadership());
         tokio::spawn(server.clone().run(listener, cancel.clone()));
         Node {
             _dir: dir,
@@ -141,7 +150,7 @@ impl Drop for Node {
 
 /// One part per file of a render directory, named by its render-relative path.
 fn form_of(dir: &Path) -> Form {
-    let content = RenderContent::read_dir(dir).unwrap();
+    let content = read_render(dir).unwrap();
     let mut form = Form::new().part(
         "haproxy.cfg",
         Part::bytes(content.config.clone()).file_name("haproxy.cfg"),
@@ -195,7 +204,7 @@ async fn accepted_only_once_journaled_with_the_directory_checksum_and_idempotent
     let node = Node::start(IngestConfig::new(Some(TOKEN.into()))).await;
     node.lead().await;
     let dir = corpus("07-ca");
-    let expected = RenderContent::read_dir(&dir).unwrap();
+    let expected = read_render(&dir).unwrap();
     assert!(
         expected.files.iter().any(|f| f.path.starts_with("ca/")),
         "the corpus render has CA files"
@@ -254,7 +263,7 @@ async fn accepted_only_once_journaled_with_the_directory_checksum_and_idempotent
     let (status, body) = post_tar(&node, tar_of(&other)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     assert_eq!(body["duplicate"], false);
-    let other_sum = RenderContent::read_dir(&other).unwrap().checksum();
+    let other_sum = read_render(&other).unwrap().checksum();
     assert_eq!(body["checksum"], other_sum.to_string());
     assert_eq!(node.renders().last().unwrap().1, other_sum);
 

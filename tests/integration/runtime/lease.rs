@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use haptic::dispatch::input::Input;
 use haptic::k8s::lease::{LeaderElector, LeaseConfig, LeaseGuard, default_identity};
-use haptic::source::Input;
 use haptic_journal::{Event, Term};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;

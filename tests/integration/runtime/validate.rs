@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use haptic::source::RenderContent;
+use haptic::core::render::RenderContent;
+use haptic::source::dir::read_render;
 use haptic::validate::{Outcome, Validator, ValidatorError};
 
 fn renders() -> PathBuf {
@@ -37,7 +38,7 @@ async fn every_corpus_render_gets_its_verdict() {
             continue;
         }
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let render = RenderContent::read_dir(&dir).unwrap();
+        let render = read_render(&dir).unwrap();
         let outcome = v.validate(&render).await.unwrap().outcome;
         match name.as_str() {
             "08-invalid" => {
@@ -106,7 +107,7 @@ async fn empty_render_fails() {
 #[tokio::test]
 async fn renamed_certificate_fails_naming_the_file() {
     let v = validator().await;
-    let mut render = RenderContent::read_dir(&renders().join("05-tls")).unwrap();
+    let mut render = read_render(&renders().join("05-tls")).unwrap();
     render.files[0].path = "ssl/site.example.pem".to_owned();
     let Outcome::Fail { errors } = v.validate(&render).await.unwrap().outcome else {
         panic!("passed")
@@ -130,7 +131,7 @@ async fn timeout_fails_the_render() {
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    let render = RenderContent::read_dir(&renders().join("01-basic")).unwrap();
+    let render = read_render(&renders().join("01-basic")).unwrap();
     let Outcome::Fail { errors } = v.validate(&render).await.unwrap().outcome else {
         panic!("passed")
     };
@@ -174,7 +175,7 @@ async fn crt_list_paths_are_rewritten_and_messages_name_pod_paths() {
     // 06 passes only if the crt-list's /etc/haproxy/ssl/site.pem is rewritten too; break the
     // certificate to see HAProxy's message name the pod path, not the temp dir.
     let v = validator().await;
-    let mut render = RenderContent::read_dir(&renders().join("06-crtlist")).unwrap();
+    let mut render = read_render(&renders().join("06-crtlist")).unwrap();
     let cert = render
         .files
         .iter_mut()

@@ -240,7 +240,7 @@ async fn run_demo(a: DemoArgs) -> Result<bool> {
         "haptic-sandbox demo: this is the SANDBOX demo. It drives the sandbox's HAProxy pods directly"
     );
     println!(
-        "through their Dataplane API endpoints over HTTP; no controller is involved (the controller's demo is `haptic demo`)."
+        "through their Dataplane API endpoints over HTTP; no controller is involved (the controller's demo is `haptic-demo`)."
     );
     let api = match ApiServer::start(ApiServerConfig::default()).await {
         Ok(api) => {

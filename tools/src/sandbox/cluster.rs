@@ -1,7 +1,7 @@
 //! The sandbox as a small cluster: the Kubernetes API emulator plus the HAProxy pods, with each pod
 //! registered as a Running, Ready Pod object (labels `app.kubernetes.io/name=haproxy`) and the
 //! Dataplane credentials Secret created, and a kubeconfig written. What `haptic-sandbox up` runs,
-//! and what the controller's end-to-end tests and `haptic demo` start in-process.
+//! and what the controller's end-to-end tests and `haptic-demo` start in-process.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -174,6 +174,9 @@ pub struct ClusterConfig {
     pub sandbox: SandboxConfig,
     /// Namespace of the Pod objects and the Secret. Default [`NAMESPACE`].
     pub namespace: String,
+    /// CustomResourceDefinition objects (JSON, `apiextensions.k8s.io/v1`) created before the
+    /// namespace, e.g. the controller's four CRDs. Default: none.
+    pub crds: Vec<serde_json::Value>,
 }
 
 impl Default for ClusterConfig {
@@ -185,6 +188,7 @@ impl Default for ClusterConfig {
                 ..SandboxConfig::default()
             },
             namespace: NAMESPACE.to_owned(),
+            crds: Vec::new(),
         }
     }
 }
@@ -205,8 +209,8 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the emulator and the pods, creates the namespace and the Secret, registers the
-    /// pods and writes the kubeconfig. A pod killed through `POST /_sandbox/kill` loses its Pod
+    /// Starts the emulator and the pods, creates the CRDs, the namespace and the Secret,
+    /// registers the pods and writes the kubeconfig. A pod killed through `POST /_sandbox/kill` loses its Pod
     /// object too.
     ///
     /// # Errors
@@ -224,6 +228,15 @@ impl Cluster {
         });
         cfg.sandbox.on_kill = Some(hook);
         let sandbox = Sandbox::start(cfg.sandbox).await?;
+        for crd in cfg.crds {
+            kube.send(
+                reqwest::Method::POST,
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                crd,
+            )
+            .await
+            .context("creating a CustomResourceDefinition")?;
+        }
         let _ = kube
             .send(
                 reqwest::Method::POST,

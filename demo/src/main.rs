@@ -1,10 +1,12 @@
-//! `haptic demo`: the main job on its embedded default (README command 1).
+//! `haptic-demo`: the main job on its embedded default (README command 1).
 //!
 //! ```text
-//!  Cluster::start: API emulator (127.0.0.1) + N HAProxy pods (sandbox), Namespace, Secret,
-//!                  Pod objects, CRDs, <workdir>/kubeconfig
-//!  Controller::spawn: <this exe> run --kubeconfig ... --render-dir <workdir>/render
+//!  Cluster::start: the sandbox's cluster (API emulator on 127.0.0.1 + N HAProxy pods, Namespace,
+//!                  Secret, Pod objects) plus the CRDs, <workdir>/kubeconfig
+//!  Controller::spawn: <this exe> __controller run --kubeconfig ... --render-dir <workdir>/render
 //!                     --journal <workdir>/journal.redb          (log: <workdir>/controller.log)
+//!                     (the hidden `__controller` re-enters this binary and runs `haptic::run`,
+//!                      the same code the `haptic` binary runs; no prebuilt binary needed)
 //!  for each render of tests/corpus/renders, in name order:
 //!      feed::write_render -> <workdir>/render (aux folders first, haproxy.cfg renamed last)
 //!      poll until every pod answers as renders/README.md says and the HAProxyCfg objects agree
@@ -14,6 +16,9 @@
 //!
 //! The evidence is independent of the journal: real HTTP(S) answers from every pod and the
 //! objects in the emulator. The journal stays in the work directory for `haptic-journalctl`.
+//!
+//! A crate of its own so that the product (`haptic`) never links the sandbox (the Kubernetes API
+//! emulator, the HAProxy pod runner, network namespaces); nothing depends on it.
 
 mod cluster;
 mod controller;
@@ -25,6 +30,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use clap::Parser as _;
 use haptic_journal::Checksum;
 
 use controller::{CONFIG_NAME, Controller, Paths};
@@ -37,6 +43,70 @@ const RENDER_DEADLINE: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(500);
 /// Lines of `controller.log` printed when something did not match.
 const LOG_TAIL_LINES: usize = 40;
+
+/// The hidden first argument that makes this binary the controller (`haptic::cli::Cli`).
+pub const CONTROLLER_ARG: &str = "__controller";
+
+/// haptic-demo: the controller against a local sandbox (a Kubernetes API emulator and real
+/// HAProxy pods), fed the render stream of `tests/corpus/renders/`; prints what every pod
+/// answers after each render.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "haptic-demo", version, about)]
+pub struct DemoArgs {
+    /// Number of HAProxy pods.
+    #[arg(long, default_value_t = 3)]
+    pub pods: usize,
+    /// Render stream directory (one sub-directory per render, in name order).
+    #[arg(long)]
+    pub renders: Option<PathBuf>,
+    /// Where to keep the journal and the controller's log (default: a new directory under
+    /// the system temp dir, kept after the demo for `haptic-journalctl`).
+    #[arg(long)]
+    pub workdir: Option<PathBuf>,
+}
+
+fn main() -> std::process::ExitCode {
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let controller = argv.get(1).is_some_and(|a| a == CONTROLLER_ARG);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot build the tokio runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result: Result<(), Box<dyn std::error::Error>> = if controller {
+        // `haptic-demo __controller run ...` is `haptic run ...`.
+        argv.remove(1);
+        argv[0] = "haptic".into();
+        let cli = haptic::cli::Cli::parse_from(argv);
+        runtime
+            .block_on(haptic::run(cli))
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+    } else {
+        let args = DemoArgs::parse_from(argv);
+        runtime
+            .block_on(run(args))
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let mut line = e.to_string();
+            let mut source = e.source();
+            while let Some(s) = source {
+                line.push_str(": ");
+                line.push_str(&s.to_string());
+                source = s.source();
+            }
+            eprintln!("error: {line}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
 
 /// Errors of the demo.
 #[derive(Debug, thiserror::Error)]
@@ -77,7 +147,7 @@ pub enum DemoError {
     Sandbox(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// The kube client for the emulator could not be built.
     #[error(transparent)]
-    Client(#[from] crate::k8s::client::ClientError),
+    Client(#[from] haptic::k8s::client::ClientError),
     /// A call to the emulator failed.
     #[error("cannot {what}")]
     Kube {
@@ -137,7 +207,7 @@ pub enum DemoError {
 /// # Cancel safety
 /// Not cancel safe: dropping the future kills the controller (SIGKILL) and the sandbox without
 /// the summary. Ctrl-C is handled inside and stops both in order.
-pub async fn run(args: crate::cli::DemoArgs) -> Result<(), DemoError> {
+pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     init_logging();
     let renders = args.renders.unwrap_or_else(default_renders);
     let stream = observe::load_stream(&renders)?;
@@ -149,7 +219,7 @@ pub async fn run(args: crate::cli::DemoArgs) -> Result<(), DemoError> {
         });
     }
     println!(
-        "haptic demo: {} renders from {}",
+        "haptic-demo: {} renders from {}",
         stream.len(),
         renders.display()
     );
@@ -161,9 +231,10 @@ pub async fn run(args: crate::cli::DemoArgs) -> Result<(), DemoError> {
     let cluster = cluster::Cluster::start(args.pods, &paths.kubeconfig).await?;
     println!(
         "  API emulator {} ({:?} mode); pods: {}",
-        cluster.api.url(),
-        cluster.sandbox.mode(),
+        cluster.inner.api.url(),
+        cluster.inner.sandbox.mode(),
         cluster
+            .inner
             .sandbox
             .pods()
             .iter()
@@ -179,7 +250,7 @@ pub async fn run(args: crate::cli::DemoArgs) -> Result<(), DemoError> {
         }
     };
     println!(
-        "controller: haptic run (pid {}), log {}",
+        "controller: haptic run, as `haptic-demo {CONTROLLER_ARG} run` (pid {}), log {}",
         controller.pid().unwrap_or_default(),
         paths.log.display()
     );
@@ -245,9 +316,9 @@ async fn drive(
         cluster.client.clone(),
         cluster::NAMESPACE,
         CONFIG_NAME,
-        cluster.sandbox.pods(),
-        cluster.sandbox.username(),
-        cluster.sandbox.password(),
+        cluster.inner.sandbox.pods(),
+        cluster.inner.sandbox.username(),
+        cluster.inner.sandbox.password(),
     )?;
     let mut rows = Vec::with_capacity(stream.len());
     // The stream's last render that must be applied (the one a rejection keeps).
@@ -382,7 +453,7 @@ async fn one_render(
 /// The repository's `tests/corpus/renders` (path fixed at build time), else
 /// `./tests/corpus/renders`.
 fn default_renders() -> PathBuf {
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/renders");
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/renders");
     if built.is_dir() {
         built
     } else {

@@ -1,10 +1,11 @@
 #![allow(clippy::unwrap_used)]
 
+use haptic::source::dir::read_render;
 use haptic_journal::Checksum;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::*;
-use crate::k8s::crd::{HAProxyCfgSpec, HAProxyCfgStatus, PodDeploymentStatus};
+use haptic::k8s::crd::{HAProxyCfgSpec, HAProxyCfgStatus, PodDeploymentStatus};
 
 const NAMES: Names<'static> = Names {
     main: "demo-haproxycfg",
@@ -172,7 +173,7 @@ fn a_rejected_render_needs_its_invalid_object_and_the_fleet_pinned() {
 
 #[test]
 fn the_stream_loads_in_name_order_with_its_expectations() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/renders");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/renders");
     let stream = load_stream(&dir).unwrap();
     let names: Vec<&str> = stream.iter().map(|c| c.name.as_str()).collect();
     let mut sorted = names.clone();
@@ -187,9 +188,7 @@ fn the_stream_loads_in_name_order_with_its_expectations() {
         assert!(!c.checks.is_empty(), "{} has no checks", c.name);
         assert_eq!(
             c.checksum,
-            RenderContent::read_dir(&dir.join(&c.name))
-                .unwrap()
-                .checksum()
+            read_render(&dir.join(&c.name)).unwrap().checksum()
         );
     }
 }

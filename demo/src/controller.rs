@@ -1,5 +1,6 @@
-//! The controller under demonstration: this same binary's `haptic run`, as a child process
-//! pointed at the sandbox through a generated kubeconfig, its output in `controller.log`.
+//! The controller under demonstration: `haptic run`, as a child process of this same binary
+//! (`haptic-demo __controller run ...`, which calls `haptic::run` exactly as the `haptic` binary
+//! does) pointed at the sandbox through a generated kubeconfig, its output in `controller.log`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -75,7 +76,7 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Spawns `current_exe() run ...` with stdout and stderr appended to `paths.log`.
+    /// Spawns `current_exe() __controller run ...` with stdout and stderr appended to `paths.log`.
     ///
     /// `HAPTIC_*` variables of the demo's environment are not passed on (the flags above are the
     /// whole configuration), nor are proxy variables (every peer is local).
@@ -101,7 +102,8 @@ impl Controller {
             source,
         })?;
         let mut cmd = tokio::process::Command::new(&exe);
-        cmd.args(run_args(paths))
+        cmd.arg(super::CONTROLLER_ARG)
+            .args(run_args(paths))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log2))
@@ -172,7 +174,7 @@ mod tests {
     use clap::Parser as _;
 
     use super::*;
-    use crate::cli::{Cli, Command};
+    use haptic::cli::{Cli, Command};
 
     #[test]
     fn the_run_arguments_parse_as_haptic_run() {

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::observe::{Observation, RenderCase, condition, pods_on, short};
-use crate::k8s::crd::{HAProxyCfg, conditions};
+use haptic::k8s::crd::{HAProxyCfg, conditions};
 
 /// How one render ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! Validation as a component: every journaled `template.rendered` is validated with the real
+//! The validator component (`validator`): every journaled `template.rendered` is validated with the real
 //! `haproxy -c` (on the render read back from the journal's blobs), and its verdict events
 //! (`validation.completed` / `validation.failed`, then `render.gate.completed`) are journaled.
 //!
@@ -16,7 +16,8 @@
 //! # Failpoints
 //! None.
 //! # Metrics
-//! [`ValidationStats`].
+//! [`ValidationStats`] (passed, failed, skipped), read by telemetry at each scrape
+//! (`haptic_validations_total{result}`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,8 +25,8 @@ use std::time::Duration;
 
 use haptic_journal::{Checksum, Event, EventKind, GateVerdict, Journal, Seq};
 
+use crate::dispatch::input::load_render;
 use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
-use crate::source::load_render;
 use crate::validate::{Validator, verdict_events};
 
 /// Component identifier (logs, metrics, health).
@@ -44,7 +45,7 @@ pub struct ValidationStats {
     /// Replayed renders whose verdict was already journaled.
     pub skipped: AtomicU64,
     /// Stall check.
-    pub health: Arc<crate::components::Health>,
+    pub health: Arc<crate::core::health::Health>,
 }
 
 /// The subscription the validator needs (every replica, not leader-only).
@@ -79,7 +80,6 @@ pub async fn run(
     dispatch: DispatchHandle,
     mut sub: Subscription,
     stats: Arc<ValidationStats>,
-    metrics: Arc<crate::telemetry::Metrics>,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<(), DispatchError> {
     let journal = dispatch.journal().clone();
@@ -139,11 +139,9 @@ pub async fn run(
         let passed = validation.outcome.passed();
         if passed {
             stats.passed.fetch_add(1, Ordering::Relaxed);
-            metrics.validation(crate::telemetry::ValidationResult::Passed);
             tracing::info!(%render, duration_ms = validation.duration.as_millis() as u64, "render valid");
         } else {
             stats.failed.fetch_add(1, Ordering::Relaxed);
-            metrics.validation(crate::telemetry::ValidationResult::Failed);
             tracing::warn!(%render, errors = ?validation.outcome.messages(), "render rejected by haproxy -c");
         }
         let events = verdict_events(&correlation, render, &validation, &trigger, last_passed);
@@ -159,7 +157,7 @@ pub async fn run(
 /// `None` when cancelled.
 async fn validate_with_retry(
     validator: &Validator,
-    content: &crate::source::RenderContent,
+    content: &crate::core::render::RenderContent,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Option<crate::validate::Validation> {
     let mut delay = Duration::from_millis(200);

@@ -5,14 +5,15 @@
 
 use std::path::Path;
 
+use haptic::source::dir::read_render;
 use haptic_journal::Checksum;
 use haptic_tools::sandbox::pods::PodInfo;
 use haptic_tools::sandbox::pods::demo::{Check, DpClient, checks_for, matches, run_check};
 use kube::Api;
 
 use super::DemoError;
-use crate::k8s::crd::{HAProxyCfg, conditions};
-use crate::source::RenderContent;
+use haptic::core::render::RenderContent;
+use haptic::k8s::crd::{HAProxyCfg, conditions};
 
 /// One render of the stream and what it must lead to.
 #[derive(Debug, Clone)]
@@ -43,7 +44,7 @@ pub fn load_stream(dir: &Path) -> Result<Vec<RenderCase>, DemoError> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(err(dir))?
         .filter_map(Result::ok)
-        .filter(|e| e.path().join(crate::source::CONFIG_FILE).is_file())
+        .filter(|e| e.path().join(haptic::core::render::CONFIG_FILE).is_file())
         .filter_map(|e| e.file_name().into_string().ok())
         .collect();
     names.sort();
@@ -56,7 +57,7 @@ pub fn load_stream(dir: &Path) -> Result<Vec<RenderCase>, DemoError> {
         .into_iter()
         .map(|name| {
             let dir = dir.join(&name);
-            let content = RenderContent::read_dir(&dir).map_err(err(&dir))?;
+            let content = read_render(&dir).map_err(err(&dir))?;
             let (valid, checks) = checks_for(&name, &dir);
             Ok(RenderCase {
                 checksum: content.checksum(),
@@ -140,8 +141,8 @@ impl Observer {
             .map_err(|e| DemoError::Sandbox(e.into()))?;
         Ok(Observer {
             cfgs: Api::namespaced(client, namespace),
-            main_name: crate::core::naming::haproxycfg_name(config_name),
-            invalid_name: crate::core::naming::invalid_haproxycfg_name(config_name),
+            main_name: haptic::core::naming::haproxycfg_name(config_name),
+            invalid_name: haptic::core::naming::invalid_haproxycfg_name(config_name),
             pods,
             dataplane,
         })

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::source::{CONFIG_FILE, FOLDERS, RenderContent};
+use haptic::core::render::{CONFIG_FILE, FOLDERS, RenderContent};
 
 /// Temporary name of `haproxy.cfg` while it is written (hidden, so the reader skips it).
 const CONFIG_TEMP: &str = ".haproxy.cfg.tmp";
@@ -152,7 +152,8 @@ mod tests {
     use haptic_journal::AuxKind;
 
     use super::*;
-    use crate::source::RenderFile;
+    use haptic::core::render::RenderFile;
+    use haptic::source::dir::read_render;
 
     fn file(kind: AuxKind, path: &str, content: &str) -> RenderFile {
         RenderFile {
@@ -211,7 +212,7 @@ mod tests {
         let dst = dir.path().join("render");
         let steps = write_render(&first(), &dst).unwrap();
         assert_eq!(steps.last(), Some(&FeedStep::ConfigCommitted));
-        assert_eq!(RenderContent::read_dir(&dst).unwrap(), first());
+        assert_eq!(read_render(&dst).unwrap(), first());
         assert_eq!(
             tree(&dst),
             [
@@ -231,11 +232,8 @@ mod tests {
         write_render(&first(), &dst).unwrap();
         std::fs::write(dst.join("unrelated.txt"), "kept").unwrap();
         let steps = write_render(&second(), &dst).unwrap();
-        assert_eq!(RenderContent::read_dir(&dst).unwrap(), second());
-        assert_eq!(
-            RenderContent::read_dir(&dst).unwrap().checksum(),
-            second().checksum()
-        );
+        assert_eq!(read_render(&dst).unwrap(), second());
+        assert_eq!(read_render(&dst).unwrap().checksum(), second().checksum());
         // no temporary names left, b.map and ssl/ gone, the unchanged 403 page not rewritten,
         // entries outside the render layout untouched
         assert_eq!(
@@ -271,7 +269,7 @@ mod tests {
             let cfg = std::fs::read_to_string(dst.join(CONFIG_FILE)).unwrap();
             if step == FeedStep::ConfigCommitted {
                 // at the commit point the whole new render is there, and nothing else
-                assert_eq!(RenderContent::read_dir(&dst).unwrap(), next);
+                assert_eq!(read_render(&dst).unwrap(), next);
             } else {
                 // before it, the reader's commit point still names the previous render
                 assert_eq!(cfg, "config 1\n", "config replaced before {step:?}");

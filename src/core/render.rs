@@ -1,7 +1,5 @@
 //! One render in memory: `haproxy.cfg` plus its auxiliary files, by kind (DESIGN.md section 1,
-//! "Render directory").
-
-use std::path::Path;
+//! "Render directory"). Pure: reading a render directory is `source::dir::read_render` (I/O stays out of `core`).
 
 use haptic_journal::{AuxFile, AuxKind, Checksum, Render, render_checksum};
 use sha2::{Digest, Sha256};
@@ -139,44 +137,6 @@ impl RenderContent {
                 })
                 .collect(),
         }
-    }
-
-    /// Reads a render directory (`haproxy.cfg` plus the folders of [`FOLDERS`]) as it is now.
-    ///
-    /// Hidden entries (names starting with `.`, such as a volume's `..data`) are skipped inside
-    /// folders; subdirectories of a folder and unknown top-level entries are ignored.
-    ///
-    /// # Errors
-    /// Any I/O error, e.g. [`std::io::ErrorKind::NotFound`] when `haproxy.cfg` is absent.
-    pub fn read_dir(dir: &Path) -> std::io::Result<RenderContent> {
-        let config = std::fs::read(dir.join(CONFIG_FILE))?;
-        let mut files = Vec::new();
-        for (folder, kind, _) in FOLDERS {
-            let sub = dir.join(folder);
-            let entries = match std::fs::read_dir(&sub) {
-                Ok(e) => e,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            for entry in entries {
-                let entry = entry?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') {
-                    continue;
-                }
-                // `metadata` follows symlinks (volume files are symlinks into `..data`).
-                let meta = std::fs::metadata(entry.path())?;
-                if !meta.is_file() {
-                    continue;
-                }
-                files.push(RenderFile {
-                    kind: *kind,
-                    path: format!("{folder}/{name}"),
-                    content: std::fs::read(entry.path())?,
-                });
-            }
-        }
-        Ok(RenderContent::new(config, files))
     }
 
     /// Number of auxiliary files, saturated to `u32`.
