@@ -18,7 +18,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::CorruptReason;
+use crate::corrupt::CorruptReason;
 use crate::ids::{Term, UnixMillis};
 
 /// Envelope format version written by this code.

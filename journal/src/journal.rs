@@ -12,10 +12,9 @@ use redb::{
 
 use crate::batch::{Accepted, Batch, BlobKind, Op, OpOutcome};
 use crate::codec::RecordHeader;
+use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
 use crate::decode;
-use crate::error::{
-    AcceptError, CompactError, Corrupt, CorruptReason, OpenError, ReadError, RecordKey, storage,
-};
+use crate::error::{AcceptError, CompactError, OpenError, ReadError, storage};
 use crate::events::Event;
 use crate::ids::{Checksum, EndpointUrl, Identity, Seq, Term, UnixMillis, WorkId};
 use crate::render::Render;

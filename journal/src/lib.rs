@@ -55,6 +55,7 @@
 pub mod batch;
 pub mod codec;
 pub mod contain;
+mod corrupt;
 pub mod decode;
 pub mod error;
 pub mod events;

@@ -6,8 +6,9 @@ use std::fmt;
 use redb::{ReadTransaction, ReadableTable};
 
 use crate::batch::BlobKind;
+use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
 use crate::decode;
-use crate::error::{Corrupt, CorruptReason, ReadError, RecordKey, storage};
+use crate::error::{ReadError, storage};
 use crate::ids::{Checksum, Seq};
 use crate::tables;
 use crate::work::{Queue, QueueShape};

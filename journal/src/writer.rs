@@ -19,8 +19,9 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::batch::{Accepted, BlobKind, Op, OpOutcome, Origin};
 use crate::codec;
+use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
 use crate::decode;
-use crate::error::{AcceptError, CompactError, Corrupt, RecordKey};
+use crate::error::{AcceptError, CompactError};
 use crate::ids::{Checksum, Seq, Term, UnixMillis, WorkId};
 use crate::journal::{Db, Inner};
 use crate::tables::{
@@ -81,7 +82,7 @@ fn meta_u64(
                 AcceptError::Corrupt(Corrupt {
                     table: "meta",
                     key: RecordKey::Text(key.to_owned()),
-                    reason: crate::error::CorruptReason::BadMeta,
+                    reason: CorruptReason::BadMeta,
                 })
             })?;
             Ok(Some(u64::from_le_bytes(b)))
