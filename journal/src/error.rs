@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 pub use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
 use crate::ids::{Checksum, Term};
-use crate::verify::VerifyReport;
+use crate::report::VerifyReport;
 
 /// How a caller should react to an error (STYLE.md 2.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

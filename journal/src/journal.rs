@@ -623,13 +623,13 @@ impl Journal {
                 Err(ReadError::Corrupt(c)) => {
                     return Err(OpenError::Corrupt {
                         path,
-                        report: Box::new(crate::verify::VerifyReport::single(c)),
+                        report: Box::new(crate::report::VerifyReport::single(c)),
                     });
                 }
                 Err(ReadError::Damaged(d)) => {
                     return Err(OpenError::Corrupt {
                         path,
-                        report: Box::new(crate::verify::VerifyReport::damaged(d)),
+                        report: Box::new(crate::report::VerifyReport::damaged(d)),
                     });
                 }
             }
@@ -683,12 +683,12 @@ impl Journal {
             let report = journal.verify().map_err(|e| match e {
                 ReadError::Corrupt(c) => OpenError::Corrupt {
                     path: path.clone(),
-                    report: Box::new(crate::verify::VerifyReport::single(c)),
+                    report: Box::new(crate::report::VerifyReport::single(c)),
                 },
                 ReadError::Storage(e) => st(e),
                 ReadError::Damaged(d) => OpenError::Corrupt {
                     path: path.clone(),
-                    report: Box::new(crate::verify::VerifyReport::damaged(d)),
+                    report: Box::new(crate::report::VerifyReport::damaged(d)),
                 },
             })?;
             if !report.is_clean() {
@@ -1338,7 +1338,7 @@ fn guarded_open<T>(path: &Path, f: impl FnOnce() -> Result<T, OpenError>) -> Res
     crate::contain::contain(f).unwrap_or_else(|d| {
         Err(OpenError::Corrupt {
             path: path.to_owned(),
-            report: Box::new(crate::verify::VerifyReport::damaged(d)),
+            report: Box::new(crate::report::VerifyReport::damaged(d)),
         })
     })
 }

@@ -63,6 +63,7 @@ pub mod failpoints;
 pub mod ids;
 mod journal;
 pub mod render;
+mod report;
 pub mod tables;
 pub mod verify;
 pub mod work;
