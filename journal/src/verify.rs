@@ -17,7 +17,7 @@ use crate::work::{Queue, QueueShape};
 pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
     let mut rep = VerifyReport::default();
     crate::contain::at_table("meta");
-    let meta = match crate::journal::read_meta(rtx) {
+    let meta = match crate::meta::read_meta(rtx) {
         Ok(m) => Some(m),
         Err(ReadError::Corrupt(c)) => {
             rep.problem("meta", c.key, ProblemKind::BadMeta);

@@ -959,7 +959,7 @@ mod tests {
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .unwrap();
         let txn = db.begin_write().unwrap();
-        crate::journal::init_tables(&txn).unwrap();
+        crate::meta::init_tables(&txn).unwrap();
         txn.commit().unwrap();
         let inner = Inner {
             db: RwLock::new(Db::Rw(db)),
