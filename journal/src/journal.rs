@@ -13,6 +13,7 @@ use redb::{
 use crate::batch::{Accepted, Batch, BlobKind, Op, OpOutcome};
 use crate::codec::RecordHeader;
 use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
+use crate::db::{Counters, Db, Inner};
 use crate::decode;
 use crate::error::{AcceptError, CompactError, OpenError, ReadError, storage};
 use crate::events::Event;
@@ -24,7 +25,7 @@ use crate::work::{
     EndpointApplied, PodStatusKey, PublishedCheckpoint, Queue, QueueShape, WorkItem, WorkKey,
     WorkRecord,
 };
-use crate::writer::{self, Counters, Request, WriterConfig};
+use crate::writer::{self, Request, WriterConfig};
 
 /// Commit durability.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -161,27 +162,6 @@ impl JournalOptions {
         });
         b
     }
-}
-
-pub(crate) enum Db {
-    Rw(Database),
-    Ro(ReadOnlyDatabase),
-}
-
-impl Db {
-    fn begin_read(&self) -> Result<ReadTransaction, redb::TransactionError> {
-        match self {
-            Db::Rw(d) => d.begin_read(),
-            Db::Ro(d) => d.begin_read(),
-        }
-    }
-}
-
-pub(crate) struct Inner {
-    /// The database. Readers and the writer take the read lock only to begin a transaction;
-    /// compaction takes the write lock (it needs `&mut Database`).
-    pub db: RwLock<Db>,
-    pub counters: Counters,
 }
 
 /// Group-commit counters since open.

@@ -56,6 +56,7 @@ pub mod batch;
 pub mod codec;
 pub mod contain;
 mod corrupt;
+mod db;
 pub mod decode;
 pub mod error;
 pub mod events;

@@ -20,10 +20,10 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use crate::batch::{Accepted, BlobKind, Op, OpOutcome, Origin};
 use crate::codec;
 use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
+use crate::db::{Db, Inner};
 use crate::decode;
 use crate::error::{AcceptError, CompactError};
 use crate::ids::{Checksum, Seq, Term, UnixMillis, WorkId};
-use crate::journal::{Db, Inner};
 use crate::tables::{
     self, META_DISPATCHED, META_IDENTITY, META_NEXT_SEQ, META_NEXT_WORK_ID, META_TERM,
 };
@@ -39,15 +39,6 @@ pub(crate) enum Request {
     Compact {
         reply: SyncSender<Result<bool, CompactError>>,
     },
-}
-
-/// Counters readable while the journal runs.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub commits: std::sync::atomic::AtomicU64,
-    pub events: std::sync::atomic::AtomicU64,
-    pub requests: std::sync::atomic::AtomicU64,
-    pub failed_commits: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) struct WriterConfig {
@@ -942,6 +933,7 @@ mod tests {
 
     use super::*;
     use crate::batch::Batch;
+    use crate::db::Counters;
     use crate::events::{Correlation, Event};
 
     fn drift(i: u64) -> Event {
