@@ -41,7 +41,12 @@ fn journal_modules_form_a_dag() {
         cycles.join("\n"),
         render(&graph)
     );
-    println!("module layers (bottom-up):\n{}", render_layers(&graph));
+    // shown with --nocapture
+    println!(
+        "module graph:\n{}module layers (bottom-up):\n{}",
+        render(&graph),
+        render_layers(&graph)
+    );
 }
 
 #[test]
