@@ -18,7 +18,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::CorruptReason;
+use crate::corrupt::CorruptReason;
 use crate::ids::{Term, UnixMillis};
 
 /// Envelope format version written by this code.
@@ -246,6 +246,7 @@ pub fn open_as<T: DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::Checksum;
 
     #[test]
     fn seal_open_round_trip_and_every_flip_is_caught() {
@@ -272,5 +273,16 @@ mod tests {
     fn integers_are_little_endian_fixed_width() {
         assert_eq!(encode_payload(&0x0102_0304u32), vec![4, 3, 2, 1]);
         assert_eq!(encode_payload(&1u64).len(), 8);
+    }
+
+    #[test]
+    fn checksum_serde_is_text_in_json_and_bytes_in_bincode() {
+        let c = Checksum::of(b"x");
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(json, format!("\"{c}\""));
+        assert_eq!(serde_json::from_str::<Checksum>(&json).unwrap(), c);
+        let bytes = encode_payload(&c);
+        assert_eq!(bytes, c.0.to_vec(), "schema 1 payload bytes unchanged");
+        assert_eq!(decode_payload::<Checksum>(&bytes).unwrap(), c);
     }
 }

@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
-use crate::error::RecordKey;
+use crate::corrupt::RecordKey;
 
 /// A redb panic caught while reading a damaged file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

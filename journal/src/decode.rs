@@ -3,7 +3,7 @@
 
 use crate::batch::BlobKind;
 use crate::codec::{self, RecordHeader};
-use crate::error::CorruptReason;
+use crate::corrupt::CorruptReason;
 use crate::events::{Event, EventKind};
 use crate::ids::Checksum;
 use crate::render::Render;

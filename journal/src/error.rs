@@ -1,11 +1,11 @@
 //! Errors, one enum per operation family (STYLE.md 2.4).
 
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+pub use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
 use crate::ids::{Checksum, Term};
-use crate::verify::VerifyReport;
+use crate::report::VerifyReport;
 
 /// How a caller should react to an error (STYLE.md 2.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,136 +16,6 @@ pub enum ErrorKind {
     Conflict,
     /// Retrying will not help; an operator must act.
     Fatal,
-}
-
-/// The key of a stored record, for error and verify reports.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RecordKey {
-    /// Events log position.
-    Seq(u64),
-    /// A FIFO queue item id.
-    WorkId(u64),
-    /// A text key (pod status key, endpoint URL, HAProxyCfg name, meta key).
-    Text(String),
-    /// A blob key.
-    Blob(Checksum),
-    /// A blob key that is not 32 bytes long.
-    BadBlobKey(Vec<u8>),
-    /// The single-slot key.
-    Slot,
-    /// No key is known (damage found below the record level).
-    Unknown,
-}
-
-impl fmt::Display for RecordKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RecordKey::Seq(s) => write!(f, "seq {s}"),
-            RecordKey::WorkId(w) => write!(f, "work id {w}"),
-            RecordKey::Text(t) => write!(f, "{t:?}"),
-            RecordKey::Blob(c) => write!(f, "{c}"),
-            RecordKey::BadBlobKey(b) => write!(f, "0x{}", hex::encode(b)),
-            RecordKey::Slot => f.write_str("slot"),
-            RecordKey::Unknown => f.write_str("unknown key"),
-        }
-    }
-}
-
-/// Why a stored value failed to decode.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum CorruptReason {
-    /// The value is shorter than its header says.
-    #[error("value of {len} bytes is truncated, at least {needed} needed")]
-    Truncated {
-        /// Actual length.
-        len: u64,
-        /// Minimum length.
-        needed: u64,
-    },
-    /// Unknown envelope format version byte.
-    #[error("unknown format version {found}")]
-    UnknownFormatVersion {
-        /// The byte found at offset 0.
-        found: u8,
-    },
-    /// The record kind is not printable ASCII.
-    #[error("record kind is not printable ascii")]
-    BadKind,
-    /// The record kind is not one this table holds.
-    #[error("unexpected record kind {found:?}")]
-    UnexpectedKind {
-        /// The kind found.
-        found: String,
-    },
-    /// The declared payload length disagrees with the value length.
-    #[error("payload length {declared} declared, {actual} present")]
-    LengthMismatch {
-        /// Declared length.
-        declared: u64,
-        /// Bytes present.
-        actual: u64,
-        /// Offset of the length field.
-        offset: u64,
-    },
-    /// The CRC32 does not match.
-    #[error("crc32 mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    CrcMismatch {
-        /// CRC stored in the envelope.
-        stored: u32,
-        /// CRC computed over the value.
-        computed: u32,
-        /// Offset of the CRC field.
-        offset: u64,
-    },
-    /// The payload is not a valid record of its kind.
-    #[error("payload does not decode: {message}")]
-    Decode {
-        /// The decoder's message.
-        message: String,
-    },
-    /// The payload has bytes after the record.
-    #[error("{extra} trailing bytes after the payload")]
-    TrailingBytes {
-        /// Count of extra bytes.
-        extra: u64,
-    },
-    /// A blob's content does not hash to its key.
-    #[error("content hashes to {actual}, not to its key")]
-    BlobHashMismatch {
-        /// What the content hashes to.
-        actual: Checksum,
-    },
-    /// A meta value has the wrong size or encoding.
-    #[error("meta value is malformed")]
-    BadMeta,
-}
-
-impl CorruptReason {
-    /// Byte offset inside the value where the problem was found, when meaningful.
-    #[must_use]
-    pub fn offset(&self) -> Option<u64> {
-        match self {
-            CorruptReason::UnknownFormatVersion { .. } => Some(0),
-            CorruptReason::BadKind => Some(1),
-            CorruptReason::LengthMismatch { offset, .. }
-            | CorruptReason::CrcMismatch { offset, .. } => Some(*offset),
-            CorruptReason::Truncated { len, .. } => Some(*len),
-            _ => None,
-        }
-    }
-}
-
-/// A stored record that failed its checks, with its location (J5).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("corrupt record in table {table} at {key}{}: {reason}", .reason.offset().map(|o| format!(" (byte offset {o})")).unwrap_or_default())]
-pub struct Corrupt {
-    /// Table name.
-    pub table: &'static str,
-    /// Record key.
-    pub key: RecordKey,
-    /// What is wrong.
-    pub reason: CorruptReason,
 }
 
 /// Opening (or creating) a journal failed.

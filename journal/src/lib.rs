@@ -55,13 +55,17 @@
 pub mod batch;
 pub mod codec;
 pub mod contain;
+mod corrupt;
+mod db;
 pub mod decode;
 pub mod error;
 pub mod events;
 pub mod failpoints;
 pub mod ids;
 mod journal;
+mod meta;
 pub mod render;
+mod report;
 pub mod tables;
 pub mod verify;
 pub mod work;
@@ -83,9 +87,11 @@ pub use ids::{
     Term, UnixMillis, WorkId,
 };
 pub use journal::{
-    BlobCounts, CommitStats, Concurrency, Durability, Journal, JournalOptions, Meta, Pending,
-    QueueSummary, SCHEMA_VERSION, Stats, TableStat, WorkEntry, init_tables, open_raw,
-    open_raw_read_only, read_meta, read_schema_version, write_schema_version,
+    BlobCounts, CommitStats, Concurrency, Durability, Journal, JournalOptions, Pending,
+    QueueSummary, Stats, TableStat, WorkEntry, open_raw, open_raw_read_only,
+};
+pub use meta::{
+    Meta, SCHEMA_VERSION, init_tables, read_meta, read_schema_version, write_schema_version,
 };
 pub use render::{AuxFile, AuxKind, Render, render_checksum};
 pub use verify::{Problem, ProblemKind, VerifyReport};

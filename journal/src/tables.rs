@@ -63,17 +63,7 @@ pub const ALL_TABLES: &[&str] = &[
 /// The table of a queue.
 #[must_use]
 pub fn queue_table_name(queue: Queue) -> &'static str {
-    match queue {
-        Queue::Publish => "publish_validated",
-        Queue::PublishDeployed => "publish_deployed",
-        Queue::Invalid => "invalid_publish",
-        Queue::Verdict => "verdict",
-        Queue::StatusPending => "status_pending",
-        Queue::StatusParked => "status_parked",
-        Queue::DeployPending => "deploy_pending",
-        Queue::DeployInflight => "deploy_inflight",
-        Queue::DrainCheckpoint => "drain_checkpoint",
-    }
+    queue.table_name()
 }
 
 pub(crate) fn fifo_def(queue: Queue) -> TableDefinition<'static, u64, &'static [u8]> {

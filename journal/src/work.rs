@@ -106,7 +106,17 @@ impl Queue {
     /// The redb table holding this queue.
     #[must_use]
     pub fn table_name(self) -> &'static str {
-        crate::tables::queue_table_name(self)
+        match self {
+            Queue::Publish => "publish_validated",
+            Queue::PublishDeployed => "publish_deployed",
+            Queue::Invalid => "invalid_publish",
+            Queue::Verdict => "verdict",
+            Queue::StatusPending => "status_pending",
+            Queue::StatusParked => "status_parked",
+            Queue::DeployPending => "deploy_pending",
+            Queue::DeployInflight => "deploy_inflight",
+            Queue::DrainCheckpoint => "drain_checkpoint",
+        }
     }
 }
 

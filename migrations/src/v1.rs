@@ -94,7 +94,7 @@ pub struct ConfigVersion(pub i64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Generation(pub i64);
 
-// ---- from journal/src/events.rs ----
+// ---- from journal/src/events/ (mod.rs, values.rs) ----
 
 /// Correlation of an event in a reconciliation chain (HAPTIC `Correlation`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

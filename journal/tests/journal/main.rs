@@ -11,4 +11,5 @@ pub mod fixtures;
 mod group_commit;
 mod lost_writes;
 mod model;
+mod module_graph;
 mod page_damage;

@@ -1,0 +1,144 @@
+//! [`JournalOptions`]: how [`Journal::open`](super::Journal::open) opens the file.
+
+use std::path::PathBuf;
+
+use redb::{Builder, ConcurrencyMode};
+
+/// Commit durability.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every commit is fsynced before `accept` returns (J1). The default and the only mode the
+    /// controller may use.
+    #[default]
+    Immediate,
+    /// No fsync: commits are lost on power failure. Tests and benchmarks only; refused in
+    /// single-writer mode.
+    None,
+}
+
+/// How processes may share the file (redb's `ConcurrencyMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Concurrency {
+    /// One process has the file; anyone else (even a read-only inspector) gets
+    /// [`OpenError::InUse`](crate::OpenError::InUse). One fsync per commit. The default.
+    #[default]
+    Exclusive,
+    /// One writer process plus any number of read-only processes (opened in this mode too) that
+    /// follow its commits, e.g. `haptic-journalctl` in a live pod. Every commit is two-phase (two
+    /// fsyncs) and `Durability::None` is refused. Needs byte-range locks (no NFS).
+    SingleWriter,
+}
+
+/// Options of [`Journal::open`](super::Journal::open).
+#[derive(Clone, Debug)]
+pub struct JournalOptions {
+    /// The journal file.
+    pub path: PathBuf,
+    /// Create the file (mode 0600) when missing. Ignored read-only. Default: true.
+    pub create: bool,
+    /// Open read-only: no writer thread, every write returns
+    /// [`AcceptError::ReadOnly`](crate::AcceptError::ReadOnly).
+    /// Default: false.
+    pub read_only: bool,
+    /// Commit durability. Default: [`Durability::Immediate`].
+    pub durability: Durability,
+    /// Process sharing mode. Default: [`Concurrency::Exclusive`].
+    pub concurrency: Concurrency,
+    /// Run [`Journal::verify`](super::Journal::verify) during open and fail with
+    /// [`OpenError::Corrupt`](crate::OpenError::Corrupt) on any problem (J10). Default: true.
+    pub verify_on_open: bool,
+    /// Most requests that share one commit. Range 1..; default 1024.
+    pub max_group_requests: usize,
+    /// Trim events every this many commits (0: only on
+    /// [`Journal::trim`](super::Journal::trim)). Default: 64.
+    pub trim_every_commits: u32,
+    /// redb page cache size in bytes. Default: 64 MiB.
+    pub cache_size_bytes: usize,
+    /// After each periodic trim, compact (in the writer thread, between commits) when the file
+    /// is larger than twice the bytes redb uses plus 8 MiB (J6). Default: true.
+    pub auto_compact: bool,
+}
+
+impl JournalOptions {
+    /// Defaults for `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        JournalOptions {
+            path: path.into(),
+            create: true,
+            read_only: false,
+            durability: Durability::Immediate,
+            concurrency: Concurrency::Exclusive,
+            verify_on_open: true,
+            max_group_requests: 1024,
+            trim_every_commits: 64,
+            cache_size_bytes: 64 * 1024 * 1024,
+            auto_compact: true,
+        }
+    }
+
+    /// Sets [`Self::read_only`].
+    #[must_use]
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+
+    /// Sets [`Self::create`].
+    #[must_use]
+    pub fn create(mut self, yes: bool) -> Self {
+        self.create = yes;
+        self
+    }
+
+    /// Sets [`Self::durability`].
+    #[must_use]
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// Sets [`Self::concurrency`].
+    #[must_use]
+    pub fn concurrency(mut self, c: Concurrency) -> Self {
+        self.concurrency = c;
+        self
+    }
+
+    /// Sets [`Self::verify_on_open`].
+    #[must_use]
+    pub fn verify_on_open(mut self, yes: bool) -> Self {
+        self.verify_on_open = yes;
+        self
+    }
+
+    /// Sets [`Self::trim_every_commits`].
+    #[must_use]
+    pub fn trim_every_commits(mut self, n: u32) -> Self {
+        self.trim_every_commits = n;
+        self
+    }
+
+    /// Sets [`Self::auto_compact`].
+    #[must_use]
+    pub fn auto_compact(mut self, yes: bool) -> Self {
+        self.auto_compact = yes;
+        self
+    }
+
+    /// Sets [`Self::max_group_requests`] (at least 1).
+    #[must_use]
+    pub fn max_group_requests(mut self, n: usize) -> Self {
+        self.max_group_requests = n.max(1);
+        self
+    }
+
+    pub(super) fn builder(&self) -> Builder {
+        let mut b = Builder::new();
+        b.set_cache_size(self.cache_size_bytes);
+        b.set_concurrency_mode(match self.concurrency {
+            Concurrency::Exclusive => ConcurrencyMode::ExclusiveWriter,
+            Concurrency::SingleWriter => ConcurrencyMode::SingleWriter,
+        });
+        b
+    }
+}

@@ -1,0 +1,298 @@
+//! Summaries: what a restart would replay, file and table sizes, group-commit counters.
+
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
+
+use super::read::read_queue;
+use super::{Journal, guarded};
+use crate::error::{ReadError, storage};
+use crate::ids::{Seq, Term, UnixMillis};
+use crate::meta::read_meta;
+use crate::tables;
+use crate::work::Queue;
+
+/// Group-commit counters since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Successful commits.
+    pub commits: u64,
+    /// Events committed.
+    pub events: u64,
+    /// Requests (accept calls and single operations) committed.
+    pub requests: u64,
+    /// Commits that failed (each failed every request of its group).
+    pub failed_commits: u64,
+}
+
+impl CommitStats {
+    /// Events per commit (0 when nothing was committed).
+    #[must_use]
+    pub fn events_per_commit(&self) -> f64 {
+        if self.commits == 0 {
+            0.0
+        } else {
+            self.events as f64 / self.commits as f64
+        }
+    }
+}
+
+/// One queue in a [`Pending`] summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueSummary {
+    /// The queue.
+    pub queue: Queue,
+    /// Items in it.
+    pub count: u64,
+    /// `enqueued_at` of the oldest item; `None` when empty.
+    pub oldest_enqueued_at: Option<UnixMillis>,
+    /// Bytes of stored values.
+    pub value_bytes: u64,
+}
+
+impl QueueSummary {
+    /// Age of the oldest item in whole seconds at `now`; `None` when empty.
+    #[must_use]
+    pub fn oldest_age_secs(&self, now: UnixMillis) -> Option<u64> {
+        self.oldest_enqueued_at.map(|t| t.until_ms(now) / 1000)
+    }
+}
+
+/// What a restart would replay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// Current term.
+    pub term: Term,
+    /// Last dispatched event.
+    pub dispatched_through: Seq,
+    /// Newest event (`Seq(0)`: none yet).
+    pub last_seq: Seq,
+    /// Events after `dispatched_through` (to dispatch again, in order).
+    pub undispatched_events: u64,
+    /// Every queue, in [`Queue::ALL`] order.
+    pub queues: Vec<QueueSummary>,
+}
+
+/// Size of one table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableStat {
+    /// Table name.
+    pub name: &'static str,
+    /// Entries.
+    pub entries: u64,
+    /// Sum of key and value lengths, bytes.
+    pub live_bytes: u64,
+    /// redb's stored bytes: keys and values in leaf pages (no page overhead).
+    pub stored_bytes: u64,
+    /// redb's metadata bytes: keys in branch pages and page headers.
+    pub metadata_bytes: u64,
+    /// redb's "fragmented" bytes: the unused part of the table's allocated pages (page slack).
+    /// `stored + metadata + fragmented` = the table's pages; a non-empty table has at least one
+    /// page (4 KiB), so a small table is mostly slack, which compaction cannot remove.
+    pub fragmented_bytes: u64,
+}
+
+/// File and table sizes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// File size in bytes (`None` for custom backends).
+    pub file_bytes: Option<u64>,
+    /// Every table, in [`tables::ALL_TABLES`] order.
+    pub tables: Vec<TableStat>,
+    /// Queue summaries.
+    pub queues: Vec<QueueSummary>,
+    /// Events (count) and the oldest/newest `Seq`.
+    pub first_seq: Option<Seq>,
+    /// Newest event.
+    pub last_seq: Option<Seq>,
+}
+
+impl Stats {
+    /// Sum of live key+value bytes over all tables.
+    #[must_use]
+    pub fn live_bytes(&self) -> u64 {
+        self.tables.iter().map(|t| t.live_bytes).sum()
+    }
+}
+
+impl Journal {
+    /// Group-commit counters since open.
+    #[must_use]
+    pub fn commit_stats(&self) -> CommitStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.inner.counters;
+        CommitStats {
+            commits: c.commits.load(Relaxed),
+            events: c.events.load(Relaxed),
+            requests: c.requests.load(Relaxed),
+            failed_commits: c.failed_commits.load(Relaxed),
+        }
+    }
+
+    /// What a restart would replay: undispatched events and every queue's count and oldest item.
+    ///
+    /// # Errors
+    /// [`ReadError::Corrupt`] when a queue item is corrupt.
+    pub fn pending(&self) -> Result<Pending, ReadError> {
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let meta = read_meta(&rtx)?;
+            let last_seq = Seq(meta.next_seq.0.saturating_sub(1));
+            let mut queues = Vec::new();
+            for q in Queue::ALL {
+                queues.push(summarize(&rtx, *q)?);
+            }
+            Ok(Pending {
+                term: meta.term,
+                dispatched_through: meta.dispatched_through,
+                last_seq,
+                undispatched_events: last_seq.0.saturating_sub(meta.dispatched_through.0),
+                queues,
+            })
+        })
+    }
+
+    /// File size, per-table counts and bytes, and queue summaries.
+    ///
+    /// # Errors
+    /// [`ReadError`].
+    pub fn stats(&self) -> Result<Stats, ReadError> {
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let mut tables_out = Vec::new();
+            for name in tables::ALL_TABLES {
+                tables_out.push(table_stat(&rtx, name)?);
+            }
+            let mut queues = Vec::new();
+            for q in Queue::ALL {
+                queues.push(summarize(&rtx, *q)?);
+            }
+            crate::contain::at_table("events");
+            let ev = rtx.open_table(tables::EVENTS).map_err(storage)?;
+            let first_seq = ev.first().map_err(storage)?.map(|(k, _)| Seq(k.value()));
+            let last_seq = ev.last().map_err(storage)?.map(|(k, _)| Seq(k.value()));
+            let file_bytes = std::fs::metadata(&self.path).ok().map(|m| m.len());
+            Ok(Stats {
+                file_bytes,
+                tables: tables_out,
+                queues,
+                first_seq,
+                last_seq,
+            })
+        })
+    }
+}
+
+fn summarize(rtx: &ReadTransaction, queue: Queue) -> Result<QueueSummary, ReadError> {
+    let items = read_queue(rtx, queue)?;
+    Ok(QueueSummary {
+        queue,
+        count: items.len() as u64,
+        oldest_enqueued_at: items.iter().map(|e| e.record.enqueued_at).min(),
+        value_bytes: items.iter().map(|e| e.header.size_bytes).sum(),
+    })
+}
+
+fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, ReadError> {
+    crate::contain::at_table(name);
+    let mut live = 0u64;
+    let (entries, stats) = match name {
+        "meta" => stat_of(
+            rtx.open_table(tables::META).map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |v| v.len(),
+        )?,
+        "events" => stat_of(
+            rtx.open_table(tables::EVENTS).map_err(storage)?,
+            &mut live,
+            |_| 8,
+            |v| v.len(),
+        )?,
+        "blobs" => stat_of(
+            rtx.open_table(tables::BLOBS).map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |v| v.len(),
+        )?,
+        "blob_refs" => stat_of(
+            rtx.open_table(tables::BLOB_REFS).map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |_| 16,
+        )?,
+        "publish_validated" | "publish_deployed" | "invalid_publish" | "verdict" => {
+            let q = Queue::ALL
+                .iter()
+                .copied()
+                .find(|q| q.table_name() == name)
+                .unwrap_or(Queue::Publish);
+            stat_of(
+                rtx.open_table(tables::fifo_def(q)).map_err(storage)?,
+                &mut live,
+                |_| 8,
+                |v| v.len(),
+            )?
+        }
+        "status_pending" | "status_parked" => {
+            let q = if name == "status_parked" {
+                Queue::StatusParked
+            } else {
+                Queue::StatusPending
+            };
+            stat_of(
+                rtx.open_table(tables::pod_def(q)).map_err(storage)?,
+                &mut live,
+                |k| k.len(),
+                |v| v.len(),
+            )?
+        }
+        "deploy_pending" | "deploy_inflight" | "drain_checkpoint" => {
+            let q = Queue::ALL
+                .iter()
+                .copied()
+                .find(|q| q.table_name() == name)
+                .unwrap_or(Queue::DeployPending);
+            stat_of(
+                rtx.open_table(tables::slot_def(q)).map_err(storage)?,
+                &mut live,
+                |_| 0,
+                |v| v.len(),
+            )?
+        }
+        "endpoint_applied" => stat_of(
+            rtx.open_table(tables::ENDPOINT_APPLIED).map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |v| v.len(),
+        )?,
+        _ => stat_of(
+            rtx.open_table(tables::PUBLISHED_CHECKPOINT)
+                .map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |v| v.len(),
+        )?,
+    };
+    Ok(TableStat {
+        name,
+        entries,
+        live_bytes: live,
+        stored_bytes: stats.stored_bytes(),
+        metadata_bytes: stats.metadata_bytes(),
+        fragmented_bytes: stats.fragmented_bytes(),
+    })
+}
+
+fn stat_of<K: redb::Key + 'static, V: redb::Value + 'static>(
+    t: redb::ReadOnlyTable<K, V>,
+    live: &mut u64,
+    klen: impl Fn(K::SelfType<'_>) -> usize,
+    vlen: impl Fn(V::SelfType<'_>) -> usize,
+) -> Result<(u64, redb::TableStats), ReadError> {
+    let mut n = 0;
+    for r in t.iter().map_err(storage)? {
+        let (k, v) = r.map_err(storage)?;
+        *live += (klen(k.value()) + vlen(v.value())) as u64;
+        n += 1;
+    }
+    Ok((n, t.stats().map_err(storage)?))
+}

@@ -1,0 +1,222 @@
+//! The writer loop: drain a group of requests, apply them in one transaction, commit once, then
+//! answer every caller.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+
+use super::trim::compact;
+use super::{Reply, Request, Tx, WriterConfig};
+use crate::batch::{Accepted, Op};
+use crate::db::{Db, Inner};
+use crate::error::AcceptError;
+
+/// Slack before auto-compaction: the file may exceed twice the used bytes by this much.
+const AUTO_COMPACT_SLACK_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The writer loop. Returns when every sender is dropped.
+pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
+    let mut since_trim = 0u32;
+    while let Ok(first) = rx.recv() {
+        let mut group: Vec<(Vec<Op>, Reply)> = Vec::new();
+        let mut compacts = Vec::new();
+        let mut push = |r: Request, group: &mut Vec<(Vec<Op>, Reply)>| match r {
+            Request::Batch { ops, reply } => group.push((ops, reply)),
+            Request::Compact { reply } => compacts.push(reply),
+        };
+        push(first, &mut group);
+        while group.len() < cfg.max_group {
+            match rx.try_recv() {
+                Ok(r) => push(r, &mut group),
+                Err(_) => break,
+            }
+        }
+        if !group.is_empty() {
+            since_trim += 1;
+            let trim = cfg.trim_every_commits > 0 && since_trim >= cfg.trim_every_commits;
+            if trim {
+                since_trim = 0;
+            }
+            let used = commit_group(&inner, &cfg, group, trim);
+            if let (Some(used), Some(path)) = (used, &cfg.auto_compact_path) {
+                let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+                if file
+                    > used
+                        .saturating_mul(2)
+                        .saturating_add(AUTO_COMPACT_SLACK_BYTES)
+                {
+                    // Busy (a reader is live) is fine: the next trim tries again.
+                    let _ = compact(&inner);
+                }
+            }
+        }
+        for reply in compacts {
+            let _ = reply.send(compact(&inner));
+        }
+    }
+}
+
+/// Commits a group; returns the bytes redb uses (after a trim), for the auto-compaction check.
+fn commit_group(
+    inner: &Inner,
+    cfg: &WriterConfig,
+    mut group: Vec<(Vec<Op>, Reply)>,
+    trim: bool,
+) -> Option<u64> {
+    // A request whose apply fails (not a storage error) is answered alone and the rest retried.
+    loop {
+        match try_commit(inner, cfg, &group, trim) {
+            Ok((results, used)) => {
+                for ((_, reply), r) in group.into_iter().zip(results) {
+                    let _ = reply.send(r);
+                }
+                return used;
+            }
+            Err(GroupError::Request(i, e)) => {
+                let (_, reply) = group.remove(i);
+                let _ = reply.send(Err(e));
+                if group.is_empty() {
+                    return None;
+                }
+            }
+            Err(GroupError::Storage(e)) => {
+                inner
+                    .counters
+                    .failed_commits
+                    .fetch_add(1, Ordering::Relaxed);
+                for (_, reply) in group {
+                    let _ = reply.send(Err(e.clone()));
+                }
+                return None;
+            }
+        }
+    }
+}
+
+/// One result per request, and the bytes redb uses when measured (after a trim).
+type GroupResults = (Vec<Result<Accepted, AcceptError>>, Option<u64>);
+
+enum GroupError {
+    Request(usize, AcceptError),
+    Storage(AcceptError),
+}
+
+fn try_commit(
+    inner: &Inner,
+    cfg: &WriterConfig,
+    group: &[(Vec<Op>, Reply)],
+    trim: bool,
+) -> Result<GroupResults, GroupError> {
+    let st = |e: redb::Error| GroupError::Storage(AcceptError::storage(e));
+    let db = inner
+        .db
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Db::Rw(db) = &*db else {
+        return Err(GroupError::Storage(AcceptError::ReadOnly));
+    };
+    let mut txn = db.begin_write().map_err(|e| st(e.into()))?;
+    txn.set_durability(cfg.durability)
+        .map_err(|e| st(e.into()))?;
+    let mut results = Vec::with_capacity(group.len());
+    let mut events = 0u64;
+    {
+        let mut tx = Tx::open(&txn).map_err(st)?;
+        let mut ctx = tx.load_ctx().map_err(GroupError::Storage)?;
+        for (i, (ops, _)) in group.iter().enumerate() {
+            match tx.validate(&ctx, ops) {
+                Ok(()) => {}
+                Err(e) => {
+                    results.push(Err(e));
+                    continue;
+                }
+            }
+            events += ops.iter().filter(|o| matches!(o, Op::Event(_))).count() as u64;
+            match tx.apply(&mut ctx, ops) {
+                Ok(a) => results.push(Ok(a)),
+                Err(e @ AcceptError::Storage { .. }) => return Err(GroupError::Storage(e)),
+                Err(e) => return Err(GroupError::Request(i, e)),
+            }
+        }
+        if trim {
+            tx.trim(&ctx).map_err(GroupError::Storage)?;
+        }
+        tx.store_ctx(&ctx).map_err(GroupError::Storage)?;
+    }
+    let used = if trim && cfg.auto_compact_path.is_some() {
+        let st = txn.stats().map_err(|e| st(e.into()))?;
+        Some(st.stored_bytes() + st.metadata_bytes() + st.fragmented_bytes())
+    } else {
+        None
+    };
+    crate::crash_point!("journal::before_commit");
+    txn.commit().map_err(|e| st(e.into()))?;
+    crate::crash_point!("journal::after_commit");
+    inner.counters.commits.fetch_add(1, Ordering::Relaxed);
+    inner.counters.events.fetch_add(events, Ordering::Relaxed);
+    inner
+        .counters
+        .requests
+        .fetch_add(group.len() as u64, Ordering::Relaxed);
+    Ok((results, used))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::RwLock;
+    use std::sync::mpsc::sync_channel;
+
+    use super::*;
+    use crate::batch::Batch;
+    use crate::db::Counters;
+    use crate::events::{Correlation, Event};
+    use crate::ids::{Checksum, Seq};
+
+    fn drift(i: u64) -> Event {
+        Event::DriftPreventionTriggered {
+            correlation: Correlation::new(format!("e{i}")),
+            time_since_last_deployment_ms: i,
+        }
+    }
+
+    /// Three requests in one group: the invalid middle one is answered alone with its error,
+    /// the other two share one commit.
+    #[test]
+    fn a_rejected_request_does_not_sink_its_group() {
+        let db = redb::Builder::new()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .unwrap();
+        let txn = db.begin_write().unwrap();
+        crate::meta::init_tables(&txn).unwrap();
+        txn.commit().unwrap();
+        let inner = Inner {
+            db: RwLock::new(Db::Rw(db)),
+            counters: Counters::default(),
+        };
+        let cfg = WriterConfig {
+            durability: redb::Durability::Immediate,
+            max_group: 16,
+            trim_every_commits: 0,
+            auto_compact_path: None,
+        };
+        let mut group = Vec::new();
+        let mut rxs = Vec::new();
+        for i in 0..3u64 {
+            let mut b = Batch::new();
+            b.event(drift(i));
+            if i == 1 {
+                b.push(Op::ReleaseBlob(Checksum::of(b"never stored")));
+            }
+            let (tx, rx) = sync_channel(1);
+            group.push((b.ops, tx));
+            rxs.push(rx);
+        }
+        commit_group(&inner, &cfg, group, false);
+        let results: Vec<_> = rxs.into_iter().map(|rx| rx.recv().unwrap()).collect();
+        assert_eq!(results[0].as_ref().unwrap().seqs(), vec![Seq(1)]);
+        assert!(matches!(results[1], Err(AcceptError::NoHold { .. })));
+        assert_eq!(results[2].as_ref().unwrap().seqs(), vec![Seq(2)]);
+        assert_eq!(inner.counters.commits.load(Ordering::Relaxed), 1);
+        assert_eq!(inner.counters.events.load(Ordering::Relaxed), 2);
+    }
+}

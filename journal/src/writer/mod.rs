@@ -1,0 +1,51 @@
+//! The writer thread: owns every write transaction and group-commits concurrent requests.
+//!
+//! ```text
+//!  caller threads                 writer thread
+//!  accept(batch) --req+reply--> [ recv one, drain up to max_group ]
+//!       |                         begin_write (Durability::Immediate)
+//!       |                         per request: validate, then apply (Seq, WorkId, refs)
+//!       |                         gc zero-ref blobs; every N commits: trim
+//!       |                         crash_point before_commit; commit (fsync); after_commit
+//!       <----- reply (durable) -- wake every caller of the group
+//! ```
+//!
+//! - `group.rs`: the loop: drain a group of requests, commit it once, answer every caller.
+//! - `tx.rs`: [`Tx`], the tables of one write transaction, and [`Ctx`], the meta counters.
+//! - `apply.rs`: validating and applying one request's operations.
+//! - `blobs.rs`: blob reference counts and collection of unreferenced blobs.
+//! - `trim.rs`: trimming events below the watermark, and compaction.
+
+mod apply;
+mod blobs;
+mod group;
+mod trim;
+mod tx;
+
+use std::sync::mpsc::SyncSender;
+
+use crate::batch::{Accepted, Op};
+use crate::error::{AcceptError, CompactError};
+
+pub(crate) use group::run;
+use tx::{Ctx, Tx};
+
+pub(crate) type Reply = SyncSender<Result<Accepted, AcceptError>>;
+
+pub(crate) enum Request {
+    Batch {
+        ops: Vec<Op>,
+        reply: Reply,
+    },
+    Compact {
+        reply: SyncSender<Result<bool, CompactError>>,
+    },
+}
+
+pub(crate) struct WriterConfig {
+    pub durability: redb::Durability,
+    pub max_group: usize,
+    pub trim_every_commits: u32,
+    /// The file, when the journal is a file: auto-compaction compares its size with live data.
+    pub auto_compact_path: Option<std::path::PathBuf>,
+}
