@@ -116,6 +116,8 @@ pub enum Op {
     RemoveEndpointApplied(crate::ids::EndpointUrl),
     /// Set a HAProxyCfg's published checkpoint.
     PutPublishedCheckpoint(PublishedCheckpoint),
+    /// Set one component's checkpoint (replaces the one before; DESIGN.md J11).
+    PutComponentCheckpoint(crate::checkpoint::ComponentCheckpoint),
     /// Trim events below the watermark (see `journal/DESIGN.md`, "Trimming").
     Trim,
 }
@@ -318,6 +320,17 @@ impl Batch {
     /// Sets a HAProxyCfg's published checkpoint.
     pub fn put_published_checkpoint(&mut self, checkpoint: PublishedCheckpoint) -> &mut Self {
         self.push(Op::PutPublishedCheckpoint(checkpoint))
+    }
+
+    /// Sets one component's checkpoint (table `component_state`, keyed by
+    /// [`crate::ComponentState::component`]): the state after folding every event up to
+    /// `checkpoint.through`. Put it in the batch of the effects or acks that changed the state.
+    /// The renders the state names ([`crate::ComponentState::renders`]) must be stored.
+    pub fn put_component_checkpoint(
+        &mut self,
+        checkpoint: crate::checkpoint::ComponentCheckpoint,
+    ) -> &mut Self {
+        self.push(Op::PutComponentCheckpoint(checkpoint))
     }
 
     /// Enqueues a work item (FIFO append or replace-latest, by queue).

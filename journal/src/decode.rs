@@ -83,6 +83,18 @@ pub fn endpoint_applied(bytes: &[u8]) -> Result<(RecordHeader, EndpointApplied),
     codec::open_as(bytes, |k| k == EndpointApplied::RECORD_KIND)
 }
 
+/// A `component_state` record.
+///
+/// # Errors
+/// A [`CorruptReason`] naming the failing field.
+pub fn component_checkpoint(
+    bytes: &[u8],
+) -> Result<(RecordHeader, crate::checkpoint::ComponentCheckpoint), CorruptReason> {
+    codec::open_as(bytes, |k| {
+        k == crate::checkpoint::ComponentCheckpoint::RECORD_KIND
+    })
+}
+
 /// A `published_checkpoint` record.
 ///
 /// # Errors
@@ -114,6 +126,8 @@ pub enum Decoded {
     EndpointApplied(EndpointApplied),
     /// From `published_checkpoint`.
     PublishedCheckpoint(PublishedCheckpoint),
+    /// From `component_state`.
+    ComponentCheckpoint(crate::checkpoint::ComponentCheckpoint),
 }
 
 /// Decodes a value of any envelope table (`meta` and `blob_refs` are not envelopes).
@@ -143,6 +157,9 @@ pub fn any(table: &str, bytes: &[u8]) -> Result<(RecordHeader, Decoded), Corrupt
         }
         "published_checkpoint" => {
             published_checkpoint(bytes).map(|(h, p)| (h, Decoded::PublishedCheckpoint(p)))
+        }
+        "component_state" => {
+            component_checkpoint(bytes).map(|(h, c)| (h, Decoded::ComponentCheckpoint(c)))
         }
         t if crate::work::Queue::ALL.iter().any(|q| q.table_name() == t) => {
             work(bytes).map(|(h, w)| (h, Decoded::Work(w)))

@@ -53,6 +53,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod batch;
+pub mod checkpoint;
 pub mod codec;
 pub mod contain;
 mod corrupt;
@@ -72,6 +73,10 @@ pub mod work;
 mod writer;
 
 pub use batch::{Accepted, Batch, BlobKind, EventRef, Op, OpOutcome, Origin};
+pub use checkpoint::{
+    ComponentCheckpoint, ComponentState, PublisherCheckpoint, RenderPlace, SchedulerCheckpoint,
+    ValidatorCheckpoint,
+};
 pub use codec::RecordHeader;
 pub use contain::Damage;
 pub use error::{

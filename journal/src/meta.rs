@@ -57,6 +57,7 @@ pub fn init_tables(txn: &redb::WriteTransaction) -> Result<(), redb::Error> {
         }
         txn.open_table(tables::ENDPOINT_APPLIED)?;
         txn.open_table(tables::PUBLISHED_CHECKPOINT)?;
+        txn.open_table(tables::COMPONENT_STATE)?;
         let mut meta = txn.open_table(tables::META)?;
         if meta.get(META_SCHEMA_VERSION)?.is_none() {
             meta.insert(META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes().as_slice())?;

@@ -40,6 +40,8 @@ pub const ENDPOINT_APPLIED: TableDefinition<&str, &[u8]> = TableDefinition::new(
 /// `published_checkpoint`: `HAProxyCfg name -> envelope(PublishedCheckpoint)`.
 pub const PUBLISHED_CHECKPOINT: TableDefinition<&str, &[u8]> =
     TableDefinition::new("published_checkpoint");
+/// `component_state`: `component name -> envelope(ComponentCheckpoint)` (DESIGN.md J11).
+pub const COMPONENT_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("component_state");
 
 /// Every table name, in the order tools print them.
 pub const ALL_TABLES: &[&str] = &[
@@ -58,6 +60,7 @@ pub const ALL_TABLES: &[&str] = &[
     "drain_checkpoint",
     "endpoint_applied",
     "published_checkpoint",
+    "component_state",
 ];
 
 /// The table of a queue.

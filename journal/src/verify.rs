@@ -161,6 +161,7 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
     for (name, def) in [
         ("endpoint_applied", tables::ENDPOINT_APPLIED),
         ("published_checkpoint", tables::PUBLISHED_CHECKPOINT),
+        ("component_state", tables::COMPONENT_STATE),
     ] {
         crate::contain::at_table(name);
         let t = rtx.open_table(def).map_err(storage)?;
@@ -174,6 +175,16 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
                     // the render an endpoint runs is a reference (writer: PutEndpointApplied)
                     *found.entry(e.render).or_default() += 1;
                     referrers.push((name, key.clone(), e.render));
+                    h
+                })
+            } else if name == "component_state" {
+                decode::component_checkpoint(v.value()).map(|(h, c)| {
+                    // the renders a component's state names are references (writer:
+                    // PutComponentCheckpoint)
+                    for r in c.state.renders() {
+                        *found.entry(r).or_default() += 1;
+                        referrers.push((name, key.clone(), r));
+                    }
                     h
                 })
             } else {

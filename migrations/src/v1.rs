@@ -681,6 +681,76 @@ pub struct PublishedCheckpoint {
     pub published_at: UnixMillis,
 }
 
+// ---- from journal/src/checkpoint.rs ----
+
+/// One component's checkpoint (table `component_state`, keyed by component name).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentCheckpoint {
+    /// The last event folded into `state`.
+    pub through: Seq,
+    /// The state.
+    pub state: ComponentState,
+}
+
+/// The decision state of one component, by component.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ComponentState {
+    /// `deployment-scheduler`.
+    Scheduler(SchedulerCheckpoint),
+    /// `validator`.
+    Validator(ValidatorCheckpoint),
+    /// `config-publisher`.
+    Publisher(PublisherCheckpoint),
+}
+
+/// The scheduler's durable state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerCheckpoint {
+    /// The last validated render and the correlation of its validation.
+    pub last_validated: Option<(Checksum, Correlation)>,
+    /// The admitted endpoints.
+    pub endpoints: Vec<Endpoint>,
+    /// The HAProxyCfg per-pod status goes to.
+    pub runtime_config: Option<RuntimeConfigRef>,
+    /// The skip cache.
+    pub applied: Vec<(EndpointUrl, Checksum)>,
+    /// Endpoints given up after the timeout retries.
+    pub given_up: Vec<EndpointUrl>,
+    /// Timeout retries of one render.
+    pub timeout_retries: Option<(Checksum, u32)>,
+}
+
+/// The validator's durable state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidatorCheckpoint {
+    /// The last render that passed the gate.
+    pub last_passed: Option<Checksum>,
+}
+
+/// A render's place in render order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenderPlace {
+    /// The render.
+    pub render: Checksum,
+    /// `Seq` of its `template.rendered` event.
+    pub seq: Seq,
+    /// When it was rendered.
+    pub at: UnixMillis,
+}
+
+/// The publisher's event router state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublisherCheckpoint {
+    /// The identity publications belong to.
+    pub identity: Option<ConfigIdentity>,
+    /// Recent renders in render order.
+    pub rendered: Vec<RenderPlace>,
+    /// Pods known to exist.
+    pub known_pods: Vec<PodRef>,
+    /// Mirror of the render gate's latch.
+    pub pinned: bool,
+}
+
 // ---- from journal/src/render.rs ----
 
 /// Kind of an auxiliary file; decides the directory it is mapped to on the pod.
@@ -796,4 +866,7 @@ pub mod tables {
     /// `published_checkpoint`: HAProxyCfg name `-> envelope(PublishedCheckpoint)`.
     pub const PUBLISHED_CHECKPOINT: TableDefinition<&str, &[u8]> =
         TableDefinition::new("published_checkpoint");
+    /// `component_state`: component name `-> envelope(ComponentCheckpoint)`.
+    pub const COMPONENT_STATE: TableDefinition<&str, &[u8]> =
+        TableDefinition::new("component_state");
 }

@@ -288,6 +288,32 @@ impl Journal {
         })
     }
 
+    /// The checkpoint of `component` (`deployment-scheduler`, `validator`, `config-publisher`),
+    /// if one was written (DESIGN.md J11).
+    ///
+    /// # Errors
+    /// [`ReadError::Corrupt`] when the record is corrupt.
+    pub fn component_checkpoint(
+        &self,
+        component: &str,
+    ) -> Result<Option<crate::checkpoint::ComponentCheckpoint>, ReadError> {
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx.open_table(tables::COMPONENT_STATE).map_err(storage)?;
+            let Some(v) = t.get(component).map_err(storage)? else {
+                return Ok(None);
+            };
+            let (_, c) = decode::component_checkpoint(v.value()).map_err(|reason| {
+                ReadError::Corrupt(Corrupt {
+                    table: "component_state",
+                    key: RecordKey::Text(component.to_owned()),
+                    reason,
+                })
+            })?;
+            Ok(Some(c))
+        })
+    }
+
     /// Every HAProxyCfg's published checkpoint, by name.
     ///
     /// # Errors
@@ -435,6 +461,9 @@ pub(crate) fn raw_table(
             k.to_owned()
         )),
         "published_checkpoint" => dump!(tables::PUBLISHED_CHECKPOINT, |k: &str| RecordKey::Text(
+            k.to_owned()
+        )),
+        "component_state" => dump!(tables::COMPONENT_STATE, |k: &str| RecordKey::Text(
             k.to_owned()
         )),
         other => {

@@ -258,6 +258,12 @@ fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, Re
                 |v| v.len(),
             )?
         }
+        "component_state" => stat_of(
+            rtx.open_table(tables::COMPONENT_STATE).map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |v| v.len(),
+        )?,
         "endpoint_applied" => stat_of(
             rtx.open_table(tables::ENDPOINT_APPLIED).map_err(storage)?,
             &mut live,

@@ -54,6 +54,11 @@ impl Tx<'_> {
                         need(&put, &h)?;
                     }
                 }
+                Op::PutComponentCheckpoint(c) => {
+                    for h in c.state.renders() {
+                        need(&put, &h)?;
+                    }
+                }
                 Op::ReleaseBlob(h) => {
                     let holds = self.counts(h)?.map(|c| c.1).unwrap_or(0)
                         + ops
@@ -319,6 +324,29 @@ impl Tx<'_> {
                     self.published
                         .insert(p.name.as_str(), bytes.as_slice())
                         .map_err(s)?;
+                    OpOutcome::Done
+                }
+                Op::PutComponentCheckpoint(c) => {
+                    // The renders a component's state names stay stored while it names them
+                    // (invariant 4); take the new references before dropping the old ones.
+                    for h in c.state.renders() {
+                        self.adjust(h, 1, 0)?;
+                    }
+                    let bytes = codec::seal_value(
+                        crate::checkpoint::ComponentCheckpoint::RECORD_KIND,
+                        ctx.now,
+                        ctx.term,
+                        c,
+                    );
+                    let key = c.state.component();
+                    let old = self
+                        .components
+                        .insert(key, bytes.as_slice())
+                        .map_err(s)?
+                        .map(|v| v.value().to_vec());
+                    if let Some(old) = old {
+                        self.release_checkpoint_renders(&old, key)?;
+                    }
                     OpOutcome::Done
                 }
                 Op::Trim => OpOutcome::Trimmed(self.trim(ctx)?),

@@ -61,6 +61,23 @@ impl Tx<'_> {
         self.adjust(old.render, -1, 0)
     }
 
+    /// Drops the render references of a replaced `component_state` record.
+    pub(super) fn release_checkpoint_renders(
+        &mut self,
+        bytes: &[u8],
+        component: &str,
+    ) -> Result<(), AcceptError> {
+        let (_, old) = decode::component_checkpoint(bytes).map_err(|reason| Corrupt {
+            table: "component_state",
+            key: RecordKey::Text(component.to_owned()),
+            reason,
+        })?;
+        for h in old.state.renders() {
+            self.adjust(h, -1, 0)?;
+        }
+        Ok(())
+    }
+
     /// Removes every scheduled blob whose counts are still zero, cascading into render files.
     pub(super) fn collect(&mut self) -> Result<(), AcceptError> {
         while let Some(h) = self.gc.pop() {

@@ -51,6 +51,7 @@ pub(crate) struct Tx<'t> {
     pub slots: [Table<'t, (), &'static [u8]>; 3],
     pub endpoints: Table<'t, &'static str, &'static [u8]>,
     pub published: Table<'t, &'static str, &'static [u8]>,
+    pub components: Table<'t, &'static str, &'static [u8]>,
     /// Blobs whose count may have reached zero in this request.
     pub(super) gc: Vec<Checksum>,
 }
@@ -94,6 +95,7 @@ impl<'t> Tx<'t> {
             ],
             endpoints: txn.open_table(tables::ENDPOINT_APPLIED)?,
             published: txn.open_table(tables::PUBLISHED_CHECKPOINT)?,
+            components: txn.open_table(tables::COMPONENT_STATE)?,
             gc: Vec::new(),
         })
     }

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod basic;
+mod checkpoints;
 mod compaction;
 mod corruption;
 mod crash;

@@ -19,6 +19,7 @@ pub struct Expected {
     pub files: Vec<Vec<u8>>,
     pub endpoints: Vec<EndpointApplied>,
     pub checkpoints: Vec<PublishedCheckpoint>,
+    pub components: Vec<ComponentCheckpoint>,
     pub term: Term,
     pub identity: Identity,
     pub dispatched_through: Seq,
@@ -487,6 +488,9 @@ fn script() -> Script {
     for c in checkpoints() {
         b.push(Op::PutPublishedCheckpoint(c));
     }
+    for c in components() {
+        b.push(Op::PutComponentCheckpoint(c));
+    }
     s.batches.push(b);
     // 7: the rest of the kinds.
     let mut b = Batch::new();
@@ -545,6 +549,43 @@ fn checkpoints() -> Vec<PublishedCheckpoint> {
         resource_version: Some(ResourceVersion::new("4711")),
         published_at: UnixMillis(1_700_000_000_150),
     }]
+}
+
+/// One checkpoint per component (DESIGN.md J11), in table (name) order.
+fn components() -> Vec<ComponentCheckpoint> {
+    let (ra, _) = render_checksums();
+    vec![
+        ComponentCheckpoint {
+            through: Seq(12),
+            state: ComponentState::Publisher(PublisherCheckpoint {
+                identity: Some(identity()),
+                rendered: vec![RenderPlace {
+                    render: ra,
+                    seq: Seq(2),
+                    at: UnixMillis(1_700_000_000_010),
+                }],
+                known_pods: vec![pod("haproxy-0"), pod("haproxy-1")],
+                pinned: true,
+            }),
+        },
+        ComponentCheckpoint {
+            through: Seq(12),
+            state: ComponentState::Scheduler(SchedulerCheckpoint {
+                last_validated: Some((ra, corr(3))),
+                endpoints: vec![endpoint("haproxy-0", 7), endpoint("haproxy-1", 8)],
+                runtime_config: Some(runtime()),
+                applied: vec![(EndpointUrl::new("http://10.0.0.7:5555"), ra)],
+                given_up: vec![EndpointUrl::new("http://10.0.0.8:5555")],
+                timeout_retries: Some((ra, 2)),
+            }),
+        },
+        ComponentCheckpoint {
+            through: Seq(9),
+            state: ComponentState::Validator(ValidatorCheckpoint {
+                last_passed: Some(ra),
+            }),
+        },
+    ]
 }
 
 /// Writes the fixture into an empty journal.
@@ -628,6 +669,7 @@ pub fn expected() -> Expected {
         files,
         endpoints: endpoints(),
         checkpoints: checkpoints(),
+        components: components(),
         term: TERM,
         identity: Identity::new("haptic-0"),
         dispatched_through: DISPATCHED,
@@ -686,4 +728,12 @@ pub fn assert_matches(j: &Journal) {
         j.published_checkpoints().expect("checkpoints"),
         exp.checkpoints
     );
+    for c in &exp.components {
+        assert_eq!(
+            j.component_checkpoint(c.state.component())
+                .expect("component checkpoint")
+                .as_ref(),
+            Some(c)
+        );
+    }
 }

@@ -126,6 +126,18 @@ fn frozen_types_round_trip_every_payload() {
         let (k, v) = r.unwrap();
         round_trip::<v1::PublishedCheckpoint>("published_checkpoint", k.value(), v.value());
     }
+    let mut components = 0;
+    for r in rtx
+        .open_table(v1::tables::COMPONENT_STATE)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        round_trip::<v1::ComponentCheckpoint>("component_state", k.value(), v.value());
+        components += 1;
+    }
+    assert_eq!(components, 3, "a checkpoint of every component");
     let mut renders = 0;
     for r in rtx.open_table(v1::tables::BLOBS).unwrap().iter().unwrap() {
         let (_, v) = r.unwrap();

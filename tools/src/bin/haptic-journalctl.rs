@@ -999,6 +999,9 @@ fn known_kinds(name: &str) -> Vec<String> {
         "published_checkpoint" => {
             vec![haptic_journal::PublishedCheckpoint::RECORD_KIND.to_owned()]
         }
+        "component_state" => {
+            vec![haptic_journal::ComponentCheckpoint::RECORD_KIND.to_owned()]
+        }
         t => Queue::ALL
             .iter()
             .filter(|q| q.table_name() == t)
@@ -1059,6 +1062,7 @@ fn decoded_json(d: &decode::Decoded) -> Value {
         }),
         decode::Decoded::EndpointApplied(e) => to_json(e),
         decode::Decoded::PublishedCheckpoint(p) => to_json(p),
+        decode::Decoded::ComponentCheckpoint(c) => to_json(c),
         _ => Value::Null,
     }
 }

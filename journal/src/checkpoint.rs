@@ -1,0 +1,120 @@
+//! Component checkpoints: the decision state of each component, as of one event (DESIGN.md J11).
+//!
+//! Every component's pure `decide` folds over the events the dispatcher delivers. What it needs
+//! after a restart is restored from one record per component (table `component_state`, keyed by
+//! the component's name) plus the events after it: the record says through which [`Seq`] it
+//! folded (`through`), and a component skips replayed events at or below it. A component writes
+//! its checkpoint in the same batch as the effects or acks that change it (or alone, before it
+//! lets go of the event that changed it), so the dispatcher never marks an event dispatched
+//! whose effect on the state is not durable.
+//!
+//! What is *not* in a checkpoint, on purpose: what another table already holds (the pending and
+//! in-flight deployment slots, `endpoint_applied`, the publisher's queues and
+//! `published_checkpoint`), per-process ids (deployment id counters), and the per-term state that
+//! J7 resets at every leadership change (rate limits, retry timers and backoff, throttles,
+//! leadership itself).
+
+use serde::{Deserialize, Serialize};
+
+use crate::events::{ConfigIdentity, Correlation, Endpoint, PodRef, RuntimeConfigRef};
+use crate::ids::{Checksum, EndpointUrl, Seq, UnixMillis};
+
+/// One component's checkpoint (table `component_state`, key [`ComponentState::component`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentCheckpoint {
+    /// The last event folded into `state`; replayed events at or below it are skipped.
+    pub through: Seq,
+    /// The state.
+    pub state: ComponentState,
+}
+
+impl ComponentCheckpoint {
+    /// Record kind in the envelope.
+    pub const RECORD_KIND: &'static str = "state.component-checkpoint";
+}
+
+/// The decision state of one component, by component.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ComponentState {
+    /// `deployment-scheduler`.
+    Scheduler(SchedulerCheckpoint),
+    /// `validator`.
+    Validator(ValidatorCheckpoint),
+    /// `config-publisher` (its event router; the workers' state is in their queues).
+    Publisher(PublisherCheckpoint),
+}
+
+impl ComponentState {
+    /// The component name, the table key (`deployment-scheduler`, `validator`,
+    /// `config-publisher`).
+    #[must_use]
+    pub fn component(&self) -> &'static str {
+        match self {
+            ComponentState::Scheduler(_) => "deployment-scheduler",
+            ComponentState::Validator(_) => "validator",
+            ComponentState::Publisher(_) => "config-publisher",
+        }
+    }
+
+    /// The renders whose blobs this state needs (each a reference, journal/DESIGN.md invariant
+    /// 4): the scheduler's last validated render, which drift checks, new pods, validation
+    /// fallback and a new term deploy long after its events were trimmed.
+    #[must_use]
+    pub fn renders(&self) -> Vec<Checksum> {
+        match self {
+            ComponentState::Scheduler(s) => s.last_validated.iter().map(|(c, _)| *c).collect(),
+            ComponentState::Validator(_) | ComponentState::Publisher(_) => Vec::new(),
+        }
+    }
+}
+
+/// The scheduler's durable state (what its `SchedulerState` holds besides the slots, ids and
+/// per-term timers).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerCheckpoint {
+    /// The last validated render and the correlation of its validation.
+    pub last_validated: Option<(Checksum, Correlation)>,
+    /// The admitted endpoints, as last discovered, in discovery order.
+    pub endpoints: Vec<Endpoint>,
+    /// The HAProxyCfg per-pod status goes to, once known.
+    pub runtime_config: Option<RuntimeConfigRef>,
+    /// The skip cache: what each endpoint is known to run after a success, sorted by URL.
+    pub applied: Vec<(EndpointUrl, Checksum)>,
+    /// Endpoints given up after the timeout retries, sorted.
+    pub given_up: Vec<EndpointUrl>,
+    /// Timeout retries of one render.
+    pub timeout_retries: Option<(Checksum, u32)>,
+}
+
+/// The validator's durable state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidatorCheckpoint {
+    /// The last render that passed the gate (the fleet's pinned render after a failure).
+    pub last_passed: Option<Checksum>,
+}
+
+/// A render's place in render order, as the publisher remembers it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenderPlace {
+    /// The render.
+    pub render: Checksum,
+    /// `Seq` of its `template.rendered` event (or the durable stand-in it was placed by).
+    pub seq: Seq,
+    /// When it was rendered.
+    pub at: UnixMillis,
+}
+
+/// The publisher's event router state: what it must know when it next leads, kept up to date
+/// while following too.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublisherCheckpoint {
+    /// The identity publications belong to, from the last `config.validated` (`None`: the
+    /// identity the publisher was started with).
+    pub identity: Option<ConfigIdentity>,
+    /// Recent renders in render order, oldest first (bounded).
+    pub rendered: Vec<RenderPlace>,
+    /// Pods known to exist (discovered, or with a status), sorted by name.
+    pub known_pods: Vec<PodRef>,
+    /// Mirror of the render gate's latch.
+    pub pinned: bool,
+}

@@ -1,0 +1,113 @@
+//! Component checkpoints (table `component_state`, DESIGN.md J11): one per component, replaced
+//! whole, read back exactly; the renders a checkpoint names stay stored while it names them.
+
+use haptic_journal::*;
+
+use crate::fixtures::*;
+
+fn scheduler(render: Option<Checksum>, through: u64) -> ComponentCheckpoint {
+    ComponentCheckpoint {
+        through: Seq(through),
+        state: ComponentState::Scheduler(SchedulerCheckpoint {
+            last_validated: render.map(|r| (r, corr(1))),
+            endpoints: Vec::new(),
+            runtime_config: Some(runtime()),
+            applied: Vec::new(),
+            given_up: Vec::new(),
+            timeout_retries: None,
+        }),
+    }
+}
+
+#[test]
+fn a_checkpoint_is_replaced_whole_and_survives_a_reopen() {
+    let (_d, path) = tmp();
+    let opts = JournalOptions::new(&path);
+    {
+        let j = Journal::open(&opts).unwrap();
+        assert_eq!(
+            j.component_checkpoint("deployment-scheduler").unwrap(),
+            None
+        );
+        let mut b = Batch::new();
+        b.put_component_checkpoint(scheduler(None, 3));
+        b.put_component_checkpoint(ComponentCheckpoint {
+            through: Seq(2),
+            state: ComponentState::Validator(ValidatorCheckpoint { last_passed: None }),
+        });
+        j.accept(b).unwrap();
+        let mut b = Batch::new();
+        b.put_component_checkpoint(scheduler(None, 7));
+        j.accept(b).unwrap();
+    }
+    let j = Journal::open(&opts).unwrap();
+    assert_eq!(
+        j.component_checkpoint("deployment-scheduler").unwrap(),
+        Some(scheduler(None, 7))
+    );
+    assert_eq!(
+        j.component_checkpoint("validator")
+            .unwrap()
+            .map(|c| c.through),
+        Some(Seq(2))
+    );
+    assert!(j.verify().unwrap().is_clean());
+}
+
+#[test]
+fn a_named_render_stays_stored_until_the_checkpoint_lets_go() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let r = put_render(&j, "global\n  maxconn 10\n");
+    // The render's only other holder (its event) is dispatched and trimmed: the checkpoint
+    // keeps it.
+    let mut b = Batch::new();
+    b.put_component_checkpoint(scheduler(Some(r), 1));
+    j.accept(b).unwrap();
+    j.mark_dispatched(Seq(1)).unwrap();
+    j.trim().unwrap();
+    assert!(
+        j.events(Seq(1), 10).unwrap().is_empty(),
+        "the event was trimmed"
+    );
+    assert!(j.get_render(r).unwrap().is_some(), "kept by the checkpoint");
+    assert!(j.verify().unwrap().is_clean());
+    // Naming it again does not count it twice; a checkpoint without it releases it.
+    let mut b = Batch::new();
+    b.put_component_checkpoint(scheduler(Some(r), 2));
+    j.accept(b).unwrap();
+    assert_eq!(
+        j.blob_counts(r).unwrap(),
+        Some(BlobCounts { refs: 1, holds: 0 })
+    );
+    let mut b = Batch::new();
+    b.put_component_checkpoint(scheduler(None, 3));
+    j.accept(b).unwrap();
+    assert!(
+        j.get_render(r).unwrap().is_none(),
+        "collected with its last reference"
+    );
+    assert!(j.verify().unwrap().is_clean());
+}
+
+#[test]
+fn a_checkpoint_naming_a_missing_render_is_refused_whole() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let missing = Checksum::of(b"never stored");
+    let mut b = Batch::new();
+    b.event(drift(1));
+    b.put_component_checkpoint(scheduler(Some(missing), 1));
+    match j.accept(b) {
+        Err(AcceptError::MissingBlob { blob }) => assert_eq!(blob, missing),
+        other => panic!("expected MissingBlob, got {other:?}"),
+    }
+    assert_eq!(
+        j.component_checkpoint("deployment-scheduler").unwrap(),
+        None
+    );
+    assert!(
+        j.events(Seq(1), 10).unwrap().is_empty(),
+        "nothing of the batch"
+    );
+}
