@@ -34,9 +34,12 @@ fn damaged_copies(dir: &Path, pages: &[u64], flips: &[usize]) -> Vec<(String, Pa
     out
 }
 
+/// One table's raw records, by name.
+type TableRows = (String, Vec<(RecordKey, Vec<u8>)>);
+
 /// Every record of every table, raw (`blob_refs` through [`Journal::blobs`]): what a read of
 /// the file gives, to tell harmless damage (a free page) from damage that changed the data.
-fn contents(j: &Journal) -> Result<Vec<(String, Vec<(RecordKey, Vec<u8>)>)>, String> {
+fn contents(j: &Journal) -> Result<Vec<TableRows>, String> {
     let mut out = Vec::new();
     for t in tables::ALL_TABLES.iter().filter(|t| **t != "blob_refs") {
         let rows = j
