@@ -68,8 +68,9 @@ impl ComponentState {
     }
 }
 
-/// The scheduler's durable state (what its `SchedulerState` holds besides the slots, ids and
-/// per-term timers).
+/// The scheduler's durable state: what its `SchedulerState` holds besides the slots (pending,
+/// in-flight), the per-process deployment ids and the per-term state a leadership change resets
+/// (rate limit, backoff, timeout retries, the running phase).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchedulerCheckpoint {
     /// The last validated render and the correlation of its validation.
@@ -82,8 +83,6 @@ pub struct SchedulerCheckpoint {
     pub applied: Vec<(EndpointUrl, Checksum)>,
     /// Endpoints given up after the timeout retries, sorted.
     pub given_up: Vec<EndpointUrl>,
-    /// Timeout retries of one render.
-    pub timeout_retries: Option<(Checksum, u32)>,
 }
 
 /// The validator's durable state.

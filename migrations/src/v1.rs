@@ -716,8 +716,6 @@ pub struct SchedulerCheckpoint {
     pub applied: Vec<(EndpointUrl, Checksum)>,
     /// Endpoints given up after the timeout retries.
     pub given_up: Vec<EndpointUrl>,
-    /// Timeout retries of one render.
-    pub timeout_retries: Option<(Checksum, u32)>,
 }
 
 /// The validator's durable state.

@@ -14,7 +14,6 @@ fn scheduler(render: Option<Checksum>, through: u64) -> ComponentCheckpoint {
             runtime_config: Some(runtime()),
             applied: Vec::new(),
             given_up: Vec::new(),
-            timeout_retries: None,
         }),
     }
 }

@@ -576,7 +576,6 @@ fn components() -> Vec<ComponentCheckpoint> {
                 runtime_config: Some(runtime()),
                 applied: vec![(EndpointUrl::new("http://10.0.0.7:5555"), ra)],
                 given_up: vec![EndpointUrl::new("http://10.0.0.8:5555")],
-                timeout_retries: Some((ra, 2)),
             }),
         },
         ComponentCheckpoint {
