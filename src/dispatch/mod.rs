@@ -72,6 +72,7 @@ use haptic_journal::{
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+pub mod checkpoint;
 pub mod input;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use haptic_journal::{
     Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason,
-    Endpoint, EndpointApplied, EndpointUrl, InFlightDeployment, PodRef, RuntimeConfigRef, Term,
+    Endpoint, EndpointApplied, EndpointUrl, InFlightDeployment, PodRef, RuntimeConfigRef,
+    SchedulerCheckpoint, Term,
 };
 use std::time::Instant;
 
@@ -132,6 +133,22 @@ impl SchedulerState {
         }
     }
 
+    /// The durable part of the state (DESIGN.md J11), journaled as the scheduler's checkpoint:
+    /// the last validated render, the endpoints, the HAProxyCfg, the skip cache and the
+    /// given-up endpoints. The slots (pending, in-flight) are journaled by their own effects;
+    /// ids are per process; the phase, the rate limit, backoff and timeout retries are per term
+    /// (J7: reset at every leadership change, which every restart is).
+    #[must_use]
+    pub fn checkpoint(&self) -> SchedulerCheckpoint {
+        SchedulerCheckpoint {
+            last_validated: self.last_validated.clone(),
+            endpoints: self.endpoints.clone(),
+            runtime_config: self.runtime_config.clone(),
+            applied: self.applied.iter().map(|(u, c)| (u.clone(), *c)).collect(),
+            given_up: self.given_up.iter().cloned().collect(),
+        }
+    }
+
     /// The phase name for logs and health (`idle`, `rate_limiting`, `deploying`).
     #[must_use]
     pub fn phase_name(&self, now: Instant) -> &'static str {
@@ -147,8 +164,11 @@ impl SchedulerState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(clippy::large_enum_variant)] // recovery happens once; boxing buys nothing
 pub enum Input {
-    /// Journal state at start: the pending slot, the in-flight slot, per-endpoint applied state.
+    /// Journal state at start: the scheduler's checkpoint, the pending slot, the in-flight slot,
+    /// per-endpoint applied state (the skip cache of a journal without a checkpoint).
     Recovered {
+        /// The scheduler's checkpoint (its state as of the last event it folded).
+        checkpoint: Option<SchedulerCheckpoint>,
         /// The `deploy-pending` slot.
         pending: Option<DeployRequest>,
         /// The `deploy-inflight` slot.
@@ -269,12 +289,21 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
     let mut fx = Vec::new();
     match input {
         Input::Recovered {
+            checkpoint,
             pending,
             inflight,
             applied,
         } => {
-            for a in applied {
-                state.applied.insert(a.endpoint, a.render);
+            if let Some(c) = checkpoint {
+                state.last_validated = c.last_validated;
+                state.endpoints = c.endpoints;
+                state.runtime_config = c.runtime_config;
+                state.applied = c.applied.into_iter().collect();
+                state.given_up = c.given_up.into_iter().collect();
+            } else {
+                for a in applied {
+                    state.applied.insert(a.endpoint, a.render);
+                }
             }
             if let Some(f) = inflight {
                 state

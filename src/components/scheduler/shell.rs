@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use haptic_journal::{
-    Batch, Correlation, DeployRequest, Event, EventKind, InFlightDeployment, Origin, Queue,
-    RuntimeConfigRef, SyncMetadata, UnixMillis, WorkId, WorkItem, WorkKey,
+    Batch, ComponentState, Correlation, DeployRequest, Event, EventKind, InFlightDeployment,
+    Origin, Queue, RuntimeConfigRef, SyncMetadata, UnixMillis, WorkId, WorkItem, WorkKey,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::decide::{Effect, Input, SchedulerState, decide};
 use crate::components::deployer::{Deployer, RunOutcome};
 use crate::core::health::Health;
+use crate::dispatch::checkpoint::Checkpoints;
 use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
 
 /// The subscription the scheduler needs (every kind it reacts to; not leader-only: it keeps
@@ -101,6 +102,9 @@ pub struct SchedulerShell {
     drain_rx: mpsc::Receiver<(Duration, oneshot::Sender<()>)>,
     stats: Arc<SchedulerStats>,
     health: Arc<Health>,
+    /// The scheduler's checkpoint (DESIGN.md J11): restored at start, written with the effects
+    /// of every input that changes the durable state.
+    checkpoints: Checkpoints,
 }
 
 impl std::fmt::Debug for SchedulerShell {
@@ -142,13 +146,15 @@ impl SchedulerShell {
                 drain_rx,
                 stats,
                 health,
+                checkpoints: Checkpoints::fresh(super::COMPONENT),
             },
             handle,
         )
     }
 
-    /// Runs until `cancel` or until the dispatcher stops. Recovers the journaled pending and
-    /// in-flight slots first (resumed on the next `BecameLeader`).
+    /// Runs until `cancel` or until the dispatcher stops. Recovers the scheduler's checkpoint
+    /// and the journaled pending and in-flight slots first (resumed on the next `BecameLeader`);
+    /// replayed events the checkpoint already folded are skipped.
     ///
     /// # Errors
     /// [`DispatchError`] when the journal fails (stop and reopen).
@@ -164,15 +170,22 @@ impl SchedulerShell {
 
     async fn recover(&mut self) -> Result<(), DispatchError> {
         let j = self.dispatch.journal().clone();
-        let (pending, inflight, applied) = tokio::task::spawn_blocking(move || {
-            let p = j.queue(Queue::DeployPending)?;
-            let f = j.queue(Queue::DeployInflight)?;
-            let a = j.endpoints_applied()?;
-            Ok::<_, haptic_journal::ReadError>((p, f, a))
-        })
-        .await
-        .map_err(DispatchError::Join)?
-        .map_err(DispatchError::Read)?;
+        let (checkpoints, checkpoint, pending, inflight, applied) =
+            tokio::task::spawn_blocking(move || {
+                let (c, state) = Checkpoints::restore(&j, super::COMPONENT)?;
+                let p = j.queue(Queue::DeployPending)?;
+                let f = j.queue(Queue::DeployInflight)?;
+                let a = j.endpoints_applied()?;
+                Ok::<_, haptic_journal::ReadError>((c, state, p, f, a))
+            })
+            .await
+            .map_err(DispatchError::Join)?
+            .map_err(DispatchError::Read)?;
+        self.checkpoints = checkpoints;
+        let checkpoint = match checkpoint {
+            Some(ComponentState::Scheduler(c)) => Some(c),
+            _ => None,
+        };
         let pending = pending
             .into_iter()
             .next()
@@ -193,14 +206,17 @@ impl SchedulerShell {
                 }
                 _ => None,
             });
-        if pending.is_some() || inflight.is_some() {
+        if pending.is_some() || inflight.is_some() || checkpoint.is_some() {
             tracing::info!(
                 pending = pending.is_some(),
                 inflight = inflight.is_some(),
-                "scheduler recovered journaled deployments"
+                last_validated = ?checkpoint.as_ref().and_then(|c| c.last_validated.as_ref().map(|(r, _)| *r)),
+                endpoints = checkpoint.as_ref().map_or(0, |c| c.endpoints.len()),
+                "scheduler recovered its state"
             );
         }
         self.step(Input::Recovered {
+            checkpoint,
             pending,
             inflight,
             applied,
@@ -215,9 +231,14 @@ impl SchedulerShell {
                 () = cancel.cancelled() => return Ok(()),
                 d = self.sub.recv() => {
                     let Some(d) = d else { return Ok(()) };
+                    if self.checkpoints.folded(d.seq) {
+                        continue;
+                    }
+                    self.checkpoints.saw(d.seq);
                     if let Some(input) = to_input(&d.event, d.replayed, &self.state) {
                         self.step(input).await?;
                     }
+                    // Dropped only now: the state this event produced is durable (J11).
                     drop(d);
                 }
                 () = sleep_until(timer) => {
@@ -280,7 +301,15 @@ impl SchedulerShell {
         self.health.begin(UnixMillis::now().0);
         let now = tokio::time::Instant::now().into_std();
         let effects = decide(&mut self.state, input, now);
-        let r = self.apply(effects).await;
+        self.checkpoints
+            .note(ComponentState::Scheduler(self.state.checkpoint()));
+        let r = match self.apply(effects).await {
+            Ok(()) => match self.checkpoints.leftover() {
+                Some(b) => self.dispatch.accept(b).await.map(|_| ()),
+                None => Ok(()),
+            },
+            Err(e) => Err(e),
+        };
         self.health.end();
         r
     }
@@ -290,6 +319,7 @@ impl SchedulerShell {
             match effect {
                 Effect::PersistPending(req) => {
                     let mut b = Batch::new();
+                    self.checkpoints.attach(&mut b);
                     b.enqueue(WorkItem::DeployPending(req), Origin::None);
                     let a = self.dispatch.accept(b).await?;
                     self.pending_id = a.work_ids().first().copied();
@@ -302,6 +332,7 @@ impl SchedulerShell {
                         continue;
                     }
                     let mut b = Batch::new();
+                    self.checkpoints.attach(&mut b);
                     b.event(Event::DeploymentScheduled {
                         correlation: request.correlation.clone(),
                         deployment: request.deployment.clone(),
@@ -369,6 +400,7 @@ impl SchedulerShell {
                         });
                     }
                     if !b.is_empty() {
+                        self.checkpoints.attach(&mut b);
                         self.dispatch.accept(b).await?;
                     }
                 }
@@ -415,6 +447,7 @@ impl SchedulerShell {
         keep_slot: bool,
     ) -> Result<(), DispatchError> {
         let mut b = Batch::new();
+        self.checkpoints.attach(&mut b);
         b.event(Event::DeploymentCancelRequest {
             correlation,
             deployment,

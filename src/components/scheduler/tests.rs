@@ -508,6 +508,7 @@ async fn recovery_resumes_the_inflight_deployment_and_keeps_applied_state() {
     decide(
         &mut s,
         Input::Recovered {
+            checkpoint: None,
             pending: None,
             inflight: Some(InFlightDeployment {
                 request: req.clone(),
@@ -637,6 +638,7 @@ mod model {
                             decide(&mut s, Input::RuntimeConfig(rc()), now);
                             running = None;
                             Input::Recovered {
+                                checkpoint: None,
                                 pending: journal_pending.clone(),
                                 inflight: journal_inflight.clone().map(|request| InFlightDeployment { request, started_at: UnixMillis(0), term: Term(term) }),
                                 applied: Vec::new(),

@@ -12,7 +12,9 @@
 //! # Effects
 //! `validation.completed` or `validation.failed`, then `render.gate.completed` (one commit).
 //! # Journal records
-//! The events above.
+//! The events above; its checkpoint (table `component_state`, key `validator`: the last render
+//! that passed, as of the last event folded), written with the verdict or alone (DESIGN.md J11).
+//! Replayed events the checkpoint already folded are skipped.
 //! # Failpoints
 //! None.
 //! # Metrics
@@ -23,8 +25,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use haptic_journal::{Checksum, Event, EventKind, GateVerdict, Journal, Seq};
+use haptic_journal::{
+    Batch, Checksum, ComponentState, Event, EventKind, GateVerdict, Journal, Seq,
+    ValidatorCheckpoint,
+};
 
+use crate::dispatch::checkpoint::Checkpoints;
 use crate::dispatch::input::load_render;
 use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
 use crate::validate::{Validator, verdict_events};
@@ -83,12 +89,28 @@ pub async fn run(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<(), DispatchError> {
     let journal = dispatch.journal().clone();
-    let mut last_passed: Option<Checksum> = None;
+    let j = journal.clone();
+    let (mut checkpoints, restored) =
+        tokio::task::spawn_blocking(move || Checkpoints::restore(&j, COMPONENT))
+            .await
+            .map_err(DispatchError::Join)?
+            .map_err(DispatchError::Read)?;
+    let mut last_passed: Option<Checksum> = match restored {
+        Some(ComponentState::Validator(c)) => c.last_passed,
+        _ => None,
+    };
+    let state = |last_passed: Option<Checksum>| {
+        ComponentState::Validator(ValidatorCheckpoint { last_passed })
+    };
     loop {
         let d = tokio::select! {
             () = cancel.cancelled() => return Ok(()),
             d = sub.recv() => match d { Some(d) => d, None => return Ok(()) },
         };
+        if checkpoints.folded(d.seq) {
+            continue;
+        }
+        checkpoints.saw(d.seq);
         let (correlation, render, trigger) = match &*d.event {
             Event::RenderGateCompleted {
                 render,
@@ -96,6 +118,10 @@ pub async fn run(
                 ..
             } => {
                 last_passed = Some(*render);
+                checkpoints.note(state(last_passed));
+                if let Some(b) = checkpoints.leftover() {
+                    dispatch.accept(b).await?;
+                }
                 continue;
             }
             Event::TemplateRendered {
@@ -145,10 +171,17 @@ pub async fn run(
             tracing::warn!(%render, errors = ?validation.outcome.messages(), "render rejected by haproxy -c");
         }
         let events = verdict_events(&correlation, render, &validation, &trigger, last_passed);
-        dispatch.publish_all(events).await?;
         if passed {
             last_passed = Some(render);
         }
+        // The verdict and the state it leaves are durable together (J11).
+        checkpoints.note(state(last_passed));
+        let mut b = Batch::new();
+        checkpoints.attach(&mut b);
+        for e in events {
+            b.event(e);
+        }
+        dispatch.accept(b).await?;
         drop(d);
     }
 }
