@@ -98,6 +98,14 @@ impl Checkpoints {
         self.written = Some(state);
     }
 
+    /// Like [`Checkpoints::note`], but carries a checkpoint even when the state did not change,
+    /// so that `through` moves past the current event: for an input that writes a batch anyway
+    /// (the checkpoint rides along for free), a restart then never replays it.
+    pub fn touch(&mut self, state: ComponentState) {
+        self.written = None;
+        self.note(state);
+    }
+
     /// Puts the carried checkpoint, if any, into `batch` (the batch of an effect the same input
     /// caused, so state and effect are durable together).
     pub fn attach(&mut self, batch: &mut Batch) {

@@ -47,7 +47,10 @@ pub use decide::{
     Backoff, DRIFT_TRIGGER_REASON, Effect, Input, Phase, SchedulerSettings, SchedulerState,
     backoff_delay, decide,
 };
-pub use shell::{SchedulerHandle, SchedulerShell, SchedulerStats, subscribe_options};
+pub use shell::{
+    Plan, PlanContext, Recovery, SchedulerHandle, SchedulerShell, SchedulerStats, plan, recover,
+    subscribe_options, to_input,
+};
 
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "deployment-scheduler";

@@ -170,58 +170,14 @@ impl SchedulerShell {
 
     async fn recover(&mut self) -> Result<(), DispatchError> {
         let j = self.dispatch.journal().clone();
-        let (checkpoints, checkpoint, pending, inflight, applied) =
-            tokio::task::spawn_blocking(move || {
-                let (c, state) = Checkpoints::restore(&j, super::COMPONENT)?;
-                let p = j.queue(Queue::DeployPending)?;
-                let f = j.queue(Queue::DeployInflight)?;
-                let a = j.endpoints_applied()?;
-                Ok::<_, haptic_journal::ReadError>((c, state, p, f, a))
-            })
+        let r = tokio::task::spawn_blocking(move || recover(&j))
             .await
             .map_err(DispatchError::Join)?
             .map_err(DispatchError::Read)?;
-        self.checkpoints = checkpoints;
-        let checkpoint = match checkpoint {
-            Some(ComponentState::Scheduler(c)) => Some(c),
-            _ => None,
-        };
-        let pending = pending
-            .into_iter()
-            .next()
-            .and_then(|e| match e.record.item {
-                WorkItem::DeployPending(r) => {
-                    self.pending_id = Some(e.record.id);
-                    Some(r)
-                }
-                _ => None,
-            });
-        let inflight = inflight
-            .into_iter()
-            .next()
-            .and_then(|e| match e.record.item {
-                WorkItem::DeployInflight(f) => {
-                    self.inflight_id = Some(e.record.id);
-                    Some(f)
-                }
-                _ => None,
-            });
-        if pending.is_some() || inflight.is_some() || checkpoint.is_some() {
-            tracing::info!(
-                pending = pending.is_some(),
-                inflight = inflight.is_some(),
-                last_validated = ?checkpoint.as_ref().and_then(|c| c.last_validated.as_ref().map(|(r, _)| *r)),
-                endpoints = checkpoint.as_ref().map_or(0, |c| c.endpoints.len()),
-                "scheduler recovered its state"
-            );
-        }
-        self.step(Input::Recovered {
-            checkpoint,
-            pending,
-            inflight,
-            applied,
-        })
-        .await
+        self.checkpoints = r.checkpoints;
+        self.pending_id = r.pending_id;
+        self.inflight_id = r.inflight_id;
+        self.step(r.input).await
     }
 
     async fn serve(&mut self, cancel: &CancellationToken) -> Result<(), DispatchError> {
@@ -315,99 +271,57 @@ impl SchedulerShell {
     }
 
     async fn apply(&mut self, effects: Vec<Effect>) -> Result<(), DispatchError> {
-        for effect in effects {
-            match effect {
-                Effect::PersistPending(req) => {
-                    let mut b = Batch::new();
-                    self.checkpoints.attach(&mut b);
-                    b.enqueue(WorkItem::DeployPending(req), Origin::None);
-                    let a = self.dispatch.accept(b).await?;
-                    self.pending_id = a.work_ids().first().copied();
-                }
-                Effect::Start {
-                    request,
-                    from_pending,
-                } => {
-                    if self.draining {
-                        continue;
-                    }
-                    let mut b = Batch::new();
-                    self.checkpoints.attach(&mut b);
-                    b.event(Event::DeploymentScheduled {
-                        correlation: request.correlation.clone(),
-                        deployment: request.deployment.clone(),
-                        render: request.render,
-                        endpoints: request.endpoints.clone(),
-                        runtime_config: request.runtime_config.clone(),
-                        reason: request.reason,
-                        coalescible: false,
-                    });
-                    b.enqueue(
-                        WorkItem::DeployInflight(InFlightDeployment {
-                            request: request.clone(),
-                            started_at: UnixMillis::now(),
-                            term: self.state.leader.unwrap_or_default(),
-                        }),
-                        Origin::None,
-                    );
-                    if from_pending && let Some(id) = self.pending_id.take() {
-                        b.ack(Queue::DeployPending, WorkKey::Slot, id);
-                    }
-                    let a = self.dispatch.accept(b).await?;
-                    self.inflight_id = a.work_ids().first().copied();
-                    haptic_journal::crash_point!("scheduler::after_scheduled_journaled");
-                    self.spawn_executor(request);
-                }
-                Effect::Resume(request) => {
-                    if self.draining {
-                        continue;
-                    }
-                    self.spawn_executor(request);
-                }
-                Effect::Cancel {
-                    deployment,
-                    correlation,
-                } => {
-                    self.stats.timeouts.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(deployment = %deployment, "deployment timed out: cancelling");
-                    self.stop_executor().await;
-                    // While draining nothing restarts it here: keep the slot for the next term.
-                    let keep_slot = self.draining;
-                    self.journal_cancel(deployment, correlation, "deployment_timeout", keep_slot)
-                        .await?;
-                }
-                Effect::StopExecutor => self.stop_executor().await,
-                Effect::GiveUp { request, endpoints } => {
-                    self.stats
-                        .given_up
-                        .fetch_add(endpoints.len() as u64, Ordering::Relaxed);
-                    let mut b = Batch::new();
-                    for e in endpoints {
-                        tracing::warn!(pod = %e.pod.name, "deployment given up after timeout retries");
-                        b.event(Event::ConfigAppliedToPod {
-                            correlation: request.correlation.clone(),
-                            runtime_config: request.runtime_config.clone(),
-                            pod: e.pod.clone(),
-                            checksum: request.render,
-                            is_drift_check: false,
-                            sync: SyncMetadata {
-                                error: Some(format!(
-                                    "deployment timed out {} times; waiting for a new render, a pod change or a drift check",
-                                    self.state.settings.max_timeout_retries + 1
-                                )),
-                                ..SyncMetadata::default()
-                            },
-                        });
-                    }
-                    if !b.is_empty() {
-                        self.checkpoints.attach(&mut b);
-                        self.dispatch.accept(b).await?;
-                    }
-                }
-                Effect::ArmTimer(at) => {
-                    self.timer = Some(self.timer.map_or(at, |t| t.min(at)));
-                }
+        let mut plan = plan(
+            effects,
+            &PlanContext {
+                pending_id: self.pending_id,
+                inflight_id: self.inflight_id,
+                draining: self.draining,
+                term: self.state.leader.unwrap_or_default(),
+                max_timeout_retries: self.state.settings.max_timeout_retries,
+                now: UnixMillis::now(),
+            },
+        );
+        self.stats
+            .timeouts
+            .fetch_add(plan.timeouts, Ordering::Relaxed);
+        self.stats
+            .given_up
+            .fetch_add(plan.given_up, Ordering::Relaxed);
+        if plan.stop_executor {
+            self.stop_executor().await;
+        }
+        if !plan.batch.is_empty() {
+            // The checkpoint rides along with every batch, so a restart never replays an input
+            // whose records are durable.
+            self.checkpoints
+                .touch(ComponentState::Scheduler(self.state.checkpoint()));
+        }
+        self.checkpoints.attach(&mut plan.batch);
+        if !plan.batch.is_empty() {
+            let accepted = self.dispatch.accept(plan.batch).await?;
+            let mut ids = accepted.work_ids().into_iter();
+            if plan.inflight_acked {
+                self.inflight_id = None;
             }
+            if plan.pending_acked {
+                self.pending_id = None;
+            }
+            if plan.inflight_enqueued {
+                self.inflight_id = ids.next();
+            }
+            if plan.pending_enqueued {
+                self.pending_id = ids.next();
+            }
+        }
+        if let Some(request) = plan.spawn {
+            if plan.scheduled {
+                haptic_journal::crash_point!("scheduler::after_scheduled_journaled");
+            }
+            self.spawn_executor(request);
+        }
+        if let Some(at) = plan.timer {
+            self.timer = Some(self.timer.map_or(at, |t| t.min(at)));
         }
         Ok(())
     }
@@ -461,6 +375,239 @@ impl SchedulerShell {
     }
 }
 
+/// What the scheduler restores from the journal at start (DESIGN.md J11): its checkpoint
+/// bookkeeping, the [`Input::Recovered`] to feed into [`decide`], and the work ids of the
+/// journaled slots.
+#[derive(Debug)]
+pub struct Recovery {
+    /// Checkpoint bookkeeping (replayed events it folded are skipped).
+    pub checkpoints: Checkpoints,
+    /// The recovery input.
+    pub input: Input,
+    /// Work id of the journaled pending slot.
+    pub pending_id: Option<WorkId>,
+    /// Work id of the journaled in-flight slot.
+    pub inflight_id: Option<WorkId>,
+}
+
+/// Reads what the scheduler restores at start: its checkpoint, the pending and in-flight slots
+/// and the `endpoint_applied` table. The one start-up recovery path (`haptic run` reaches it
+/// through [`SchedulerShell::run`]; the restart-equivalence test calls it directly). Blocking:
+/// short read transactions.
+///
+/// # Errors
+/// [`haptic_journal::ReadError`] when the journal cannot be read.
+pub fn recover(journal: &haptic_journal::Journal) -> Result<Recovery, haptic_journal::ReadError> {
+    let (checkpoints, state) = Checkpoints::restore(journal, super::COMPONENT)?;
+    let checkpoint = match state {
+        Some(ComponentState::Scheduler(c)) => Some(c),
+        _ => None,
+    };
+    let mut pending_id = None;
+    let pending = journal
+        .queue(Queue::DeployPending)?
+        .into_iter()
+        .next()
+        .and_then(|e| match e.record.item {
+            WorkItem::DeployPending(r) => {
+                pending_id = Some(e.record.id);
+                Some(r)
+            }
+            _ => None,
+        });
+    let mut inflight_id = None;
+    let inflight = journal
+        .queue(Queue::DeployInflight)?
+        .into_iter()
+        .next()
+        .and_then(|e| match e.record.item {
+            WorkItem::DeployInflight(f) => {
+                inflight_id = Some(e.record.id);
+                Some(f)
+            }
+            _ => None,
+        });
+    let applied = journal.endpoints_applied()?;
+    if pending.is_some() || inflight.is_some() || checkpoint.is_some() {
+        tracing::info!(
+            pending = pending.is_some(),
+            inflight = inflight.is_some(),
+            last_validated = ?checkpoint.as_ref().and_then(|c| c.last_validated.as_ref().map(|(r, _)| *r)),
+            endpoints = checkpoint.as_ref().map_or(0, |c| c.endpoints.len()),
+            "scheduler recovered its state"
+        );
+    }
+    Ok(Recovery {
+        checkpoints,
+        input: Input::Recovered {
+            checkpoint,
+            pending,
+            inflight,
+            applied,
+        },
+        pending_id,
+        inflight_id,
+    })
+}
+
+/// What the shell knows when it turns one input's effects into a [`Plan`].
+#[derive(Clone, Copy, Debug)]
+pub struct PlanContext {
+    /// Work id of the journaled pending slot, if any.
+    pub pending_id: Option<WorkId>,
+    /// Work id of the journaled in-flight slot, if any.
+    pub inflight_id: Option<WorkId>,
+    /// Whether a leader stop is draining (nothing new starts; a cancelled deployment keeps its
+    /// in-flight slot for the next term).
+    pub draining: bool,
+    /// The term the in-flight slot is stamped with.
+    pub term: haptic_journal::Term,
+    /// Timeout retries before pods are given up (the give-up message names it).
+    pub max_timeout_retries: u32,
+    /// Wall clock for the in-flight slot's `started_at`.
+    pub now: UnixMillis,
+}
+
+/// One input's effects, in the order the shell carries them out: stop the executor (a timeout's
+/// cancel, a lost Lease, a new term), then **one** journal batch holding every record the input
+/// caused (plus, added by the shell, the scheduler's checkpoint: the state and its effects are
+/// durable together, J11), then start the executor and arm the timer. One commit per input, so
+/// a kill lands either before the input took effect (it is replayed) or after all of it.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Stop (and await) the running executor before the batch.
+    pub stop_executor: bool,
+    /// Every journal record of the input (may be empty).
+    pub batch: Batch,
+    /// The batch enqueues a new in-flight slot (its work id is the first of `work_ids`).
+    pub inflight_enqueued: bool,
+    /// The batch enqueues the pending slot (its work id follows the in-flight one).
+    pub pending_enqueued: bool,
+    /// The batch acks the journaled in-flight slot.
+    pub inflight_acked: bool,
+    /// The batch acks the journaled pending slot.
+    pub pending_acked: bool,
+    /// The batch journals `deployment.scheduled` for `spawn`.
+    pub scheduled: bool,
+    /// Start the executor on this request after the commit.
+    pub spawn: Option<DeployRequest>,
+    /// Wake the shell at this time.
+    pub timer: Option<Instant>,
+    /// Deployments cancelled after their timeout.
+    pub timeouts: u64,
+    /// Endpoints given up after the timeout retries.
+    pub given_up: u64,
+}
+
+/// Turns one input's effects into the shell's [`Plan`] (pure: no I/O, no clock).
+#[must_use]
+pub fn plan(effects: Vec<Effect>, ctx: &PlanContext) -> Plan {
+    let mut p = Plan::default();
+    let mut inflight_id = ctx.inflight_id;
+    let mut pending_id = ctx.pending_id;
+    // A pending request written by this input: enqueued at the end unless a start takes it.
+    let mut pending_written: Option<DeployRequest> = None;
+    for effect in effects {
+        match effect {
+            Effect::PersistPending(req) => pending_written = Some(req),
+            Effect::Start {
+                request,
+                from_pending,
+            } => {
+                if ctx.draining {
+                    continue;
+                }
+                p.batch.event(Event::DeploymentScheduled {
+                    correlation: request.correlation.clone(),
+                    deployment: request.deployment.clone(),
+                    render: request.render,
+                    endpoints: request.endpoints.clone(),
+                    runtime_config: request.runtime_config.clone(),
+                    reason: request.reason,
+                    coalescible: false,
+                });
+                if from_pending {
+                    // The journaled pending slot is what starts now, or was superseded by a
+                    // request this same input wrote and starts at once (never journaled).
+                    if pending_written.as_ref() == Some(&request) {
+                        pending_written = None;
+                    }
+                    if let Some(id) = pending_id.take() {
+                        p.batch.ack(Queue::DeployPending, WorkKey::Slot, id);
+                        p.pending_acked = true;
+                    }
+                }
+                p.batch.enqueue(
+                    WorkItem::DeployInflight(InFlightDeployment {
+                        request: request.clone(),
+                        started_at: ctx.now,
+                        term: ctx.term,
+                    }),
+                    Origin::None,
+                );
+                p.inflight_enqueued = true;
+                p.scheduled = true;
+                p.spawn = Some(request);
+            }
+            Effect::Resume(request) => {
+                if !ctx.draining {
+                    p.spawn = Some(request);
+                    p.scheduled = false;
+                }
+            }
+            Effect::Cancel {
+                deployment,
+                correlation,
+            } => {
+                p.timeouts += 1;
+                p.stop_executor = true;
+                tracing::warn!(deployment = %deployment, "deployment timed out: cancelling");
+                p.batch.event(Event::DeploymentCancelRequest {
+                    correlation,
+                    deployment,
+                    reason: "deployment_timeout".to_owned(),
+                });
+                // While draining nothing restarts it here: keep the slot for the next term.
+                if !ctx.draining
+                    && let Some(id) = inflight_id.take()
+                {
+                    p.batch.ack(Queue::DeployInflight, WorkKey::Slot, id);
+                    p.inflight_acked = true;
+                }
+            }
+            Effect::StopExecutor => p.stop_executor = true,
+            Effect::GiveUp { request, endpoints } => {
+                p.given_up += endpoints.len() as u64;
+                for e in endpoints {
+                    tracing::warn!(pod = %e.pod.name, "deployment given up after timeout retries");
+                    p.batch.event(Event::ConfigAppliedToPod {
+                        correlation: request.correlation.clone(),
+                        runtime_config: request.runtime_config.clone(),
+                        pod: e.pod.clone(),
+                        checksum: request.render,
+                        is_drift_check: false,
+                        sync: SyncMetadata {
+                            error: Some(format!(
+                                "deployment timed out {} times; waiting for a new render, a pod change or a drift check",
+                                ctx.max_timeout_retries + 1
+                            )),
+                            ..SyncMetadata::default()
+                        },
+                    });
+                }
+            }
+            Effect::ArmTimer(at) => {
+                p.timer = Some(p.timer.map_or(at, |t: Instant| t.min(at)));
+            }
+        }
+    }
+    if let Some(req) = pending_written {
+        p.batch.enqueue(WorkItem::DeployPending(req), Origin::None);
+        p.pending_enqueued = true;
+    }
+    p
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
@@ -479,7 +626,7 @@ async fn join_running(
 
 /// Maps a dispatched event to the scheduler's input. Replayed leadership events are not
 /// leadership (the replica re-acquires the Lease after a restart).
-fn to_input(event: &Event, replayed: bool, state: &SchedulerState) -> Option<Input> {
+pub fn to_input(event: &Event, replayed: bool, state: &SchedulerState) -> Option<Input> {
     Some(match event {
         Event::ValidationCompleted {
             render,

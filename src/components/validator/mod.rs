@@ -61,6 +61,93 @@ pub fn subscribe_options() -> SubscribeOptions {
         .kinds(&[EventKind::TemplateRendered, EventKind::RenderGateCompleted])
 }
 
+/// The validator's decision state (DESIGN.md J11): the last render that passed the gate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidatorState {
+    /// The last render that passed (the fleet's render while the gate is pinned).
+    pub last_passed: Option<Checksum>,
+}
+
+impl ValidatorState {
+    /// The state a checkpoint holds (or a fresh one).
+    #[must_use]
+    pub fn restored(checkpoint: Option<ComponentState>) -> Self {
+        match checkpoint {
+            Some(ComponentState::Validator(c)) => ValidatorState {
+                last_passed: c.last_passed,
+            },
+            _ => ValidatorState::default(),
+        }
+    }
+
+    /// The state as a checkpoint.
+    #[must_use]
+    pub fn checkpoint(&self) -> ComponentState {
+        ComponentState::Validator(ValidatorCheckpoint {
+            last_passed: self.last_passed,
+        })
+    }
+}
+
+/// A fact the validator folds.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// `render.gate.completed` with verdict pass (its own or another replica's).
+    GatePassed(Checksum),
+    /// `haproxy -c` gave `validation` for the `template.rendered` of `render`.
+    Validated {
+        /// The `template.rendered` event's correlation.
+        correlation: haptic_journal::Correlation,
+        /// The render.
+        render: Checksum,
+        /// Its trigger reason.
+        trigger: String,
+        /// The verdict.
+        validation: crate::validate::Validation,
+    },
+}
+
+/// Applies one input; returns the verdict events to journal (with the state, in one batch).
+pub fn decide(state: &mut ValidatorState, input: Input) -> Vec<Event> {
+    match input {
+        Input::GatePassed(render) => {
+            state.last_passed = Some(render);
+            Vec::new()
+        }
+        Input::Validated {
+            correlation,
+            render,
+            trigger,
+            validation,
+        } => {
+            let events = verdict_events(
+                &correlation,
+                render,
+                &validation,
+                &trigger,
+                state.last_passed,
+            );
+            if validation.outcome.passed() {
+                state.last_passed = Some(render);
+            }
+            events
+        }
+    }
+}
+
+/// Reads what the validator restores at start: its checkpoint bookkeeping and state (the one
+/// start-up recovery path; [`run`] calls it, and so does the restart-equivalence test).
+/// Blocking: one short read transaction.
+///
+/// # Errors
+/// [`haptic_journal::ReadError`] when the checkpoint cannot be read.
+pub fn recover(
+    journal: &Journal,
+) -> Result<(Checkpoints, ValidatorState), haptic_journal::ReadError> {
+    let (checkpoints, restored) = Checkpoints::restore(journal, COMPONENT)?;
+    Ok((checkpoints, ValidatorState::restored(restored)))
+}
+
 /// Whether the journal already holds a gate verdict for `render` after `seq`.
 fn verdict_journaled(journal: &Journal, seq: Seq, render: Checksum) -> bool {
     journal
@@ -90,18 +177,10 @@ pub async fn run(
 ) -> Result<(), DispatchError> {
     let journal = dispatch.journal().clone();
     let j = journal.clone();
-    let (mut checkpoints, restored) =
-        tokio::task::spawn_blocking(move || Checkpoints::restore(&j, COMPONENT))
-            .await
-            .map_err(DispatchError::Join)?
-            .map_err(DispatchError::Read)?;
-    let mut last_passed: Option<Checksum> = match restored {
-        Some(ComponentState::Validator(c)) => c.last_passed,
-        _ => None,
-    };
-    let state = |last_passed: Option<Checksum>| {
-        ComponentState::Validator(ValidatorCheckpoint { last_passed })
-    };
+    let (mut checkpoints, mut state) = tokio::task::spawn_blocking(move || recover(&j))
+        .await
+        .map_err(DispatchError::Join)?
+        .map_err(DispatchError::Read)?;
     loop {
         let d = tokio::select! {
             () = cancel.cancelled() => return Ok(()),
@@ -117,8 +196,8 @@ pub async fn run(
                 verdict: GateVerdict::Pass,
                 ..
             } => {
-                last_passed = Some(*render);
-                checkpoints.note(state(last_passed));
+                decide(&mut state, Input::GatePassed(*render));
+                checkpoints.note(state.checkpoint());
                 if let Some(b) = checkpoints.leftover() {
                     dispatch.accept(b).await?;
                 }
@@ -162,20 +241,25 @@ pub async fn run(
         let Some(validation) = validation else {
             return Ok(());
         };
-        let passed = validation.outcome.passed();
-        if passed {
+        if validation.outcome.passed() {
             stats.passed.fetch_add(1, Ordering::Relaxed);
             tracing::info!(%render, duration_ms = validation.duration.as_millis() as u64, "render valid");
         } else {
             stats.failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%render, errors = ?validation.outcome.messages(), "render rejected by haproxy -c");
         }
-        let events = verdict_events(&correlation, render, &validation, &trigger, last_passed);
-        if passed {
-            last_passed = Some(render);
-        }
-        // The verdict and the state it leaves are durable together (J11).
-        checkpoints.note(state(last_passed));
+        let events = decide(
+            &mut state,
+            Input::Validated {
+                correlation,
+                render,
+                trigger,
+                validation,
+            },
+        );
+        // The verdict and the state it leaves are durable together (J11); the checkpoint rides
+        // along even when the state is unchanged, so a restart never validates it again.
+        checkpoints.touch(state.checkpoint());
         let mut b = Batch::new();
         checkpoints.attach(&mut b);
         for e in events {
