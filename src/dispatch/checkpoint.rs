@@ -16,7 +16,7 @@
 use haptic_journal::{Batch, ComponentCheckpoint, ComponentState, Journal, ReadError, Seq};
 
 /// Checkpoint bookkeeping of one component; owned by its shell task.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Checkpoints {
     component: &'static str,
     /// Through which `Seq` the restored checkpoint folded (0: none).

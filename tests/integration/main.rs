@@ -18,5 +18,6 @@ mod dataplane;
 mod deployer;
 mod e2e;
 mod publisher;
+mod restart_equivalence;
 mod runtime;
 mod telemetry;
