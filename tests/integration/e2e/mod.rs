@@ -284,6 +284,26 @@ pub const FAST: &[&str] = &[
     "10s",
 ];
 
+/// The value of a [`FAST`] flag.
+pub fn fast(flag: &str) -> Duration {
+    let at = FAST.iter().position(|f| *f == flag).expect("a FAST flag");
+    humantime::parse_duration(FAST[at + 1]).unwrap()
+}
+
+/// How long a restarted controller may take to run and publish the newest passed render on
+/// every pod, derived from the configured intervals: the dead one's Lease must expire, then one
+/// deployment (bounded by its timeout) after the rate limit, then the publication. A drift
+/// interval longer than this (see [`SLOW_DRIFT`]) cannot be what repairs the fleet.
+pub fn restart_bound() -> Duration {
+    fast("--lease-duration")
+        + fast("--lease-retry-period")
+        + fast("--min-deployment-interval")
+        + fast("--deployment-timeout")
+}
+
+/// A drift interval no restart test can wait for (drift must not rescue a restart bug).
+pub const SLOW_DRIFT: [&str; 2] = ["--drift-prevention-interval", "10m"];
+
 impl Controller {
     fn spawn(world: &World, opts: Opts) -> Controller {
         std::fs::create_dir_all(opts.journal.parent().unwrap()).unwrap();

@@ -13,6 +13,32 @@ const MAIN: &str = "e2e-haproxycfg";
 const INVALID: &str = "e2e-haproxycfg-invalid";
 
 /// Waits until the main HAProxyCfg holds `render` in its spec with every pod on it.
+/// Waits (at most `bound`) until the main HAProxyCfg holds `render` on `pods` pods; `Err` with
+/// the last state seen.
+pub async fn published_within(
+    world: &World,
+    render: &str,
+    pods: usize,
+    bound: Duration,
+) -> Result<HAProxyCfg, String> {
+    let want = checksum(render);
+    let deadline = std::time::Instant::now() + bound;
+    let mut seen = "no HAProxyCfg".to_owned();
+    loop {
+        if let Some(cfg) = world.hpcfg(MAIN).await {
+            let (spec, _, on) = summary(&cfg);
+            if spec == want && on.len() == pods && on.iter().all(|(_, c)| *c == want) {
+                return Ok(cfg);
+            }
+            seen = format!("spec {spec}, pods {on:?}");
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(seen);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 pub async fn published(world: &World, render: &str, pods: usize) -> HAProxyCfg {
     let want = checksum(render);
     world
