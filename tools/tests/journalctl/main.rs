@@ -678,12 +678,23 @@ fn non_regular_files_and_symlink_loops_are_refused_up_front() {
 fn an_unreadable_journal_is_a_permissions_problem() {
     use std::os::unix::fs::PermissionsExt as _;
     use std::os::unix::process::CommandExt as _;
-    let (_d, p, f) = copy();
+    let (d, p, f) = copy();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
-    let mut c = Command::new(BIN);
+    let mut bin = PathBuf::from(BIN);
+    let tools = tempfile::tempdir().unwrap();
+    if nix::unistd::geteuid().is_root() {
+        // root ignores file modes: run the tool as nobody. Nobody must reach the binary and
+        // the journal's directory wherever the checkout lives (a `mktemp -d` is 0700): a copy of
+        // the binary and the directory are opened up, the journal itself stays 0000.
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        bin = tools.path().join("haptic-journalctl");
+        std::fs::copy(BIN, &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut c = Command::new(&bin);
     c.args(["summary", &f]);
     if nix::unistd::geteuid().is_root() {
-        // root ignores file modes: run the tool as nobody.
         c.uid(65534).gid(65534);
     }
     let o = c.output().unwrap();
