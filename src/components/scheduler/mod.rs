@@ -39,6 +39,7 @@
 //! [`shell::SchedulerStats`]: deployments scheduled, timeouts, stale completions ignored.
 
 pub mod decide;
+pub mod plan;
 pub mod shell;
 #[cfg(test)]
 mod tests;
@@ -47,9 +48,9 @@ pub use decide::{
     Backoff, DRIFT_TRIGGER_REASON, Effect, Input, Phase, SchedulerSettings, SchedulerState,
     backoff_delay, decide,
 };
+pub use plan::{Plan, PlanContext, plan};
 pub use shell::{
-    Plan, PlanContext, Recovery, SchedulerHandle, SchedulerShell, SchedulerStats, plan, recover,
-    subscribe_options, to_input,
+    Recovery, SchedulerHandle, SchedulerShell, SchedulerStats, recover, subscribe_options, to_input,
 };
 
 /// Component identifier (logs, metrics, health).
