@@ -82,9 +82,9 @@ pub use events::{
     EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata,
 };
 pub use ids::{
-    Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId, Generation,
-    HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId, ResourceVersion, Seq,
-    Term, UnixMillis, WorkId,
+    BlobRefs, Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId,
+    Generation, HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId,
+    ResourceVersion, Seq, Term, UnixMillis, WorkId,
 };
 pub use journal::{
     BlobCounts, CommitStats, Concurrency, Durability, Journal, JournalOptions, Pending,
