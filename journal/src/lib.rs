@@ -93,7 +93,7 @@ pub use journal::{
 pub use meta::{
     Meta, SCHEMA_VERSION, init_tables, read_meta, read_schema_version, write_schema_version,
 };
-pub use render::{AuxFile, AuxKind, Render, render_checksum};
+pub use render::{AuxFile, AuxKind, Render, render_checksum, render_checksum_of_hashes};
 pub use verify::{Problem, ProblemKind, VerifyReport};
 pub use work::{
     DeployRequest, DeployedPublishItem, DrainCheckpoint, EndpointApplied, InFlightDeployment,

@@ -38,8 +38,19 @@ impl Tx<'_> {
                     hash,
                     kind,
                     content,
+                    check_hash,
                     ..
                 } => {
+                    // A caller-supplied key is checked before new content is stored under it.
+                    if *check_hash && !put.contains(hash) && !self.blob_exists(hash)? {
+                        let actual = Checksum::of(content);
+                        if actual != *hash {
+                            return Err(AcceptError::BlobHashMismatch {
+                                blob: *hash,
+                                actual,
+                            });
+                        }
+                    }
                     // A stored manifest already references its files (invariant 4): only a
                     // manifest this batch may store has its files checked.
                     if *kind == BlobKind::Render

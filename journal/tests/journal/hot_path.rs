@@ -1,6 +1,7 @@
-//! What the hot-path work changed (issue 12): meta's `next_seq` as a floor and the writer's
-//! cached counters.
+//! What the hot-path work changed (issue 12): meta's `next_seq` as a floor, the writer's cached
+//! counters, renders hashed once (`put_render_hashed`), and verify checking manifest keys.
 
+use haptic_journal::redb::ReadableDatabase;
 use haptic_journal::*;
 
 use crate::fixtures::*;
@@ -68,4 +69,108 @@ fn counters_survive_rejected_requests() {
     let j = Journal::open(&JournalOptions::new(&path)).unwrap();
     let m = j.meta().unwrap();
     assert_eq!((m.term, m.next_seq), (Term(2), Seq(2)));
+}
+
+/// A pre-hashed render: deduplicated without reading the content when stored, refused when a
+/// new content does not hash to the key it was given, and keyed exactly as `put_render` keys it.
+#[test]
+fn put_render_hashed_matches_put_render_and_checks_new_content() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let config = b"global\n  maxconn 10\n".to_vec();
+    let map = b"a.example be\n".to_vec();
+    let files = || vec![(AuxKind::Map, "maps/hosts.map".to_owned(), map.clone())];
+    let mut b = Batch::new();
+    let r1 = b.put_render(config.clone(), files());
+    b.event(rendered(1, r1.checksum));
+    j.accept(b).unwrap();
+
+    let mut b = Batch::new();
+    let r2 = b.put_render_hashed(
+        config.clone(),
+        Checksum::of(&config),
+        vec![(
+            AuxKind::Map,
+            "maps/hosts.map".into(),
+            map.clone(),
+            Checksum::of(&map),
+        )],
+    );
+    assert_eq!(r2, r1, "same manifest and key as put_render");
+    b.event(rendered(2, r2.checksum));
+    let a = j.accept(b).unwrap();
+    assert!(
+        a.outcomes
+            .iter()
+            .all(|o| !matches!(o, OpOutcome::Blob { stored: true, .. })),
+        "unchanged content is not stored again"
+    );
+
+    // New content under a wrong key: refused, nothing of the batch committed.
+    let before = j.meta().unwrap().next_seq;
+    let mut b = Batch::new();
+    let r3 = b.put_render_hashed(b"global\n# new\n".to_vec(), Checksum::of(b"other"), vec![]);
+    b.event(rendered(3, r3.checksum));
+    let err = j.accept(b).unwrap_err();
+    assert!(
+        matches!(err, AcceptError::BlobHashMismatch { blob, actual }
+            if blob == Checksum::of(b"other") && actual == Checksum::of(b"global\n# new\n")),
+        "{err}"
+    );
+    assert_eq!(j.meta().unwrap().next_seq, before);
+    assert!(
+        j.get_blob(Checksum::of(b"global\n# new\n"))
+            .unwrap()
+            .is_none()
+    );
+    assert!(j.verify().unwrap().is_clean());
+}
+
+/// verify checks a manifest against its key from the manifest alone (the render checksum is
+/// defined over the per-file hashes).
+#[test]
+fn verify_reports_a_manifest_stored_under_another_key() {
+    let (_d, path) = tmp();
+    let r = {
+        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        put_render(&j, "global\n")
+    };
+    let wrong = Checksum::of(b"not this render");
+    {
+        let db = open_raw(&JournalOptions::new(&path)).unwrap();
+        let rtx = db.begin_read().unwrap();
+        let bytes = rtx
+            .open_table(tables::BLOBS)
+            .unwrap()
+            .get(r.as_bytes().as_slice())
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        drop(rtx);
+        let txn = db.begin_write().unwrap();
+        txn.open_table(tables::BLOBS)
+            .unwrap()
+            .insert(wrong.as_bytes().as_slice(), bytes.as_slice())
+            .unwrap();
+        txn.open_table(tables::BLOB_REFS)
+            .unwrap()
+            .insert(wrong.as_bytes().as_slice(), (0, 1))
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
+    let rep = j.verify().unwrap();
+    let p = rep
+        .problems
+        .iter()
+        .find(|p| p.key == RecordKey::Blob(wrong))
+        .expect("the copied manifest is reported");
+    assert!(
+        matches!(
+            p.kind,
+            ProblemKind::Corrupt(CorruptReason::BlobHashMismatch { actual }) if actual == r
+        ),
+        "{p:?}"
+    );
 }
