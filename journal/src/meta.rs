@@ -123,6 +123,13 @@ pub(crate) fn next_seq(meta_next_seq: u64, newest_event: Option<u64>) -> u64 {
 /// # Errors
 /// [`ReadError::Corrupt`] for a missing or malformed value; storage errors.
 pub fn read_meta(txn: &ReadTransaction) -> Result<Meta, ReadError> {
+    // The newest event first (it is part of next_seq), so damage there is named as the events
+    // table's.
+    crate::contain::at_table("events");
+    let newest = {
+        let events = txn.open_table(tables::EVENTS).map_err(storage)?;
+        events.last().map_err(storage)?.map(|(k, _)| k.value())
+    };
     crate::contain::at_table("meta");
     let t = txn.open_table(tables::META).map_err(storage)?;
     let get = |k: &str| -> Result<Option<Vec<u8>>, ReadError> {
@@ -133,10 +140,6 @@ pub fn read_meta(txn: &ReadTransaction) -> Result<Meta, ReadError> {
             Some(v) => Ok(u64::from_le_bytes(v.try_into().map_err(|_| bad_meta(k))?)),
             None => default.ok_or_else(|| bad_meta(k)),
         }
-    };
-    let newest = {
-        let events = txn.open_table(tables::EVENTS).map_err(storage)?;
-        events.last().map_err(storage)?.map(|(k, _)| k.value())
     };
     let schema = get(META_SCHEMA_VERSION)?.ok_or_else(|| bad_meta(META_SCHEMA_VERSION))?;
     let schema_version = u32::from_le_bytes(
