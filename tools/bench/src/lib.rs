@@ -117,6 +117,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<()> {
         );
         rows.append(&mut r);
     }
+    // Rows in figure-number order (a figure may measure its parts in another order).
+    rows.sort_by_key(|r| report::number(&r.figure));
     if args.json {
         for r in &rows {
             println!("{}", r.json());

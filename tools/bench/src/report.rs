@@ -168,6 +168,17 @@ impl Row {
     }
 }
 
+/// The leading figure number of a row name (`"2.10 x"` -> `[2, 10]`), for ordering.
+pub fn number(figure: &str) -> Vec<u32> {
+    figure
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .split('.')
+        .map(|p| p.parse().unwrap_or(u32::MAX))
+        .collect()
+}
+
 /// The Markdown table of `rows`.
 pub fn markdown(rows: &[Row]) -> String {
     let mut out = String::new();
@@ -220,5 +231,7 @@ mod tests {
         let v = Row::new("4.1", 300.0, Unit::Ms, "disk").target(Target::ValueBelow(1000.0));
         assert_eq!(v.pass(), Some(true));
         assert_eq!(v.ratio(), None);
+        assert!(number("2.5 a") < number("2.10 b"));
+        assert!(number("1.4 x") < number("2.1 y"));
     }
 }

@@ -163,6 +163,35 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         .vs("SQLite WAL FULL 1-row commit p50", s.p50),
     );
 
+    // 2.7 the same single accept in redb's SingleWriter mode (live read-only inspection; every
+    // commit two-phase), beside the default ExclusiveWriter journal (journal/DESIGN.md,
+    // "Concurrency modes").
+    {
+        let sw = Journal::open(
+            &JournalOptions::new(dir.join("journal-single-writer.redb"))
+                .verify_on_open(false)
+                .concurrency(haptic_journal::Concurrency::SingleWriter),
+        )?;
+        for i in 0..20 {
+            accept_one(&sw, i)?;
+        }
+        let (mut ex, mut single) = (Vec::new(), Vec::new());
+        for i in 0..ctx.pick(150, 600) {
+            ex.push(accept_one(&j, 2_000_000 + i)?);
+            single.push(accept_one(&sw, 2_000_000 + i)?);
+        }
+        let (ex, single) = (lat(ex), lat(single));
+        rows.push(
+            Row::new(
+                "2.7 accept 1 event, Concurrency::SingleWriter (2-phase commit): p50",
+                single.p50,
+                Unit::Ms,
+                "2 fsyncs per commit",
+            )
+            .vs("Exclusive (default) p50", ex.p50),
+        );
+    }
+
     // 2.2-2.4 throughput: producers, then raw redb and SQLite at the batch size they reached.
     // Short slices, alternated (ours, raw redb, SQLite) many times: the shared disk's fsync
     // latency drifts over seconds, and each ratio must compare the same moments.

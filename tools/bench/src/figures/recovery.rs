@@ -179,16 +179,19 @@ fn timed_start(path: &Path) -> Result<(Duration, Duration, Duration, u64)> {
     Ok((t.elapsed(), open, verify, items))
 }
 
+/// Size of each render the burst writes.
+const BURST_BLOB: u64 = 1024 * 1024;
+
 /// The `__burst` child: accepts 1 MiB renders (live, each held by a pending publish item) until
 /// killed, printing each acknowledged `Seq` on its own line after `accept` returned (durable).
-/// Stops by itself past `max_bytes` of file.
+/// Stops by itself past `max_bytes` of renders.
 pub fn burst_child(path: &Path, max_bytes: u64) -> Result<()> {
     use std::io::Write;
     let j = Journal::open(&JournalOptions::new(path).verify_on_open(false))?;
     let mut out = std::io::stdout().lock();
     for i in 0u64.. {
         let mut b = Batch::new();
-        let render = b.put_render(noise(i, 1024 * 1024), vec![]);
+        let render = b.put_render(noise(i, BURST_BLOB as usize), vec![]);
         let e = b.event(Event::TemplateRendered {
             correlation: Correlation::new(format!("burst-{i}")),
             render: render.checksum,
@@ -204,15 +207,15 @@ pub fn burst_child(path: &Path, max_bytes: u64) -> Result<()> {
             writeln!(out, "{}", s.0)?;
             out.flush()?;
         }
-        if i.is_multiple_of(16) && std::fs::metadata(path)?.len() > max_bytes {
+        if (i + 1) * BURST_BLOB > max_bytes {
             break;
         }
     }
     Ok(())
 }
 
-/// Runs the burst child until the file reaches `bytes`, then SIGKILLs it mid-burst; returns the
-/// acknowledged `Seq`s.
+/// Runs the burst child until it has acknowledged `bytes` of renders (live data), then SIGKILLs
+/// it mid-burst; returns the acknowledged `Seq`s.
 fn burst_and_kill(ctx: &Ctx, path: &Path, bytes: u64) -> Result<Vec<u64>> {
     let mut child = Command::new(&ctx.exe)
         .arg("__burst")
@@ -226,7 +229,7 @@ fn burst_and_kill(ctx: &Ctx, path: &Path, bytes: u64) -> Result<Vec<u64>> {
     let mut killed = false;
     for line in BufReader::new(stdout).lines() {
         acked.push(line?.trim().parse::<u64>()?);
-        if !killed && acked.len().is_multiple_of(8) && std::fs::metadata(path)?.len() >= bytes {
+        if !killed && acked.len() as u64 * BURST_BLOB >= bytes {
             // The child is in the middle of its next commit: kill -9 now.
             child.kill()?;
             killed = true;
@@ -249,6 +252,9 @@ fn large(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     let built = t.elapsed();
     let size = std::fs::metadata(&path)?.len();
     let (total, open, verify, _) = timed_start(&path)?;
+    let live = Journal::open(&JournalOptions::new(&path).verify_on_open(false))?
+        .stats()?
+        .live_bytes();
     let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false))?;
     let found = acked
         .iter()
@@ -257,8 +263,9 @@ fn large(ctx: &Ctx, rows: &mut Vec<Row>) -> Result<()> {
     rows.push(
         Row::new(
             format!(
-                "4.2 reopen after kill -9 during a write burst, {:.2} GiB journal: open (redb repair) + verify + queues",
-                size as f64 / (1024.0 * 1024.0 * 1024.0)
+                "4.2 reopen after kill -9 during a write burst, {:.2} GiB journal ({:.2} GiB live): open (redb repair) + verify + queues",
+                size as f64 / (1024.0 * 1024.0 * 1024.0),
+                live as f64 / (1024.0 * 1024.0 * 1024.0)
             ),
             total.as_secs_f64(),
             Unit::S,
