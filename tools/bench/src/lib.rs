@@ -39,6 +39,15 @@ use clap::{Parser, Subcommand};
 
 use figures::{Ctx, FIGURES};
 
+/// What the table's columns mean, printed under it.
+const NOTES: &str = "Each reference is measured in the same run, interleaved with the figure \
+(samples or short slices in turn). \"(paired)\": the ratio is the median of the ratios of adjacent \
+samples, which cancels the disk's drift; the two p50s are shown for scale. Throughput references \
+(raw redb, SQLite WAL synchronous=FULL) commit, from one thread, batches of the size the journal \
+reached. 2.6 is not durable (Durability::None on both sides): the CPU ceiling. 4.1 and 4.2 are the \
+journal's part of start-up (open, verify, pending, every queue, undispatched events), not \
+haptic::runtime::open and the components' Recovered folds.";
+
 /// The journal's performance figures, each beside its reference, in one table.
 #[derive(Debug, Parser)]
 #[command(name = "haptic-bench", version)]
@@ -135,6 +144,8 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<()> {
         );
         println!();
         print!("{}", report::markdown(&rows));
+        println!();
+        println!("{NOTES}");
     }
     Ok(())
 }

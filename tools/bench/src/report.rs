@@ -94,6 +94,9 @@ pub struct Row {
     pub reference: Option<(String, f64)>,
     /// The target, if the figure has one.
     pub target: Option<Target>,
+    /// The ratio when it is not `value / reference`: the median of paired samples
+    /// ([`crate::stats::paired_ratio`]).
+    pub paired: Option<f64>,
     /// What limits the figure (CPU, fsync, ...).
     pub limit: &'static str,
 }
@@ -108,6 +111,7 @@ impl Row {
             detail: None,
             reference: None,
             target: None,
+            paired: None,
             limit,
         }
     }
@@ -133,8 +137,18 @@ impl Row {
         self
     }
 
-    /// `value / reference`.
+    /// Sets the paired ratio (see [`Row::paired`]).
+    #[must_use]
+    pub fn paired(mut self, ratio: f64) -> Self {
+        self.paired = Some(ratio);
+        self
+    }
+
+    /// The paired ratio when set, else `value / reference`.
     pub fn ratio(&self) -> Option<f64> {
+        if self.paired.is_some() {
+            return self.paired;
+        }
         self.reference
             .as_ref()
             .filter(|(_, r)| *r > 0.0)
@@ -162,6 +176,7 @@ impl Row {
             "target": self.target.map(|t| t.text(self.unit)),
             "pass": self.pass(),
             "reference_name": self.reference.as_ref().map(|(n, _)| n.clone()),
+            "ratio_paired": self.paired.is_some(),
             "detail": self.detail,
             "limit": self.limit,
         })
@@ -194,7 +209,13 @@ pub fn markdown(rows: &[Row]) -> String {
         let reference = r.reference.as_ref().map_or("-".to_owned(), |(n, v)| {
             format!("{n}: {}", r.unit.format(*v))
         });
-        let ratio = r.ratio().map_or("-".to_owned(), |x| format!("{x:.2}x"));
+        let ratio = r.ratio().map_or("-".to_owned(), |x| {
+            if r.paired.is_some() {
+                format!("{x:.2}x (paired)")
+            } else {
+                format!("{x:.2}x")
+            }
+        });
         let target = r.target.map_or("-".to_owned(), |t| t.text(r.unit));
         let pass = match r.pass() {
             Some(true) => "PASS",

@@ -14,7 +14,7 @@ use haptic_journal::{
 use super::Ctx;
 use crate::peers::{RawRedb, Sqlite, small_event};
 use crate::report::{Row, Target, Unit};
-use crate::stats::{lat, median};
+use crate::stats::{lat, median, paired_ratio};
 
 fn journal(path: &std::path::Path) -> Result<Journal> {
     Journal::open(&JournalOptions::new(path).verify_on_open(false)).context("open journal")
@@ -138,6 +138,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         a.push(accept_one(&j, 1_000 + i)?);
         s.push(lite.commit(1)?);
     }
+    let (pr, ps) = (paired_ratio(&a, &r), paired_ratio(&a, &s));
     let (r, a, s) = (lat(r), lat(a), lat(s));
     rows.push(
         Row::new(
@@ -147,6 +148,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             "fsync + writer hand-off",
         )
         .vs("raw redb commit p50", r.p50)
+        .paired(pr)
         .target(Target::RatioAtMost(1.2)),
     );
     rows.push(
@@ -160,7 +162,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             Unit::Ms,
             "redb commit protocol",
         )
-        .vs("SQLite WAL FULL 1-row commit p50", s.p50),
+        .vs("SQLite WAL FULL 1-row commit p50", s.p50)
+        .paired(ps),
     );
 
     // 2.7 the same single accept in redb's SingleWriter mode (live read-only inspection; every
@@ -180,6 +183,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             ex.push(accept_one(&j, 2_000_000 + i)?);
             single.push(accept_one(&sw, 2_000_000 + i)?);
         }
+        let p = paired_ratio(&single, &ex);
         let (ex, single) = (lat(ex), lat(single));
         rows.push(
             Row::new(
@@ -188,7 +192,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                 Unit::Ms,
                 "2 fsyncs per commit",
             )
-            .vs("Exclusive (default) p50", ex.p50),
+            .vs("Exclusive (default) p50", ex.p50)
+            .paired(p),
         );
     }
 
@@ -259,6 +264,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             r.push(raw0.commit(1)?);
             a.push(accept_one(&j0, 1_000 + i)?);
         }
+        let p = paired_ratio(&a, &r);
         let (r, a) = (lat(r), lat(a));
         rows.push(
             Row::new(
@@ -267,7 +273,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
                 Unit::Ms,
                 "CPU: writer hand-off (2 thread wake-ups)",
             )
-            .vs("raw redb commit p50, no fsync", r.p50),
+            .vs("raw redb commit p50, no fsync", r.p50)
+            .paired(p),
         );
         for p in [8u64, 64] {
             let (mut ours, mut per, mut raws) = (vec![], vec![], vec![]);
@@ -334,6 +341,11 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         std::hint::black_box(Checksum::of(std::hint::black_box(&config)));
         sha.push(t.elapsed());
     }
+    let (p_big, p_hashed, p_lite) = (
+        paired_ratio(&big, &small),
+        paired_ratio(&hashed, &small),
+        paired_ratio(&lite_big, &lite_small),
+    );
     let (big, hashed, small) = (lat(big), lat(hashed), lat(small));
     let (lite_big, lite_small, sha) = (lat(lite_big), lat(lite_small), lat(sha));
     rows.push(
@@ -344,6 +356,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             "fsync + SHA-256 (CPU)",
         )
         .vs("accept small event p50", small.p50)
+        .paired(p_big)
         .target(Target::RatioAtMost(1.2)),
     );
     rows.push(
@@ -354,6 +367,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             "fsync",
         )
         .vs("accept small event p50", small.p50)
+        .paired(p_hashed)
         .target(Target::RatioAtMost(1.2)),
     );
     rows.push(
@@ -363,7 +377,8 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             Unit::Ms,
             "fsync + SHA-256 (CPU)",
         )
-        .vs("SQLite 1-row commit p50", lite_small.p50),
+        .vs("SQLite 1-row commit p50", lite_small.p50)
+        .paired(p_lite),
     );
     rows.push(
         Row::new(

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::Ctx;
 use crate::peers::{RawRedb, Sqlite};
 use crate::report::{Row, Unit};
-use crate::stats::{lat, median};
+use crate::stats::{lat, median, paired_ratio};
 
 /// `fdatasync` of a rewritten 4 KiB block, `n` times; the samples.
 fn fdatasync_samples(ctx: &Ctx, n: usize) -> Result<Vec<Duration>> {
@@ -54,6 +54,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         r1.push(raw.commit(1)?);
         s1.push(lite.commit(1)?);
     }
+    let p14 = paired_ratio(&s1, &r1);
     let (r1, s1) = (lat(r1), lat(s1));
     // 100-event commits, interleaved in rounds; events per second of each round, median.
     let rounds = ctx.pick(5, 9);
@@ -111,6 +112,7 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             Unit::Ms,
             "fsync",
         )
-        .vs("raw redb commit p50", r1.p50),
+        .vs("raw redb commit p50", r1.p50)
+        .paired(p14),
     ])
 }
