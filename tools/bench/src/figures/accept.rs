@@ -245,6 +245,16 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             row = row.target(t);
         }
         rows.push(row);
+        // What bounds the SQLite target: redb's own commit against SQLite's, same batches.
+        rows.push(
+            Row::new(
+                format!("{fig} raw redb vs SQLite, {kb}-event commits (bounds the SQLite target)"),
+                raws,
+                Unit::EventsPerSec,
+                "redb commit protocol vs SQLite WAL append",
+            )
+            .vs(format!("SQLite WAL FULL, {kb} rows/commit"), lites),
+        );
     }
 
     // 2.6 the same without fsync (journal and raw redb with Durability::None): what the CPU
