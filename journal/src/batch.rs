@@ -2,7 +2,7 @@
 
 use crate::events::Event;
 use crate::ids::{Checksum, Identity, Seq, Term, UnixMillis, WorkId};
-use crate::render::{AuxFile, AuxKind, Render, render_checksum};
+use crate::render::{AuxFile, AuxKind, Render, render_checksum_of_hashes};
 use crate::work::{EndpointApplied, PodStatusKey, PublishedCheckpoint, Queue, WorkItem, WorkKey};
 
 /// Index of an event inside a [`Batch`], to name it as a work item's origin before its
@@ -57,6 +57,10 @@ pub enum Op {
         content: Vec<u8>,
         /// Take an explicit hold (released with [`Op::ReleaseBlob`]).
         hold: bool,
+        /// `hash` was supplied by the caller rather than computed from `content` by this
+        /// batch: the writer checks it before it stores the content (a deduplicated content is
+        /// not hashed again: its key was checked when it was stored).
+        check_hash: bool,
     },
     /// Release one explicit hold.
     ReleaseBlob(Checksum),
@@ -235,29 +239,31 @@ impl Batch {
     /// Stores file content (dedup by SHA-256); returns its key.
     pub fn put_blob(&mut self, content: Vec<u8>) -> Checksum {
         let hash = Checksum::of(&content);
-        self.push(Op::PutBlob {
-            hash,
-            kind: BlobKind::File,
-            content,
-            hold: false,
-        });
+        self.put_file(hash, content, false, false);
         hash
     }
 
     /// Stores file content and takes an explicit hold (see [`crate::Journal::release_blob`]).
     pub fn hold_blob(&mut self, content: Vec<u8>) -> Checksum {
         let hash = Checksum::of(&content);
+        self.put_file(hash, content, true, false);
+        hash
+    }
+
+    fn put_file(&mut self, hash: Checksum, content: Vec<u8>, hold: bool, check_hash: bool) {
         self.push(Op::PutBlob {
             hash,
             kind: BlobKind::File,
             content,
-            hold: true,
+            hold,
+            check_hash,
         });
-        hash
     }
 
     /// Stores a whole render: every file as a blob, then the manifest keyed by
-    /// [`render_checksum`]. Returns the manifest. Unchanged content is not written again.
+    /// [`crate::render_checksum`]. Returns the manifest. Unchanged content is not written again.
+    /// Each content is hashed once (SHA-256, in the calling thread): its blob key, from which the
+    /// render checksum is derived.
     ///
     /// `files`: (kind, path relative to the render root, content); any order.
     pub fn put_render(
@@ -265,17 +271,49 @@ impl Batch {
         config: Vec<u8>,
         files: Vec<(AuxKind, String, Vec<u8>)>,
     ) -> Render {
-        let pairs: Vec<(&str, &[u8])> = files
-            .iter()
-            .map(|(_, p, c)| (p.as_str(), c.as_slice()))
+        let config_hash = Checksum::of(&config);
+        let files = files
+            .into_iter()
+            .map(|(kind, path, content)| {
+                let hash = Checksum::of(&content);
+                (kind, path, content, hash)
+            })
             .collect();
-        let checksum = render_checksum(&config, &pairs);
+        self.put_render_parts(config, config_hash, files, false)
+    }
+
+    /// Stores a whole render whose contents the caller has already hashed (for example while it
+    /// computed the render's identity from [`crate::render_checksum_of_hashes`]): nothing is
+    /// hashed here, so re-accepting an unchanged render costs no pass over its content. Returns
+    /// the manifest, keyed by the checksum of the given hashes.
+    ///
+    /// `config_hash` and each file's hash must be the SHA-256 of the content: the writer checks
+    /// every content it stores ([`crate::AcceptError::BlobHashMismatch`] refuses the batch); a
+    /// content already stored under its key is deduplicated unread.
+    ///
+    /// `files`: (kind, path relative to the render root, content, SHA-256 of content); any order.
+    pub fn put_render_hashed(
+        &mut self,
+        config: Vec<u8>,
+        config_hash: Checksum,
+        files: Vec<(AuxKind, String, Vec<u8>, Checksum)>,
+    ) -> Render {
+        self.put_render_parts(config, config_hash, files, true)
+    }
+
+    fn put_render_parts(
+        &mut self,
+        config: Vec<u8>,
+        config_hash: Checksum,
+        files: Vec<(AuxKind, String, Vec<u8>, Checksum)>,
+        check_hash: bool,
+    ) -> Render {
         let config_size_bytes = config.len() as u64;
-        let config_hash = self.put_blob(config);
+        self.put_file(config_hash, config, false, check_hash);
         let mut aux = Vec::with_capacity(files.len());
-        for (kind, path, content) in files {
+        for (kind, path, content, blob) in files {
             let size_bytes = content.len() as u64;
-            let blob = self.put_blob(content);
+            self.put_file(blob, content, false, check_hash);
             aux.push(AuxFile {
                 kind,
                 path,
@@ -284,17 +322,21 @@ impl Batch {
             });
         }
         aux.sort_by(|a, b| a.path.cmp(&b.path));
+        let pairs: Vec<(&str, Checksum)> = aux.iter().map(|f| (f.path.as_str(), f.blob)).collect();
+        let checksum = render_checksum_of_hashes(config_hash, &pairs);
         let render = Render {
             checksum,
             config: config_hash,
             config_size_bytes,
             files: aux,
         };
+        // The manifest's key is computed here from the manifest itself: nothing to check.
         self.push(Op::PutBlob {
             hash: checksum,
             kind: BlobKind::Render,
             content: crate::codec::encode_payload(&render),
             hold: false,
+            check_hash: false,
         });
         render
     }
@@ -309,6 +351,7 @@ impl Batch {
             kind: BlobKind::Render,
             content: crate::codec::encode_payload(render),
             hold: true,
+            check_hash: false,
         })
     }
 

@@ -85,12 +85,14 @@ impl RawRecord<'_> {
     }
 }
 
-/// Encodes a serde payload.
+/// Encodes a serde payload with the journal's codec ([`CODEC_NAME`]); [`seal`] wraps it in an
+/// envelope. Public so that tools and benchmarks can write the exact bytes the journal writes.
 ///
 /// # Panics
 /// Never for the crate's record types (bincode only fails on unsupported serde features, which
 /// they do not use, or beyond the 256 MiB limit, which redb's value limit precedes).
-pub(crate) fn encode_payload<T: Serialize>(value: &T) -> Vec<u8> {
+#[must_use]
+pub fn encode_payload<T: Serialize>(value: &T) -> Vec<u8> {
     #[allow(clippy::expect_used)]
     bincode::serde::encode_to_vec(value, config()).expect("record types are bincode-encodable")
 }
@@ -120,35 +122,85 @@ pub fn decode_payload<T: DeserializeOwned>(payload: &[u8]) -> Result<T, CorruptR
 /// kinds are the crate's constants, payloads are capped far lower by redb).
 #[must_use]
 pub fn seal(kind: &str, accepted_at: UnixMillis, term: Term, payload: &[u8]) -> Vec<u8> {
-    assert!(
-        !kind.is_empty() && kind.len() <= 255,
-        "record kind length out of range"
-    );
-    #[allow(clippy::expect_used)]
-    let payload_len = u32::try_from(payload.len()).expect("payload under 4 GiB");
     let mut out = Vec::with_capacity(26 + kind.len() + payload.len());
-    out.push(FORMAT_VERSION);
-    out.push(kind.len() as u8);
-    out.extend_from_slice(kind.as_bytes());
-    out.extend_from_slice(&accepted_at.0.to_le_bytes());
-    out.extend_from_slice(&term.0.to_le_bytes());
-    out.extend_from_slice(&[0u8; 4]);
-    out.extend_from_slice(&payload_len.to_le_bytes());
-    out.extend_from_slice(payload);
-    let crc_at = KIND_OFFSET + kind.len() + 16;
-    let crc = crc_of(&out, crc_at);
-    out[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+    seal_into(&mut out, kind, accepted_at, term, |out| {
+        out.extend_from_slice(payload);
+    });
     out
 }
 
 /// Encodes `value` and seals it.
+#[cfg(test)]
 pub(crate) fn seal_value<T: Serialize>(
     kind: &str,
     accepted_at: UnixMillis,
     term: Term,
     value: &T,
 ) -> Vec<u8> {
-    seal(kind, accepted_at, term, &encode_payload(value))
+    let mut out = Vec::new();
+    seal_value_into(&mut out, kind, accepted_at, term, value);
+    out
+}
+
+/// Encodes `value` and seals it into `out` (cleared first), in one pass: the payload is encoded
+/// straight after the header, then the length and the CRC are filled in. The writer thread
+/// reuses one buffer for every record it writes, so sealing allocates nothing once the buffer has
+/// grown to the largest record.
+///
+/// # Panics
+/// As [`seal`] and [`encode_payload`].
+pub(crate) fn seal_value_into<T: Serialize>(
+    out: &mut Vec<u8>,
+    kind: &str,
+    accepted_at: UnixMillis,
+    term: Term,
+    value: &T,
+) {
+    seal_into(out, kind, accepted_at, term, |out| {
+        #[allow(clippy::expect_used)]
+        bincode::serde::encode_into_writer(value, VecAppend(out), config())
+            .expect("record types are bincode-encodable");
+    });
+}
+
+/// A bincode writer appending to a `Vec`.
+struct VecAppend<'a>(&'a mut Vec<u8>);
+
+impl bincode::enc::write::Writer for VecAppend<'_> {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
+/// Writes the header into `out` (cleared first), lets `payload` append the payload, then fills in
+/// the payload length and the CRC.
+fn seal_into(
+    out: &mut Vec<u8>,
+    kind: &str,
+    accepted_at: UnixMillis,
+    term: Term,
+    payload: impl FnOnce(&mut Vec<u8>),
+) {
+    assert!(
+        !kind.is_empty() && kind.len() <= 255,
+        "record kind length out of range"
+    );
+    out.clear();
+    out.push(FORMAT_VERSION);
+    out.push(kind.len() as u8);
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(&accepted_at.0.to_le_bytes());
+    out.extend_from_slice(&term.0.to_le_bytes());
+    out.extend_from_slice(&[0u8; 8]);
+    let header_len = out.len();
+    payload(out);
+    #[allow(clippy::expect_used)]
+    let payload_len = u32::try_from(out.len() - header_len).expect("payload under 4 GiB");
+    let crc_at = KIND_OFFSET + kind.len() + 16;
+    out[crc_at + 4..crc_at + 8].copy_from_slice(&payload_len.to_le_bytes());
+    let crc = crc_of(out, crc_at);
+    out[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 fn crc_of(bytes: &[u8], crc_at: usize) -> u32 {
@@ -267,6 +319,26 @@ mod tests {
             bad[i] ^= 0x10;
             assert!(open(&bad).is_err(), "flip at {i} not detected");
         }
+    }
+
+    /// The in-place encoder writes exactly the bytes of "encode the payload, then seal it",
+    /// including when the reused buffer held a longer record before.
+    #[test]
+    fn sealing_in_place_equals_encode_then_seal() {
+        let value = (7u64, "payload".to_string(), Some(3u32));
+        let two_step = seal("test.kind", UnixMillis(5), Term(2), &encode_payload(&value));
+        let mut buf = vec![0xAA; 300];
+        seal_value_into(&mut buf, "test.kind", UnixMillis(5), Term(2), &value);
+        assert_eq!(buf, two_step);
+        assert_eq!(
+            seal_value("test.kind", UnixMillis(5), Term(2), &value),
+            two_step
+        );
+        let raw = open(&buf).expect("valid");
+        assert_eq!(
+            decode_payload::<(u64, String, Option<u32>)>(raw.payload).unwrap(),
+            value
+        );
     }
 
     #[test]

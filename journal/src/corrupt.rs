@@ -99,7 +99,8 @@ pub enum CorruptReason {
         /// Count of extra bytes.
         extra: u64,
     },
-    /// A blob's content does not hash to its key.
+    /// A blob does not hash to its key: a file's content (SHA-256), or a render manifest's blob
+    /// keys and paths (the render checksum), or the manifest's own `checksum` field.
     #[error("content hashes to {actual}, not to its key")]
     BlobHashMismatch {
         /// What the content hashes to.

@@ -52,17 +52,29 @@ pub fn blob(bytes: &[u8]) -> Result<(RecordHeader, BlobKind, &[u8]), CorruptReas
     Ok((raw.header(), kind, raw.payload))
 }
 
-/// A file blob whose content must hash to `key`.
+/// A blob that must match its `key`: a file's content must hash to it (SHA-256), a render
+/// manifest's blob keys and paths must give it as their render checksum
+/// ([`Render::computed_checksum`]), and so must the manifest's `checksum` field.
 ///
 /// # Errors
-/// As [`blob`], plus [`CorruptReason::BlobHashMismatch`].
+/// As [`blob`], plus [`CorruptReason::BlobHashMismatch`] (with what the content hashes to), and
+/// [`CorruptReason::Decode`] for a manifest that does not decode.
 pub fn blob_checked(key: Checksum, bytes: &[u8]) -> Result<(BlobKind, &[u8]), CorruptReason> {
     let (_, kind, content) = blob(bytes)?;
-    if kind == BlobKind::File {
-        let actual = Checksum::of(content);
-        if actual != key {
-            return Err(CorruptReason::BlobHashMismatch { actual });
+    let actual = match kind {
+        BlobKind::File => Checksum::of(content),
+        BlobKind::Render => {
+            let r = render(content)?;
+            let computed = r.computed_checksum();
+            if computed == key {
+                r.checksum
+            } else {
+                computed
+            }
         }
+    };
+    if actual != key {
+        return Err(CorruptReason::BlobHashMismatch { actual });
     }
     Ok((kind, content))
 }

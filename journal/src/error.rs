@@ -169,6 +169,15 @@ pub enum AcceptError {
         /// The blob.
         blob: Checksum,
     },
+    /// A blob put with a caller-supplied hash ([`crate::Batch::put_render_hashed`]) whose
+    /// content does not hash to it; nothing of the batch was committed.
+    #[error("blob content hashes to {actual}, not to the key {blob} it was put under")]
+    BlobHashMismatch {
+        /// The key the caller supplied.
+        blob: Checksum,
+        /// The SHA-256 of the content.
+        actual: Checksum,
+    },
     /// A stored record the write had to read is corrupt.
     #[error(transparent)]
     Corrupt(#[from] Corrupt),
@@ -201,6 +210,7 @@ impl AcceptError {
             AcceptError::TermNotNewer { .. } => "term_not_newer",
             AcceptError::MissingBlob { .. } => "missing_blob",
             AcceptError::NoHold { .. } => "no_hold",
+            AcceptError::BlobHashMismatch { .. } => "blob_hash_mismatch",
             AcceptError::Corrupt(_) => "corrupt",
             AcceptError::Storage { .. } => "storage",
         }

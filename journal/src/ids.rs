@@ -182,6 +182,84 @@ impl fmt::Debug for Checksum {
     }
 }
 
+/// The blob keys one event or work item references: at most two, held inline (no allocation).
+///
+/// Shape: an iterator over [`Checksum`]s in the record's field order; [`Self::as_slice`] views
+/// them without consuming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlobRefs {
+    refs: [Checksum; 2],
+    len: u8,
+    next: u8,
+}
+
+impl BlobRefs {
+    /// No reference.
+    #[must_use]
+    pub const fn none() -> BlobRefs {
+        BlobRefs {
+            refs: [Checksum([0; 32]); 2],
+            len: 0,
+            next: 0,
+        }
+    }
+
+    /// One reference.
+    #[must_use]
+    pub const fn one(a: Checksum) -> BlobRefs {
+        BlobRefs {
+            refs: [a, Checksum([0; 32])],
+            len: 1,
+            next: 0,
+        }
+    }
+
+    /// `a`, then `b` when present.
+    #[must_use]
+    pub fn with(a: Checksum, b: Option<Checksum>) -> BlobRefs {
+        match b {
+            Some(b) => BlobRefs {
+                refs: [a, b],
+                len: 2,
+                next: 0,
+            },
+            None => BlobRefs::one(a),
+        }
+    }
+
+    /// One reference when present.
+    #[must_use]
+    pub fn maybe(a: Option<Checksum>) -> BlobRefs {
+        a.map_or(BlobRefs::none(), BlobRefs::one)
+    }
+
+    /// The references not yet iterated, in order.
+    #[must_use]
+    pub fn as_slice(&self) -> &[Checksum] {
+        &self.refs[usize::from(self.next)..usize::from(self.len)]
+    }
+}
+
+impl Iterator for BlobRefs {
+    type Item = Checksum;
+
+    fn next(&mut self) -> Option<Checksum> {
+        if self.next < self.len {
+            self.next += 1;
+            Some(self.refs[usize::from(self.next - 1)])
+        } else {
+            None
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = usize::from(self.len - self.next);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for BlobRefs {}
+
 macro_rules! string_newtype {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -296,5 +374,18 @@ mod tests {
         assert!(Checksum::parse("sha256:xyz").is_err());
         assert!(Checksum::parse(&text.to_uppercase()).is_err());
         assert!(Checksum::parse(&text[7..]).is_err());
+    }
+
+    #[test]
+    fn blob_refs_iterate_inline_in_order() {
+        let (a, b) = (Checksum::of(b"a"), Checksum::of(b"b"));
+        assert_eq!(BlobRefs::none().count(), 0);
+        assert_eq!(BlobRefs::one(a).collect::<Vec<_>>(), vec![a]);
+        assert_eq!(BlobRefs::with(a, Some(b)).collect::<Vec<_>>(), vec![a, b]);
+        assert_eq!(BlobRefs::with(a, None).len(), 1);
+        assert_eq!(BlobRefs::maybe(None).as_slice(), &[] as &[Checksum]);
+        let mut it = BlobRefs::with(a, Some(b));
+        it.next();
+        assert_eq!(it.as_slice(), &[b]);
     }
 }

@@ -87,9 +87,9 @@ pub use events::{
     EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata,
 };
 pub use ids::{
-    Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId, Generation,
-    HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId, ResourceVersion, Seq,
-    Term, UnixMillis, WorkId,
+    BlobRefs, Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId,
+    Generation, HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId,
+    ResourceVersion, Seq, Term, UnixMillis, WorkId,
 };
 pub use journal::{
     BlobCounts, CommitStats, Concurrency, Durability, Journal, JournalOptions, Pending,
@@ -98,7 +98,7 @@ pub use journal::{
 pub use meta::{
     Meta, SCHEMA_VERSION, init_tables, read_meta, read_schema_version, write_schema_version,
 };
-pub use render::{AuxFile, AuxKind, Render, render_checksum};
+pub use render::{AuxFile, AuxKind, Render, render_checksum, render_checksum_of_hashes};
 pub use verify::{Problem, ProblemKind, VerifyReport};
 pub use work::{
     DeployRequest, DeployedPublishItem, DrainCheckpoint, EndpointApplied, InFlightDeployment,

@@ -25,7 +25,8 @@ pub struct Meta {
     pub identity: Option<Identity>,
     /// File creation time.
     pub created_at: UnixMillis,
-    /// The `Seq` the next event will get.
+    /// The `Seq` the next event will get: the larger of meta's `next_seq` (a floor, written when
+    /// events are trimmed) and the newest event's `Seq` + 1 (`journal/DESIGN.md`, invariant 1).
     pub next_seq: Seq,
     /// The `WorkId` the next work item will get.
     pub next_work_id: WorkId,
@@ -109,11 +110,27 @@ fn bad_meta(key: &str) -> ReadError {
     })
 }
 
-/// Reads every meta value.
+/// The `Seq` the next event gets, from meta's `next_seq` (a floor) and the newest event's `Seq`.
+///
+/// Meta's value is written only by commits that delete events (trimming), so that an event-only
+/// commit writes one table; the newest event implies the rest. Never below either, so a `Seq` is
+/// never reused, also after every event was trimmed (invariant 1).
+pub(crate) fn next_seq(meta_next_seq: u64, newest_event: Option<u64>) -> u64 {
+    newest_event.map_or(meta_next_seq, |n| meta_next_seq.max(n + 1))
+}
+
+/// Reads every meta value (`next_seq` derived as [`Meta::next_seq`] says).
 ///
 /// # Errors
 /// [`ReadError::Corrupt`] for a missing or malformed value; storage errors.
 pub fn read_meta(txn: &ReadTransaction) -> Result<Meta, ReadError> {
+    // The newest event first (it is part of next_seq), so damage there is named as the events
+    // table's.
+    crate::contain::at_table("events");
+    let newest = {
+        let events = txn.open_table(tables::EVENTS).map_err(storage)?;
+        events.last().map_err(storage)?.map(|(k, _)| k.value())
+    };
     crate::contain::at_table("meta");
     let t = txn.open_table(tables::META).map_err(storage)?;
     let get = |k: &str| -> Result<Option<Vec<u8>>, ReadError> {
@@ -138,7 +155,7 @@ pub fn read_meta(txn: &ReadTransaction) -> Result<Meta, ReadError> {
         identity: get(tables::META_IDENTITY)?
             .map(|v| Identity(String::from_utf8_lossy(&v).into_owned())),
         created_at: UnixMillis(u64_of(META_CREATED_AT, Some(0))?),
-        next_seq: Seq(u64_of(tables::META_NEXT_SEQ, Some(1))?),
+        next_seq: Seq(next_seq(u64_of(tables::META_NEXT_SEQ, Some(1))?, newest)),
         next_work_id: WorkId(u64_of(tables::META_NEXT_WORK_ID, Some(1))?),
         dispatched_through: Seq(u64_of(tables::META_DISPATCHED, Some(0))?),
     })

@@ -14,8 +14,8 @@ use crate::events::{
     ConfigIdentity, Correlation, DeploymentReason, Endpoint, PodRef, RuntimeConfigRef, SyncMetadata,
 };
 use crate::ids::{
-    Checksum, ConfigVersion, DeploymentId, EndpointUrl, ObjectName, ReloadId, ResourceVersion, Seq,
-    Term, UnixMillis, WorkId,
+    BlobRefs, Checksum, ConfigVersion, DeploymentId, EndpointUrl, ObjectName, ReloadId,
+    ResourceVersion, Seq, Term, UnixMillis, WorkId,
 };
 
 /// One worker queue (a journal table each).
@@ -370,19 +370,19 @@ impl WorkItem {
 
     /// Every blob (render checksum) the item references.
     #[must_use]
-    pub fn blob_refs(&self) -> Vec<Checksum> {
+    pub fn blob_refs(&self) -> BlobRefs {
         match self {
-            WorkItem::Publish(i) => vec![i.render],
-            WorkItem::PublishDeployed(i) => vec![i.render],
-            WorkItem::Invalid(i) => i.render.iter().copied().collect(),
-            WorkItem::Verdict(i) => vec![i.render],
+            WorkItem::Publish(i) => BlobRefs::one(i.render),
+            WorkItem::PublishDeployed(i) => BlobRefs::one(i.render),
+            WorkItem::Invalid(i) => BlobRefs::maybe(i.render),
+            WorkItem::Verdict(i) => BlobRefs::one(i.render),
             WorkItem::Status(i) => match &i.change {
-                PodStatusChange::Applied { checksum, .. } => vec![*checksum],
-                PodStatusChange::Removed => Vec::new(),
+                PodStatusChange::Applied { checksum, .. } => BlobRefs::one(*checksum),
+                PodStatusChange::Removed => BlobRefs::none(),
             },
-            WorkItem::DeployPending(r) => vec![r.render],
-            WorkItem::DeployInflight(f) => vec![f.request.render],
-            WorkItem::DrainCheckpoint(c) => vec![c.render],
+            WorkItem::DeployPending(r) => BlobRefs::one(r.render),
+            WorkItem::DeployInflight(f) => BlobRefs::one(f.request.render),
+            WorkItem::DrainCheckpoint(c) => BlobRefs::one(c.render),
         }
     }
 }

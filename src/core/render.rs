@@ -1,7 +1,9 @@
 //! One render in memory: `haproxy.cfg` plus its auxiliary files, by kind (DESIGN.md section 1,
 //! "Render directory"). Pure: reading a render directory is `source::dir::read_render` (I/O stays out of `core`).
 
-use haptic_journal::{AuxFile, AuxKind, Checksum, Render, render_checksum};
+use haptic_journal::{
+    AuxFile, AuxKind, Checksum, Render, render_checksum, render_checksum_of_hashes,
+};
 use sha2::{Digest, Sha256};
 
 /// The config file name at the root of a render.
@@ -108,7 +110,8 @@ impl RenderContent {
         RenderContent { config, files }
     }
 
-    /// The render checksum of DESIGN.md section 1 ([`render_checksum`]).
+    /// The render checksum of DESIGN.md section 1 ([`render_checksum`]: over the SHA-256 of the
+    /// config and of every file, so each content is hashed once).
     #[must_use]
     pub fn checksum(&self) -> Checksum {
         let files: Vec<(&str, &[u8])> = self
@@ -119,23 +122,27 @@ impl RenderContent {
         render_checksum(&self.config, &files)
     }
 
-    /// The journal manifest of this render (blob keys = SHA-256 of each content).
+    /// The journal manifest of this render (blob keys = SHA-256 of each content). Hashes each
+    /// content once: the blob keys, and the checksum from them ([`render_checksum_of_hashes`]).
     #[must_use]
     pub fn manifest(&self) -> Render {
+        let files: Vec<AuxFile> = self
+            .files
+            .iter()
+            .map(|f| AuxFile {
+                kind: f.kind,
+                path: f.path.clone(),
+                blob: sha256(&f.content),
+                size_bytes: f.content.len() as u64,
+            })
+            .collect();
+        let config = sha256(&self.config);
+        let keys: Vec<(&str, Checksum)> = files.iter().map(|f| (f.path.as_str(), f.blob)).collect();
         Render {
-            checksum: self.checksum(),
-            config: sha256(&self.config),
+            checksum: render_checksum_of_hashes(config, &keys),
+            config,
             config_size_bytes: self.config.len() as u64,
-            files: self
-                .files
-                .iter()
-                .map(|f| AuxFile {
-                    kind: f.kind,
-                    path: f.path.clone(),
-                    blob: sha256(&f.content),
-                    size_bytes: f.content.len() as u64,
-                })
-                .collect(),
+            files,
         }
     }
 

@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{Checksum, DeploymentId, Identity, Term};
+use crate::ids::{BlobRefs, Checksum, DeploymentId, Identity, Term};
 
 pub use values::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint,
@@ -417,23 +417,19 @@ impl Event {
     /// Every render checksum (blob key) the event references; the journal counts these as blob
     /// references while the event is in the log.
     #[must_use]
-    pub fn blob_refs(&self) -> Vec<Checksum> {
+    pub fn blob_refs(&self) -> BlobRefs {
         match self {
             Event::TemplateRendered { render, .. }
             | Event::ValidationCompleted { render, .. }
             | Event::DeploymentScheduled { render, .. }
             | Event::DeployedConfigPublishRequest { render, .. }
-            | Event::ConfigPublished { render, .. } => vec![*render],
-            Event::ValidationFailed { render, .. } => render.iter().copied().collect(),
+            | Event::ConfigPublished { render, .. } => BlobRefs::one(*render),
+            Event::ValidationFailed { render, .. } => BlobRefs::maybe(*render),
             Event::RenderGateCompleted {
                 render, pinned_to, ..
-            } => {
-                let mut v = vec![*render];
-                v.extend(pinned_to.iter().copied());
-                v
-            }
-            Event::ConfigAppliedToPod { checksum, .. } => vec![*checksum],
-            _ => Vec::new(),
+            } => BlobRefs::with(*render, *pinned_to),
+            Event::ConfigAppliedToPod { checksum, .. } => BlobRefs::one(*checksum),
+            _ => BlobRefs::none(),
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::error::{AcceptError, CompactError};
 use crate::events::Event;
 use crate::ids::{Checksum, EndpointUrl, Identity, Seq, Term, UnixMillis, WorkId};
 use crate::work::{EndpointApplied, PodStatusKey, PublishedCheckpoint, Queue, WorkItem, WorkKey};
-use crate::writer::Request;
+use crate::writer::{Request, batch_reply};
 
 impl Journal {
     /// Commits a batch of events and queue mutations in one write transaction with
@@ -26,13 +26,16 @@ impl Journal {
     /// [`AcceptError::WriterGone`].
     pub fn accept(&self, batch: Batch) -> Result<Accepted, AcceptError> {
         let tx = self.tx.as_ref().ok_or(AcceptError::ReadOnly)?;
-        let (reply, rx) = sync_channel(1);
+        let (reply, wait) = batch_reply();
         tx.send(Request::Batch {
             ops: batch.ops,
             reply,
         })
         .map_err(|_| AcceptError::WriterGone)?;
-        rx.recv().map_err(|_| AcceptError::WriterGone)?
+        // The writer hands the operations back, so they are freed here, not in its thread.
+        let (result, ops) = wait.wait().ok_or(AcceptError::WriterGone)?;
+        drop(ops);
+        result
     }
 
     fn one(&self, op: Op) -> Result<OpOutcome, AcceptError> {

@@ -16,12 +16,12 @@ use crate::work::{Queue, QueueShape, WorkKey, WorkRecord};
 impl Tx<'_> {
     /// Checks what can be checked before anything is written, so a rejected request leaves no
     /// trace in the shared transaction.
-    pub(crate) fn validate(&self, ctx: &Ctx, ops: &[Op]) -> Result<(), AcceptError> {
+    pub(crate) fn validate(&mut self, ctx: &Ctx, ops: &[Op]) -> Result<(), AcceptError> {
         let mut put: HashSet<Checksum> = HashSet::new();
         let mut term = ctx.term;
         let mut released: Vec<(Checksum, u64)> = Vec::new();
-        let need = |put: &HashSet<Checksum>, h: &Checksum| -> Result<(), AcceptError> {
-            if put.contains(h) || self.blob_exists(h)? {
+        let need = |tx: &mut Self, put: &HashSet<Checksum>, h: &Checksum| {
+            if put.contains(h) || tx.blob_exists(h)? {
                 Ok(())
             } else {
                 Err(AcceptError::MissingBlob { blob: *h })
@@ -31,36 +31,52 @@ impl Tx<'_> {
             match op {
                 Op::Event(e) => {
                     for h in e.blob_refs() {
-                        need(&put, &h)?;
+                        need(self, &put, &h)?;
                     }
                 }
                 Op::PutBlob {
                     hash,
                     kind,
                     content,
+                    check_hash,
                     ..
                 } => {
+                    // A caller-supplied key is checked before new content is stored under it.
+                    if *check_hash && !put.contains(hash) && !self.blob_exists(hash)? {
+                        let actual = Checksum::of(content);
+                        if actual != *hash {
+                            return Err(AcceptError::BlobHashMismatch {
+                                blob: *hash,
+                                actual,
+                            });
+                        }
+                    }
+                    // A stored manifest already references its files (invariant 4): only a
+                    // manifest this batch may store has its files checked.
                     if *kind == BlobKind::Render
+                        && !put.contains(hash)
+                        && !self.blob_exists(hash)?
                         && let Ok(r) = decode::render(content)
                     {
                         for h in r.blob_refs() {
-                            need(&put, &h)?;
+                            need(self, &put, &h)?;
                         }
                     }
                     put.insert(*hash);
                 }
                 Op::Enqueue { item, .. } => {
                     for h in item.blob_refs() {
-                        need(&put, &h)?;
+                        need(self, &put, &h)?;
                     }
                 }
                 Op::PutComponentCheckpoint(c) => {
                     for h in c.state.renders() {
-                        need(&put, &h)?;
+                        need(self, &put, &h)?;
                     }
                 }
                 Op::ReleaseBlob(h) => {
-                    let holds = self.counts(h)?.map(|c| c.1).unwrap_or(0)
+                    let stored_holds = self.counts(h)?.map(|c| c.1).unwrap_or(0);
+                    let holds = stored_holds
                         + ops
                             .iter()
                             .filter(
@@ -100,19 +116,22 @@ impl Tx<'_> {
     /// Applies one request's operations. Call [`Self::validate`] first.
     pub(crate) fn apply(&mut self, ctx: &mut Ctx, ops: &[Op]) -> Result<Accepted, AcceptError> {
         let mut outcomes = Vec::with_capacity(ops.len());
-        let mut batch_seqs: Vec<Seq> = Vec::new();
+        // A request's events get consecutive Seqs from here (EventRef(i) = first + i).
+        let first_seq = ctx.next_seq;
         let s = AcceptError::storage;
         for op in ops {
             let out = match op {
                 Op::Event(e) => {
                     let seq = ctx.next_seq;
-                    let bytes = codec::seal_value(e.kind().as_str(), ctx.now, ctx.term, &e);
-                    self.events.insert(seq, bytes.as_slice()).map_err(s)?;
+                    let mut buf = std::mem::take(&mut self.buf);
+                    codec::seal_value_into(&mut buf, e.kind().as_str(), ctx.now, ctx.term, e);
+                    let r = self.events()?.insert(seq, buf.as_slice()).map(|_| ());
+                    self.buf = buf;
+                    r.map_err(s)?;
                     for h in e.blob_refs() {
                         self.adjust(h, 1, 0)?;
                     }
                     ctx.next_seq += 1;
-                    batch_seqs.push(Seq(seq));
                     OpOutcome::Event(Seq(seq))
                 }
                 Op::PutBlob {
@@ -120,6 +139,7 @@ impl Tx<'_> {
                     kind,
                     content,
                     hold,
+                    ..
                 } => {
                     let (hash, kind, hold) = (*hash, *kind, *hold);
                     if self.blob_exists(&hash)? {
@@ -132,10 +152,10 @@ impl Tx<'_> {
                         }
                     } else {
                         let bytes = codec::seal(kind.record_kind(), ctx.now, ctx.term, content);
-                        self.blobs
+                        self.blobs()?
                             .insert(hash.as_bytes().as_slice(), bytes.as_slice())
                             .map_err(s)?;
-                        self.refs
+                        self.refs()?
                             .insert(hash.as_bytes().as_slice(), (0, u64::from(hold)))
                             .map_err(s)?;
                         if kind == BlobKind::Render {
@@ -167,7 +187,10 @@ impl Tx<'_> {
                     let origin = match *origin {
                         Origin::None => None,
                         Origin::Seq(s) => Some(s),
-                        Origin::Batch(r) => batch_seqs.get(r.0).copied(),
+                        Origin::Batch(r) => {
+                            let seq = first_seq + r.0 as u64;
+                            (seq < ctx.next_seq).then_some(Seq(seq))
+                        }
                     };
                     let queue = item.queue();
                     let key = Self::key_of(&item, id);
@@ -189,8 +212,14 @@ impl Tx<'_> {
                         next_attempt_at: not_before.unwrap_or(ctx.now),
                         item,
                     };
-                    let bytes = codec::seal_value(rec.item.record_kind(), ctx.now, ctx.term, &rec);
-                    self.write_work(queue, &key, &bytes)?;
+                    codec::seal_value_into(
+                        &mut self.buf,
+                        rec.item.record_kind(),
+                        ctx.now,
+                        ctx.term,
+                        &rec,
+                    );
+                    self.write_work_buf(queue, &key)?;
                     OpOutcome::Enqueued(id)
                 }
                 Op::Ack { queue, key, id } => match self.read_work(*queue, key)? {
@@ -209,9 +238,14 @@ impl Tx<'_> {
                     Some(mut rec) if rec.id == *id => {
                         rec.attempt = rec.attempt.saturating_add(1);
                         rec.next_attempt_at = *next_attempt_at;
-                        let bytes =
-                            codec::seal_value(rec.item.record_kind(), ctx.now, ctx.term, &rec);
-                        self.write_work(*queue, key, &bytes)?;
+                        codec::seal_value_into(
+                            &mut self.buf,
+                            rec.item.record_kind(),
+                            ctx.now,
+                            ctx.term,
+                            &rec,
+                        );
+                        self.write_work_buf(*queue, key)?;
                         OpOutcome::Matched(true)
                     }
                     _ => OpOutcome::Matched(false),
@@ -221,12 +255,12 @@ impl Tx<'_> {
                     match self.read_work(Queue::StatusPending, &wk)? {
                         Some(rec) if rec.id == *id => {
                             let bytes = self
-                                .pending
+                                .pending()?
                                 .remove(key.0.as_str())
                                 .map_err(s)?
                                 .map(|v| v.value().to_vec())
                                 .unwrap_or_default();
-                            self.parked
+                            self.parked()?
                                 .insert(key.0.as_str(), bytes.as_slice())
                                 .map_err(s)?;
                             OpOutcome::Matched(true)
@@ -239,7 +273,7 @@ impl Tx<'_> {
                         Some(k) => vec![k.0.clone()],
                         None => {
                             let mut v = Vec::new();
-                            for r in self.parked.iter().map_err(s)? {
+                            for r in self.parked()?.iter().map_err(s)? {
                                 let (k, _) = r.map_err(s)?;
                                 v.push(k.value().to_owned());
                             }
@@ -249,7 +283,7 @@ impl Tx<'_> {
                     let mut n = 0u32;
                     for k in keys {
                         let Some(bytes) = self
-                            .parked
+                            .parked()?
                             .remove(k.as_str())
                             .map_err(s)?
                             .map(|v| v.value().to_vec())
@@ -257,7 +291,7 @@ impl Tx<'_> {
                             continue;
                         };
                         n += 1;
-                        if self.pending.get(k.as_str()).map_err(s)?.is_some() {
+                        if self.pending()?.get(k.as_str()).map_err(s)?.is_some() {
                             // Pending holds a newer update: the parked one is superseded.
                             if let Ok((_, rec)) = decode::work(&bytes) {
                                 for h in rec.item.blob_refs() {
@@ -265,7 +299,7 @@ impl Tx<'_> {
                                 }
                             }
                         } else {
-                            self.pending
+                            self.pending()?
                                 .insert(k.as_str(), bytes.as_slice())
                                 .map_err(s)?;
                         }
@@ -274,7 +308,7 @@ impl Tx<'_> {
                 }
                 Op::SetTerm { term, identity } => {
                     ctx.term = *term;
-                    ctx.identity = Some(identity.0.clone());
+                    ctx.identity = Some(std::sync::Arc::from(identity.0.as_str()));
                     OpOutcome::Done
                 }
                 Op::MarkDispatched(seq) => {
@@ -287,17 +321,20 @@ impl Tx<'_> {
                     // stays available for drift repair and re-deployment after its events are
                     // trimmed. Take the new reference before dropping the old one (same render).
                     self.adjust(e.render, 1, 0)?;
-                    let bytes = codec::seal_value(
+                    let mut buf = std::mem::take(&mut self.buf);
+                    codec::seal_value_into(
+                        &mut buf,
                         crate::work::EndpointApplied::RECORD_KIND,
                         ctx.now,
                         ctx.term,
                         e,
                     );
                     let old = self
-                        .endpoints
-                        .insert(e.endpoint.as_str(), bytes.as_slice())
+                        .endpoints()?
+                        .insert(e.endpoint.as_str(), buf.as_slice())
                         .map_err(s)?
                         .map(|v| v.value().to_vec());
+                    self.buf = buf;
                     if let Some(old) = old {
                         self.release_endpoint_render(&old, e.endpoint.as_str())?;
                     }
@@ -305,7 +342,7 @@ impl Tx<'_> {
                 }
                 Op::RemoveEndpointApplied(url) => {
                     let old = self
-                        .endpoints
+                        .endpoints()?
                         .remove(url.as_str())
                         .map_err(s)?
                         .map(|v| v.value().to_vec());
@@ -315,15 +352,20 @@ impl Tx<'_> {
                     OpOutcome::Done
                 }
                 Op::PutPublishedCheckpoint(p) => {
-                    let bytes = codec::seal_value(
+                    let mut buf = std::mem::take(&mut self.buf);
+                    codec::seal_value_into(
+                        &mut buf,
                         crate::work::PublishedCheckpoint::RECORD_KIND,
                         ctx.now,
                         ctx.term,
                         p,
                     );
-                    self.published
-                        .insert(p.name.as_str(), bytes.as_slice())
-                        .map_err(s)?;
+                    let r = self
+                        .published()?
+                        .insert(p.name.as_str(), buf.as_slice())
+                        .map(|_| ());
+                    self.buf = buf;
+                    r.map_err(s)?;
                     OpOutcome::Done
                 }
                 Op::PutComponentCheckpoint(c) => {
@@ -332,7 +374,9 @@ impl Tx<'_> {
                     for h in c.state.renders() {
                         self.adjust(h, 1, 0)?;
                     }
-                    let bytes = codec::seal_value(
+                    let mut buf = std::mem::take(&mut self.buf);
+                    codec::seal_value_into(
+                        &mut buf,
                         crate::checkpoint::ComponentCheckpoint::RECORD_KIND,
                         ctx.now,
                         ctx.term,
@@ -340,10 +384,11 @@ impl Tx<'_> {
                     );
                     let key = c.state.component();
                     let old = self
-                        .components
-                        .insert(key, bytes.as_slice())
+                        .components()?
+                        .insert(key, buf.as_slice())
                         .map_err(s)?
                         .map(|v| v.value().to_vec());
+                    self.buf = buf;
                     if let Some(old) = old {
                         self.release_checkpoint_renders(&old, key)?;
                     }

@@ -11,17 +11,17 @@ use crate::error::AcceptError;
 use crate::ids::Checksum;
 
 impl Tx<'_> {
-    pub(super) fn blob_exists(&self, h: &Checksum) -> Result<bool, AcceptError> {
+    pub(super) fn blob_exists(&mut self, h: &Checksum) -> Result<bool, AcceptError> {
         Ok(self
-            .refs
+            .refs()?
             .get(h.as_bytes().as_slice())
             .map_err(AcceptError::storage)?
             .is_some())
     }
 
-    pub(super) fn counts(&self, h: &Checksum) -> Result<Option<(u64, u64)>, AcceptError> {
+    pub(super) fn counts(&mut self, h: &Checksum) -> Result<Option<(u64, u64)>, AcceptError> {
         Ok(self
-            .refs
+            .refs()?
             .get(h.as_bytes().as_slice())
             .map_err(AcceptError::storage)?
             .map(|v| v.value()))
@@ -38,7 +38,7 @@ impl Tx<'_> {
         };
         let r = r.saturating_add_signed(refs);
         let hd = hd.saturating_add_signed(holds);
-        self.refs
+        self.refs()?
             .insert(h.as_bytes().as_slice(), (r, hd))
             .map_err(AcceptError::storage)?;
         if r == 0 && hd == 0 {
@@ -84,11 +84,11 @@ impl Tx<'_> {
             if self.counts(&h)? != Some((0, 0)) {
                 continue;
             }
-            self.refs
+            self.refs()?
                 .remove(h.as_bytes().as_slice())
                 .map_err(AcceptError::storage)?;
             let removed = self
-                .blobs
+                .blobs()?
                 .remove(h.as_bytes().as_slice())
                 .map_err(AcceptError::storage)?
                 .map(|v| v.value().to_vec());

@@ -6,21 +6,33 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 
 use super::trim::compact;
-use super::{Reply, Request, Tx, WriterConfig};
+use super::{BatchReply, Ctx, Request, Tx, WriterConfig, send_group};
 use crate::batch::{Accepted, Op};
 use crate::db::{Db, Inner};
 use crate::error::AcceptError;
+use crate::ids::UnixMillis;
 
 /// Slack before auto-compaction: the file may exceed twice the used bytes by this much.
 const AUTO_COMPACT_SLACK_BYTES: u64 = 8 * 1024 * 1024;
 
+/// What the writer thread keeps between commits.
+#[derive(Default)]
+struct WriterState {
+    /// The meta counters as the last successful commit left them; `None` until first loaded,
+    /// and again after a failed commit (reloaded from meta then).
+    ctx: Option<Ctx>,
+    /// The sealing buffer every record is encoded into.
+    buf: Vec<u8>,
+}
+
 /// The writer loop. Returns when every sender is dropped.
 pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
     let mut since_trim = 0u32;
+    let mut state = WriterState::default();
+    let mut group: Vec<(Vec<Op>, BatchReply)> = Vec::new();
+    let mut compacts = Vec::new();
     while let Ok(first) = rx.recv() {
-        let mut group: Vec<(Vec<Op>, Reply)> = Vec::new();
-        let mut compacts = Vec::new();
-        let mut push = |r: Request, group: &mut Vec<(Vec<Op>, Reply)>| match r {
+        let mut push = |r: Request, group: &mut Vec<(Vec<Op>, BatchReply)>| match r {
             Request::Batch { ops, reply } => group.push((ops, reply)),
             Request::Compact { reply } => compacts.push(reply),
         };
@@ -37,7 +49,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
             if trim {
                 since_trim = 0;
             }
-            let used = commit_group(&inner, &cfg, group, trim);
+            let used = commit_group(&inner, &cfg, &mut state, &mut group, trim);
             if let (Some(used), Some(path)) = (used, &cfg.auto_compact_path) {
                 let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
                 if file
@@ -50,42 +62,49 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
                 }
             }
         }
-        for reply in compacts {
+        for reply in compacts.drain(..) {
             let _ = reply.send(compact(&inner));
         }
     }
 }
 
-/// Commits a group; returns the bytes redb uses (after a trim), for the auto-compaction check.
+/// Commits a group (answering and emptying it); returns the bytes redb uses (after a trim), for
+/// the auto-compaction check.
 fn commit_group(
     inner: &Inner,
     cfg: &WriterConfig,
-    mut group: Vec<(Vec<Op>, Reply)>,
+    state: &mut WriterState,
+    group: &mut Vec<(Vec<Op>, BatchReply)>,
     trim: bool,
 ) -> Option<u64> {
     // A request whose apply fails (not a storage error) is answered alone and the rest retried.
     loop {
-        match try_commit(inner, cfg, &group, trim) {
+        match try_commit(inner, cfg, state, group, trim) {
             Ok((results, used)) => {
-                for ((_, reply), r) in group.into_iter().zip(results) {
-                    let _ = reply.send(r);
-                }
+                send_group(
+                    group
+                        .drain(..)
+                        .zip(results)
+                        .map(|((ops, reply), r)| (reply, (r, ops))),
+                );
                 return used;
             }
             Err(GroupError::Request(i, e)) => {
-                let (_, reply) = group.remove(i);
-                let _ = reply.send(Err(e));
+                let (ops, reply) = group.remove(i);
+                reply.send((Err(e), ops));
                 if group.is_empty() {
                     return None;
                 }
             }
             Err(GroupError::Storage(e)) => {
+                // Reload the counters from meta before the next commit.
+                state.ctx = None;
                 inner
                     .counters
                     .failed_commits
                     .fetch_add(1, Ordering::Relaxed);
-                for (_, reply) in group {
-                    let _ = reply.send(Err(e.clone()));
+                for (ops, reply) in group.drain(..) {
+                    reply.send((Err(e.clone()), ops));
                 }
                 return None;
             }
@@ -104,7 +123,8 @@ enum GroupError {
 fn try_commit(
     inner: &Inner,
     cfg: &WriterConfig,
-    group: &[(Vec<Op>, Reply)],
+    state: &mut WriterState,
+    group: &[(Vec<Op>, BatchReply)],
     trim: bool,
 ) -> Result<GroupResults, GroupError> {
     let st = |e: redb::Error| GroupError::Storage(AcceptError::storage(e));
@@ -120,29 +140,44 @@ fn try_commit(
         .map_err(|e| st(e.into()))?;
     let mut results = Vec::with_capacity(group.len());
     let mut events = 0u64;
-    {
-        let mut tx = Tx::open(&txn).map_err(st)?;
-        let mut ctx = tx.load_ctx().map_err(GroupError::Storage)?;
-        for (i, (ops, _)) in group.iter().enumerate() {
-            match tx.validate(&ctx, ops) {
-                Ok(()) => {}
-                Err(e) => {
-                    results.push(Err(e));
-                    continue;
+    let ctx = {
+        let mut tx = Tx::new(&txn, std::mem::take(&mut state.buf));
+        let r = (|| {
+            let stored = match &state.ctx {
+                Some(c) => c.clone(),
+                None => {
+                    let c = tx.load_ctx().map_err(GroupError::Storage)?;
+                    state.ctx = Some(c.clone());
+                    c
+                }
+            };
+            let mut ctx = stored.clone();
+            ctx.now = UnixMillis::now();
+            for (i, (ops, _)) in group.iter().enumerate() {
+                match tx.validate(&ctx, ops) {
+                    Ok(()) => {}
+                    Err(e) => {
+                        results.push(Err(e));
+                        continue;
+                    }
+                }
+                events += ops.iter().filter(|o| matches!(o, Op::Event(_))).count() as u64;
+                match tx.apply(&mut ctx, ops) {
+                    Ok(a) => results.push(Ok(a)),
+                    Err(e @ AcceptError::Storage { .. }) => return Err(GroupError::Storage(e)),
+                    Err(e) => return Err(GroupError::Request(i, e)),
                 }
             }
-            events += ops.iter().filter(|o| matches!(o, Op::Event(_))).count() as u64;
-            match tx.apply(&mut ctx, ops) {
-                Ok(a) => results.push(Ok(a)),
-                Err(e @ AcceptError::Storage { .. }) => return Err(GroupError::Storage(e)),
-                Err(e) => return Err(GroupError::Request(i, e)),
+            if trim {
+                tx.trim(&ctx).map_err(GroupError::Storage)?;
             }
-        }
-        if trim {
-            tx.trim(&ctx).map_err(GroupError::Storage)?;
-        }
-        tx.store_ctx(&ctx).map_err(GroupError::Storage)?;
-    }
+            tx.store_ctx(&mut ctx, &stored)
+                .map_err(GroupError::Storage)?;
+            Ok(ctx)
+        })();
+        state.buf = tx.finish();
+        r?
+    };
     let used = if trim && cfg.auto_compact_path.is_some() {
         let st = txn.stats().map_err(|e| st(e.into()))?;
         Some(st.stored_bytes() + st.metadata_bytes() + st.fragmented_bytes())
@@ -152,6 +187,7 @@ fn try_commit(
     crate::crash_point!("journal::before_commit");
     txn.commit().map_err(|e| st(e.into()))?;
     crate::crash_point!("journal::after_commit");
+    state.ctx = Some(ctx);
     inner.counters.commits.fetch_add(1, Ordering::Relaxed);
     inner.counters.events.fetch_add(events, Ordering::Relaxed);
     inner
@@ -200,19 +236,28 @@ mod tests {
             auto_compact_path: None,
         };
         let mut group = Vec::new();
-        let mut rxs = Vec::new();
+        let mut results = Vec::new();
+        let mut waits = Vec::new();
         for i in 0..3u64 {
             let mut b = Batch::new();
             b.event(drift(i));
             if i == 1 {
                 b.push(Op::ReleaseBlob(Checksum::of(b"never stored")));
             }
+            // Each reply needs its own waiting thread (a thread reuses its slot).
             let (tx, rx) = sync_channel(1);
-            group.push((b.ops, tx));
-            rxs.push(rx);
+            waits.push(std::thread::spawn(move || {
+                let (reply, wait) = super::super::batch_reply();
+                tx.send(reply).unwrap();
+                wait.wait().unwrap().0
+            }));
+            group.push((b.ops, rx.recv().unwrap()));
         }
-        commit_group(&inner, &cfg, group, false);
-        let results: Vec<_> = rxs.into_iter().map(|rx| rx.recv().unwrap()).collect();
+        let mut state = WriterState::default();
+        commit_group(&inner, &cfg, &mut state, &mut group, false);
+        for w in waits {
+            results.push(w.join().unwrap());
+        }
         assert_eq!(results[0].as_ref().unwrap().seqs(), vec![Seq(1)]);
         assert!(matches!(results[1], Err(AcceptError::NoHold { .. })));
         assert_eq!(results[2].as_ref().unwrap().seqs(), vec![Seq(2)]);

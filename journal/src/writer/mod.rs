@@ -11,6 +11,7 @@
 //! ```
 //!
 //! - `group.rs`: the loop: drain a group of requests, commit it once, answer every caller.
+//! - `reply.rs`: the one-shot reply slot each caller waits on (reused per calling thread).
 //! - `tx.rs`: [`Tx`], the tables of one write transaction, and [`Ctx`], the meta counters.
 //! - `apply.rs`: validating and applying one request's operations.
 //! - `blobs.rs`: blob reference counts and collection of unreferenced blobs.
@@ -19,6 +20,7 @@
 mod apply;
 mod blobs;
 mod group;
+mod reply;
 mod trim;
 mod tx;
 
@@ -28,14 +30,17 @@ use crate::batch::{Accepted, Op};
 use crate::error::{AcceptError, CompactError};
 
 pub(crate) use group::run;
+pub(crate) use reply::{BatchReply, batch_reply, send_group};
 use tx::{Ctx, Tx};
 
-pub(crate) type Reply = SyncSender<Result<Accepted, AcceptError>>;
+/// What the writer hands back for one batch: its result, and its operations (so the caller's
+/// thread, not the writer, frees them).
+pub(crate) type BatchResult = (Result<Accepted, AcceptError>, Vec<Op>);
 
 pub(crate) enum Request {
     Batch {
         ops: Vec<Op>,
-        reply: Reply,
+        reply: BatchReply,
     },
     Compact {
         reply: SyncSender<Result<bool, CompactError>>,

@@ -11,7 +11,7 @@ use crate::work::Queue;
 
 impl Tx<'_> {
     /// The trim watermark: the lowest `Seq` that must stay (see `journal/DESIGN.md`).
-    pub(crate) fn watermark(&self, ctx: &Ctx) -> Result<u64, AcceptError> {
+    pub(crate) fn watermark(&mut self, ctx: &Ctx) -> Result<u64, AcceptError> {
         let s = AcceptError::storage;
         let mut w = ctx.dispatched + 1;
         let mut consider =
@@ -23,37 +23,39 @@ impl Tx<'_> {
                 }
                 Ok(())
             };
-        for (i, t) in self.fifo.iter().enumerate() {
-            let name = [
-                Queue::Publish,
-                Queue::PublishDeployed,
-                Queue::Invalid,
-                Queue::Verdict,
-            ][i]
-                .table_name();
-            for r in t.iter().map_err(s)? {
-                let (k, v) = r.map_err(s)?;
-                consider(v.value(), name, RecordKey::WorkId(k.value()))?;
-            }
-        }
-        for (t, name) in [
-            (&self.pending, "status_pending"),
-            (&self.parked, "status_parked"),
+        for q in [
+            Queue::Publish,
+            Queue::PublishDeployed,
+            Queue::Invalid,
+            Queue::Verdict,
         ] {
-            for r in t.iter().map_err(s)? {
+            for r in self.fifo(q)?.iter().map_err(s)? {
                 let (k, v) = r.map_err(s)?;
-                consider(v.value(), name, RecordKey::Text(k.value().to_owned()))?;
+                consider(v.value(), q.table_name(), RecordKey::WorkId(k.value()))?;
             }
         }
-        for (i, t) in self.slots.iter().enumerate() {
-            let name = [
-                Queue::DeployPending,
-                Queue::DeployInflight,
-                Queue::DrainCheckpoint,
-            ][i]
-                .table_name();
-            if let Some(v) = t.get(()).map_err(s)? {
-                consider(v.value(), name, RecordKey::Slot)?;
+        for q in [Queue::StatusPending, Queue::StatusParked] {
+            let t = if q == Queue::StatusParked {
+                self.parked()?
+            } else {
+                self.pending()?
+            };
+            for r in t.iter().map_err(s)? {
+                let (k, v) = r.map_err(s)?;
+                consider(
+                    v.value(),
+                    q.table_name(),
+                    RecordKey::Text(k.value().to_owned()),
+                )?;
+            }
+        }
+        for q in [
+            Queue::DeployPending,
+            Queue::DeployInflight,
+            Queue::DrainCheckpoint,
+        ] {
+            if let Some(v) = self.slot(q)?.get(()).map_err(s)? {
+                consider(v.value(), q.table_name(), RecordKey::Slot)?;
             }
         }
         Ok(w)
@@ -65,16 +67,20 @@ impl Tx<'_> {
         let w = self.watermark(ctx)?;
         let mut n = 0;
         loop {
-            let first = self
-                .events
-                .first()
-                .map_err(s)?
-                .map(|(k, v)| (k.value(), v.value().to_vec()));
-            let Some((seq, bytes)) = first else { break };
-            if seq >= w {
-                break;
+            let first = self.events()?.first().map_err(s)?.map(|(k, _)| k.value());
+            match first {
+                Some(seq) if seq < w => {}
+                _ => break,
             }
-            self.events.remove(seq).map_err(s)?;
+            let Some((seq, bytes)) = self
+                .events()?
+                .pop_first()
+                .map_err(s)?
+                .map(|(k, v)| (k.value(), v.value().to_vec()))
+            else {
+                break;
+            };
+            self.events_removed = true;
             let (_, e) = decode::event(&bytes).map_err(|reason| Corrupt {
                 table: "events",
                 key: RecordKey::Seq(seq),

@@ -1,5 +1,7 @@
 //! The tables of one write transaction ([`Tx`]) and the meta counters it carries ([`Ctx`]).
 
+use std::sync::Arc;
+
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
@@ -11,12 +13,21 @@ use crate::tables::{
 };
 use crate::work::{Queue, QueueShape, WorkItem, WorkKey, WorkRecord};
 
-/// Per-transaction counters, loaded from meta at `begin` and stored at the end.
+/// The meta counters, loaded once from meta and kept by the writer thread across commits (it
+/// owns every write transaction, so nobody else changes them while the journal is open).
+///
+/// `now` is set per transaction; the rest is what the last successful commit left. A group works
+/// on a copy: only a successful commit replaces the writer's copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Ctx {
     pub now: UnixMillis,
     pub term: Term,
-    pub identity: Option<String>,
+    pub identity: Option<Arc<str>>,
+    /// The `Seq` the next event gets: `max(meta next_seq, newest event + 1)`.
     pub next_seq: u64,
+    /// What meta's `next_seq` holds: a floor, written only by commits that delete events
+    /// (`journal/DESIGN.md`, invariant 1), so an event-only commit writes no meta key.
+    pub meta_next_seq: u64,
     pub next_work: u64,
     pub dispatched: u64,
 }
@@ -40,20 +51,37 @@ fn meta_u64(
     }
 }
 
+type StrTable<'t> = Table<'t, &'static str, &'static [u8]>;
+type IdTable<'t> = Table<'t, u64, &'static [u8]>;
+type KeyTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
+type RefsTable<'t> = Table<'t, &'static [u8], (u64, u64)>;
+type SlotTable<'t> = Table<'t, (), &'static [u8]>;
+
+/// The tables of one write transaction, each opened on first use.
+///
+/// Opening a redb table costs a table-directory lookup, and every open table is flushed and
+/// closed at commit, so a group opens only what its requests touch (an event-only group: `meta`
+/// and `events`).
 pub(crate) struct Tx<'t> {
-    pub meta: Table<'t, &'static str, &'static [u8]>,
-    pub events: Table<'t, u64, &'static [u8]>,
-    pub blobs: Table<'t, &'static [u8], &'static [u8]>,
-    pub refs: Table<'t, &'static [u8], (u64, u64)>,
-    pub fifo: [Table<'t, u64, &'static [u8]>; 4],
-    pub pending: Table<'t, &'static str, &'static [u8]>,
-    pub parked: Table<'t, &'static str, &'static [u8]>,
-    pub slots: [Table<'t, (), &'static [u8]>; 3],
-    pub endpoints: Table<'t, &'static str, &'static [u8]>,
-    pub published: Table<'t, &'static str, &'static [u8]>,
-    pub components: Table<'t, &'static str, &'static [u8]>,
+    txn: &'t WriteTransaction,
+    meta: Option<StrTable<'t>>,
+    events: Option<IdTable<'t>>,
+    blobs: Option<KeyTable<'t>>,
+    refs: Option<RefsTable<'t>>,
+    fifo: [Option<IdTable<'t>>; 4],
+    pending: Option<StrTable<'t>>,
+    parked: Option<StrTable<'t>>,
+    slots: [Option<SlotTable<'t>>; 3],
+    endpoints: Option<StrTable<'t>>,
+    published: Option<StrTable<'t>>,
+    components: Option<StrTable<'t>>,
     /// Blobs whose count may have reached zero in this request.
     pub(super) gc: Vec<Checksum>,
+    /// Whether this transaction deleted events (then meta `next_seq` must be written).
+    pub(super) events_removed: bool,
+    /// Scratch buffer every record of the transaction is sealed into (see
+    /// [`crate::codec::seal_value_into`]); owned by the writer and reused across transactions.
+    pub(super) buf: Vec<u8>,
 }
 
 fn fifo_index(q: Queue) -> usize {
@@ -73,99 +101,192 @@ fn slot_index(q: Queue) -> usize {
     }
 }
 
+/// Opens `def` into `slot` unless it is already open there; returns the table.
+fn lazy<'s, 't, K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &'t WriteTransaction,
+    slot: &'s mut Option<Table<'t, K, V>>,
+    def: redb::TableDefinition<K, V>,
+) -> Result<&'s mut Table<'t, K, V>, AcceptError> {
+    let table = match slot.take() {
+        Some(t) => t,
+        None => txn.open_table(def).map_err(AcceptError::storage)?,
+    };
+    Ok(slot.insert(table))
+}
+
 impl<'t> Tx<'t> {
-    pub(crate) fn open(txn: &'t WriteTransaction) -> Result<Self, redb::Error> {
-        Ok(Tx {
-            meta: txn.open_table(tables::META)?,
-            events: txn.open_table(tables::EVENTS)?,
-            blobs: txn.open_table(tables::BLOBS)?,
-            refs: txn.open_table(tables::BLOB_REFS)?,
-            fifo: [
-                txn.open_table(tables::PUBLISH_VALIDATED)?,
-                txn.open_table(tables::PUBLISH_DEPLOYED)?,
-                txn.open_table(tables::INVALID_PUBLISH)?,
-                txn.open_table(tables::VERDICT)?,
-            ],
-            pending: txn.open_table(tables::STATUS_PENDING)?,
-            parked: txn.open_table(tables::STATUS_PARKED)?,
-            slots: [
-                txn.open_table(tables::DEPLOY_PENDING)?,
-                txn.open_table(tables::DEPLOY_INFLIGHT)?,
-                txn.open_table(tables::DRAIN_CHECKPOINT)?,
-            ],
-            endpoints: txn.open_table(tables::ENDPOINT_APPLIED)?,
-            published: txn.open_table(tables::PUBLISHED_CHECKPOINT)?,
-            components: txn.open_table(tables::COMPONENT_STATE)?,
+    /// Tables of `txn`, none open yet; `buf` is the writer's sealing buffer.
+    pub(crate) fn new(txn: &'t WriteTransaction, buf: Vec<u8>) -> Self {
+        Tx {
+            txn,
+            meta: None,
+            events: None,
+            blobs: None,
+            refs: None,
+            fifo: [None, None, None, None],
+            pending: None,
+            parked: None,
+            slots: [None, None, None],
+            endpoints: None,
+            published: None,
+            components: None,
             gc: Vec::new(),
-        })
+            events_removed: false,
+            buf,
+        }
     }
 
-    pub(crate) fn load_ctx(&self) -> Result<Ctx, AcceptError> {
-        let identity = self
-            .meta
+    /// Closes the tables and gives back the sealing buffer.
+    pub(crate) fn finish(self) -> Vec<u8> {
+        self.buf
+    }
+
+    pub(super) fn meta(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.meta, tables::META)
+    }
+
+    pub(super) fn events(&mut self) -> Result<&mut IdTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.events, tables::EVENTS)
+    }
+
+    pub(super) fn blobs(&mut self) -> Result<&mut KeyTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.blobs, tables::BLOBS)
+    }
+
+    pub(super) fn refs(&mut self) -> Result<&mut RefsTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.refs, tables::BLOB_REFS)
+    }
+
+    pub(super) fn fifo(&mut self, q: Queue) -> Result<&mut IdTable<'t>, AcceptError> {
+        let i = fifo_index(q);
+        let def = [
+            tables::PUBLISH_VALIDATED,
+            tables::PUBLISH_DEPLOYED,
+            tables::INVALID_PUBLISH,
+            tables::VERDICT,
+        ][i];
+        lazy(self.txn, &mut self.fifo[i], def)
+    }
+
+    pub(super) fn pending(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.pending, tables::STATUS_PENDING)
+    }
+
+    pub(super) fn parked(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.parked, tables::STATUS_PARKED)
+    }
+
+    /// `status_parked` for [`Queue::StatusParked`], `status_pending` otherwise.
+    fn by_pod(&mut self, q: Queue) -> Result<&mut StrTable<'t>, AcceptError> {
+        if q == Queue::StatusParked {
+            self.parked()
+        } else {
+            self.pending()
+        }
+    }
+
+    pub(super) fn slot(&mut self, q: Queue) -> Result<&mut SlotTable<'t>, AcceptError> {
+        let i = slot_index(q);
+        let def = [
+            tables::DEPLOY_PENDING,
+            tables::DEPLOY_INFLIGHT,
+            tables::DRAIN_CHECKPOINT,
+        ][i];
+        lazy(self.txn, &mut self.slots[i], def)
+    }
+
+    pub(super) fn endpoints(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.endpoints, tables::ENDPOINT_APPLIED)
+    }
+
+    pub(super) fn published(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.published, tables::PUBLISHED_CHECKPOINT)
+    }
+
+    pub(super) fn components(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.components, tables::COMPONENT_STATE)
+    }
+
+    /// Reads the meta counters (the writer does this once, then keeps them; see [`Ctx`]).
+    pub(crate) fn load_ctx(&mut self) -> Result<Ctx, AcceptError> {
+        let newest = self
+            .events()?
+            .last()
+            .map_err(AcceptError::storage)?
+            .map(|(k, _)| k.value());
+        let meta = self.meta()?;
+        let identity = meta
             .get(META_IDENTITY)
             .map_err(AcceptError::storage)?
-            .map(|v| String::from_utf8_lossy(v.value()).into_owned());
+            .map(|v| Arc::from(String::from_utf8_lossy(v.value()).as_ref()));
+        let meta_next_seq = meta_u64(meta, META_NEXT_SEQ)?.unwrap_or(1);
         Ok(Ctx {
             now: UnixMillis::now(),
-            term: Term(meta_u64(&self.meta, META_TERM)?.unwrap_or(0)),
+            term: Term(meta_u64(meta, META_TERM)?.unwrap_or(0)),
             identity,
-            next_seq: meta_u64(&self.meta, META_NEXT_SEQ)?.unwrap_or(1),
-            next_work: meta_u64(&self.meta, META_NEXT_WORK_ID)?.unwrap_or(1),
-            dispatched: meta_u64(&self.meta, META_DISPATCHED)?.unwrap_or(0),
+            next_seq: crate::meta::next_seq(meta_next_seq, newest),
+            meta_next_seq,
+            next_work: meta_u64(meta, META_NEXT_WORK_ID)?.unwrap_or(1),
+            dispatched: meta_u64(meta, META_DISPATCHED)?.unwrap_or(0),
         })
     }
 
-    pub(crate) fn store_ctx(&mut self, ctx: &Ctx) -> Result<(), AcceptError> {
+    /// Writes the meta counters that differ from `stored` (what meta holds now); nothing when
+    /// none changed. `next_seq` is written only when this transaction deleted events: otherwise
+    /// the newest event implies it (invariant 1).
+    pub(crate) fn store_ctx(&mut self, ctx: &mut Ctx, stored: &Ctx) -> Result<(), AcceptError> {
         let s = AcceptError::storage;
-        self.meta
-            .insert(META_TERM, ctx.term.0.to_le_bytes().as_slice())
-            .map_err(s)?;
-        self.meta
-            .insert(META_NEXT_SEQ, ctx.next_seq.to_le_bytes().as_slice())
-            .map_err(s)?;
-        self.meta
-            .insert(META_NEXT_WORK_ID, ctx.next_work.to_le_bytes().as_slice())
-            .map_err(s)?;
-        self.meta
-            .insert(META_DISPATCHED, ctx.dispatched.to_le_bytes().as_slice())
-            .map_err(s)?;
-        if let Some(id) = &ctx.identity {
-            self.meta.insert(META_IDENTITY, id.as_bytes()).map_err(s)?;
+        if self.events_removed && ctx.next_seq != ctx.meta_next_seq {
+            ctx.meta_next_seq = ctx.next_seq;
+        }
+        let changed: [(&str, u64, u64); 4] = [
+            (META_TERM, ctx.term.0, stored.term.0),
+            (META_NEXT_SEQ, ctx.meta_next_seq, stored.meta_next_seq),
+            (META_NEXT_WORK_ID, ctx.next_work, stored.next_work),
+            (META_DISPATCHED, ctx.dispatched, stored.dispatched),
+        ];
+        for (key, new, old) in changed {
+            if new != old {
+                self.meta()?
+                    .insert(key, new.to_le_bytes().as_slice())
+                    .map_err(s)?;
+            }
+        }
+        if ctx.identity != stored.identity
+            && let Some(id) = &ctx.identity
+        {
+            self.meta()?
+                .insert(META_IDENTITY, id.as_bytes())
+                .map_err(s)?;
         }
         Ok(())
     }
 
     pub(super) fn read_work(
-        &self,
+        &mut self,
         queue: Queue,
         key: &WorkKey,
     ) -> Result<Option<WorkRecord>, AcceptError> {
+        let s = AcceptError::storage;
         let (bytes, rk) = match (queue.shape(), key) {
             (QueueShape::Fifo, WorkKey::Id(id)) => (
-                self.fifo[fifo_index(queue)]
+                self.fifo(queue)?
                     .get(id.0)
-                    .map_err(AcceptError::storage)?
+                    .map_err(s)?
                     .map(|v| v.value().to_vec()),
                 RecordKey::WorkId(id.0),
             ),
-            (QueueShape::ByPod, WorkKey::Pod(k)) => {
-                let t = if queue == Queue::StatusParked {
-                    &self.parked
-                } else {
-                    &self.pending
-                };
-                (
-                    t.get(k.0.as_str())
-                        .map_err(AcceptError::storage)?
-                        .map(|v| v.value().to_vec()),
-                    RecordKey::Text(k.0.clone()),
-                )
-            }
+            (QueueShape::ByPod, WorkKey::Pod(k)) => (
+                self.by_pod(queue)?
+                    .get(k.0.as_str())
+                    .map_err(s)?
+                    .map(|v| v.value().to_vec()),
+                RecordKey::Text(k.0.clone()),
+            ),
             (QueueShape::Slot, WorkKey::Slot) => (
-                self.slots[slot_index(queue)]
+                self.slot(queue)?
                     .get(())
-                    .map_err(AcceptError::storage)?
+                    .map_err(s)?
                     .map(|v| v.value().to_vec()),
                 RecordKey::Slot,
             ),
@@ -183,32 +304,24 @@ impl<'t> Tx<'t> {
         }
     }
 
-    pub(super) fn write_work(
+    /// Writes the record sealed in [`Self::buf`] under `key`.
+    pub(super) fn write_work_buf(
         &mut self,
         queue: Queue,
         key: &WorkKey,
-        bytes: &[u8],
     ) -> Result<(), AcceptError> {
         let s = AcceptError::storage;
-        match key {
-            WorkKey::Id(id) => {
-                self.fifo[fifo_index(queue)]
-                    .insert(id.0, bytes)
-                    .map_err(s)?;
-            }
-            WorkKey::Pod(k) => {
-                let t = if queue == Queue::StatusParked {
-                    &mut self.parked
-                } else {
-                    &mut self.pending
-                };
-                t.insert(k.0.as_str(), bytes).map_err(s)?;
-            }
-            WorkKey::Slot => {
-                self.slots[slot_index(queue)].insert((), bytes).map_err(s)?;
-            }
-        }
-        Ok(())
+        let buf = std::mem::take(&mut self.buf);
+        let r = match key {
+            WorkKey::Id(id) => self.fifo(queue)?.insert(id.0, buf.as_slice()).map(|_| ()),
+            WorkKey::Pod(k) => self
+                .by_pod(queue)?
+                .insert(k.0.as_str(), buf.as_slice())
+                .map(|_| ()),
+            WorkKey::Slot => self.slot(queue)?.insert((), buf.as_slice()).map(|_| ()),
+        };
+        self.buf = buf;
+        r.map_err(s)
     }
 
     /// Removes the record under `key`, releasing its blob references. Returns it.
@@ -222,18 +335,13 @@ impl<'t> Tx<'t> {
             let s = AcceptError::storage;
             match key {
                 WorkKey::Id(id) => {
-                    self.fifo[fifo_index(queue)].remove(id.0).map_err(s)?;
+                    self.fifo(queue)?.remove(id.0).map_err(s)?;
                 }
                 WorkKey::Pod(k) => {
-                    let t = if queue == Queue::StatusParked {
-                        &mut self.parked
-                    } else {
-                        &mut self.pending
-                    };
-                    t.remove(k.0.as_str()).map_err(s)?;
+                    self.by_pod(queue)?.remove(k.0.as_str()).map_err(s)?;
                 }
                 WorkKey::Slot => {
-                    self.slots[slot_index(queue)].remove(()).map_err(s)?;
+                    self.slot(queue)?.remove(()).map_err(s)?;
                 }
             }
         }

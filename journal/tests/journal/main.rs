@@ -10,6 +10,7 @@ mod crash;
 mod failpoints;
 pub mod fixtures;
 mod group_commit;
+mod hot_path;
 mod lost_writes;
 mod model;
 mod module_graph;

@@ -1,0 +1,81 @@
+//! The figure registry: each figure of issue 12 part 2 is one [`Figure`], run in number order.
+//!
+//! Adding a figure (3 end to end, 6 status coalescing, 7 fan-out, 8 reloads, 9 memory) is one
+//! module here and one entry in [`FIGURES`]: a `run` function that measures the figure and its
+//! reference side by side and returns [`Row`]s.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::report::Row;
+
+pub mod accept;
+pub mod floor;
+pub mod recovery;
+pub mod size;
+
+/// What every figure gets.
+#[derive(Debug)]
+pub struct Ctx {
+    /// Where the figure's files go (the journal's disk: its fsync rate is figure 1).
+    pub dir: PathBuf,
+    /// `--quick`: fewer samples and events (under 2 minutes in all).
+    pub quick: bool,
+    /// `--large`: also the 1 GiB journal cases.
+    pub large: bool,
+    /// This binary (figures that need a child process re-exec it with a hidden argument).
+    pub exe: PathBuf,
+}
+
+impl Ctx {
+    /// `full` in a full run, `quick` with `--quick`.
+    pub fn pick<T>(&self, quick: T, full: T) -> T {
+        if self.quick { quick } else { full }
+    }
+
+    /// A fresh sub-directory of [`Self::dir`] for one figure.
+    pub fn subdir(&self, name: &str) -> Result<PathBuf> {
+        let d = self.dir.join(name);
+        if d.exists() {
+            std::fs::remove_dir_all(&d)?;
+        }
+        std::fs::create_dir_all(&d)?;
+        Ok(d)
+    }
+}
+
+/// One figure.
+#[derive(Debug)]
+pub struct Figure {
+    /// Its number in issue 12.
+    pub id: u32,
+    /// Short name (`--only` accepts the number).
+    pub name: &'static str,
+    /// Measures it.
+    pub run: fn(&Ctx) -> Result<Vec<Row>>,
+}
+
+/// Every figure this binary measures, in order.
+pub const FIGURES: &[Figure] = &[
+    Figure {
+        id: 1,
+        name: "commit floor",
+        run: floor::run,
+    },
+    Figure {
+        id: 2,
+        name: "durable accept",
+        run: accept::run,
+    },
+    Figure {
+        id: 4,
+        name: "recovery",
+        run: recovery::run,
+    },
+    Figure {
+        id: 5,
+        name: "size",
+        run: size::run,
+    },
+];
