@@ -6,20 +6,32 @@
 //!  scheduler shell ── run(inflight WorkId, DeployRequest, cancel) ──► Deployer
 //!     DeploymentStarted ──► journal+dispatch
 //!     per endpoint (at most max_parallel Dataplane requests in flight, own timeout):
-//!        sync_endpoint: list storage, upload changed files, read config, POST raw?version=N
-//!        (409: re-read, bounded), poll Reload-ID (bounded), delete unreferenced files
+//!        sync_endpoint: read what the pod reports (listings, the render's files, raw config)
+//!          ─► decide::decide(running, render, known) ─► Vec<Operation>
+//!          ─► execute: files (skip_reload), POST raw?version=N or reload (409: re-read,
+//!             bounded), poll Reload-ID (bounded), delete unreferenced files
 //!        ──► one batch: endpoint_applied state + InstanceDeployed/InstanceDeploymentFailed
 //!            + ConfigAppliedToPod (skipped for a no-op unless a drift check)
 //!     one batch: DeploymentCompleted + DeployedConfigPublishRequest (when >= 1 pod took it)
 //!                + ack of the deploy-inflight slot (J3)
 //! ```
 //!
+//! What differs on a pod is decided by the pure [`decide`] from what the pod reports (content
+//! for maps and general files, metadata for certificates and CA files, content for the
+//! configuration), never from which journal wrote it: a restarted leader, a newly elected one
+//! with an empty journal and a rebuilt journal find a pod that runs the render equal and leave
+//! it alone (no write, no reload). The deployer keeps no decision state of its own;
+//! `endpoint_applied` (what each endpoint last ran) only hints at files that may be on disk but
+//! not loaded (see [`decide`]).
+//!
 //! # Inputs
-//! A journaled in-flight deployment (its [`WorkId`] and [`DeployRequest`]) and a cancel token.
+//! A journaled in-flight deployment (its [`WorkId`] and [`DeployRequest`]) and a cancel token;
+//! the render's blobs and the `endpoint_applied` rows from the journal; what each pod reports
+//! through its Dataplane API.
 //!
 //! # Effects
-//! Dataplane API calls (storage, raw configuration, reload polling); journal batches through
-//! the dispatcher.
+//! Dataplane API calls (storage reads and writes, raw configuration, reload polling), the
+//! [`Operation`]s [`decide`] lists for each pod; journal batches through the dispatcher.
 //!
 //! # Journal records
 //! Events `deployment.started`, `instance.deployed`, `instance.deployment.failed`,
@@ -31,9 +43,13 @@
 //! `deployer::before_completed`.
 //!
 //! # Metrics
-//! [`DeployerStats`]: deployments, endpoint successes/failures, reloads, drift detections.
+//! [`DeployerStats`]: deployments, endpoint successes/failures, reloads, drift detections,
+//! deposed runs.
 
+pub mod decide;
 pub mod sync;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +59,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use haptic_journal::{
-    Batch, Checksum, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
+    Batch, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
     SyncMetadata, UnixMillis, WorkId, WorkKey,
 };
 use tokio::sync::Semaphore;
@@ -52,7 +68,8 @@ use tokio_util::sync::CancellationToken;
 use crate::dataplane::{BasicAuth, Dataplane, Endpoint as DpEndpoint};
 use crate::dispatch::{DispatchError, DispatchHandle};
 
-pub use sync::{LoadedFile, LoadedRender, SyncError, SyncLimits, SyncReport, sync_endpoint};
+pub use decide::{KnownRun, LoadedFile, LoadedRender, Operation};
+pub use sync::{SyncError, SyncLimits, SyncReport, sync_endpoint};
 
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "deployer";
@@ -247,7 +264,7 @@ impl Deployer {
         for ep in &request.endpoints {
             let loaded = loaded.clone();
             let permits = permits.clone();
-            let prev = previous.get(ep.url.as_str()).cloned().unwrap_or_default();
+            let known = previous.get(ep.url.as_str()).cloned();
             futs.push(async move {
                 let t = Instant::now();
                 let result = match &loaded {
@@ -256,7 +273,7 @@ impl Deployer {
                         source: crate::dataplane::DataplaneError::NotFound { path: msg.clone() },
                         conflict_retries: 0,
                     }),
-                    Ok(render) => self.sync_one(ep, render, &prev, &permits).await,
+                    Ok(render) => self.sync_one(ep, render, known.as_ref(), &permits).await,
                 };
                 EndpointResult {
                     endpoint: ep.clone(),
@@ -396,7 +413,7 @@ impl Deployer {
         &self,
         ep: &haptic_journal::Endpoint,
         render: &LoadedRender,
-        previous: &BTreeMap<String, Checksum>,
+        known: Option<&KnownRun>,
         permits: &Arc<Semaphore>,
     ) -> Result<SyncReport, SyncError> {
         let Ok(url) = reqwest::Url::parse(ep.url.as_str()) else {
@@ -436,7 +453,7 @@ impl Deployer {
             sync_endpoint(
                 &client,
                 render,
-                previous,
+                known,
                 permits,
                 self.lease.as_ref(),
                 &self.settings.limits,
@@ -480,6 +497,7 @@ impl Deployer {
                 }
                 Ok(Ok(LoadedRender {
                     checksum,
+                    config_blob: render.config,
                     config: String::from_utf8_lossy(&config).into_owned(),
                     files,
                 }))
@@ -489,18 +507,23 @@ impl Deployer {
         .map_err(DispatchError::Join)?
     }
 
-    /// Per endpoint URL: the render paths and blobs it ran last (from `endpoint_applied` and the
-    /// render manifests still stored).
-    async fn previous_files(
-        &self,
-    ) -> Result<HashMap<String, BTreeMap<String, Checksum>>, DispatchError> {
+    /// Per endpoint URL: what this journal last recorded it running (`endpoint_applied` and the
+    /// render manifest it names, while stored). Only a hint of files that may be unloaded
+    /// ([`decide`]); equality is always decided from what the pod reports.
+    async fn previous_files(&self) -> Result<HashMap<String, KnownRun>, DispatchError> {
         let j = self.journal().clone();
         tokio::task::spawn_blocking(move || {
             let mut out = HashMap::new();
             for a in j.endpoints_applied().map_err(DispatchError::Read)? {
                 if let Some(r) = j.get_render(a.render).map_err(DispatchError::Read)? {
                     let files = r.files.into_iter().map(|f| (f.path, f.blob)).collect();
-                    out.insert(a.endpoint.to_string(), files);
+                    out.insert(
+                        a.endpoint.to_string(),
+                        KnownRun {
+                            config: r.config,
+                            files,
+                        },
+                    );
                 }
             }
             Ok(out)

@@ -6,6 +6,7 @@ mod corpus;
 mod drain;
 mod drift;
 mod drift_event;
+mod failover;
 mod faults;
 mod harness;
 mod one_reload;
