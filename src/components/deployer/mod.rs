@@ -11,7 +11,7 @@
 //!          ─► execute: files (skip_reload), POST raw?version=N or reload (409: re-read,
 //!             bounded), poll Reload-ID (bounded), delete unreferenced files
 //!        ──► one batch: endpoint_applied state + InstanceDeployed/InstanceDeploymentFailed
-//!            + ConfigAppliedToPod (skipped for a no-op unless a drift check)
+//!            + ConfigAppliedToPod (every synced endpoint, no-ops included)
 //!     one batch: DeploymentCompleted + DeployedConfigPublishRequest (when >= 1 pod took it)
 //!                + ack of the deploy-inflight slot (J3)
 //! ```
@@ -34,9 +34,17 @@
 //! [`Operation`]s [`decide`] lists for each pod; journal batches through the dispatcher.
 //!
 //! # Journal records
-//! Events `deployment.started`, `instance.deployed`, `instance.deployment.failed`,
-//! `config.applied.to.pod`, `deployment.completed`, `deployed.config.publish.request`; table
-//! `endpoint_applied`; ack of queue `deploy-inflight`.
+//! - `deployment.started`, once per run, before any Dataplane call;
+//! - per endpoint, one batch after its sync returned: table `endpoint_applied` (put on success:
+//!   render, configuration version, reload id; removed on failure) with `instance.deployed` or
+//!   `instance.deployment.failed`, and `config.applied.to.pod` for every synced endpoint, a
+//!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done, its
+//!   `operation_counts` are zero for a no-op, `error` is set on a failure). A resumed deployment
+//!   whose writes landed before a crash therefore still reports each pod's new state; the
+//!   publisher writes a pod's status only when it differs from what that pod runs;
+//! - after the last endpoint, one batch: `deployment.completed`,
+//!   `deployed.config.publish.request` (when at least one endpoint succeeded) and the ack of
+//!   queue `deploy-inflight` (J3).
 //!
 //! # Failpoints
 //! `deployer::after_endpoint_applied` (one endpoint journaled, deployment not completed),
@@ -305,7 +313,6 @@ impl Deployer {
                 fallback_used: true,
                 ..SyncMetadata::default()
             };
-            let publish_applied;
             match &r.result {
                 Ok(rep) => {
                     ok += 1;
@@ -323,7 +330,6 @@ impl Deployer {
                     sync.reload_id = rep.reload_id.clone();
                     sync.version_conflict_retries = rep.conflict_retries;
                     sync.operation_counts = rep.ops;
-                    publish_applied = rep.changed || drift;
                     if drift && rep.changed {
                         self.stats.drift_detected.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
@@ -363,7 +369,6 @@ impl Deployer {
                     tracing::warn!(pod = %r.endpoint.pod.name, error = %text, "endpoint deployment failed");
                     sync.version_conflict_retries = e.conflict_retries();
                     sync.error = Some(text.clone());
-                    publish_applied = true;
                     b.push(Op::RemoveEndpointApplied(r.endpoint.url.clone()));
                     b.event(Event::InstanceDeploymentFailed {
                         correlation: corr.clone(),
@@ -374,16 +379,17 @@ impl Deployer {
                     });
                 }
             }
-            if publish_applied {
-                b.event(Event::ConfigAppliedToPod {
-                    correlation: corr.clone(),
-                    runtime_config: request.runtime_config.clone(),
-                    pod: r.endpoint.pod.clone(),
-                    checksum: request.render,
-                    is_drift_check: drift,
-                    sync,
-                });
-            }
+            // Every synced endpoint is reported, a no-op included: a resumed deployment whose
+            // writes landed before a crash still reports each pod's new state (the publisher
+            // writes a pod's status only when it differs from what the pod runs).
+            b.event(Event::ConfigAppliedToPod {
+                correlation: corr.clone(),
+                runtime_config: request.runtime_config.clone(),
+                pod: r.endpoint.pod.clone(),
+                checksum: request.render,
+                is_drift_check: drift,
+                sync,
+            });
             self.dispatch.accept(b).await?;
             haptic_journal::crash_point!("deployer::after_endpoint_applied");
         }

@@ -200,6 +200,24 @@ fn site_answer(p: &PodInfo) -> String {
     )
 }
 
+/// ConfigAppliedToPod events of `render` without an error, by pod name.
+fn applied_to(h: &Harness, render: Checksum) -> Vec<(String, haptic_journal::SyncMetadata)> {
+    h.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ConfigAppliedToPod {
+                pod,
+                checksum,
+                sync,
+                ..
+            } if checksum == render && sync.error.is_none() => {
+                Some((pod.name.as_str().to_owned(), sync))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() {
     let sb = sandbox(2).await;
@@ -266,6 +284,18 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
         );
         assert_eq!(reloads(&sb, pod).await, *before, "{}: no reload", pod.name);
     }
+    // Every pod is still reported (a no-op included).
+    let applied = applied_to(&h, r);
+    for pod in &pods {
+        let sync = applied
+            .iter()
+            .find(|(name, _)| *name == pod.name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_else(|| panic!("{}: ConfigAppliedToPod reported: {applied:?}", pod.name));
+        assert!(!sync.reload_triggered, "{}", pod.name);
+        assert_eq!(sync.operation_counts.ssl_certs.modified, 0, "{}", pod.name);
+    }
+
     // A certificate re-issued under the same name and with the same size: uploaded, one reload.
     let reissued = std::fs::read(Path::new(FIXTURES).join("site-reissued.pem")).unwrap();
     assert_eq!(reissued.len(), corpus_file("05-tls/ssl/site.pem").len());

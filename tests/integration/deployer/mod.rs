@@ -13,4 +13,5 @@ mod one_reload;
 mod parallel;
 mod render_stream;
 mod restart;
+mod resume;
 mod timeout;
