@@ -5,7 +5,8 @@
 //! ```text
 //!  list maps/ssl_certificates/ssl_ca_files/general ─► read_plan ─► GET each render file present
 //!    (content; certificate metadata; CA count + entries) ─► GET configuration/raw
-//!  decide(running, render, known) ─► [files (skip_reload)] [push | reload] [deletes]
+//!  decide(running, render, known) ─► [files] [push | reload] [deletes]
+//!    (files skip the reload when the configuration changes; otherwise the last one reloads)
 //!  execute: POST/PUT files, POST raw?version=N (409: re-read, bounded), poll Reload-ID,
 //!           DELETE stale files (failures logged)
 //! ```
@@ -32,8 +33,9 @@ use super::decide::{CaFileEntries, KnownRun, Operation, RunningPod, Stored, deci
 pub use super::decide::{LoadedFile, LoadedRender};
 use crate::core::guard::LeaseGuard;
 
-/// CA-file entries read at most per CA file; a pod reporting more gets the file replaced
-/// instead of hundreds of reads.
+/// CA-file entries read at most per CA file. A pod reporting more is not read entry by entry:
+/// the file then compares as different and is replaced on every sync (bounded reads over a
+/// reload per sync for CA bundles of that size).
 const MAX_CA_ENTRIES_READ: u32 = 256;
 
 /// Bounds of one endpoint sync.
