@@ -8,6 +8,7 @@
 //!            push_raw_configuration(text, N, opts) POST .../configuration/raw?version=N  -> 202 + Reload-ID
 //!            reload_status / wait_for_reload       GET /v3/services/haproxy/reloads/{id}
 //!            list/get/create/replace/delete        .../storage/{maps,ssl_certificates,general}, .../runtime/ssl_ca_files
+//!            ssl_certificate_info / ca_file_info / ca_file_entry   metadata of certificates and CA files
 //! ```
 //!
 //! The client does one request per call and never retries: the deployer's pure decision code
@@ -17,8 +18,10 @@
 //! Content comparison: [`normalize_raw_config`] ignores the API's `# _version=` /
 //! `# _md5hash=` header lines, so a pod whose running file equals the desired config is not
 //! pushed (and not reloaded). The configuration version alone does not prove content
-//! (ecosystem.md A.3): compare content.
+//! (ecosystem.md A.3): compare content. Certificates and CA files, whose content the API does
+//! not return, are compared by the metadata it does return ([`cert`]).
 
+pub mod cert;
 mod client;
 mod error;
 mod normalize;
@@ -34,7 +37,7 @@ pub use error::DataplaneError;
 pub use haptic_journal::{ConfigVersion, ReloadId};
 pub use normalize::{normalize_raw_config, raw_configs_equal};
 pub use types::{
-    ApiInfo, BasicAuth, ClientSettings, HaproxyHealth, Health, Info, PushApplied, PushOptions,
-    PushOutcome, RawConfiguration, ReloadInfo, SslCertificateInfo, StorageKind,
+    ApiInfo, BasicAuth, CaFileInfo, ClientSettings, HaproxyHealth, Health, Info, PushApplied,
+    PushOptions, PushOutcome, RawConfiguration, ReloadInfo, SslCertificateInfo, StorageKind,
     StorageWriteOptions, StorageWriteOutcome, StoredFile,
 };

@@ -8,7 +8,8 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use super::client::{DataplaneClient, drain, header_reload_id, header_version};
 use super::error::DataplaneError;
 use super::types::{
-    SslCertificateInfo, StorageKind, StorageWriteOptions, StorageWriteOutcome, StoredFile,
+    CaFileInfo, SslCertificateInfo, StorageKind, StorageWriteOptions, StorageWriteOutcome,
+    StoredFile,
 };
 
 /// Multipart field that carries the file (ecosystem.md A.5).
@@ -63,6 +64,41 @@ impl DataplaneClient {
         );
         let resp = self.expect_success(self.send(req).await?).await?;
         self.json(resp, "certificate metadata").await
+    }
+
+    /// `GET .../runtime/ssl_ca_files/{name}`: the CA file's name and certificate count.
+    ///
+    /// # Errors
+    /// `NotFound` (`Fatal`) when no such CA file; `InvalidResponse` (`Fatal`) when the body is
+    /// not a JSON object; others as [`DataplaneClient::list_storage`].
+    pub async fn ca_file_info(&self, name: &str) -> Result<CaFileInfo, DataplaneError> {
+        let req = self.named(
+            Method::GET,
+            StorageKind::CaFile,
+            name,
+            StorageWriteOptions::default(),
+        );
+        let resp = self.expect_success(self.send(req).await?).await?;
+        self.json(resp, "ca file metadata").await
+    }
+
+    /// `GET .../runtime/ssl_ca_files/{name}/entries/{index}`: one certificate of a CA file
+    /// (`index` from 1, as HAProxy numbers them).
+    ///
+    /// # Errors
+    /// As [`DataplaneClient::ca_file_info`].
+    pub async fn ca_file_entry(
+        &self,
+        name: &str,
+        index: u32,
+    ) -> Result<SslCertificateInfo, DataplaneError> {
+        let index = index.to_string();
+        let mut segments = StorageKind::CaFile.segments().to_vec();
+        segments.extend([name, "entries", index.as_str()]);
+        let resp = self
+            .expect_success(self.send(self.request(Method::GET, &segments)).await?)
+            .await?;
+        self.json(resp, "ca file entry").await
     }
 
     /// `POST .../{kind}` multipart (`file_upload`, file name = `name`; general files also get

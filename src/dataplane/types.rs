@@ -165,20 +165,23 @@ impl HaproxyHealth {
     }
 }
 
-/// Where a file is stored on the pod (ecosystem.md A.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Where a file is stored on the pod (ecosystem.md A.5). Ordered as a sync writes them
+/// (certificates, then CA files, then general files and maps, as upstream does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum StorageKind {
-    /// `/v3/services/haproxy/storage/maps` (`/etc/haproxy/maps`); PUT is text/plain.
-    Map,
     /// `/v3/services/haproxy/storage/ssl_certificates` (`/etc/haproxy/ssl`); PEM with cert
     /// and key; PUT is text/plain; GET of one returns JSON metadata, not the PEM.
     SslCertificate,
+    /// `/v3/services/haproxy/runtime/ssl_ca_files`; POST and PUT multipart `file_upload`; GET
+    /// of one returns the entry count, `.../{name}/entries/{i}` each certificate's metadata
+    /// (not in ecosystem.md A.5: from the v3 specification and dataplaneapi's
+    /// `e2e/tests/runtime_ssl_ca_files`).
+    CaFile,
     /// `/v3/services/haproxy/storage/general` (`/etc/haproxy/general`); also crt-lists and
     /// error pages; PUT is multipart (v3.1+).
     General,
-    /// `/v3/services/haproxy/runtime/ssl_ca_files`; POST and PUT multipart `file_upload`
-    /// (not in ecosystem.md A.5: inferred from the v3 spec; verify against the sandbox).
-    CaFile,
+    /// `/v3/services/haproxy/storage/maps` (`/etc/haproxy/maps`); PUT is text/plain.
+    Map,
 }
 
 impl StorageKind {
@@ -233,15 +236,25 @@ pub struct StoredFile {
     /// Free-form description.
     #[serde(default)]
     pub description: Option<String>,
-    /// Size in bytes.
+    /// Size in bytes, when sent (released APIs leave it out of listings: read one file's
+    /// metadata instead).
     #[serde(default)]
     pub size: Option<i64>,
 }
 
-/// `GET /v3/services/haproxy/storage/ssl_certificates/{name}`: certificate metadata (the API
-/// does not return the PEM). Field names follow the v3 specification's `ssl_certificate`
-/// model (inferred, not in ecosystem.md A.5; verify against the sandbox); every field is
-/// optional and unknown ones are kept in `other`.
+/// The `ssl_certificate` model (client-native `specification/models/storage/ssl_certificate.yaml`):
+/// the metadata `GET /v3/services/haproxy/storage/ssl_certificates/{name}` answers for a stored
+/// certificate (the API does not return the PEM), and the shape of one CA-file entry
+/// (`GET .../runtime/ssl_ca_files/{name}/entries/{index}`). Every field is optional (empty ones
+/// are left out by the API); unknown ones are kept in `other`.
+///
+/// What released APIs fill (dataplaneapi v3.2 to v3.4, `GetOneStorageSSLCertificate`):
+/// `file`, `description`, `storage_name`, `size`, `not_before`, `not_after`, `issuers`,
+/// `domains`, `ip_addresses`, `subject`, `serial`. `sha256_finger_print` is in the model but
+/// not filled by those handlers (dataplaneapi pull request 396 adds it). A CA-file entry comes
+/// from HAProxy's `show ssl ca-file <name>:<index>`: `serial` in hex, `issuers` and `subject`
+/// as one-line DNs, `sha1_finger_print`, `algorithm`, `status`. Compared through
+/// [`super::cert`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct SslCertificateInfo {
     /// Name under which the API stores the file.
@@ -250,21 +263,59 @@ pub struct SslCertificateInfo {
     /// Absolute path on the pod.
     #[serde(default)]
     pub file: Option<String>,
-    /// Serial number.
+    /// File size in bytes (storage only).
+    #[serde(default)]
+    pub size: Option<i64>,
+    /// Serial number of the leaf: decimal from storage, hex from the runtime.
     #[serde(default)]
     pub serial: Option<String>,
-    /// Issuer(s).
+    /// Storage: the issuer common names of every certificate in the file, joined by `", "` in
+    /// no fixed order. Runtime: the issuer's one-line DN.
     #[serde(default)]
     pub issuers: Option<String>,
-    /// SHA-256 fingerprint of the certificate.
+    /// Storage: the leaf's common name. Runtime: its one-line DN.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// SHA-256 fingerprint of the leaf (`AB:CD:...`), when the API fills it.
     #[serde(default)]
     pub sha256_finger_print: Option<String>,
-    /// Expiry, as sent.
+    /// SHA-1 fingerprint, when the API fills it (runtime entries).
+    #[serde(default)]
+    pub sha1_finger_print: Option<String>,
+    /// Start of validity (RFC 3339), as sent.
+    #[serde(default)]
+    pub not_before: Option<String>,
+    /// Expiry (RFC 3339; the earliest of the file's certificates), as sent.
     #[serde(default)]
     pub not_after: Option<String>,
     /// Every other field as sent.
     #[serde(flatten)]
     pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The `ssl_ca_file` model: `GET /v3/services/haproxy/runtime/ssl_ca_files/{name}` (HAProxy's
+/// `show ssl ca-file`: the name and how many certificates it holds, e.g. `3 certificate(s)`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CaFileInfo {
+    /// Name of the CA file.
+    #[serde(default)]
+    pub storage_name: Option<String>,
+    /// Path, when sent.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// The certificate count as sent (`3 certificate(s)`).
+    #[serde(default)]
+    pub count: Option<String>,
+}
+
+impl CaFileInfo {
+    /// The number in `count`, when it has one.
+    #[must_use]
+    pub fn certificate_count(&self) -> Option<u32> {
+        let count = self.count.as_deref()?.trim();
+        let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    }
 }
 
 /// Answer of a successful storage create, replace or delete.

@@ -6,34 +6,58 @@
 //!  scheduler shell ── run(inflight WorkId, DeployRequest, cancel) ──► Deployer
 //!     DeploymentStarted ──► journal+dispatch
 //!     per endpoint (at most max_parallel Dataplane requests in flight, own timeout):
-//!        sync_endpoint: list storage, upload changed files, read config, POST raw?version=N
-//!        (409: re-read, bounded), poll Reload-ID (bounded), delete unreferenced files
+//!        sync_endpoint: read what the pod reports (listings, the render's files, raw config)
+//!          ─► decide::decide(running, render, known) ─► Vec<Operation>
+//!          ─► execute: files (skip_reload), POST raw?version=N or reload (409: re-read,
+//!             bounded), poll Reload-ID (bounded), delete unreferenced files
 //!        ──► one batch: endpoint_applied state + InstanceDeployed/InstanceDeploymentFailed
-//!            + ConfigAppliedToPod (skipped for a no-op unless a drift check)
+//!            + ConfigAppliedToPod (every synced endpoint, no-ops included)
 //!     one batch: DeploymentCompleted + DeployedConfigPublishRequest (when >= 1 pod took it)
 //!                + ack of the deploy-inflight slot (J3)
 //! ```
 //!
+//! What differs on a pod is decided by the pure [`decide`] from what the pod reports (content
+//! for maps and general files, metadata for certificates and CA files, content for the
+//! configuration), never from which journal wrote it: a restarted leader, a newly elected one
+//! with an empty journal and a rebuilt journal find a pod that runs the render equal and leave
+//! it alone (no write, no reload). The deployer keeps no decision state of its own;
+//! `endpoint_applied` (what each endpoint last ran) only hints at files that may be on disk but
+//! not loaded (see [`decide`]).
+//!
 //! # Inputs
-//! A journaled in-flight deployment (its [`WorkId`] and [`DeployRequest`]) and a cancel token.
+//! A journaled in-flight deployment (its [`WorkId`] and [`DeployRequest`]) and a cancel token;
+//! the render's blobs and the `endpoint_applied` rows from the journal; what each pod reports
+//! through its Dataplane API.
 //!
 //! # Effects
-//! Dataplane API calls (storage, raw configuration, reload polling); journal batches through
-//! the dispatcher.
+//! Dataplane API calls (storage reads and writes, raw configuration, reload polling), the
+//! [`Operation`]s [`decide`] lists for each pod; journal batches through the dispatcher.
 //!
 //! # Journal records
-//! Events `deployment.started`, `instance.deployed`, `instance.deployment.failed`,
-//! `config.applied.to.pod`, `deployment.completed`, `deployed.config.publish.request`; table
-//! `endpoint_applied`; ack of queue `deploy-inflight`.
+//! - `deployment.started`, once per run, before any Dataplane call;
+//! - per endpoint, one batch after its sync returned: table `endpoint_applied` (put on success:
+//!   render, configuration version, reload id; removed on failure) with `instance.deployed` or
+//!   `instance.deployment.failed`, and `config.applied.to.pod` for every synced endpoint, a
+//!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done, its
+//!   `operation_counts` are zero for a no-op, `error` is set on a failure). A resumed deployment
+//!   whose writes landed before a crash therefore still reports each pod's new state; the
+//!   publisher writes a pod's status only when it differs from what that pod runs;
+//! - after the last endpoint, one batch: `deployment.completed`,
+//!   `deployed.config.publish.request` (when at least one endpoint succeeded) and the ack of
+//!   queue `deploy-inflight` (J3).
 //!
 //! # Failpoints
 //! `deployer::after_endpoint_applied` (one endpoint journaled, deployment not completed),
 //! `deployer::before_completed`.
 //!
 //! # Metrics
-//! [`DeployerStats`]: deployments, endpoint successes/failures, reloads, drift detections.
+//! [`DeployerStats`]: deployments, endpoint successes/failures, reloads, drift detections,
+//! deposed runs.
 
+pub mod decide;
 pub mod sync;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +67,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use haptic_journal::{
-    Batch, Checksum, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
+    Batch, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
     SyncMetadata, UnixMillis, WorkId, WorkKey,
 };
 use tokio::sync::Semaphore;
@@ -52,7 +76,8 @@ use tokio_util::sync::CancellationToken;
 use crate::dataplane::{BasicAuth, Dataplane, Endpoint as DpEndpoint};
 use crate::dispatch::{DispatchError, DispatchHandle};
 
-pub use sync::{LoadedFile, LoadedRender, SyncError, SyncLimits, SyncReport, sync_endpoint};
+pub use decide::{KnownRun, LoadedFile, LoadedRender, Operation};
+pub use sync::{SyncError, SyncLimits, SyncReport, sync_endpoint};
 
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "deployer";
@@ -247,7 +272,7 @@ impl Deployer {
         for ep in &request.endpoints {
             let loaded = loaded.clone();
             let permits = permits.clone();
-            let prev = previous.get(ep.url.as_str()).cloned().unwrap_or_default();
+            let known = previous.get(ep.url.as_str()).cloned();
             futs.push(async move {
                 let t = Instant::now();
                 let result = match &loaded {
@@ -256,7 +281,7 @@ impl Deployer {
                         source: crate::dataplane::DataplaneError::NotFound { path: msg.clone() },
                         conflict_retries: 0,
                     }),
-                    Ok(render) => self.sync_one(ep, render, &prev, &permits).await,
+                    Ok(render) => self.sync_one(ep, render, known.as_ref(), &permits).await,
                 };
                 EndpointResult {
                     endpoint: ep.clone(),
@@ -288,7 +313,6 @@ impl Deployer {
                 fallback_used: true,
                 ..SyncMetadata::default()
             };
-            let publish_applied;
             match &r.result {
                 Ok(rep) => {
                     ok += 1;
@@ -306,7 +330,6 @@ impl Deployer {
                     sync.reload_id = rep.reload_id.clone();
                     sync.version_conflict_retries = rep.conflict_retries;
                     sync.operation_counts = rep.ops;
-                    publish_applied = rep.changed || drift;
                     if drift && rep.changed {
                         self.stats.drift_detected.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
@@ -346,7 +369,6 @@ impl Deployer {
                     tracing::warn!(pod = %r.endpoint.pod.name, error = %text, "endpoint deployment failed");
                     sync.version_conflict_retries = e.conflict_retries();
                     sync.error = Some(text.clone());
-                    publish_applied = true;
                     b.push(Op::RemoveEndpointApplied(r.endpoint.url.clone()));
                     b.event(Event::InstanceDeploymentFailed {
                         correlation: corr.clone(),
@@ -357,16 +379,17 @@ impl Deployer {
                     });
                 }
             }
-            if publish_applied {
-                b.event(Event::ConfigAppliedToPod {
-                    correlation: corr.clone(),
-                    runtime_config: request.runtime_config.clone(),
-                    pod: r.endpoint.pod.clone(),
-                    checksum: request.render,
-                    is_drift_check: drift,
-                    sync,
-                });
-            }
+            // Every synced endpoint is reported, a no-op included: a resumed deployment whose
+            // writes landed before a crash still reports each pod's new state (the publisher
+            // writes a pod's status only when it differs from what the pod runs).
+            b.event(Event::ConfigAppliedToPod {
+                correlation: corr.clone(),
+                runtime_config: request.runtime_config.clone(),
+                pod: r.endpoint.pod.clone(),
+                checksum: request.render,
+                is_drift_check: drift,
+                sync,
+            });
             self.dispatch.accept(b).await?;
             haptic_journal::crash_point!("deployer::after_endpoint_applied");
         }
@@ -396,7 +419,7 @@ impl Deployer {
         &self,
         ep: &haptic_journal::Endpoint,
         render: &LoadedRender,
-        previous: &BTreeMap<String, Checksum>,
+        known: Option<&KnownRun>,
         permits: &Arc<Semaphore>,
     ) -> Result<SyncReport, SyncError> {
         let Ok(url) = reqwest::Url::parse(ep.url.as_str()) else {
@@ -436,7 +459,7 @@ impl Deployer {
             sync_endpoint(
                 &client,
                 render,
-                previous,
+                known,
                 permits,
                 self.lease.as_ref(),
                 &self.settings.limits,
@@ -480,6 +503,7 @@ impl Deployer {
                 }
                 Ok(Ok(LoadedRender {
                     checksum,
+                    config_blob: render.config,
                     config: String::from_utf8_lossy(&config).into_owned(),
                     files,
                 }))
@@ -489,18 +513,23 @@ impl Deployer {
         .map_err(DispatchError::Join)?
     }
 
-    /// Per endpoint URL: the render paths and blobs it ran last (from `endpoint_applied` and the
-    /// render manifests still stored).
-    async fn previous_files(
-        &self,
-    ) -> Result<HashMap<String, BTreeMap<String, Checksum>>, DispatchError> {
+    /// Per endpoint URL: what this journal last recorded it running (`endpoint_applied` and the
+    /// render manifest it names, while stored). Only a hint of files that may be unloaded
+    /// ([`decide`]); equality is always decided from what the pod reports.
+    async fn previous_files(&self) -> Result<HashMap<String, KnownRun>, DispatchError> {
         let j = self.journal().clone();
         tokio::task::spawn_blocking(move || {
             let mut out = HashMap::new();
             for a in j.endpoints_applied().map_err(DispatchError::Read)? {
                 if let Some(r) = j.get_render(a.render).map_err(DispatchError::Read)? {
                     let files = r.files.into_iter().map(|f| (f.path, f.blob)).collect();
-                    out.insert(a.endpoint.to_string(), files);
+                    out.insert(
+                        a.endpoint.to_string(),
+                        KnownRun {
+                            config: r.config,
+                            files,
+                        },
+                    );
                 }
             }
             Ok(out)

@@ -1,70 +1,42 @@
-//! One endpoint's sync through the Dataplane API v3: aux files first, then the raw
-//! configuration with its version, reload polling, then removal of files no longer referenced.
+//! One endpoint's sync through the Dataplane API v3, as the executor of [`super::decide`]:
+//! read what the pod reports (storage listings, the render's files as each kind allows, the
+//! raw configuration), let [`decide`] list the operations, apply them in order, and report.
 //!
-//! One reload per sync: when the configuration changes, files are written with
-//! `skip_reload=true`, so HAProxy never runs the new files with the old configuration, and the
-//! raw push that follows does the single reload. When only files changed (the configuration is
-//! already the render's), all but the last write skip the reload and the last one reloads; when
-//! that write needs no reload (a certificate the configuration does not name) or files are on
-//! disk but not yet loaded, the same configuration is pushed again at the current version, the
-//! API's way to reload everything on disk (ecosystem.md A.2). Files no longer referenced are
-//! deleted last, with `skip_reload=true` (nothing running names them).
+//! ```text
+//!  list maps/ssl_certificates/ssl_ca_files/general ─► read_plan ─► GET each render file present
+//!    (content; certificate metadata; CA count + entries) ─► GET configuration/raw
+//!  decide(running, render, known) ─► [files] [push | reload] [deletes]
+//!    (files skip the reload when the configuration changes; otherwise the last one reloads)
+//!  execute: POST/PUT files, POST raw?version=N (409: re-read, bounded), poll Reload-ID,
+//!           DELETE stale files (failures logged)
+//! ```
 //!
-//! Idempotent by comparison: every file and the configuration are read back and compared before
-//! any write (the configuration ignoring the Dataplane's `# _version` / `# _md5hash` header
-//! lines), so a pod that already runs the render gets no write and no reload.
+//! No rule lives here: which files differ, whether the configuration is pushed or only reloaded,
+//! and what is deleted are [`decide`]'s. The executor only maps each operation to its requests,
+//! with the transport-level fallbacks an idempotent write needs (an upload answered 409 is
+//! replaced, a replace answered 404 is uploaded), the bounded 409 retries of the push, and
+//! reload polling. A pod that already runs the render gets reads only: no write, no reload.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use haptic_journal::{AuxKind, Checksum, ConfigVersion, OperationCounts, ReloadId};
+use haptic_journal::{ConfigVersion, OperationCounts, ReloadId};
 use tokio::sync::Semaphore;
 
 use crate::dataplane::{
     DataplaneClient, DataplaneError, PushOptions, StorageKind, StorageWriteOptions,
-    raw_configs_equal,
+    StorageWriteOutcome,
 };
 
+use super::decide::{CaFileEntries, KnownRun, Operation, RunningPod, Stored, decide, read_plan};
+pub use super::decide::{LoadedFile, LoadedRender};
 use crate::core::guard::LeaseGuard;
 
-/// One auxiliary file of the render being deployed.
-#[derive(Clone, Debug)]
-pub struct LoadedFile {
-    /// Kind.
-    pub kind: AuxKind,
-    /// Path in the render (`maps/hosts.map`).
-    pub path: String,
-    /// Blob key (sha256 of the content).
-    pub blob: Checksum,
-    /// Content.
-    pub content: Vec<u8>,
-}
-
-impl LoadedFile {
-    /// The Dataplane storage this file goes to.
-    #[must_use]
-    pub fn storage(&self) -> StorageKind {
-        StorageKind::from(self.kind)
-    }
-
-    /// The storage name (base name of the path).
-    #[must_use]
-    pub fn name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
-    }
-}
-
-/// The render being deployed, loaded from the journal's blobs.
-#[derive(Clone, Debug)]
-pub struct LoadedRender {
-    /// Render checksum.
-    pub checksum: Checksum,
-    /// `haproxy.cfg`.
-    pub config: String,
-    /// Auxiliary files.
-    pub files: Vec<LoadedFile>,
-}
+/// CA-file entries read at most per CA file. A pod reporting more is not read entry by entry:
+/// the file then compares as different and is replaced on every sync (bounded reads over a
+/// reload per sync for CA bundles of that size).
+const MAX_CA_ENTRIES_READ: u32 = 256;
 
 /// Bounds of one endpoint sync.
 #[derive(Clone, Debug)]
@@ -102,8 +74,10 @@ pub struct SyncReport {
     pub conflict_retries: u32,
     /// Writes by section.
     pub ops: OperationCounts,
-    /// What differed (`config`, `file maps/x.map`), for drift reports.
+    /// What differed (`config`, `file maps/x.map`, `reload`), for drift reports.
     pub differed: Vec<String>,
+    /// The operations [`decide`] listed, in order (empty: the pod already ran the render).
+    pub operations: Vec<Operation>,
 }
 
 /// Why a sync failed.
@@ -182,18 +156,17 @@ macro_rules! call {
     }};
 }
 
-fn storage_kinds() -> [StorageKind; 4] {
-    [
-        StorageKind::Map,
-        StorageKind::General,
-        StorageKind::SslCertificate,
-        StorageKind::CaFile,
-    ]
-}
+/// The storage listings a sync reads, in [`StorageKind`] order.
+const LISTED: [StorageKind; 4] = [
+    StorageKind::SslCertificate,
+    StorageKind::CaFile,
+    StorageKind::General,
+    StorageKind::Map,
+];
 
-/// Syncs one endpoint to `render`. `previous` maps render paths to the blobs the endpoint ran
-/// before (from the journal), used where the API cannot return a file's content (certificates
-/// and CA files: compared by size and the journaled blob).
+/// Syncs one endpoint to `render` (module doc). `known` is what this journal last recorded the
+/// endpoint running, if anything; it only tells whether files on disk may be unloaded
+/// ([`super::decide`]).
 ///
 /// # Errors
 /// [`SyncError`]; `retryable()` tells the scheduler whether to back off and retry.
@@ -201,193 +174,292 @@ fn storage_kinds() -> [StorageKind; 4] {
 /// # Cancel safety
 /// Dropping the future stops between or inside HTTP requests; a write that reached the pod is
 /// found equal by the next sync's comparison, so nothing is applied twice. A file written with
-/// `skip_reload` but not yet loaded (cancelled before the push) differs from `previous`, so the
-/// next sync still does the reload.
+/// `skip_reload` but not yet loaded (cancelled before the reload) differs from `known`, so the
+/// next sync by this journal still reloads.
 pub async fn sync_endpoint(
     client: &DataplaneClient,
     render: &LoadedRender,
-    previous: &BTreeMap<String, Checksum>,
+    known: Option<&KnownRun>,
     permits: &Arc<Semaphore>,
     lease: &dyn LeaseGuard,
     limits: &SyncLimits,
 ) -> Result<SyncReport, SyncError> {
     let calls = Calls { client, permits };
     let mut report = SyncReport::default();
-    let mut reloads: Vec<ReloadId> = Vec::new();
-    let mut reload_needed = false;
-
-    // 1. What the pod stores now.
-    let mut stored: HashMap<StorageKind, BTreeMap<String, Option<i64>>> = HashMap::new();
-    for kind in storage_kinds() {
-        let list = call!(calls, "list storage", 0, client.list_storage(kind))?;
-        report.ops.total_api_operations += 1;
-        let names = list
-            .into_iter()
-            .filter_map(|f| f.storage_name.map(|n| (n, f.size)))
-            .collect();
-        stored.insert(kind, names);
-    }
-
-    // 2. Which files differ (compared before any write).
-    let mut to_write: Vec<(&LoadedFile, bool)> = Vec::new();
-    for file in &render.files {
-        let kind = file.storage();
-        let name = file.name();
-        let existing = stored.get(&kind).and_then(|m| m.get(name)).copied();
-        let equal = match existing {
-            None => false,
-            Some(size) => match kind {
-                StorageKind::Map | StorageKind::General => {
-                    let body = call!(calls, "read file", 0, client.get_storage_file(kind, name))?;
-                    body == file.content
-                }
-                StorageKind::SslCertificate | StorageKind::CaFile => {
-                    size == Some(file.content.len() as i64)
-                        && previous.get(&file.path) == Some(&file.blob)
-                }
-            },
-        };
-        if equal {
-            // Stored but maybe never loaded: a sync cancelled between its `skip_reload` writes
-            // and its reload leaves the file on disk while the endpoint's journaled render
-            // still names the older blob. Reload so it takes effect.
-            if previous.get(&file.path).is_some_and(|b| *b != file.blob) {
-                reload_needed = true;
-            }
-            continue;
-        }
-        to_write.push((file, existing.is_some()));
-    }
-
-    // 3. The configuration as the pod runs it decides which request reloads (module doc).
-    let first_read = call!(calls, "read configuration", 0, client.raw_configuration())?;
-    let config_differs = !raw_configs_equal(&first_read.text, &render.config);
-    let mut first_read = Some(first_read);
-
-    // 4. Upload changed files before the configuration that needs them, with `skip_reload`;
-    //    with the configuration unchanged the last write reloads instead of the push.
-    let count = to_write.len();
-    let mut skipped_any = false;
-    for (i, (file, exists)) in to_write.into_iter().enumerate() {
-        let (kind, name) = (file.storage(), file.name());
+    let running = read_running(&calls, render, &mut report).await?;
+    report.version_after = Some(running.config.version);
+    let ops = decide(&running, render, known);
+    report.operations.clone_from(&ops);
+    // Reload IDs answered to `skip_reload` writes (certificate POST before v3.2): waited for
+    // after the push, which the same reload agent batches with them.
+    let mut pending_reloads: Vec<ReloadId> = Vec::new();
+    // Whether the last file write reloaded (answered a Reload-ID): a conditional reload is
+    // then not needed.
+    let mut write_reloaded = false;
+    for op in &ops {
         if !lease.is_valid() {
             return Err(SyncError::LeaseLost);
         }
-        let reload_here = !config_differs && i + 1 == count;
-        let opts = StorageWriteOptions {
-            skip_reload: !reload_here,
-            ..StorageWriteOptions::default()
-        };
-        let outcome = if exists {
-            call!(
-                calls,
-                "replace file",
-                0,
-                client.replace_storage_file(kind, name, &file.content, opts)
-            )?
-        } else {
-            call!(
-                calls,
-                "upload file",
-                0,
-                client.create_storage_file(kind, name, &file.content, opts)
-            )?
-        };
-        let counts = section(&mut report.ops, file.kind);
-        if exists {
-            counts.modified += 1;
-        } else {
-            counts.added += 1;
-        }
-        report.ops.total_api_operations += 1;
-        report.changed = true;
-        report.differed.push(format!("file {}", file.path));
-        match (reload_here, outcome.reload_id) {
-            (true, Some(id)) => {
-                // Loads every file on disk, the skipped ones too.
-                wait_reload(&calls, &id, limits, 0).await?;
-                report.reload_triggered = true;
-                report.reload_id = Some(id);
-                reload_needed = false;
-                skipped_any = false;
+        match op {
+            Operation::UploadFile {
+                kind,
+                name,
+                path,
+                skip_reload,
+                ..
             }
-            // Taken in without a reload (e.g. a certificate the configuration does not name):
-            // earlier skipped writes still need one, from the push below.
-            (true, None) => {}
-            // An API that reloads despite `skip_reload` (certificate POST before v3.2): waited
-            // for after the push, which the same reload agent batches with it.
-            (false, id) => {
-                skipped_any = true;
-                reloads.extend(id);
+            | Operation::ReplaceFile {
+                kind,
+                name,
+                path,
+                skip_reload,
+                ..
+            } => {
+                let content = render_content(render, path);
+                let exists = matches!(op, Operation::ReplaceFile { .. });
+                let (outcome, replaced) =
+                    write_file(&calls, *kind, name, content, exists, *skip_reload).await?;
+                let counts = section(&mut report.ops, *kind);
+                if replaced {
+                    counts.modified += 1;
+                } else {
+                    counts.added += 1;
+                }
+                report.ops.total_api_operations += 1;
+                report.changed = true;
+                report.differed.push(op.describe());
+                match (skip_reload, outcome.reload_id) {
+                    (false, Some(id)) => {
+                        // Loads every file on disk, the skipped ones too.
+                        wait_reload(&calls, &id, limits, 0).await?;
+                        report.reload_triggered = true;
+                        report.reload_id = Some(id);
+                        write_reloaded = true;
+                    }
+                    (false, None) => {}
+                    (true, id) => pending_reloads.extend(id),
+                }
+            }
+            Operation::Reload {
+                unless_reloaded: true,
+                ..
+            } if write_reloaded => {}
+            Operation::PushRawConfig { version } | Operation::Reload { version, .. } => {
+                push_config(&calls, render, *version, lease, limits, &mut report).await?;
+                report.differed.push(op.describe());
+            }
+            Operation::DeleteFile { kind, name } => {
+                let opts = StorageWriteOptions {
+                    skip_reload: true,
+                    ..StorageWriteOptions::default()
+                };
+                let deleted = {
+                    let _permit = calls.permits.acquire().await;
+                    client.delete_storage_file(*kind, name, opts).await
+                };
+                match deleted {
+                    Ok(_) => {
+                        section(&mut report.ops, *kind).removed += 1;
+                        report.changed = true;
+                        report.ops.total_api_operations += 1;
+                        report.differed.push(op.describe());
+                    }
+                    Err(DataplaneError::NotFound { .. }) => {}
+                    Err(e) => tracing::warn!(file = %name, error = %e, "stale file not deleted"),
+                }
             }
         }
     }
-    reload_needed |= skipped_any;
-
-    // 5. The configuration, conditional on its version; 409 = re-read and retry (bounded).
-    //    Pushed unchanged when files still need a reload: the API's one way to reload them all.
-    let mut retries = 0;
-    let mut version_override: Option<ConfigVersion> = None;
-    loop {
-        let current = match first_read.take() {
-            Some(c) => c,
-            None => call!(
-                calls,
-                "read configuration",
-                retries,
-                client.raw_configuration()
-            )?,
-        };
-        report.ops.total_api_operations += 1;
-        let config_equal = raw_configs_equal(&current.text, &render.config);
-        if config_equal && !reload_needed {
-            report.version_after = Some(current.version);
-            break;
+    for id in pending_reloads.drain(..) {
+        if report.reload_id.as_ref() != Some(&id) {
+            wait_reload(&calls, &id, limits, report.conflict_retries).await?;
         }
+        report.reload_triggered = true;
+    }
+    Ok(report)
+}
+
+/// Reads what [`decide`] compares: every listing, the render's files present on the pod, the
+/// configuration.
+async fn read_running(
+    calls: &Calls<'_>,
+    render: &LoadedRender,
+    report: &mut SyncReport,
+) -> Result<RunningPod, SyncError> {
+    let client = calls.client;
+    let mut listed: BTreeMap<StorageKind, BTreeSet<String>> = BTreeMap::new();
+    for kind in LISTED {
+        let list = call!(calls, "list storage", 0, client.list_storage(kind))?;
+        report.ops.total_api_operations += 1;
+        listed.insert(
+            kind,
+            list.into_iter().filter_map(|f| f.storage_name).collect(),
+        );
+    }
+    let mut files: BTreeMap<(StorageKind, String), Stored> = listed
+        .iter()
+        .flat_map(|(kind, names)| names.iter().map(|n| ((*kind, n.clone()), Stored::Listed)))
+        .collect();
+    for (kind, name) in read_plan(&listed, render) {
+        match read_stored(calls, kind, &name).await {
+            Ok(stored) => {
+                files.insert((kind, name), stored);
+            }
+            // Deleted between the listing and the read: missing.
+            Err(SyncError::Dataplane {
+                source: DataplaneError::NotFound { .. },
+                ..
+            }) => {
+                files.remove(&(kind, name));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let config = call!(calls, "read configuration", 0, client.raw_configuration())?;
+    report.ops.total_api_operations += 1;
+    Ok(RunningPod { config, files })
+}
+
+/// One stored file as its kind allows: raw content, certificate metadata, or CA entries.
+async fn read_stored(
+    calls: &Calls<'_>,
+    kind: StorageKind,
+    name: &str,
+) -> Result<Stored, SyncError> {
+    let client = calls.client;
+    Ok(match kind {
+        StorageKind::Map | StorageKind::General => Stored::Content(call!(
+            calls,
+            "read file",
+            0,
+            client.get_storage_file(kind, name)
+        )?),
+        StorageKind::SslCertificate => Stored::Certificate(Box::new(call!(
+            calls,
+            "read certificate",
+            0,
+            client.ssl_certificate_info(name)
+        )?)),
+        StorageKind::CaFile => {
+            let info = call!(calls, "read ca file", 0, client.ca_file_info(name))?;
+            let count = info.certificate_count();
+            let mut entries = Vec::new();
+            if let Some(n) = count.filter(|n| *n <= MAX_CA_ENTRIES_READ) {
+                for index in 1..=n {
+                    entries.push(call!(
+                        calls,
+                        "read ca file entry",
+                        0,
+                        client.ca_file_entry(name, index)
+                    )?);
+                }
+            }
+            Stored::CaFile(CaFileEntries { count, entries })
+        }
+    })
+}
+
+fn render_content<'r>(render: &'r LoadedRender, path: &str) -> &'r [u8] {
+    render
+        .files
+        .iter()
+        .find(|f| f.path == path)
+        .map_or(&[][..], |f| f.content.as_slice())
+}
+
+/// Writes one file: a create (`exists` false) or a replace; a create answered 409 is replaced
+/// and a replace answered 404 is created. Returns the outcome and whether it replaced.
+async fn write_file(
+    calls: &Calls<'_>,
+    kind: StorageKind,
+    name: &str,
+    content: &[u8],
+    exists: bool,
+    skip_reload: bool,
+) -> Result<(StorageWriteOutcome, bool), SyncError> {
+    let client = calls.client;
+    let opts = StorageWriteOptions {
+        skip_reload,
+        ..StorageWriteOptions::default()
+    };
+    let first = {
+        let _permit = calls.permits.acquire().await;
+        if exists {
+            client.replace_storage_file(kind, name, content, opts).await
+        } else {
+            client.create_storage_file(kind, name, content, opts).await
+        }
+    };
+    match first {
+        Ok(outcome) => Ok((outcome, exists)),
+        Err(DataplaneError::AlreadyExists { .. }) if !exists => call!(
+            calls,
+            "replace file",
+            0,
+            client.replace_storage_file(kind, name, content, opts)
+        )
+        .map(|o| (o, true)),
+        Err(DataplaneError::NotFound { .. }) if exists => call!(
+            calls,
+            "upload file",
+            0,
+            client.create_storage_file(kind, name, content, opts)
+        )
+        .map(|o| (o, false)),
+        Err(source) => Err(SyncError::Dataplane {
+            step: if exists {
+                "replace file"
+            } else {
+                "upload file"
+            },
+            source,
+            conflict_retries: 0,
+        }),
+    }
+}
+
+/// Pushes the render's configuration at `version`; a 409 re-reads the version (from the answer,
+/// else `GET .../version`: after a failed reload the raw file can show an older version than
+/// the API's in-memory one, ecosystem.md A.3) and retries, bounded. Waits for its reload.
+async fn push_config(
+    calls: &Calls<'_>,
+    render: &LoadedRender,
+    version: ConfigVersion,
+    lease: &dyn LeaseGuard,
+    limits: &SyncLimits,
+    report: &mut SyncReport,
+) -> Result<(), SyncError> {
+    let client = calls.client;
+    let mut retries = 0;
+    let mut version = version;
+    loop {
         if !lease.is_valid() {
             return Err(SyncError::LeaseLost);
         }
         let pushed = {
             let _permit = calls.permits.acquire().await;
             client
-                .push_raw_configuration(
-                    &render.config,
-                    version_override.unwrap_or(current.version),
-                    PushOptions::default(),
-                )
+                .push_raw_configuration(&render.config, version, PushOptions::default())
                 .await
         };
         report.ops.total_api_operations += 1;
         match pushed {
             Ok(outcome) => {
                 report.changed = true;
-                if !config_equal {
-                    report.differed.push("config".to_owned());
-                }
-                report.version_after = outcome
-                    .version_after
-                    .or(Some(ConfigVersion(current.version.0 + 1)));
+                report.version_after = outcome.version_after.or(Some(ConfigVersion(version.0 + 1)));
                 report.conflict_retries = retries;
                 if let Some(id) = outcome.reload_id {
-                    wait_reload(&calls, &id, limits, retries).await?;
+                    wait_reload(calls, &id, limits, retries).await?;
                     report.reload_triggered = true;
                     report.reload_id = Some(id);
                 }
-                for id in reloads.drain(..) {
-                    if report.reload_id.as_ref() != Some(&id) {
-                        wait_reload(&calls, &id, limits, retries).await?;
-                    }
-                    report.reload_triggered = true;
-                }
-                break;
+                return Ok(());
             }
             Err(DataplaneError::Conflict { actual, .. })
                 if retries < limits.max_conflict_retries =>
             {
-                // Re-read the version: after a failed reload the raw file can show an older
-                // version than the API's in-memory one (ecosystem.md A.3).
                 retries += 1;
-                version_override = Some(match actual {
+                version = match actual {
                     Some(v) => v,
                     None => call!(
                         calls,
@@ -395,7 +467,7 @@ pub async fn sync_endpoint(
                         retries,
                         client.configuration_version()
                     )?,
-                });
+                };
             }
             Err(DataplaneError::Conflict { .. }) => {
                 return Err(SyncError::ConflictsExhausted { retries });
@@ -409,62 +481,13 @@ pub async fn sync_endpoint(
             }
         }
     }
-    report.conflict_retries = retries;
-    for id in reloads.drain(..) {
-        if report.reload_id.as_ref() != Some(&id) {
-            wait_reload(&calls, &id, limits, retries).await?;
-        }
-        report.reload_triggered = true;
-    }
-
-    // 6. Files the render no longer references, once the configuration is live. Certificates
-    //    and CA files share one directory, so they are matched against both kinds.
-    let mut wanted: HashMap<StorageKind, BTreeSet<&str>> = HashMap::new();
-    for f in &render.files {
-        wanted.entry(f.storage()).or_default().insert(f.name());
-    }
-    let certs: BTreeSet<&str> = [StorageKind::SslCertificate, StorageKind::CaFile]
-        .iter()
-        .filter_map(|k| wanted.get(k))
-        .flatten()
-        .copied()
-        .collect();
-    for (kind, names) in &stored {
-        for name in names.keys() {
-            let keep = match kind {
-                StorageKind::SslCertificate | StorageKind::CaFile => certs.contains(name.as_str()),
-                _ => wanted.get(kind).is_some_and(|w| w.contains(name.as_str())),
-            };
-            if keep {
-                continue;
-            }
-            if !lease.is_valid() {
-                return Err(SyncError::LeaseLost);
-            }
-            let _permit = calls.permits.acquire().await;
-            let opts = StorageWriteOptions {
-                skip_reload: true,
-                ..StorageWriteOptions::default()
-            };
-            match client.delete_storage_file(*kind, name, opts).await {
-                Ok(_) => {
-                    report.changed = true;
-                    report.ops.total_api_operations += 1;
-                    report.differed.push(format!("stale file {name}"));
-                }
-                Err(DataplaneError::NotFound { .. }) => {}
-                Err(e) => tracing::warn!(file = %name, error = %e, "stale file not deleted"),
-            }
-        }
-    }
-    Ok(report)
 }
 
-fn section(ops: &mut OperationCounts, kind: AuxKind) -> &mut haptic_journal::ChangeCounts {
+fn section(ops: &mut OperationCounts, kind: StorageKind) -> &mut haptic_journal::ChangeCounts {
     match kind {
-        AuxKind::Map => &mut ops.maps,
-        AuxKind::Ssl | AuxKind::Ca => &mut ops.ssl_certs,
-        AuxKind::General | AuxKind::CrtList => &mut ops.general_files,
+        StorageKind::Map => &mut ops.maps,
+        StorageKind::SslCertificate | StorageKind::CaFile => &mut ops.ssl_certs,
+        StorageKind::General => &mut ops.general_files,
     }
 }
 

@@ -2017,3 +2017,181 @@ async fn pods_stale_cleanup_removes_dead_sandboxes_directories() {
     assert_eq!(own, std::process::id().to_string());
     sb.shutdown().await;
 }
+
+/// Certificate and CA-file metadata as the real API reports it (dataplaneapi v3.2
+/// `GetOneStorageSSLCertificate`, client-native `ParseCertificatesInfo`; HAProxy's
+/// `show ssl ca-file` through `runtime/ssl_ca_files`), computed from the stored PEM; values as
+/// `openssl x509 -serial -issuer -fingerprint -dates` prints them for the corpus files.
+#[tokio::test]
+async fn pods_certificate_metadata_is_what_the_real_api_reports() {
+    let l = lease();
+    let dp = Dp::new(&l.pod);
+    let r = dp
+        .push(&render("01-basic", "haproxy.cfg"), "&skip_reload=true")
+        .await;
+    assert_eq!(r.status(), 201);
+    for (kind, name) in [
+        ("storage/ssl_certificates", "site.pem"),
+        ("runtime/ssl_ca_files", "clients-ca.pem"),
+    ] {
+        let _ = dp
+            .req(
+                reqwest::Method::DELETE,
+                &format!("/v3/services/haproxy/{kind}/{name}"),
+            )
+            .send()
+            .await;
+    }
+    let get = |path: String| {
+        let req = dp.req(reqwest::Method::GET, &path);
+        async move {
+            let r = req.send().await.expect("get");
+            let status = r.status().as_u16();
+            (
+                status,
+                r.json::<serde_json::Value>().await.unwrap_or_default(),
+            )
+        }
+    };
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let site = render("05-tls", "ssl/site.pem");
+    let r = dp
+        .upload(
+            "storage/ssl_certificates",
+            "site.pem",
+            site.clone().into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let created: serde_json::Value = r.json().await.expect("json");
+    // Listing: name, path, description only (no size, no metadata).
+    let (status, list) = get("/v3/services/haproxy/storage/ssl_certificates".into()).await;
+    assert_eq!(status, 200);
+    let entry = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .find(|e| e["storage_name"] == "site.pem")
+        .expect("listed")
+        .clone();
+    assert_eq!(keys(&entry), ["description", "file", "storage_name"]);
+    assert_eq!(entry["description"], "managed SSL file");
+    // One certificate: the fields the real handler fills, empty ones left out (`domains` names
+    // only non-CA certificates, and the corpus one is `CA:TRUE`; no IP addresses).
+    let (status, one) = get("/v3/services/haproxy/storage/ssl_certificates/site.pem".into()).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        keys(&one),
+        [
+            "description",
+            "file",
+            "issuers",
+            "not_after",
+            "not_before",
+            "serial",
+            "size",
+            "storage_name",
+            "subject"
+        ]
+    );
+    assert_eq!(one["file"], "/etc/haproxy/ssl/site.pem");
+    assert_eq!(one["size"], site.len());
+    // serial=6D480BD9A95DF8A7594DDA5A5D4AB7DAEDF11939, in decimal
+    assert_eq!(
+        one["serial"],
+        "623886679975639042405780590102433805754648566073"
+    );
+    assert_eq!(one["issuers"], "site.haptic.test");
+    assert_eq!(one["subject"], "site.haptic.test");
+    assert_eq!(one["not_before"], "2026-11-30T05:49:15.000Z");
+    assert_eq!(one["not_after"], "2126-11-06T05:49:15.000Z");
+    assert!(
+        one.get("sha256_finger_print").is_none(),
+        "released handlers leave it out"
+    );
+    assert_eq!(created, one, "create answers the same model");
+    // A CA file through the runtime endpoint: its count, then each certificate as HAProxy
+    // prints it; certificates (with their key) are not CA files.
+    let r = dp
+        .upload(
+            "runtime/ssl_ca_files",
+            "clients-ca.pem",
+            render("07-ca", "ca/clients-ca.pem").into_bytes(),
+        )
+        .await;
+    assert_eq!(r.status(), 201);
+    let (status, cas) = get("/v3/services/haproxy/runtime/ssl_ca_files".into()).await;
+    assert_eq!(status, 200);
+    let names: Vec<&str> = cas
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|e| e["storage_name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"clients-ca.pem") && !names.contains(&"site.pem"),
+        "{names:?}"
+    );
+    let (status, ca) = get("/v3/services/haproxy/runtime/ssl_ca_files/clients-ca.pem".into()).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        ca,
+        serde_json::json!({"storage_name": "clients-ca.pem", "count": "1 certificate(s)"})
+    );
+    let (status, entry) =
+        get("/v3/services/haproxy/runtime/ssl_ca_files/clients-ca.pem/entries/1".into()).await;
+    assert_eq!(status, 200);
+    assert_eq!(entry["serial"], "49B82019AA272FCD22D641602DADC739163D9F14");
+    assert_eq!(entry["issuers"], "/CN=Haptic Test CA");
+    assert_eq!(entry["subject"], "/CN=Haptic Test CA");
+    assert_eq!(
+        entry["sha1_finger_print"],
+        "D62F0B1C37D39D671E7DFBD07F7AC933FBAD21BA"
+    );
+    assert_eq!(entry["algorithm"], "RSA2048");
+    assert_eq!(entry["not_after"], "2126-11-06T05:49:16.000Z");
+    let (status, _) =
+        get("/v3/services/haproxy/runtime/ssl_ca_files/clients-ca.pem/entries/2".into()).await;
+    assert_eq!(status, 404);
+    let (status, _) = get("/v3/services/haproxy/runtime/ssl_ca_files/site.pem".into()).await;
+    assert_eq!(status, 404, "a certificate is not a CA file");
+    // Replaced content: the metadata follows the stored file.
+    let reissued = read(&format!(
+        "{}/../tests/integration/deployer/fixtures/site-reissued.pem",
+        env!("CARGO_MANIFEST_DIR")
+    ));
+    let r = dp
+        .req(
+            reqwest::Method::PUT,
+            "/v3/services/haproxy/storage/ssl_certificates/site.pem?skip_reload=true",
+        )
+        .header("content-type", "text/plain")
+        .body(reissued)
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(r.status(), 200);
+    let (_, one) = get("/v3/services/haproxy/storage/ssl_certificates/site.pem".into()).await;
+    assert_eq!(
+        one["serial"],
+        "540946127350749713935599286303148716407392305153"
+    );
+    for (kind, name) in [
+        ("storage/ssl_certificates", "site.pem"),
+        ("runtime/ssl_ca_files", "clients-ca.pem"),
+    ] {
+        let r = dp
+            .req(
+                reqwest::Method::DELETE,
+                &format!("/v3/services/haproxy/{kind}/{name}"),
+            )
+            .send()
+            .await
+            .expect("delete");
+        assert_eq!(r.status(), 204, "{kind}/{name}");
+    }
+}

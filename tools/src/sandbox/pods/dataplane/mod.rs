@@ -2,6 +2,7 @@
 //! `/_sandbox/`. Served by our own accept loop (hyper) so that a scripted `drop` fault can close a
 //! connection without an answer.
 
+mod certinfo;
 mod hooks;
 mod raw;
 mod storage;

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use super::{PodCore, error, qbool, write_atomic};
+use super::{PodCore, certinfo, error, qbool, write_atomic};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -87,15 +87,80 @@ pub(super) fn routes() -> Router<Arc<PodCore>> {
                     .delete(move |s, p, q| delete(kind, s, p, q)),
             );
     }
-    r
+    r.route(
+        "/v3/services/haproxy/runtime/ssl_ca_files/{name}/entries/{index}",
+        get(ca_entry),
+    )
 }
 
-fn meta(core: &PodCore, kind: Kind, name: &str) -> serde_json::Value {
+/// `GET .../runtime/ssl_ca_files/{name}/entries/{index}` (index from 1): one certificate of a
+/// CA file (certinfo.rs).
+async fn ca_entry(
+    State(core): State<Arc<PodCore>>,
+    Path((name, index)): Path<(String, String)>,
+) -> Response {
+    let Some(name) = Kind::Ca.storage_name(&name) else {
+        return error(400, "invalid name");
+    };
+    let Ok(index) = index.parse::<usize>() else {
+        return error(400, "index must be a number");
+    };
+    let pem = match std::fs::read(core.fs.etc.join(Kind::Ca.dir()).join(&name)) {
+        Ok(b) if is_ca_file(&core, &name) => b,
+        _ => return error(404, format!("ca file {name} not found")),
+    };
+    match certinfo::ca_entry(&name, &pem, index) {
+        Some(v) => axum::Json(v).into_response(),
+        None => error(404, format!("ca file {name} has no certificate {index}")),
+    }
+}
+
+/// A listing entry, as the real handlers send it: name and path (no size), plus the count for
+/// CA files (`show ssl ca-file`: `3 certificate(s)`).
+fn listed(core: &PodCore, kind: Kind, name: &str) -> serde_json::Value {
     let path = format!("/etc/haproxy/{}/{name}", kind.dir());
-    let size = std::fs::metadata(core.fs.etc.join(kind.dir()).join(name))
-        .map(|m| m.len())
-        .unwrap_or(0);
-    json!({"storage_name": name, "file": path, "description": "", "size": size})
+    match kind {
+        Kind::Ca => ca_meta(core, name),
+        Kind::Map => json!({"storage_name": name, "file": path, "description": "managed map file"}),
+        Kind::Cert => {
+            json!({"storage_name": name, "file": path, "description": "managed SSL file"})
+        }
+        Kind::General | Kind::CrtList => {
+            json!({"storage_name": name, "file": path, "description": "managed general use file"})
+        }
+    }
+}
+
+/// What create/replace/GET answer for one stored file: the certificate model (certinfo.rs) for
+/// certificates, the listing entry with its size for the others.
+fn meta(core: &PodCore, kind: Kind, name: &str) -> serde_json::Value {
+    let on_disk = core.fs.etc.join(kind.dir()).join(name);
+    let path = format!("/etc/haproxy/{}/{name}", kind.dir());
+    match kind {
+        Kind::Cert => {
+            let pem = std::fs::read(&on_disk).unwrap_or_default();
+            certinfo::storage_certificate(name, &path, &pem)
+        }
+        _ => {
+            let mut v = listed(core, kind, name);
+            let size = std::fs::metadata(&on_disk).map(|m| m.len()).unwrap_or(0);
+            v["size"] = json!(size);
+            v
+        }
+    }
+}
+
+/// `GET .../runtime/ssl_ca_files/{name}`: the CA file and how many certificates it holds.
+fn ca_meta(core: &PodCore, name: &str) -> serde_json::Value {
+    let pem = std::fs::read(core.fs.etc.join(Kind::Ca.dir()).join(name)).unwrap_or_default();
+    json!({"storage_name": name, "count": format!("{} certificate(s)", certinfo::ca_count(&pem))})
+}
+
+/// A file of the SSL directory that holds a private key is a certificate, not a CA file (the
+/// real runtime lists the CA files HAProxy loaded; certificates must carry their key, §A.5).
+fn is_ca_file(core: &PodCore, name: &str) -> bool {
+    std::fs::read(core.fs.etc.join(Kind::Ca.dir()).join(name))
+        .is_ok_and(|b| !String::from_utf8_lossy(&b).contains("PRIVATE KEY-----"))
 }
 
 async fn list(
@@ -113,10 +178,13 @@ async fn list(
         })
         .unwrap_or_default();
     names.sort();
+    if kind == Kind::Ca {
+        names.retain(|n| is_ca_file(&core, n));
+    }
     axum::Json(
         names
             .iter()
-            .map(|n| meta(&core, kind, n))
+            .map(|n| listed(&core, kind, n))
             .collect::<Vec<_>>(),
     )
     .into_response()
@@ -134,8 +202,12 @@ async fn get_one(
     let Ok(bytes) = std::fs::read(&path) else {
         return error(404, format!("file {name} not found"));
     };
+    if kind == Kind::Ca && !is_ca_file(&core, &name) {
+        return error(404, format!("ca file {name} not found"));
+    }
     match kind {
-        Kind::Cert | Kind::Ca => axum::Json(meta(&core, kind, &name)).into_response(),
+        Kind::Cert => axum::Json(meta(&core, kind, &name)).into_response(),
+        Kind::Ca => axum::Json(ca_meta(&core, &name)).into_response(),
         _ => (
             StatusCode::OK,
             [("content-type", "application/octet-stream")],
@@ -193,6 +265,22 @@ fn check_pem(kind: Kind, bytes: &[u8]) -> Result<(), Response> {
     }
 }
 
+/// Whether HAProxy has the file loaded: the running configuration names it, or (certificates)
+/// a crt-list in `general/` does. A loaded certificate or CA file that is replaced without
+/// `skip_reload` takes effect at once in the real API (runtime `set ssl cert` / `set ssl
+/// ca-file` and commit); the sandbox gets the same effect with a reload.
+fn loaded(core: &PodCore, kind: Kind, name: &str) -> bool {
+    if referenced(core, kind, name) {
+        return true;
+    }
+    let pod_path = format!("/etc/haproxy/{}/{name}", kind.dir());
+    matches!(kind, Kind::Cert | Kind::Ca)
+        && std::fs::read_dir(core.fs.etc.join(Kind::General.dir())).is_ok_and(|rd| {
+            rd.filter_map(Result::ok)
+                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains(&pod_path)))
+        })
+}
+
 fn referenced(core: &PodCore, kind: Kind, name: &str) -> bool {
     let pod_path = format!("/etc/haproxy/{}/{name}", kind.dir());
     core.read_config().contains(&pod_path)
@@ -230,9 +318,9 @@ async fn create(
         return error(500, e.to_string());
     }
     let body = axum::Json(meta(&core, kind, &name));
-    // A new certificate the running config already names needs a reload (the real API tries a
+    // A new certificate the running config (or a crt-list) already names needs a reload (the real API tries a
     // runtime hot-add first and answers 202 + Reload-ID when it cannot; §A.5).
-    if kind == Kind::Cert && !qbool(&q, "skip_reload") && referenced(&core, kind, &name) {
+    if kind == Kind::Cert && !qbool(&q, "skip_reload") && loaded(&core, kind, &name) {
         let id = core.schedule_reload();
         return with_reload_id((StatusCode::ACCEPTED, body).into_response(), &id);
     }
@@ -277,7 +365,7 @@ async fn replace(
             (ok_status, axum::Json(meta(core, kind, &name))).into_response()
         }
     };
-    if skip || kind == Kind::Ca {
+    if skip {
         return ok(&core);
     }
     if force {
@@ -286,7 +374,7 @@ async fn replace(
             Err(msg) => error(400, msg),
         };
     }
-    if kind == Kind::Cert && !referenced(&core, kind, &name) {
+    if matches!(kind, Kind::Cert | Kind::Ca) && !loaded(&core, kind, &name) {
         return ok(&core);
     }
     let id = core.schedule_reload();

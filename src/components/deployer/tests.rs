@@ -1,0 +1,714 @@
+//! Table-driven `decide` tests: a pod's report plus a render give the operations, in order.
+//! Pods are described the way the Dataplane API reports them (content for maps and general
+//! files, the `ssl_certificate` metadata for certificates, count and entries for CA files).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use haptic_journal::{AuxKind, Checksum, ConfigVersion};
+
+use super::decide::{
+    CaFileEntries, FileReason, KnownRun, LoadedFile, LoadedRender, Operation, ReloadReason,
+    RunningPod, Stored, decide, read_plan,
+};
+use crate::dataplane::{RawConfiguration, SslCertificateInfo, StorageKind};
+
+mod fixtures {
+    use super::*;
+    use x509_parser::pem::Pem;
+
+    pub const RENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/renders");
+    pub const FIXTURES: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/integration/deployer/fixtures"
+    );
+
+    pub fn file(kind: AuxKind, path: &str, content: &[u8]) -> LoadedFile {
+        LoadedFile {
+            kind,
+            path: path.to_owned(),
+            blob: Checksum::of(content),
+            content: content.to_vec(),
+        }
+    }
+
+    pub fn render(config: &str, files: Vec<LoadedFile>) -> LoadedRender {
+        LoadedRender {
+            checksum: Checksum::of(config.as_bytes()),
+            config_blob: Checksum::of(config.as_bytes()),
+            config: config.to_owned(),
+            files,
+        }
+    }
+
+    /// A corpus render, read as the render directory lays it out.
+    pub fn corpus(name: &str) -> LoadedRender {
+        let dir = Path::new(RENDERS).join(name);
+        let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
+        let mut files = Vec::new();
+        for (folder, kind) in [
+            ("maps", AuxKind::Map),
+            ("ssl", AuxKind::Ssl),
+            ("ca", AuxKind::Ca),
+            ("general", AuxKind::General),
+            ("crt-lists", AuxKind::CrtList),
+        ] {
+            let Ok(rd) = std::fs::read_dir(dir.join(folder)) else {
+                continue;
+            };
+            let mut paths: Vec<_> = rd.map(|e| e.unwrap().path()).collect();
+            paths.sort();
+            for p in paths {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                files.push(file(
+                    kind,
+                    &format!("{folder}/{name}"),
+                    &std::fs::read(&p).unwrap(),
+                ));
+            }
+        }
+        render(&config, files)
+    }
+
+    pub fn corpus_names() -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(RENDERS)
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.path().join("haproxy.cfg").exists())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert!(names.len() >= 10, "corpus renders found: {names:?}");
+        names
+    }
+
+    pub fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(Path::new(FIXTURES).join(name)).unwrap()
+    }
+
+    /// The configuration as the API stores it: its own header lines first.
+    pub fn stored_config(text: &str, version: i64) -> RawConfiguration {
+        RawConfiguration {
+            text: format!("# _version={version}\n{text}"),
+            version: ConfigVersion(version),
+            configuration_checksum: None,
+        }
+    }
+
+    fn certificates(pem: &[u8]) -> Vec<Vec<u8>> {
+        Pem::iter_from_buffer(pem)
+            .map(Result::unwrap)
+            .filter(|p| p.label == "CERTIFICATE")
+            .map(|p| p.contents)
+            .collect()
+    }
+
+    /// What `GET .../storage/ssl_certificates/{name}` answers for a single-certificate PEM
+    /// (client-native: decimal serial, issuer common names joined in no fixed order, size).
+    pub fn reported_certificate(pem: &[u8]) -> SslCertificateInfo {
+        let ders = certificates(pem);
+        let (_, c) = x509_parser::parse_x509_certificate(&ders[0]).unwrap();
+        let cn = |n: &x509_parser::x509::X509Name<'_>| {
+            n.iter_common_name()
+                .next()
+                .map(|a| a.as_str().unwrap().to_owned())
+        };
+        SslCertificateInfo {
+            size: Some(pem.len() as i64),
+            serial: Some(c.tbs_certificate.serial.to_string()),
+            issuers: cn(c.issuer()),
+            subject: cn(c.subject()),
+            ..SslCertificateInfo::default()
+        }
+    }
+
+    /// What `GET .../runtime/ssl_ca_files/{name}` and its entries answer (HAProxy: hex serial,
+    /// one-line DN issuer, SHA-1 fingerprint without separators).
+    pub fn reported_ca(pem: &[u8]) -> CaFileEntries {
+        use sha1::Digest as _;
+        let ders = certificates(pem);
+        let entries = ders
+            .iter()
+            .map(|der| {
+                let (_, c) = x509_parser::parse_x509_certificate(der).unwrap();
+                let cn = c
+                    .issuer()
+                    .iter_common_name()
+                    .next()
+                    .map(|a| a.as_str().unwrap().to_owned())
+                    .unwrap_or_default();
+                SslCertificateInfo {
+                    serial: Some(hex::encode_upper(c.raw_serial())),
+                    issuers: Some(format!("/CN={cn}")),
+                    sha1_finger_print: Some(hex::encode_upper(sha1::Sha1::digest(der))),
+                    ..SslCertificateInfo::default()
+                }
+            })
+            .collect::<Vec<_>>();
+        CaFileEntries {
+            count: Some(entries.len() as u32),
+            entries,
+        }
+    }
+
+    /// A pod that stores nothing and runs another configuration.
+    pub fn empty_pod() -> RunningPod {
+        RunningPod {
+            config: stored_config("global\n    daemon\n", 1),
+            files: BTreeMap::new(),
+        }
+    }
+
+    /// A pod that runs `render` exactly, as the API reports it.
+    pub fn pod_running(render: &LoadedRender, version: i64) -> RunningPod {
+        let mut files = BTreeMap::new();
+        for f in &render.files {
+            let stored = match f.storage() {
+                StorageKind::Map | StorageKind::General => Stored::Content(f.content.clone()),
+                StorageKind::SslCertificate => {
+                    Stored::Certificate(Box::new(reported_certificate(&f.content)))
+                }
+                StorageKind::CaFile => Stored::CaFile(reported_ca(&f.content)),
+            };
+            files.insert((f.storage(), f.name().to_owned()), stored);
+        }
+        RunningPod {
+            config: stored_config(&render.config, version),
+            files,
+        }
+    }
+
+    pub fn known(render: &LoadedRender) -> KnownRun {
+        KnownRun {
+            config: render.config_blob,
+            files: render
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.blob))
+                .collect(),
+        }
+    }
+}
+
+use fixtures::*;
+
+fn site() -> Vec<u8> {
+    std::fs::read(Path::new(RENDERS).join("05-tls/ssl/site.pem")).unwrap()
+}
+
+fn cert_pod(info: SslCertificateInfo) -> (RunningPod, LoadedRender) {
+    let r = render(
+        "frontend f\n    bind *:443 ssl crt /etc/haproxy/ssl/site.pem\n",
+        vec![file(AuxKind::Ssl, "ssl/site.pem", &site())],
+    );
+    let mut pod = pod_running(&r, 4);
+    pod.files.insert(
+        (StorageKind::SslCertificate, "site.pem".into()),
+        Stored::Certificate(Box::new(info)),
+    );
+    (pod, r)
+}
+
+fn replaced_because(ops: &[Operation]) -> Option<FileReason> {
+    ops.iter().find_map(|op| match op {
+        Operation::ReplaceFile { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_pod_that_runs_the_render_gets_nothing_for_every_corpus_render() {
+    for name in corpus_names() {
+        let r = corpus(&name);
+        let pod = pod_running(&r, 7);
+        assert_eq!(decide(&pod, &r, None), vec![], "{name}: no known run");
+        assert_eq!(
+            decide(&pod, &r, Some(&known(&r))),
+            vec![],
+            "{name}: known to run it"
+        );
+    }
+}
+
+#[test]
+fn an_empty_pod_gets_every_file_then_one_push_for_every_corpus_render() {
+    for name in corpus_names() {
+        let r = corpus(&name);
+        let ops = decide(&empty_pod(), &r, None);
+        let uploads = ops
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    Operation::UploadFile {
+                        reason: FileReason::Missing,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(uploads, r.files.len(), "{name}: {ops:?}");
+        assert_eq!(
+            ops.last(),
+            Some(&Operation::PushRawConfig {
+                version: ConfigVersion(1)
+            }),
+            "{name}: files first, one push last: {ops:?}"
+        );
+        assert_eq!(ops.iter().filter(|o| o.reloads()).count(), 1, "{name}");
+    }
+}
+
+#[test]
+fn corpus_stream_each_step_writes_only_what_changed_and_reloads_once() {
+    let names = corpus_names();
+    for pair in names.windows(2) {
+        let (from, to) = (corpus(&pair[0]), corpus(&pair[1]));
+        let pod = pod_running(&from, 3);
+        let ops = decide(&pod, &to, Some(&known(&from)));
+        let reloads = ops.iter().filter(|o| o.reloads()).count();
+        assert!(reloads <= 1, "{} -> {}: {ops:?}", pair[0], pair[1]);
+        let config_at = ops.iter().position(|o| {
+            matches!(
+                o,
+                Operation::PushRawConfig { .. } | Operation::Reload { .. }
+            )
+        });
+        let last_write = ops.iter().rposition(|o| {
+            matches!(
+                o,
+                Operation::UploadFile { .. } | Operation::ReplaceFile { .. }
+            )
+        });
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Operation::UploadFile { path, .. } | Operation::ReplaceFile { path, .. } => {
+                    assert!(config_at.is_none_or(|p| i < p), "files before the push");
+                    let old = from.files.iter().find(|f| f.path == *path);
+                    let new = to.files.iter().find(|f| f.path == *path).unwrap();
+                    assert!(
+                        old.is_none_or(|o| o.content != new.content),
+                        "{} -> {}: {path} unchanged but written",
+                        pair[0],
+                        pair[1]
+                    );
+                }
+                Operation::DeleteFile { name, .. } => {
+                    assert!(config_at.is_none_or(|p| i > p), "deletes last");
+                    assert!(last_write.is_none_or(|w| i > w), "deletes last");
+                    assert!(!to.files.iter().any(|f| f.name() == name));
+                }
+                _ => {}
+            }
+        }
+        if reloads == 0 {
+            assert!(
+                last_write.is_none() && config_at.is_none(),
+                "{} -> {}: something written without a reload: {ops:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+        // Every file the new render adds or changes is written.
+        for f in &to.files {
+            let same = from
+                .files
+                .iter()
+                .any(|o| o.path == f.path && o.content == f.content);
+            let written = ops.iter().any(|o| {
+                matches!(o, Operation::UploadFile { path, .. } | Operation::ReplaceFile { path, .. } if *path == f.path)
+            });
+            assert_eq!(written, !same, "{} -> {}: {}", pair[0], pair[1], f.path);
+        }
+    }
+}
+
+#[test]
+fn order_certificates_ca_general_maps_then_push_then_deletes() {
+    let r = render(
+        "cfg\n",
+        vec![
+            file(AuxKind::Map, "maps/a.map", b"a 1\n"),
+            file(AuxKind::CrtList, "crt-lists/l.crtlist", b"x\n"),
+            file(AuxKind::Ca, "ca/ca.pem", b"ca"),
+            file(AuxKind::Ssl, "ssl/s.pem", b"s"),
+        ],
+    );
+    let mut pod = empty_pod();
+    pod.files
+        .insert((StorageKind::Map, "old.map".into()), Stored::Listed);
+    let kinds: Vec<(StorageKind, &str)> = decide(&pod, &r, None)
+        .iter()
+        .map(|o| match o {
+            Operation::UploadFile { kind, .. } => (*kind, "upload"),
+            Operation::DeleteFile { kind, .. } => (*kind, "delete"),
+            Operation::PushRawConfig { .. } => (StorageKind::Map, "push"),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (StorageKind::SslCertificate, "upload"),
+            (StorageKind::CaFile, "upload"),
+            (StorageKind::General, "upload"),
+            (StorageKind::Map, "upload"),
+            (StorageKind::Map, "push"),
+            (StorageKind::Map, "delete"),
+        ]
+    );
+}
+
+#[test]
+fn maps_and_general_files_are_compared_by_content() {
+    let r = corpus("03-maps-changed");
+    let mut pod = pod_running(&r, 5);
+    pod.files.insert(
+        (StorageKind::Map, "hosts.map".into()),
+        Stored::Content(b"shop.haptic.test shop-v1\n".to_vec()),
+    );
+    assert_eq!(
+        decide(&pod, &r, None),
+        vec![Operation::ReplaceFile {
+            kind: StorageKind::Map,
+            name: "hosts.map".into(),
+            path: "maps/hosts.map".into(),
+            reason: FileReason::ContentDiffers,
+            skip_reload: false,
+        }],
+        "configuration equal: the one write reloads, no push"
+    );
+}
+
+#[test]
+fn files_only_the_last_write_reloads_and_a_push_covers_the_rest() {
+    let old = corpus("06-crtlist");
+    let mut new = old.clone();
+    for f in &mut new.files {
+        let content = [f.content.clone(), b"\n".to_vec()].concat();
+        *f = file(f.kind, &f.path, &content);
+    }
+    let ops = decide(&pod_running(&old, 8), &new, Some(&known(&old)));
+    let skips: Vec<bool> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Operation::ReplaceFile { skip_reload, .. } => Some(*skip_reload),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        skips,
+        vec![true, false],
+        "certificate, then the crt-list reloads"
+    );
+    assert_eq!(
+        ops.last(),
+        Some(&Operation::Reload {
+            version: ConfigVersion(8),
+            reason: ReloadReason::FilesWritten,
+            unless_reloaded: true,
+        }),
+        "pushed only when the last write did not reload"
+    );
+    assert_eq!(ops.iter().filter(|o| o.reloads()).count(), 1);
+}
+
+#[test]
+fn configuration_is_compared_by_content_not_version() {
+    let r = corpus("01-basic");
+    let mut pod = pod_running(&r, 9);
+    assert_eq!(decide(&pod, &r, None), vec![], "header lines ignored");
+    pod.config.text.push_str("    # edited out of band\n");
+    assert_eq!(
+        decide(&pod, &r, None),
+        vec![Operation::PushRawConfig {
+            version: ConfigVersion(9)
+        }]
+    );
+}
+
+/// Certificate table: what the pod reports about `site.pem` against the render's PEM.
+#[test]
+fn certificates_compare_serial_and_issuers_then_fingerprint() {
+    let pem = site();
+    let same = reported_certificate(&pem);
+    let reissued = reported_certificate(&fixture("site-reissued.pem"));
+    assert_eq!(same.size, reissued.size, "the re-issue has the same size");
+    let fp = "B0:9C:6B:DD:24:CA:D3:A8:ED:0A:15:68:9F:A4:54:5C:A4:2B:E8:E4:EF:58:C5:11:B6:82:C7:45:AB:49:87:D2";
+    let cases: Vec<(&str, SslCertificateInfo, Option<FileReason>)> = vec![
+        ("same serial and issuer", same.clone(), None),
+        (
+            "issuers in another order, with an empty name",
+            SslCertificateInfo {
+                issuers: Some(format!(", {}", same.issuers.clone().unwrap())),
+                ..same.clone()
+            },
+            None,
+        ),
+        (
+            "re-issued: same name and size, new serial",
+            reissued.clone(),
+            Some(FileReason::SerialDiffers),
+        ),
+        (
+            "another issuer",
+            SslCertificateInfo {
+                issuers: Some("Other CA".into()),
+                ..same.clone()
+            },
+            Some(FileReason::IssuersDiffer),
+        ),
+        (
+            "another size",
+            SslCertificateInfo {
+                size: Some(10),
+                ..same.clone()
+            },
+            Some(FileReason::SizeDiffers {
+                stored: 10,
+                wanted: pem.len(),
+            }),
+        ),
+        (
+            "no serial: the fingerprint decides (equal)",
+            SslCertificateInfo {
+                serial: None,
+                sha256_finger_print: Some(fp.into()),
+                ..same.clone()
+            },
+            None,
+        ),
+        (
+            "no serial: the fingerprint decides (other)",
+            SslCertificateInfo {
+                serial: None,
+                sha256_finger_print: Some(fp.replace("B0:9C", "B0:9D")),
+                ..same.clone()
+            },
+            Some(FileReason::FingerprintDiffers),
+        ),
+        (
+            "serial equal but a reported fingerprint differs",
+            SslCertificateInfo {
+                sha256_finger_print: Some(fp.replace("B0:9C", "B0:9D")),
+                ..same.clone()
+            },
+            Some(FileReason::FingerprintDiffers),
+        ),
+        (
+            "nothing to compare by",
+            SslCertificateInfo {
+                size: same.size,
+                ..SslCertificateInfo::default()
+            },
+            Some(FileReason::NoIdentity),
+        ),
+        (
+            "an empty serial counts as none",
+            SslCertificateInfo {
+                serial: Some(String::new()),
+                ..same.clone()
+            },
+            Some(FileReason::NoIdentity),
+        ),
+    ];
+    for (what, info, want) in cases {
+        let (pod, r) = cert_pod(info);
+        let ops = decide(&pod, &r, None);
+        assert_eq!(replaced_because(&ops), want, "{what}: {ops:?}");
+        match want {
+            None => assert_eq!(ops, vec![], "{what}"),
+            Some(_) => assert!(
+                ops.len() == 1 && ops[0].reloads(),
+                "{what}: one write that reloads: {ops:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_render_pem_that_does_not_parse_is_written() {
+    let r = render(
+        "cfg\n",
+        vec![file(
+            AuxKind::Ssl,
+            "ssl/x.pem",
+            b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )],
+    );
+    let mut pod = pod_running(&corpus("01-basic"), 2);
+    pod.config = fixtures::stored_config("cfg\n", 2);
+    pod.files.insert(
+        (StorageKind::SslCertificate, "x.pem".into()),
+        Stored::Certificate(Box::new(reported_certificate(&site()))),
+    );
+    assert_eq!(
+        replaced_because(&decide(&pod, &r, None)),
+        Some(FileReason::Unparsable)
+    );
+}
+
+#[test]
+fn ca_files_compare_count_and_entries_in_any_order() {
+    let ca = std::fs::read(Path::new(RENDERS).join("07-ca/ca/clients-ca.pem")).unwrap();
+    let bundle = [ca.clone(), site()].concat();
+    let r = render("cfg\n", vec![file(AuxKind::Ca, "ca/bundle.pem", &bundle)]);
+    let reported = reported_ca(&bundle);
+    let mut reversed = reported.clone();
+    reversed.entries.reverse();
+    let mut other_serial = reported.clone();
+    other_serial.entries[1].serial = Some("1002".into());
+    other_serial.entries[1].sha1_finger_print = None;
+    let mut other_fp = reported.clone();
+    other_fp.entries[0].sha1_finger_print = Some("00".repeat(20));
+    let mut no_identity = reported.clone();
+    no_identity.entries[0] = SslCertificateInfo::default();
+    let cases: Vec<(&str, CaFileEntries, Option<FileReason>)> = vec![
+        ("same entries", reported.clone(), None),
+        ("same entries, another order", reversed, None),
+        (
+            "one certificate fewer",
+            CaFileEntries {
+                count: Some(1),
+                entries: reported.entries[..1].to_vec(),
+            },
+            Some(FileReason::CaEntriesDiffer),
+        ),
+        (
+            "another serial",
+            other_serial,
+            Some(FileReason::CaEntriesDiffer),
+        ),
+        (
+            "another fingerprint",
+            other_fp,
+            Some(FileReason::CaEntriesDiffer),
+        ),
+        (
+            "an entry without identity",
+            no_identity,
+            Some(FileReason::CaEntriesDiffer),
+        ),
+        (
+            "count not reported",
+            CaFileEntries {
+                count: None,
+                entries: vec![],
+            },
+            Some(FileReason::CaEntriesDiffer),
+        ),
+    ];
+    for (what, entries, want) in cases {
+        let mut pod = empty_pod();
+        pod.config = fixtures::stored_config("cfg\n", 3);
+        pod.files.insert(
+            (StorageKind::CaFile, "bundle.pem".into()),
+            Stored::CaFile(entries),
+        );
+        assert_eq!(replaced_because(&decide(&pod, &r, None)), want, "{what}");
+    }
+    // A single-certificate CA file says which identifier differed.
+    let r = render("cfg\n", vec![file(AuxKind::Ca, "ca/ca.pem", &ca)]);
+    let mut entries = reported_ca(&ca);
+    entries.entries[0].issuers = Some("/O=Acme/CN=Someone Else".into());
+    let mut pod = empty_pod();
+    pod.config = fixtures::stored_config("cfg\n", 3);
+    pod.files.insert(
+        (StorageKind::CaFile, "ca.pem".into()),
+        Stored::CaFile(entries),
+    );
+    assert_eq!(
+        replaced_because(&decide(&pod, &r, None)),
+        Some(FileReason::IssuersDiffer)
+    );
+}
+
+#[test]
+fn stored_but_not_loaded_files_get_one_reload_only_when_this_journal_says_so() {
+    // The pod holds the render's map, but this journal last saw it run another map with the
+    // same configuration: a `skip_reload` write may never have been loaded.
+    let old = corpus("02-maps");
+    let mut new = old.clone();
+    new.files[0] = file(
+        AuxKind::Map,
+        "maps/hosts.map",
+        b"shop.haptic.test shop-v9\n",
+    );
+    let pod = pod_running(&new, 6);
+    assert_eq!(
+        decide(&pod, &new, Some(&known(&old))),
+        vec![Operation::Reload {
+            version: ConfigVersion(6),
+            reason: ReloadReason::StoredNotLoaded {
+                paths: vec!["maps/hosts.map".into()]
+            },
+            unless_reloaded: false,
+        }]
+    );
+    // No known run (a new leader, a rebuilt journal): the pod is taken as it reports itself.
+    assert_eq!(decide(&pod, &new, None), vec![]);
+    // The known run had another configuration and the pod runs the render's: the push that
+    // put it there came after the files and loaded them.
+    let mut other_config = known(&old);
+    other_config.config = Checksum::of(b"another configuration");
+    assert_eq!(decide(&pod, &new, Some(&other_config)), vec![]);
+}
+
+#[test]
+fn stale_files_are_deleted_last_once_per_ssl_directory_name() {
+    let r = corpus("07-ca");
+    let mut pod = pod_running(&r, 2);
+    // The certificate listing names every file of the SSL directory, the CA listing the CA
+    // files: the render's CA file shows in both, an old CA file too, an old certificate once.
+    for (kind, name) in [
+        (StorageKind::SslCertificate, "clients-ca.pem"),
+        (StorageKind::SslCertificate, "old-ca.pem"),
+        (StorageKind::CaFile, "old-ca.pem"),
+        (StorageKind::SslCertificate, "old.pem"),
+        (StorageKind::General, "old.http"),
+    ] {
+        pod.files.insert((kind, name.into()), Stored::Listed);
+    }
+    assert_eq!(
+        decide(&pod, &r, None),
+        vec![
+            Operation::DeleteFile {
+                kind: StorageKind::SslCertificate,
+                name: "old.pem".into()
+            },
+            Operation::DeleteFile {
+                kind: StorageKind::CaFile,
+                name: "old-ca.pem".into()
+            },
+            Operation::DeleteFile {
+                kind: StorageKind::General,
+                name: "old.http".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn read_plan_reads_the_render_files_the_listings_name() {
+    let r = corpus("07-ca");
+    let mut listed = BTreeMap::new();
+    listed.insert(
+        StorageKind::SslCertificate,
+        [
+            "site.pem".to_owned(),
+            "clients-ca.pem".to_owned(),
+            "x.pem".to_owned(),
+        ]
+        .into(),
+    );
+    listed.insert(StorageKind::CaFile, ["clients-ca.pem".to_owned()].into());
+    listed.insert(StorageKind::Map, ["hosts.map".to_owned()].into());
+    assert_eq!(
+        read_plan(&listed, &r),
+        vec![
+            (StorageKind::SslCertificate, "site.pem".to_owned()),
+            (StorageKind::CaFile, "clients-ca.pem".to_owned()),
+        ]
+    );
+}

@@ -1,0 +1,337 @@
+//! Failover and a rebuilt journal: a second deployer with an EMPTY journal deploys the render the
+//! pods already run (certificates, a CA file, a map, a crt-list, a general file) and writes
+//! nothing and reloads nothing, because every file is compared with what the pod reports, not
+//! with which journal wrote it. A certificate re-issued under the same name (same size, new
+//! serial) is still uploaded, with one reload, and served.
+//!
+//! Fixtures (`fixtures/`, self-signed test material, never real keys), made with the corpus key:
+//! `site-reissued.pem`: `openssl req -new -x509 -key <key of 05-tls/ssl/site.pem>
+//! -subj /CN=site.haptic.test -days 36500 -set_serial 0x5EC0DD…01` (same subject, issuer, key
+//! and size as the corpus certificate); `alt.pem`: the same key, `/CN=alt.haptic.test`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use haptic_journal::{AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Queue};
+use haptic_tools::sandbox::pods::{PodInfo, Sandbox};
+
+use super::harness::*;
+
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/integration/deployer/fixtures"
+);
+
+/// Serial of `fixtures/site-reissued.pem` in decimal (`openssl x509 -serial`: 5EC0DD…01).
+const REISSUED_SERIAL: &str = "540946127350749713935599286303148716407392305153";
+/// The same serial as curl prints it.
+const REISSUED_SERIAL_HEX: &str = "5ec0dd0000000000000000000000000000000001";
+/// The serial of the corpus `05-tls/ssl/site.pem` as curl prints it.
+const SITE_SERIAL_HEX: &str = "6d480bd9a95df8a7594dda5a5d4ab7daedf11939";
+
+const CONFIG: &str = "global
+    log stdout format raw local0
+    stats socket /var/run/haproxy.sock mode 600 level admin
+defaults
+    log global
+    mode http
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+    errorfile 503 /etc/haproxy/general/503.http
+frontend fe_http
+    bind *:80
+    bind *:443 ssl crt-list /etc/haproxy/general/sites.crtlist ca-file /etc/haproxy/ssl/clients-ca.pem verify optional
+    http-request return status 200 content-type text/plain lf-string \"failover sni=%[ssl_fc_sni] %[req.hdr(host),lower,map(/etc/haproxy/maps/hosts.map,no-route)]\"
+";
+
+const CRT_LIST: &str = "/etc/haproxy/ssl/site.pem [alpn h2,http/1.1] site.haptic.test
+/etc/haproxy/ssl/alt.pem alt.haptic.test
+";
+
+fn corpus_file(path: &str) -> Vec<u8> {
+    std::fs::read(Path::new(RENDERS).join(path)).unwrap()
+}
+
+fn render_files(site: Vec<u8>) -> RenderFiles {
+    vec![
+        (
+            AuxKind::Map,
+            "maps/hosts.map".into(),
+            corpus_file("02-maps/maps/hosts.map"),
+        ),
+        (
+            AuxKind::Ssl,
+            "ssl/alt.pem".into(),
+            std::fs::read(Path::new(FIXTURES).join("alt.pem")).unwrap(),
+        ),
+        (AuxKind::Ssl, "ssl/site.pem".into(), site),
+        (
+            AuxKind::Ca,
+            "ca/clients-ca.pem".into(),
+            corpus_file("07-ca/ca/clients-ca.pem"),
+        ),
+        (
+            AuxKind::General,
+            "general/503.http".into(),
+            corpus_file("04-errors/general/503.http"),
+        ),
+        (
+            AuxKind::CrtList,
+            "crt-lists/sites.crtlist".into(),
+            CRT_LIST.as_bytes().to_vec(),
+        ),
+    ]
+}
+
+/// Journals a render as validated (what a render source and the validator would journal).
+async fn feed_render(h: &Harness, files: RenderFiles, tag: &str) -> Checksum {
+    let mut b = Batch::new();
+    let r = b.put_render(CONFIG.as_bytes().to_vec(), files);
+    b.event(Event::ValidationCompleted {
+        correlation: Correlation::new(format!("render-{tag}")),
+        render: r.checksum,
+        warnings: vec![],
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+        coalescible: false,
+    });
+    h.dispatch.accept(b).await.unwrap();
+    r.checksum
+}
+
+/// Bounded wait until every endpoint's journaled state runs `render` and nothing is queued.
+/// `bound` comes from the configured deployment timeout and stays below the drift interval, so
+/// a drift check cannot be what makes it pass.
+async fn wait_deployed(h: &Harness, render: Checksum, eps: &[Endpoint], bound: Duration) {
+    wait_for("every pod runs the render", bound, || {
+        let applied = h.journal.endpoints_applied().unwrap();
+        let all = eps.iter().all(|e| {
+            applied
+                .iter()
+                .any(|a| a.endpoint == e.url && a.render == render)
+        });
+        all && h.journal.queue(Queue::DeployInflight).unwrap().is_empty()
+            && h.journal.queue(Queue::DeployPending).unwrap().is_empty()
+    })
+    .await;
+    h.settle().await;
+}
+
+/// Succeeded reloads of one pod (the sandbox keeps every reload of the endpoint's life).
+async fn reloads(sb: &Sandbox, pod: &PodInfo) -> usize {
+    let v: Vec<serde_json::Value> = http()
+        .get(format!("{}/v3/services/haproxy/reloads", pod.dataplane_url))
+        .basic_auth(sb.username(), Some(sb.password()))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v.iter().filter(|r| r["status"] == "succeeded").count()
+}
+
+/// `GET .../storage/ssl_certificates/{name}` as the pod answers it.
+async fn certificate_meta(sb: &Sandbox, pod: &PodInfo, name: &str) -> serde_json::Value {
+    http()
+        .get(format!(
+            "{}/v3/services/haproxy/storage/ssl_certificates/{name}",
+            pod.dataplane_url
+        ))
+        .basic_auth(sb.username(), Some(sb.password()))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The serial of the certificate the pod serves for `sni` (`curl -w %{certs}`, lower-case hex).
+fn served_serial(pod: &PodInfo, sni: &str) -> String {
+    let port = 443 + pod.port_offset;
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sk",
+            "--noproxy",
+            "*",
+            "--max-time",
+            "5",
+            "-o",
+            "/dev/null",
+        ])
+        .args([
+            "--resolve",
+            &format!("{sni}:{port}:{}", pod.traffic_address),
+        ])
+        .args(["-w", "%{certs}", &format!("https://{sni}:{port}/")])
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("Serial Number:"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// Waits (bounded) until the pod serves the certificate with `serial` for `sni`.
+async fn wait_serial(pod: &PodInfo, sni: &str, serial: &str, bound: Duration) {
+    let mut got = String::new();
+    wait_for("the pod serves the certificate", bound, || {
+        got = served_serial(pod, sni);
+        got == serial
+    })
+    .await;
+}
+
+fn site_answer(p: &PodInfo) -> String {
+    curl(
+        p,
+        "https",
+        443,
+        Some("shop.haptic.test"),
+        Some("site.haptic.test"),
+    )
+}
+
+/// ConfigAppliedToPod events of `render` without an error, by pod name.
+fn applied_to(h: &Harness, render: Checksum) -> Vec<(String, haptic_journal::SyncMetadata)> {
+    h.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ConfigAppliedToPod {
+                pod,
+                checksum,
+                sync,
+                ..
+            } if checksum == render && sync.error.is_none() => {
+                Some((pod.name.as_str().to_owned(), sync))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() {
+    let sb = sandbox(2).await;
+    let dir = tempfile::tempdir().unwrap();
+    let eps = endpoints(&sb);
+    let pods = sb.pods();
+    let knobs = Knobs::default();
+    let bound = knobs.timeout * 2;
+    assert!(
+        bound < knobs.drift,
+        "a drift check must not be what converges"
+    );
+
+    // The first leader deploys the render.
+    let h = Harness::start(&dir.path().join("first.redb"), &sb, Knobs::default()).await;
+    h.become_leader(1).await;
+    h.discover(eps.clone()).await;
+    let r = feed_render(&h, render_files(corpus_file("05-tls/ssl/site.pem")), "a").await;
+    wait_deployed(&h, r, &eps, bound).await;
+    for pod in &pods {
+        wait_answer(pod, "failover sni=site.haptic.test shop-v1", site_answer).await;
+        wait_answer(pod, "failover sni=alt.haptic.test no-route", |p| {
+            curl(p, "https", 443, None, Some("alt.haptic.test"))
+        })
+        .await;
+        wait_serial(pod, "site.haptic.test", SITE_SERIAL_HEX, bound).await;
+    }
+    h.stop().await;
+
+    // A second deployer with an empty journal (a failover, a rebuilt journal) deploys it again.
+    let mut before = Vec::new();
+    for pod in &pods {
+        clear_requests(pod).await;
+        before.push(reloads(&sb, pod).await);
+    }
+    let h = Harness::start(&dir.path().join("second.redb"), &sb, Knobs::default()).await;
+    assert!(
+        h.journal.endpoints_applied().unwrap().is_empty(),
+        "empty journal"
+    );
+    h.become_leader(2).await;
+    h.discover(eps.clone()).await;
+    let r2 = feed_render(
+        &h,
+        render_files(corpus_file("05-tls/ssl/site.pem")),
+        "a-again",
+    )
+    .await;
+    assert_eq!(r2, r, "the same render");
+    wait_deployed(&h, r, &eps, bound).await;
+    for (pod, before) in pods.iter().zip(&before) {
+        let reqs = requests(pod).await;
+        assert_eq!(
+            writes(&reqs),
+            vec![],
+            "{}: no upload, no push, no delete on a pod that runs the render",
+            pod.name
+        );
+        assert!(
+            reqs.iter()
+                .any(|(m, p)| m == "GET" && p.ends_with("/storage/ssl_certificates/site.pem")),
+            "{}: the certificate was compared by its metadata",
+            pod.name
+        );
+        assert_eq!(reloads(&sb, pod).await, *before, "{}: no reload", pod.name);
+    }
+    // Every pod is still reported (a no-op included).
+    let applied = applied_to(&h, r);
+    for pod in &pods {
+        let sync = applied
+            .iter()
+            .find(|(name, _)| *name == pod.name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_else(|| panic!("{}: ConfigAppliedToPod reported: {applied:?}", pod.name));
+        assert!(!sync.reload_triggered, "{}", pod.name);
+        assert_eq!(sync.operation_counts.ssl_certs.modified, 0, "{}", pod.name);
+    }
+
+    // A certificate re-issued under the same name and with the same size: uploaded, one reload.
+    let reissued = std::fs::read(Path::new(FIXTURES).join("site-reissued.pem")).unwrap();
+    assert_eq!(reissued.len(), corpus_file("05-tls/ssl/site.pem").len());
+    let mut before = Vec::new();
+    for pod in &pods {
+        clear_requests(pod).await;
+        before.push(reloads(&sb, pod).await);
+    }
+    let r3 = feed_render(&h, render_files(reissued), "reissued").await;
+    wait_deployed(&h, r3, &eps, bound).await;
+    for (pod, before) in pods.iter().zip(&before) {
+        let written: Vec<String> = writes(&requests(pod).await)
+            .into_iter()
+            .map(|(m, p)| format!("{m} {p}"))
+            .collect();
+        assert_eq!(
+            written,
+            vec!["PUT /v3/services/haproxy/storage/ssl_certificates/site.pem".to_owned()],
+            "{}: only the re-issued certificate (its write reloads; the configuration is \
+             unchanged)",
+            pod.name
+        );
+        assert_eq!(
+            reloads(&sb, pod).await,
+            before + 1,
+            "{}: one reload",
+            pod.name
+        );
+        assert_eq!(
+            certificate_meta(&sb, pod, "site.pem").await["serial"],
+            REISSUED_SERIAL,
+            "{}",
+            pod.name
+        );
+        wait_serial(pod, "site.haptic.test", REISSUED_SERIAL_HEX, bound).await;
+        wait_answer(pod, "failover sni=site.haptic.test shop-v1", site_answer).await;
+    }
+    h.stop().await;
+}
