@@ -117,8 +117,8 @@ pub struct PublisherCheckpoint {
     /// Whether an authoritative discovery was folded: `known_pods` then holds every live pod,
     /// so a pod listed elsewhere (the published status) and not known is gone.
     pub discovered: bool,
-    /// Pods that went away while this replica did not lead, sorted by name (bounded): their
-    /// status entries are owed a removal, queued when it next leads.
+    /// Pods that went away while this replica did not lead, oldest first, names unique
+    /// (bounded): their status entries are owed a removal, queued when it next leads.
     pub gone: Vec<PodRef>,
     /// Mirror of the render gate's latch.
     pub pinned: bool,

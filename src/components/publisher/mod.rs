@@ -102,7 +102,7 @@ use haptic_journal::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-pub use shell::{Counters, TermHandle};
+pub use shell::{Counters, TermHandle, Worker, WorkerRetries};
 
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "config-publisher";
@@ -145,8 +145,13 @@ pub struct PublisherConfig {
     pub compression_threshold_bytes: u64,
     /// Timeout of one API request. Default: 10 s.
     pub request_timeout: Duration,
-    /// Retry policy. Default: [`decide::RetryPolicy::default`].
+    /// Retry policy of every worker: capped exponential backoff, forever (work is never acked
+    /// unfinished). Flags `--publish-retry-initial` / `--publish-retry-max`. Default:
+    /// [`decide::RetryPolicy::default`] (200 ms doubling to 30 s).
     pub retry: decide::RetryPolicy,
+    /// The `reportingInstance` of the Kubernetes Events the publisher writes (the replica's
+    /// identity). Default: none.
+    pub reporter_instance: Option<String>,
     /// Watch the published objects and restore them. Default: true.
     pub self_heal: bool,
     /// The Lease check before every Kubernetes write (DESIGN.md J7); the runtime passes its
@@ -168,6 +173,7 @@ impl PublisherConfig {
                 crate::core::compression::DEFAULT_COMPRESSION_THRESHOLD_BYTES,
             request_timeout: Duration::from_secs(10),
             retry: decide::RetryPolicy::default(),
+            reporter_instance: None,
             self_heal: true,
             lease: Arc::new(crate::core::guard::AlwaysValid),
         }
@@ -205,6 +211,10 @@ pub enum PublisherError {
     /// A commit through the dispatcher failed.
     #[error("dispatcher commit failed")]
     Dispatch(#[source] crate::dispatch::DispatchError),
+    /// The publisher's checkpoint could not be read at start (the read error was returned by
+    /// the first step): DESIGN.md J10, refuse to go on.
+    #[error("publisher checkpoint unreadable")]
+    CheckpointUnreadable,
 }
 
 impl PublisherError {
@@ -238,9 +248,10 @@ impl ConfigPublisher {
         }
     }
 
-    /// Handles one accepted event: journals the work it becomes (origin `seq`, one commit),
-    /// then wakes the workers. Call after the event's commit, in `Seq` order; call
-    /// `mark_dispatched` after it returns.
+    /// Handles one accepted event as a leader (or a replay) does: folds it into the router and
+    /// journals the work it becomes (origin `seq`) with the router's checkpoint, in one commit,
+    /// then wakes the workers. An event the checkpoint already folded is skipped. Call after
+    /// the event's commit, in `Seq` order; call `mark_dispatched` after it returns.
     ///
     /// # Errors
     /// [`PublisherError`] when the journal commit fails (nothing was queued).
@@ -249,7 +260,7 @@ impl ConfigPublisher {
     /// Not cancel safe between the commit and the wake-up; the workers re-read their queues at
     /// every term start, so nothing is lost.
     pub async fn on_event(&self, seq: Seq, event: &Event) -> Result<(), PublisherError> {
-        self.inner.on_event(seq, event).await
+        self.inner.deliver(seq, None, event, true).await
     }
 
     /// Starts the workers for leadership term `term` (the term already journaled). Queued work
@@ -282,10 +293,12 @@ impl ConfigPublisher {
     }
 
     /// Runs the component on a dispatcher subscription made with [`subscribe_options`]: each
-    /// delivery is handled by [`ConfigPublisher::on_event`] and then marked processed. A live
-    /// `BecameLeader` starts the term's workers (stopping the previous term's), a live
+    /// delivery is folded into the router (identity, render order, known pods, the gate's
+    /// latch: the checkpoint, written with the work it queues) and then marked processed. A
+    /// live `BecameLeader` starts the term's workers (stopping the previous term's), a live
     /// `LostLeadership` stops them; replayed leadership events change nothing. While no term
-    /// runs, live events queue nothing: only render events are noted (render order).
+    /// runs, live events queue no work (replays do); a pod that leaves meanwhile is owed a
+    /// status removal, queued when the next term starts.
     ///
     /// # Errors
     /// [`PublisherError`] when the journal fails (stop acting and reopen).
@@ -305,19 +318,6 @@ impl ConfigPublisher {
                 d = sub.recv() => d,
             };
             let Some(d) = d else { break Ok(()) };
-            let observe_only =
-                term.is_none() && !d.replayed && !matches!(&*d.event, Event::BecameLeader { .. });
-            if observe_only {
-                if matches!(
-                    &*d.event,
-                    Event::TemplateRendered { .. } | Event::ConfigValidated { .. }
-                ) && let Err(e) = self.on_event(d.seq, &d.event).await
-                {
-                    break Err(e);
-                }
-                d.done();
-                continue;
-            }
             match &*d.event {
                 Event::BecameLeader { term: t, .. } if !d.replayed => {
                     if let Some(h) = term.take() {
@@ -332,9 +332,17 @@ impl ConfigPublisher {
                 }
                 _ => {}
             }
-            if let Err(e) = self.on_event(d.seq, &d.event).await {
+            // Work is queued by a leader, and for a replay (accepted before a restart, when
+            // this replica may have led); a follower only folds.
+            let queue = term.is_some() || d.replayed;
+            if let Err(e) = self
+                .inner
+                .deliver(d.seq, Some(d.accepted_at), &d.event, queue)
+                .await
+            {
                 break Err(e);
             }
+            // Dropped only now: the state this event produced is durable (J11).
             d.done();
         };
         if let Some(h) = term {
@@ -343,8 +351,8 @@ impl ConfigPublisher {
         result
     }
 
-    /// Number of pods the publisher knows (discovered, reported, or listed in the published
-    /// status at term start); a discovery without them clears their status entries.
+    /// Number of pods the publisher knows (discovered or reported; restored from its
+    /// checkpoint at construction); a discovery without them clears their status entries.
     #[must_use]
     pub fn known_pod_count(&self) -> usize {
         self.inner.known_pod_count()
