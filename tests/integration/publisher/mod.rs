@@ -8,6 +8,7 @@ mod faults;
 mod fence;
 mod flows;
 mod heal;
+mod outage;
 mod pods;
 mod restart;
 mod status;
