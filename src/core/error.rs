@@ -255,10 +255,9 @@ mod tests {
             assert_eq!(c.needs_operator(), operator, "{status}");
             assert_eq!(c.kind(), kind, "{status}");
         }
-        for c in [C::Unreachable] {
-            assert!(!c.is_permanent() && !c.needs_operator());
-            assert_eq!(c.kind(), ErrorKind::Retryable);
-        }
+        let c = C::Unreachable;
+        assert!(!c.is_permanent() && !c.needs_operator());
+        assert_eq!(c.kind(), ErrorKind::Retryable);
         assert!(C::Unbuildable.is_permanent());
         assert!(!C::Fenced.is_permanent() && C::Fenced.kind() == ErrorKind::Fatal);
         // Only three classes end an item.

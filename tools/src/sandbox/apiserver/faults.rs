@@ -140,6 +140,7 @@ impl ArmedFault {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
