@@ -2,6 +2,7 @@
 //! retry layer off), driven the way the dispatcher will: `journal.accept(...)` first, then
 //! `on_event(seq, &event)`.
 
+mod classes;
 mod crash;
 mod dispatch;
 mod faults;

@@ -65,7 +65,9 @@ impl Inner {
     /// Decides what failed attempt `attempt` of `worker`, with `e`, leads to, and counts and
     /// shows it: retries are counted (per worker) and logged at warn, naming the fix when an
     /// operator must act; a permanent rejection is counted, logged and shown
-    /// ([`Inner::show_rejection`]); fencing cancels the term.
+    /// ([`Inner::show_rejection`]); fencing cancels the term. `condition`: the failure is also
+    /// shown as `Published=False` (a queued publication of the main HAProxyCfg, whose success
+    /// sets `Published=True` again; not a self-healing repeat).
     pub(super) async fn failed(
         &self,
         writer: &Writer,
@@ -73,6 +75,7 @@ impl Inner {
         e: &WriteError,
         attempt: u32,
         cancel: &CancellationToken,
+        condition: bool,
     ) -> Retry {
         let class = e.class();
         let decision = decide::on_failure(&self.cfg.retry, class, attempt, e.retry_after());
@@ -96,7 +99,7 @@ impl Inner {
                         delay_ms,
                         "write refused until an operator acts; retrying"
                     );
-                    if worker == Worker::Publish && attempt == 1 {
+                    if condition && attempt == 1 {
                         self.show_condition(writer, class, &format!("{e}; {fix}"))
                             .await;
                     }
@@ -125,7 +128,7 @@ impl Inner {
                     class = class.metric_label(),
                     "write rejected permanently; item released"
                 );
-                self.show_rejection(writer, worker, e).await;
+                self.show_rejection(writer, worker, e, condition).await;
             }
         }
         decision
@@ -152,7 +155,10 @@ impl Inner {
             attempt += 1;
             match op().await {
                 Ok(v) => return Attempts::Done(v),
-                Err(e) => match self.failed(writer, worker, &e, attempt, cancel).await {
+                Err(e) => match self
+                    .failed(writer, worker, &e, attempt, cancel, false)
+                    .await
+                {
                     Retry::After(d) => {
                         if !sleep_or_cancel(d, cancel).await {
                             return Attempts::Stopped;
@@ -166,10 +172,17 @@ impl Inner {
     }
 
     /// Shows a permanent rejection: a Warning Event `PublicationRejected` on the HAProxyCfg
-    /// naming the object and the reason and, for the publish worker, `Published=False` with
-    /// the reason (a rejected status or condition write cannot be shown on the object that
-    /// refused it: the Event and the counter show it). Best effort: a failure to show is logged.
-    pub(super) async fn show_rejection(&self, writer: &Writer, worker: Worker, e: &WriteError) {
+    /// naming the object and the reason and, with `condition` (a queued publication of the
+    /// main HAProxyCfg), `Published=False` with the reason. The other workers' rejections are
+    /// shown by the Event, the log and the counter (a rejected status or condition write cannot
+    /// be shown on the object that refused it). Best effort: a failure to show is logged.
+    pub(super) async fn show_rejection(
+        &self,
+        writer: &Writer,
+        worker: Worker,
+        e: &WriteError,
+        condition: bool,
+    ) {
         let note = format!("{} write rejected permanently: {e}", worker.as_str());
         self.event(
             EventType::Warning,
@@ -177,7 +190,7 @@ impl Inner {
             worker.action(),
             note,
         );
-        if worker == Worker::Publish {
+        if condition {
             self.show_condition(writer, e.class(), &e.to_string()).await;
         }
     }

@@ -139,7 +139,8 @@ impl Inner {
             Ok(x) => x,
             Err(e) => {
                 // Permanent (Unbuildable): recorded and shown by `failed`, then released.
-                self.failed(writer, Worker::Publish, &e, 1, cancel).await;
+                self.failed(writer, Worker::Publish, &e, 1, cancel, entry.is_some())
+                    .await;
                 if let Some(e) = entry {
                     let mut b = Batch::new();
                     b.ack(e.queue, e.key.clone(), e.record.id);
@@ -148,7 +149,13 @@ impl Inner {
                 return Ok(true);
             }
         };
-        let published = [decide::published_condition(&k8s_time(now_ms()))];
+        // A queued publication that completes sets `Published=True`; a self-healing repeat of
+        // the checkpoint leaves the condition as it is (it may show a rejection of a newer
+        // render, which the repeat does not undo).
+        let published: Vec<Condition> = entry
+            .map(|_| decide::published_condition(&k8s_time(now_ms())))
+            .into_iter()
+            .collect();
         let mut attempt = 0u32;
         loop {
             if cancel.is_cancelled() {
@@ -258,7 +265,14 @@ impl Inner {
                     return Ok(true);
                 }
                 Err(e) => match self
-                    .failed(writer, Worker::Publish, &e, attempt, cancel)
+                    .failed(
+                        writer,
+                        Worker::Publish,
+                        &e,
+                        attempt,
+                        cancel,
+                        entry.is_some(),
+                    )
                     .await
                 {
                     Retry::StopTerm => return Ok(false),

@@ -72,7 +72,7 @@ impl Inner {
                     Err(StatusErr::Write { error, items }) => {
                         attempt += 1;
                         match self
-                            .failed(&writer, Worker::Status, &error, attempt, &cancel)
+                            .failed(&writer, Worker::Status, &error, attempt, &cancel, false)
                             .await
                         {
                             Retry::After(d) => wait = Some(d),

@@ -46,7 +46,8 @@ impl Inner {
             Ok((_, c)) => c,
             Err(e) => {
                 // Permanent: the rejected render is not in the journal (Unbuildable).
-                self.failed(writer, Worker::Invalid, &e, 1, cancel).await;
+                self.failed(writer, Worker::Invalid, &e, 1, cancel, false)
+                    .await;
                 self.commit(ack).await?;
                 return Ok(());
             }
