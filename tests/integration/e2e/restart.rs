@@ -70,7 +70,8 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
         conditions,
         vec![
             "ConfigPinned=False".to_owned(),
-            "ConfigValidated=True".to_owned()
+            "ConfigValidated=True".to_owned(),
+            "Published=True".to_owned()
         ]
     );
     assert!(pods.iter().all(|(_, c)| *c == checksum(last)), "{pods:?}");

@@ -391,6 +391,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
             rendered_at: None,
             validated_at: None,
             validation_error: None,
+            conditions: &[],
         })
         .await
         .unwrap_err();
@@ -581,6 +582,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
             rendered_at: None,
             validated_at: None,
             validation_error: None,
+            conditions: &[],
         })
         .await
         .unwrap();
@@ -620,10 +622,11 @@ async fn discovery_after_restart_clears_pods_that_went_away() {
         .await;
         term.stop().await;
     }
-    // A new publisher (fresh memory): the known pods come from the published status.
+    // A new publisher (fresh memory): the known pods are restored from its checkpoint at once
+    // (no seeding read to wait for: a discovery delivered right away must see them).
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
-    eventually("seeded", || async { p.known_pod_count() == 2 }).await;
+    assert_eq!(p.known_pod_count(), 2, "known pods not restored");
     let c = env.corr();
     let (s, ev) = env.accept(None, |_| Event::HAProxyPodsDiscovered {
         correlation: c,

@@ -2,12 +2,15 @@
 //! retry layer off), driven the way the dispatcher will: `journal.accept(...)` first, then
 //! `on_event(seq, &event)`.
 
+mod classes;
 mod crash;
 mod dispatch;
 mod faults;
 mod fence;
 mod flows;
 mod heal;
+mod outage;
+mod pods;
 mod restart;
 mod status;
 

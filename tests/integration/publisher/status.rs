@@ -214,3 +214,70 @@ async fn observed_generation_is_the_generation_of_the_published_spec() {
     term.stop().await;
     env.assert_no_422();
 }
+
+/// pod-a's entry in the main HAProxyCfg's status.
+async fn entry_of(env: &Env, pod: &str) -> Option<haptic::k8s::crd::PodDeploymentStatus> {
+    env.cfg(MAIN)
+        .await
+        .and_then(|c| c.status)
+        .and_then(|s| s.deployed_to_pods.into_iter().find(|e| e.pod_name == pod))
+}
+
+fn status_writes(env: &Env) -> usize {
+    env.server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.ends_with("/status") && r.status == 200)
+        .count()
+}
+
+/// A pod's entry is written when, and only when, it differs from what the pod runs: the
+/// deployer reports every endpoint it synced, no-op syncs included; a report of the checksum
+/// the entry already names, without error, writes nothing and leaves `deployedAt` as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_of_what_the_entry_already_says_writes_nothing() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
+    env.applied(&p, "pod-a", sum, None).await;
+    eventually("pod-a written", || async {
+        entry_of(&env, "pod-a").await.is_some() && env.queue_len(Queue::StatusPending) == 0
+    })
+    .await;
+    let before = entry_of(&env, "pod-a").await.unwrap();
+    let writes = status_writes(&env);
+    let rounds = p.counters().status_rounds.load(Ordering::Relaxed);
+    // The same report again (a no-op sync), later: in the next second of the clock, since
+    // status times (`deployedAt`, `lastReloadAt`) are written with a precision of seconds.
+    let second = haptic_journal::UnixMillis::now().0 / 1000;
+    while haptic_journal::UnixMillis::now().0 / 1000 == second {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    env.applied(&p, "pod-a", sum, None).await;
+    eventually("the report handled", || async {
+        env.queue_len(Queue::StatusPending) == 0
+            && p.counters().status_rounds.load(Ordering::Relaxed) > rounds
+    })
+    .await;
+    assert_eq!(status_writes(&env), writes, "a no-op report wrote a status");
+    assert_eq!(
+        entry_of(&env, "pod-a").await.unwrap(),
+        before,
+        "the entry changed (deployedAt moved)"
+    );
+    // A failure is a difference: written, deployedAt kept.
+    env.applied(&p, "pod-a", sum, Some("reload failed")).await;
+    eventually("the failure written", || async {
+        entry_of(&env, "pod-a")
+            .await
+            .is_some_and(|e| e.last_error.as_deref() == Some("reload failed"))
+    })
+    .await;
+    assert_eq!(
+        entry_of(&env, "pod-a").await.unwrap().deployed_at,
+        before.deployed_at
+    );
+    term.stop().await;
+    env.assert_no_422();
+}
