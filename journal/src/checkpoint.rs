@@ -125,4 +125,8 @@ pub struct PublisherCheckpoint {
     /// The last event whose work the router queued (its work items are in the queues, so a
     /// replay of it must not queue them again); `None`: none yet.
     pub queued_through: Option<Seq>,
+    /// Whether this replica led as of the last event folded (the live term for a live
+    /// delivery, the log's leadership events for a replay): a replayed event becomes work
+    /// exactly when it did for the process that delivered it live.
+    pub leading: bool,
 }

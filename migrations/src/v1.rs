@@ -753,6 +753,8 @@ pub struct PublisherCheckpoint {
     pub pinned: bool,
     /// The last event whose work the router queued.
     pub queued_through: Option<Seq>,
+    /// Whether this replica led as of the last event folded.
+    pub leading: bool,
 }
 
 // ---- from journal/src/render.rs ----

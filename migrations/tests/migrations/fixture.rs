@@ -569,6 +569,7 @@ fn components() -> Vec<ComponentCheckpoint> {
                 gone: vec![pod("haproxy-2")],
                 pinned: true,
                 queued_through: Some(Seq(11)),
+                leading: true,
             }),
         },
         ComponentCheckpoint {

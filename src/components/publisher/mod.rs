@@ -302,7 +302,7 @@ impl ConfigPublisher {
     /// Not cancel safe between the commit and the wake-up; the workers re-read their queues at
     /// every term start, so nothing is lost.
     pub async fn on_event(&self, seq: Seq, event: &Event) -> Result<(), PublisherError> {
-        self.inner.deliver(seq, None, event, true).await
+        self.inner.deliver(seq, None, event, true, false).await
     }
 
     /// Starts the workers for leadership term `term` (the term already journaled). Queued work
@@ -374,12 +374,18 @@ impl ConfigPublisher {
                 }
                 _ => {}
             }
-            // Work is queued by a leader, and for a replay (accepted before a restart, when
-            // this replica may have led); a follower only folds.
-            let queue = term.is_some() || d.replayed;
+            // Work is queued by a leader; a replay (accepted before a restart) becomes work as it
+            // did for the process that first delivered it (the router decides from the log); a
+            // follower only folds.
             if let Err(e) = self
                 .inner
-                .deliver(d.seq, Some(d.accepted_at), &d.event, queue)
+                .deliver(
+                    d.seq,
+                    Some(d.accepted_at),
+                    &d.event,
+                    term.is_some(),
+                    d.replayed,
+                )
                 .await
             {
                 break Err(e);

@@ -289,7 +289,8 @@ impl Inner {
     }
 
     /// Folds one delivery (`seq`, accepted at `at` when known) into the router and journals the
-    /// work it becomes (`queue`: this replica leads, or it is a replay) with the router's
+    /// work it becomes (`leading`: a term of this replica runs; `replayed`: committed before
+    /// this process started, when the router decides from the log instead) with the router's
     /// checkpoint in one commit; a delivery the checkpoint already folded is skipped. Then wakes
     /// the workers.
     pub(super) async fn deliver(
@@ -297,7 +298,8 @@ impl Inner {
         seq: Seq,
         at: Option<UnixMillis>,
         event: &Event,
-        queue: bool,
+        leading: bool,
+        replayed: bool,
     ) -> Result<(), PublisherError> {
         self.check_restored()?;
         let mut steps = self.steps.lock().await;
@@ -323,7 +325,8 @@ impl Inner {
                 seq,
                 at,
                 event,
-                queue,
+                leading,
+                replayed,
                 place,
             },
         );

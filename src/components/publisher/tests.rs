@@ -55,7 +55,8 @@ fn lead(s: &mut RouterState, seq: u64, at: u64, event: &Event) -> Vec<Effect> {
             seq: Seq(seq),
             at: UnixMillis(at),
             event,
-            queue: true,
+            leading: true,
+            replayed: false,
             place: None,
         },
     )
@@ -69,7 +70,8 @@ fn follow(s: &mut RouterState, seq: u64, event: &Event) -> Vec<Effect> {
             seq: Seq(seq),
             at: UnixMillis(1),
             event,
-            queue: false,
+            leading: false,
+            replayed: false,
             place: None,
         },
     )
@@ -256,7 +258,8 @@ fn render_places() {
                 seq: Seq(9),
                 at: UnixMillis(1),
                 event: &ev,
-                queue: true,
+                leading: true,
+                replayed: false,
                 place,
             },
         ));
@@ -274,7 +277,8 @@ fn render_places() {
             seq: Seq(9),
             at: UnixMillis(1),
             event: &ev,
-            queue: true,
+            leading: true,
+            replayed: false,
             place: Some(Place::Unknown { published }),
         },
     ));
@@ -304,7 +308,11 @@ fn lost_leadership_clears_caches_and_keeps_the_router_facts() {
     lead(&mut s, 2, 1, &applied("a"));
     let before = s.checkpoint();
     assert_eq!(follow(&mut s, 3, &lost()), vec![Effect::ClearCaches]);
-    assert_eq!(s.checkpoint(), before);
+    // The facts are kept; only whether this replica leads changed.
+    let mut after = s.checkpoint();
+    assert!(before.leading && !after.leading);
+    after.leading = true;
+    assert_eq!(after, before);
     // The render's place is kept: a later gate uses it.
     let out = items(lead(&mut s, 7, 1, &gate(sum(1), GateVerdict::Pass)));
     assert!(matches!(&out[1], WorkItem::Publish(p) if p.render_seq == Seq(1)));
@@ -352,6 +360,65 @@ fn pods_that_leave_while_following_are_removed_at_the_next_term() {
         // The next queued event flushes the same when the term start has not run yet.
         let out = removals(lead(&mut again, 99, 1, &rendered(sum(9))));
         assert_eq!(out, want, "{following:?}");
+    }
+}
+
+/// Routes `event` at `seq` as a replay (committed before this process started).
+fn replay(s: &mut RouterState, seq: u64, event: &Event) -> Vec<Effect> {
+    decide::route(
+        s,
+        Input::Event {
+            seq: Seq(seq),
+            at: UnixMillis(1),
+            event,
+            leading: false,
+            replayed: true,
+            place: None,
+        },
+    )
+}
+
+fn became_leader() -> Event {
+    Event::BecameLeader {
+        correlation: Correlation::new("lead"),
+        identity: haptic_journal::Identity::new("me"),
+        term: haptic_journal::Term(1),
+    }
+}
+
+#[test]
+fn a_replayed_event_becomes_work_exactly_as_it_did_live() {
+    // J11: a replay after a restart queues what the process that delivered it live queued,
+    // neither more nor less. Before, every replay was queued, so a follower's event that had
+    // produced no work produced it after a restart.
+    let pass = gate(sum(1), GateVerdict::Pass);
+    // A follower delivered it live: no work; restored from the checkpoint before it, its
+    // replay is no work either.
+    let mut live = state();
+    let before = live.checkpoint();
+    assert!(items(follow(&mut live, 3, &pass)).is_empty());
+    let mut restarted = RouterState::restore(state().identity.clone(), rc(), before);
+    assert!(items(replay(&mut restarted, 3, &pass)).is_empty());
+    assert_eq!(restarted.checkpoint(), live.checkpoint());
+    // A leader delivered it live: work; its replay (after the replayed BecameLeader) too.
+    let mut live = state();
+    let before = live.checkpoint();
+    lead(&mut live, 2, 1, &became_leader());
+    let want = items(lead(&mut live, 3, 1, &pass));
+    assert_eq!(want.len(), 2, "verdict and publication");
+    let mut restarted = RouterState::restore(state().identity.clone(), rc(), before);
+    assert!(items(replay(&mut restarted, 2, &became_leader())).is_empty());
+    assert_eq!(items(replay(&mut restarted, 3, &pass)), want);
+    // A new process is a follower: its first live event says so, and the checkpoint keeps it.
+    let mut s = RouterState::restore(state().identity.clone(), rc(), live.checkpoint());
+    assert!(items(follow(&mut s, 4, &pass)).is_empty());
+    assert!(!s.checkpoint().leading);
+}
+
+fn rc() -> RuntimeConfigRef {
+    RuntimeConfigRef {
+        namespace: "ns".into(),
+        name: "edge-haproxycfg".into(),
     }
 }
 

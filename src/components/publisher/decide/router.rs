@@ -57,6 +57,11 @@ pub struct RouterState {
     pub pinned: bool,
     /// The last event whose work was queued.
     queued_through: Option<Seq>,
+    /// Whether this replica led when it folded the last event: the live term for a live
+    /// delivery, the log's leadership events for a replay. A replayed event becomes work
+    /// exactly when it did (or would have) for the process that delivered it live, so a restart
+    /// queues neither more nor less than a run that never stopped (DESIGN.md J11).
+    pub leading: bool,
 }
 
 /// A render's place in render order found in the journal by the shell (the router did not
@@ -88,8 +93,12 @@ pub enum Input<'a> {
         at: UnixMillis,
         /// The event.
         event: &'a Event,
-        /// Whether it becomes work (this replica leads, or it is a replay).
-        queue: bool,
+        /// Whether a term of this replica runs now (the shell's live leadership).
+        leading: bool,
+        /// Whether it was committed before this process started (a replay): it becomes work
+        /// exactly when it did for the process that first saw it, as the log's leadership
+        /// events and the checkpoint say ([`RouterState::leading`]), not by the live term.
+        replayed: bool,
         /// Where its render stands when the router did not know (looked up by the shell).
         place: Option<Place>,
     },
@@ -128,6 +137,7 @@ impl RouterState {
             gone: Vec::new(),
             pinned: false,
             queued_through: None,
+            leading: false,
         }
     }
 
@@ -157,6 +167,7 @@ impl RouterState {
         s.gone = cp.gone;
         s.pinned = cp.pinned;
         s.queued_through = cp.queued_through;
+        s.leading = cp.leading;
         s
     }
 
@@ -181,6 +192,7 @@ impl RouterState {
             gone: self.gone.clone(),
             pinned: self.pinned,
             queued_through: self.queued_through,
+            leading: self.leading,
         }
     }
 
@@ -276,9 +288,22 @@ pub fn route(state: &mut RouterState, input: Input<'_>) -> Vec<Effect> {
             seq,
             at,
             event,
-            queue,
+            leading,
+            replayed,
             place,
         } => {
+            // A live delivery follows the live term (a new process starts as a follower: the
+            // first live event records that); a replay follows the log.
+            if replayed {
+                match event {
+                    Event::BecameLeader { .. } => state.leading = true,
+                    Event::LostLeadership { .. } => state.leading = false,
+                    _ => {}
+                }
+            } else {
+                state.leading = leading;
+            }
+            let queue = state.leading;
             if let (Some(Place::At { seq: s, at: a }), Some(r)) = (place, render_of(event)) {
                 state.remember(r, s, a);
             }
