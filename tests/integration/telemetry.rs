@@ -27,6 +27,7 @@ use haptic_journal::{
     Batch, ConfigIdentity, Correlation, Event, Identity, Journal, JournalOptions, Namespace,
     ObjectName, Origin, PodRef, PodStatusChange, PodStatusItem, RuntimeConfigRef, Term, WorkItem,
 };
+use haptic_testkit::eventually;
 use tokio_util::sync::CancellationToken;
 
 mod openmetrics;
@@ -85,18 +86,13 @@ impl Server {
 
     /// Polls `path` until it answers `status`; returns the body.
     async fn wait_for(&self, path: &str, status: u16) -> String {
-        let start = Instant::now();
-        loop {
+        eventually(DEADLINE, &format!("{path} to answer {status}"), || async {
             let (s, _, body) = self.get(path).await;
-            if s == status {
-                return body;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "{path} still {s} (want {status}): {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            (s == status)
+                .then_some(body.clone())
+                .ok_or(format!("{s}: {body}"))
+        })
+        .await
     }
 
     async fn stop(self) {
@@ -247,17 +243,17 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     metrics.register_validator(validations);
 
     // The leader gauge follows the dispatcher's live stream: poll until it saw BecameLeader.
-    let start = Instant::now();
-    let exp = loop {
+    let exp = eventually(DEADLINE, "the leader gauge at 1", || async {
         let (_, _, body) = server.get("/metrics").await;
         let exp = parse_openmetrics(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
         if exp.value("haptic_leader") == 1.0 && exp.value("haptic_dispatch_deliveries_total") >= 5.0
         {
-            break exp;
+            Ok(exp)
+        } else {
+            Err(body)
         }
-        assert!(start.elapsed() < DEADLINE, "leader never seen:\n{body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     let commits = journal.commit_stats();
     for (key, want) in [
         ("haptic_journal_readable", 1.0),

@@ -3,9 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use haptic::dataplane::{
-    BasicAuth, ClientSettings, Dataplane, Endpoint as DpEndpoint, raw_configs_equal,
-};
+use haptic::dataplane::{ClientSettings, Dataplane, Endpoint as DpEndpoint, raw_configs_equal};
 use haptic_journal::{Batch, Correlation, Event};
 
 use super::harness::*;
@@ -61,10 +59,7 @@ async fn deployer_corpus_configs_are_deployed_and_read_back() {
         .map(|p| {
             dp.client(DpEndpoint::new(
                 p.dataplane_url.parse().unwrap(),
-                Some(BasicAuth {
-                    username: sb.username().into(),
-                    password: sb.password().into(),
-                }),
+                Some(sb.pods()[0].credentials()),
             ))
         })
         .collect();

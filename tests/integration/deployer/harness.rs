@@ -1,6 +1,6 @@
 //! A controller slice for tests: journal, dispatcher, scheduler shell, deployer, drift monitor.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,41 +10,26 @@ use haptic::components::scheduler::{
     SchedulerHandle, SchedulerSettings, SchedulerShell, SchedulerState, subscribe_options,
 };
 use haptic::core::guard::{AlwaysValid, LeaseGuard};
-use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane};
+use haptic::dataplane::{ClientSettings, Dataplane};
 use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
 use haptic_journal::{
-    AuxKind, Batch, Checksum, Correlation, Endpoint, EndpointUrl, Event, Identity, Journal,
-    JournalOptions, PodRef, Term,
+    AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Identity, Journal, JournalOptions, Term,
 };
-use haptic_tools::sandbox::pods::{PodInfo, Sandbox, SandboxConfig};
+pub use haptic_testkit::{Fleet, Pod, eventually, http};
+use haptic_tools::sandbox::pods::PodInfo;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub const RENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/renders");
 pub const NS: &str = "haptic-test";
 
-pub async fn sandbox(pods: usize) -> Sandbox {
-    Sandbox::start(SandboxConfig {
-        pods,
-        reload_delay: Duration::from_millis(100),
-        ..SandboxConfig::default()
-    })
-    .await
-    .expect("sandbox starts")
+/// A fleet of `pods` HAProxy pods (the harness needs no CRDs: it runs no publisher).
+pub async fn sandbox(pods: usize) -> Fleet {
+    Fleet::start(haptic_testkit::FleetConfig::pods(pods).without_crds()).await
 }
 
-pub fn endpoints(sb: &Sandbox) -> Vec<Endpoint> {
-    sb.pods()
-        .iter()
-        .map(|p| Endpoint {
-            url: EndpointUrl::new(p.dataplane_url.clone()),
-            pod: PodRef {
-                namespace: NS.into(),
-                name: p.name.clone().into(),
-            },
-            detected_version: None,
-        })
-        .collect()
+/// The journal's endpoints of every pod of `sb`, in pod order.
+pub fn endpoints(sb: &Fleet) -> Vec<Endpoint> {
+    sb.pods().iter().map(|p| p.endpoint(NS)).collect()
 }
 
 /// Settings with short intervals.
@@ -75,12 +60,16 @@ pub struct Harness {
     pub scheduler: SchedulerHandle,
     pub drift: DriftHandle,
     pub deployer: Arc<Deployer>,
+    /// Bound of [`Harness::wait_applied`]: three deployments (`min_interval + timeout` each).
+    pub converge: Duration,
+    /// Bound of [`Harness::settle`]: half a deployment timeout.
+    pub settle: Duration,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Harness {
-    pub async fn start(path: &Path, sb: &Sandbox, knobs: Knobs) -> Harness {
+    pub async fn start(path: &Path, sb: &Fleet, knobs: Knobs) -> Harness {
         let journal = Arc::new(Journal::open(&JournalOptions::new(path)).expect("journal opens"));
         let mut d = Dispatcher::new(journal.clone());
         let sched_sub = d.subscribe(subscribe_options());
@@ -107,10 +96,7 @@ impl Harness {
             DeployerSettings {
                 max_parallel: knobs.max_parallel,
                 endpoint_timeout: Duration::from_secs(15),
-                credentials: Some(BasicAuth {
-                    username: sb.username().to_owned(),
-                    password: sb.password().to_owned(),
-                }),
+                credentials: sb.pods().first().map(Pod::credentials),
                 ..DeployerSettings::default()
             },
             knobs.lease.clone(),
@@ -145,6 +131,8 @@ impl Harness {
             scheduler,
             drift,
             deployer,
+            converge: (knobs.min_interval + knobs.timeout) * 3,
+            settle: knobs.timeout / 2,
             cancel,
             tasks,
         };
@@ -205,7 +193,7 @@ impl Harness {
 
     /// Stores a corpus render and journals TemplateRendered + the validation verdict.
     pub async fn feed(&self, name: &str, valid: bool) -> Checksum {
-        let (config, files) = read_render(&Path::new(RENDERS).join(name));
+        let (config, files) = read_render(name);
         let mut b = Batch::new();
         let r = b.put_render(config, files);
         let corr = Correlation::new(format!("render-{name}"));
@@ -247,13 +235,17 @@ impl Harness {
     /// Waits until every endpoint's journaled state runs `render` and the deployment that got
     /// there completed (bounded).
     pub async fn wait_applied(&self, render: Checksum, endpoints: &[Endpoint]) {
-        wait_for("every pod runs the render", Duration::from_secs(60), || {
+        wait_for("every pod runs the render", self.converge, || {
             let applied = self.journal.endpoints_applied().unwrap();
-            let all = endpoints.iter().all(|e| {
-                applied
-                    .iter()
-                    .any(|a| a.endpoint == e.url && a.render == render)
-            });
+            let missing: Vec<&str> = endpoints
+                .iter()
+                .filter(|e| {
+                    !applied
+                        .iter()
+                        .any(|a| a.endpoint == e.url && a.render == render)
+                })
+                .map(|e| e.url.as_str())
+                .collect();
             let idle = self
                 .journal
                 .queue(haptic_journal::Queue::DeployInflight)
@@ -264,7 +256,13 @@ impl Harness {
                     .queue(haptic_journal::Queue::DeployPending)
                     .unwrap()
                     .is_empty();
-            all && idle
+            if missing.is_empty() && idle {
+                Ok(())
+            } else {
+                Err(format!(
+                    "not yet on the render: {missing:?}; queues idle: {idle}"
+                ))
+            }
         })
         .await;
         self.settle().await;
@@ -272,9 +270,14 @@ impl Harness {
 
     /// Waits until every committed event was processed by every subscriber (the observer too).
     pub async fn settle(&self) {
-        wait_for("events dispatched", Duration::from_secs(10), || {
+        wait_for("events dispatched", self.settle, || {
             let m = self.journal.meta().unwrap();
-            m.dispatched_through.0 + 1 >= m.next_seq.0
+            (m.dispatched_through.0 + 1 >= m.next_seq.0)
+                .then_some(())
+                .ok_or(format!(
+                    "dispatched through {:?}, next seq {:?}",
+                    m.dispatched_through, m.next_seq
+                ))
         })
         .await;
     }
@@ -287,93 +290,45 @@ impl Harness {
     }
 }
 
-pub async fn wait_for(what: &str, bound: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + bound;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// [`eventually`] over a synchronous probe (journal reads).
+pub async fn wait_for<P: haptic_testkit::Probe<()>>(
+    what: &str,
+    bound: Duration,
+    mut cond: impl FnMut() -> P,
+) {
+    eventually(bound, what, || std::future::ready(cond())).await;
 }
 
 pub type RenderFiles = Vec<(AuxKind, String, Vec<u8>)>;
 
-pub fn read_render(dir: &Path) -> (Vec<u8>, RenderFiles) {
-    let config = std::fs::read(dir.join("haproxy.cfg")).expect("haproxy.cfg");
-    let mut files = Vec::new();
-    for (folder, kind) in [
-        ("maps", AuxKind::Map),
-        ("ssl", AuxKind::Ssl),
-        ("ca", AuxKind::Ca),
-        ("general", AuxKind::General),
-        ("crt-lists", AuxKind::CrtList),
-    ] {
-        let Ok(rd) = std::fs::read_dir(dir.join(folder)) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).collect();
-        paths.sort();
-        for p in paths {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            files.push((kind, format!("{folder}/{name}"), std::fs::read(&p).unwrap()));
-        }
-    }
-    (config, files)
-}
-
-/// Sandbox hook client.
-pub fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+/// The corpus render `name` as `Batch::put_render` takes it.
+pub fn read_render(name: &str) -> (Vec<u8>, RenderFiles) {
+    let r = haptic_testkit::render::corpus(name);
+    let files = haptic_testkit::render::batch_files(&r);
+    (r.config, files)
 }
 
 /// `/v3` requests a pod saw: (method, path).
-pub async fn requests(pod: &PodInfo) -> Vec<(String, String)> {
-    let v: serde_json::Value = http()
-        .get(format!("{}/_sandbox/requests", pod.dataplane_url))
-        .send()
+pub async fn requests(pod: &Pod) -> Vec<(String, String)> {
+    pod.faults()
+        .requests()
         .await
         .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["method"].as_str().unwrap_or_default().to_owned(),
-                r["path"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .into_iter()
+        .map(|r| (r.method, r.path))
         .collect()
 }
 
-pub async fn clear_requests(pod: &PodInfo) {
-    http()
-        .delete(format!("{}/_sandbox/requests", pod.dataplane_url))
-        .send()
-        .await
-        .unwrap();
+pub async fn clear_requests(pod: &Pod) {
+    pod.faults().clear_requests().await.unwrap();
 }
 
-pub async fn fault(pod: &PodInfo, body: serde_json::Value) {
-    let r = http()
-        .post(format!("{}/_sandbox/faults", pod.dataplane_url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "fault accepted: {}", r.status());
+pub async fn fault(pod: &Pod, body: serde_json::Value) {
+    pod.faults().arm(body).await.unwrap();
 }
 
-pub async fn clear_faults(pod: &PodInfo) {
-    http()
-        .delete(format!("{}/_sandbox/faults", pod.dataplane_url))
-        .send()
-        .await
-        .unwrap();
+pub async fn clear_faults(pod: &Pod) {
+    pod.faults().clear().await.unwrap();
 }
 
 /// Writes (method, path) pairs that change a pod: raw pushes and storage writes.
@@ -420,19 +375,16 @@ pub fn curl(
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// Waits until `curl` answers `want` (the reload may lag the API's answer by a moment).
+/// Waits until `curl` answers `want` (the reload may lag the API's answer by a moment; bound:
+/// the harness's deployment timeout, [`Knobs::default`]).
 pub async fn wait_answer(pod: &PodInfo, want: &str, req: impl Fn(&PodInfo) -> String) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = req(pod);
-        if got.contains(want) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pod {} answers {got:?}, want {want:?}",
-            pod.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Knobs::default().timeout,
+        &format!("pod {} to answer {want:?}", pod.name),
+        || {
+            let got = req(pod);
+            std::future::ready(if got.contains(want) { Ok(()) } else { Err(got) })
+        },
+    )
+    .await;
 }

@@ -1,9 +1,7 @@
 //! The render corpus as a stream to 3 real HAProxy pods: each render's documented answer comes
 //! back from every pod; 08/09 (rejected) keep the fleet on 07; 10 releases it.
 
-use haptic::dataplane::{
-    BasicAuth, ClientSettings, Dataplane, Endpoint as DpEndpoint, StorageKind,
-};
+use haptic::dataplane::{ClientSettings, Dataplane, Endpoint as DpEndpoint, StorageKind};
 use haptic_journal::Event;
 
 use super::harness::*;
@@ -59,10 +57,7 @@ async fn deployer_render_stream_reaches_every_pod_and_rejected_renders_keep_the_
             for pod in &pods {
                 let c = dp.client(DpEndpoint::new(
                     pod.dataplane_url.parse().unwrap(),
-                    Some(BasicAuth {
-                        username: sb.username().into(),
-                        password: sb.password().into(),
-                    }),
+                    Some(sb.pods()[0].credentials()),
                 ));
                 assert!(c.list_storage(StorageKind::Map).await.unwrap().is_empty());
             }

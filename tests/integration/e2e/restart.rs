@@ -3,12 +3,13 @@
 //! (the one `stream::render_stream_reaches_every_pod_and_is_published` checks).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use haptic_journal::{Event, Journal, JournalOptions, Seq};
 
-use super::stream::published;
-use super::{Opts, World, checksum, feed, rejected, stream, summary};
+use super::{
+    Published, answers, bounds, checksum, feed, invalid_removed, opts, published, rejected, start,
+    stop_cleanly, stream,
+};
 
 fn deployments_started(log: &str) -> usize {
     log.matches("deployment started").count()
@@ -16,9 +17,9 @@ fn deployments_started(log: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_resumes_from_the_journal() {
-    let world = World::start(3).await;
-    let render_dir = world.dir.path().join("render");
-    let opts = Opts::dir(&world, "solo", &render_dir);
+    let world = start(3).await;
+    let render_dir = world.dir().join("render");
+    let opts = opts(&world, "solo", &render_dir);
     feed(&render_dir, "01-basic");
     let mut ctl = world.controller(opts.clone());
     let renders = stream();
@@ -28,27 +29,32 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
         feed(&render_dir, render);
         if render == kill_at {
             // Kill while the deployment of this render runs.
-            world
-                .until(
-                    Duration::from_secs(30),
-                    "the deployment of 06 to start",
-                    || async { (deployments_started(&ctl.log_text()) > before).then_some(()) },
-                )
-                .await;
+            ctl.eventually(
+                bounds().deployment(),
+                "the deployment of 06 to start",
+                || async {
+                    let n = deployments_started(&ctl.log_text());
+                    (n > before)
+                        .then_some(())
+                        .ok_or(format!("{n} deployments started"))
+                },
+            )
+            .await;
             ctl.kill();
             ctl = world.controller(opts.clone());
         }
         if !rejected(render) {
             published(&world, render, 3).await;
         }
-        world
-            .pods_answer(render, Duration::from_secs(60))
-            .await
-            .unwrap_or_else(|e| panic!("{render}: {e}\n{}", ctl.log_tail(40)));
+        answers(&world, render).await;
     }
     let last = renders.last().unwrap();
     let cfg = published(&world, last, 3).await;
-    let (spec, conditions, pods) = summary(&cfg);
+    let Published {
+        spec,
+        conditions,
+        pods,
+    } = Published::of(&cfg);
     assert_eq!(spec, checksum(last));
     assert_eq!(
         conditions,
@@ -57,20 +63,12 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
             "ConfigValidated=True".to_owned()
         ]
     );
-    assert!(pods.iter().all(|(_, c)| *c == checksum(last)), "{pods:?}");
-    world
-        .until(Duration::from_secs(30), "-invalid removed", || async {
-            world
-                .hpcfg("e2e-haproxycfg-invalid")
-                .await
-                .is_none()
-                .then_some(())
-        })
-        .await;
     assert!(
-        ctl.stop(Duration::from_secs(30))
-            .is_some_and(|s| s.success())
+        pods.iter().all(|(_, c)| *c == checksum(last).to_string()),
+        "{pods:?}"
     );
+    invalid_removed(&world).await;
+    stop_cleanly(&mut ctl);
     // Nothing took effect twice: one ConfigPublished per checksum among the journaled events.
     let journal = Journal::open(&JournalOptions::new(&opts.journal)).unwrap();
     assert!(journal.verify().unwrap().problems.is_empty());
@@ -90,5 +88,5 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
         published_per_render.values().all(|n| *n == 1),
         "one ConfigPublished per render: {published_per_render:?}"
     );
-    world.cluster.shutdown().await;
+    world.shutdown().await;
 }

@@ -12,6 +12,8 @@ use std::sync::atomic::Ordering;
 
 use haptic_journal::{Event, GateVerdict, Identity, Queue, Seq, Term};
 
+use std::path::PathBuf;
+
 use super::*;
 
 const CHILD_ENV: &str = "HAPTIC_PUBLISHER_CRASH_CHILD";
@@ -76,7 +78,7 @@ async fn publish_crash_child() {
 }
 
 fn write_verbs_on_objects(env: &Env) -> Vec<String> {
-    env.server
+    env.server()
         .requests()
         .into_iter()
         .filter(|r| matches!(r.method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE"))
@@ -88,10 +90,10 @@ fn write_verbs_on_objects(env: &Env) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_before_publish_ack_reruns_the_item_and_it_takes_effect_once() {
     let mut env = Env::start().await;
-    env.server.clear_requests();
+    env.server().clear_requests();
     let out = tokio::task::spawn_blocking({
-        let dir = env.dir.path().to_owned();
-        let kubeconfig = env.kubeconfig.clone();
+        let dir = env.fleet.dir().to_owned();
+        let kubeconfig = env.fleet.kubeconfig().to_owned();
         move || {
             Command::new(std::env::current_exe().unwrap())
                 .args([
@@ -140,7 +142,7 @@ async fn crash_before_publish_ack_reruns_the_item_and_it_takes_effect_once() {
 
     // The parent takes the same journal with a new publisher (a new term, as after a restart).
     env.journal =
-        Arc::new(Journal::open(&JournalOptions::new(crash_journal_path(env.dir.path()))).unwrap());
+        Arc::new(Journal::open(&JournalOptions::new(crash_journal_path(env.fleet.dir()))).unwrap());
     assert_eq!(
         env.queue_len(Queue::Publish),
         1,
@@ -151,10 +153,10 @@ async fn crash_before_publish_ack_reruns_the_item_and_it_takes_effect_once() {
     env.journal
         .set_term(Term(2), Identity::new("replica-0"))
         .unwrap();
-    env.server.clear_requests();
+    env.server().clear_requests();
     let p = env.publisher(fast_config());
     let term = p.start(Term(2));
-    eventually("re-run item acked", || async {
+    eventually(bound(), "re-run item acked", || async {
         env.queue_len(Queue::Publish) == 0
     })
     .await;

@@ -100,7 +100,7 @@ async fn render_passed_before_leadership_is_published_by_its_deployment() {
     let p1 = env.publisher(fast_config());
     let t1 = p1.start(Term(1));
     let old = env.render_and_pass(&p1, &corpus("02-maps")).await;
-    eventually("02 published, its verdict written", || async {
+    eventually(bound(), "02 published, its verdict written", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == old)
             && env.queue_len(Queue::Publish) == 0
             && env.queue_len(Queue::Verdict) == 0
@@ -157,7 +157,7 @@ async fn render_passed_before_leadership_is_published_by_its_deployment() {
     let mut b = Batch::new();
     b.hold_render(&manifest);
     h.accept(b).await.unwrap();
-    eventually("render events trimmed", || async {
+    eventually(bound(), "render events trimmed", || async {
         env.journal.trim().unwrap();
         !env.journal
             .events(Seq(0), usize::MAX)
@@ -183,7 +183,7 @@ async fn render_passed_before_leadership_is_published_by_its_deployment() {
     })
     .await
     .unwrap();
-    eventually("the deployed render published", || async {
+    eventually(bound(), "the deployed render published", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == render)

@@ -23,7 +23,7 @@ impl LeaseGuard for Switch {
 }
 
 fn write_verbs(env: &Env) -> Vec<String> {
-    env.server
+    env.server()
         .requests()
         .into_iter()
         .filter(|r| matches!(r.method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE"))
@@ -42,24 +42,24 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
     let first = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
-    eventually("first render published", || async {
+    eventually(bound(), "first render published", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == first)
     })
     .await;
-    eventually("first render acked", || async {
+    eventually(bound(), "first render acked", || async {
         env.queue_len(Queue::Publish) == 0
     })
     .await;
 
     // Deposed mid-stream: the next render (with auxiliary objects and Secrets) must not go out.
     guard.0.store(false, Ordering::SeqCst);
-    env.server.clear_requests();
+    env.server().clear_requests();
     let second = env.render_and_pass(&p, &full_render()).await;
     // The worker reads the HAProxyCfg, then the guard refuses the replace.
-    eventually("publication attempted", || async {
-        env.server
+    eventually(bound(), "publication attempted", || async {
+        env.server()
             .requests()
             .iter()
             .any(|r| r.method == "GET" && r.path.ends_with(&format!("haproxycfgs/{MAIN}")))
@@ -83,13 +83,17 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
         .unwrap();
     guard.0.store(true, Ordering::SeqCst);
     let term = p.start(Term(2));
-    eventually("queued render published by the next term", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == second)
-    })
+    eventually(
+        bound(),
+        "queued render published by the next term",
+        || async {
+            env.cfg(MAIN)
+                .await
+                .is_some_and(|c| c.spec.checksum == second)
+        },
+    )
     .await;
-    eventually("queued item acked", || async {
+    eventually(bound(), "queued item acked", || async {
         env.queue_len(Queue::Publish) == 0
     })
     .await;
@@ -134,7 +138,7 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
     validation_failed(&mut env, &p, &corpus("08-invalid"), "first").await;
-    eventually("-invalid published", || async {
+    eventually(bound(), "-invalid published", || async {
         env.cfg(INVALID).await.is_some() && env.queue_len(Queue::Invalid) == 0
     })
     .await;
@@ -143,7 +147,10 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
     let mut second = shared("basic/two-servers.cfg");
     second.config.extend_from_slice(b"\n# rejected\n");
     validation_failed(&mut env, &p, &second, "second").await;
-    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
+    eventually(bound(), "the term stops", || async {
+        term.cancel.is_cancelled()
+    })
+    .await;
     term.stop().await;
     assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
     assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
@@ -155,14 +162,18 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
         .set_term(Term(6), Identity::new("replica-0"))
         .unwrap();
     let term = p.start(Term(6));
-    eventually("queued item published by the next term", || async {
-        env.queue_len(Queue::Invalid) == 0
-            && env
-                .cfg(INVALID)
-                .await
-                .and_then(|c| c.status)
-                .is_some_and(|s| s.validation_error.as_deref() == Some("second"))
-    })
+    eventually(
+        bound(),
+        "queued item published by the next term",
+        || async {
+            env.queue_len(Queue::Invalid) == 0
+                && env
+                    .cfg(INVALID)
+                    .await
+                    .and_then(|c| c.status)
+                    .is_some_and(|s| s.validation_error.as_deref() == Some("second"))
+        },
+    )
     .await;
     term.stop().await;
     env.assert_no_422();
@@ -179,7 +190,7 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
     env.applied(&p, "pod-a", sum, None).await;
-    eventually("pod-a listed", || async {
+    eventually(bound(), "pod-a listed", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
@@ -189,7 +200,10 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
     stamp(&env, MAIN, 5).await;
     // A failed deployment is written even for another checksum, so it reaches the write.
     env.applied(&p, "pod-b", sum, Some("reload failed")).await;
-    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
+    eventually(bound(), "the term stops", || async {
+        term.cancel.is_cancelled()
+    })
+    .await;
     term.stop().await;
     assert_eq!(
         env.queue_len(Queue::StatusPending),
@@ -208,14 +222,18 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
         .set_term(Term(6), Identity::new("replica-0"))
         .unwrap();
     let term = p.start(Term(6));
-    eventually("pending status written by the next term", || async {
-        env.queue_len(Queue::StatusPending) == 0
-            && env
-                .cfg(MAIN)
-                .await
-                .and_then(|c| c.status)
-                .is_some_and(|s| s.deployed_to_pods.len() == 2)
-    })
+    eventually(
+        bound(),
+        "pending status written by the next term",
+        || async {
+            env.queue_len(Queue::StatusPending) == 0
+                && env
+                    .cfg(MAIN)
+                    .await
+                    .and_then(|c| c.status)
+                    .is_some_and(|s| s.deployed_to_pods.len() == 2)
+        },
+    )
     .await;
     term.stop().await;
     env.assert_no_422();
@@ -230,10 +248,13 @@ async fn revoked_lease_stops_the_invalid_worker_and_keeps_the_item_queued() {
     let mut cfg = fast_config();
     cfg.lease = guard.clone();
     let p = env.publisher(cfg);
-    env.server.clear_requests();
+    env.server().clear_requests();
     let term = p.start(Term(1));
     validation_failed(&mut env, &p, &corpus("08-invalid"), "rejected").await;
-    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
+    eventually(bound(), "the term stops", || async {
+        term.cancel.is_cancelled()
+    })
+    .await;
     term.stop().await;
     assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
     assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);

@@ -30,12 +30,12 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     let full = full_render();
     let checksum = env.render(&p, &full).await;
     env.applied(&p, "pod-a", checksum, None).await;
-    eventually("status parked", || async {
+    eventually(bound(), "status parked", || async {
         env.queue_len(Queue::StatusParked) == 1
     })
     .await;
     env.gate(&p, checksum, GateVerdict::Pass, vec![]).await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         p.counters()
             .config_published
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -80,7 +80,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     }
 
     // The parked status came back and was written; the verdict shows as conditions.
-    eventually("pod status", || async {
+    eventually(bound(), "pod status", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods
                 .iter()
@@ -89,7 +89,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         })
     })
     .await;
-    eventually("conditions", || async {
+    eventually(bound(), "conditions", || async {
         let c = env.cfg(MAIN).await.unwrap();
         cond(&c, conditions::CONFIG_VALIDATED).as_deref() == Some("True")
             && cond(&c, conditions::CONFIG_PINNED).as_deref() == Some("False")
@@ -99,7 +99,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A failed deployment on a new pod: listed with its error, no deployedAt.
     env.applied(&p, "pod-b", checksum, Some("reload failed"))
         .await;
-    eventually("pod-b error", || async {
+    eventually(bound(), "pod-b error", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods.iter().any(|p| {
                 p.pod_name == "pod-b"
@@ -116,7 +116,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         pod: pod_ref("pod-b"),
     });
     env.deliver(&p, s, &ev).await;
-    eventually("pod-b removed", || async {
+    eventually(bound(), "pod-b removed", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
@@ -153,7 +153,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         vec!["unknown keyword".into()],
     )
     .await;
-    eventually("-invalid", || async {
+    eventually(bound(), "-invalid", || async {
         env.cfg(INVALID)
             .await
             .and_then(|c| c.status)
@@ -163,7 +163,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
             })
     })
     .await;
-    eventually("pinned", || async {
+    eventually(bound(), "pinned", || async {
         let c = env.cfg(MAIN).await.unwrap();
         cond(&c, conditions::CONFIG_PINNED).as_deref() == Some("True")
             && cond(&c, conditions::CONFIG_VALIDATED).as_deref() == Some("False")
@@ -173,7 +173,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A failed deployment of another checksum is written with its error, not parked.
     env.applied(&p, "pod-c", bad_sum, Some("rejected by haproxy"))
         .await;
-    eventually("pod-c error", || async {
+    eventually(bound(), "pod-c error", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods.iter().any(|p| {
                 p.pod_name == "pod-c" && p.checksum == Some(bad_sum) && p.last_error.is_some()
@@ -185,22 +185,25 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A later passing render (fewer files): `-invalid` deleted, unreferenced objects collected.
     let basic = corpus("02-maps");
     let next = env.render_and_pass(&p, &basic).await;
-    eventually("second publication", || async {
+    eventually(bound(), "second publication", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == next)
             && env.cfg(INVALID).await.is_none()
     })
     .await;
-    eventually("gc", || async {
+    eventually(bound(), "gc", || async {
         secrets.list(&sel).await.unwrap().items.is_empty()
     })
     .await;
     let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
     assert_eq!(maps.list(&sel).await.unwrap().items.len(), 1);
-    eventually("unpinned", || async {
+    eventually(bound(), "unpinned", || async {
         cond(&env.cfg(MAIN).await.unwrap(), conditions::CONFIG_PINNED).as_deref() == Some("False")
     })
     .await;
-    eventually("second event", || async { env.published_events() == 2 }).await;
+    eventually(bound(), "second event", || async {
+        env.published_events() == 2
+    })
+    .await;
     env.assert_no_422();
     term.stop().await;
 }
@@ -216,7 +219,7 @@ async fn restart_takes_every_queued_item_once() {
         let sum = env.render(&p, &r).await;
         let term = p.start(Term(1));
         env.applied(&p, "pod-c", sum, None).await;
-        eventually("parked", || async {
+        eventually(bound(), "parked", || async {
             env.queue_len(Queue::StatusParked) == 1
         })
         .await;
@@ -241,7 +244,7 @@ async fn restart_takes_every_queued_item_once() {
     env.reopen_journal();
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
-    eventually("all done", || async {
+    eventually(bound(), "all done", || async {
         env.queue_len(Queue::Publish) == 0
             && env.queue_len(Queue::PublishDeployed) == 0
             && env.queue_len(Queue::StatusPending) == 0
@@ -249,7 +252,7 @@ async fn restart_takes_every_queued_item_once() {
             && env.queue_len(Queue::Verdict) == 0
     })
     .await;
-    eventually("three pods", || async {
+    eventually(bound(), "three pods", || async {
         env.cfg(MAIN)
             .await
             .unwrap()
@@ -264,9 +267,9 @@ async fn restart_takes_every_queued_item_once() {
     term.stop().await;
 
     // Start again on the same journal: the repeat writes nothing and emits nothing.
-    env.server.clear_requests();
+    env.server().clear_requests();
     let term = p.start(Term(1));
-    eventually("repeat done", || async {
+    eventually(bound(), "repeat done", || async {
         p.counters()
             .publications
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -275,7 +278,7 @@ async fn restart_takes_every_queued_item_once() {
     .await;
     term.stop().await;
     let writes: Vec<_> = env
-        .server
+        .server()
         .requests()
         .into_iter()
         .filter(|r| r.method != "GET")
@@ -291,11 +294,11 @@ async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
     let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
     })
     .await;
-    eventually("status refs", || async {
+    eventually(bound(), "status refs", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
@@ -310,12 +313,12 @@ async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("restored", || async {
+    eventually(bound(), "restored", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
     })
     .await;
     let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
-    eventually("map restored", || async {
+    eventually(bound(), "map restored", || async {
         maps.list(&ListParams::default()).await.unwrap().items.len() == 1
     })
     .await;
@@ -340,7 +343,7 @@ async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("map entries restored", || async {
+    eventually(bound(), "map entries restored", || async {
         maps.get(&name).await.unwrap().spec.entries == want
     })
     .await;
@@ -360,7 +363,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
     let sum = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
     })
     .await;
@@ -419,7 +422,7 @@ async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
     let first = env
         .render_and_pass(&p, &shared("basic/one-backend.cfg"))
         .await;
-    eventually("first", || async {
+    eventually(bound(), "first", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == first)
@@ -478,7 +481,7 @@ async fn cleanup_objects_after_delete_of_owner() {
     let p = env.publisher(cfg);
     let term = p.start(Term(1));
     let sum = env.render_and_pass(&p, &corpus("06-crtlist")).await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
     })
     .await;
@@ -502,7 +505,7 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
     let first = env
         .render_and_pass(&p, &shared("basic/one-backend.cfg"))
         .await;
-    eventually("first", || async {
+    eventually(bound(), "first", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == first)
@@ -515,20 +518,20 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
     let third = env
         .render_and_pass(&p, &shared("backends/three-backends.cfg"))
         .await;
-    eventually("third", || async {
+    eventually(bound(), "third", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == third)
     })
     .await;
-    eventually("queue empty", || async {
+    eventually(bound(), "queue empty", || async {
         env.queue_len(Queue::Publish) == 0
     })
     .await;
     term.stop().await;
     // Two spec writes (create + one update) and two events: the second render never went out.
     let puts = env
-        .server
+        .server()
         .requests()
         .into_iter()
         .filter(|r| r.method == "PUT" && r.path.ends_with(&format!("haproxycfgs/{MAIN}")))
@@ -546,11 +549,11 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
     let ours = env
         .render_and_pass(&p, &shared("basic/one-backend.cfg"))
         .await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == ours)
     })
     .await;
-    eventually("acked", || async {
+    eventually(bound(), "acked", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
     })
     .await;
@@ -589,7 +592,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
         .set_term(Term(3), haptic_journal::Identity::new("replica-0"))
         .unwrap();
     let term = p.start(Term(3));
-    eventually("repeat ran", || async {
+    eventually(bound(), "repeat ran", || async {
         p.counters()
             .heals
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -611,7 +614,7 @@ async fn discovery_after_restart_clears_pods_that_went_away() {
         sum = env.render_and_pass(&p, &corpus("01-basic")).await;
         env.applied(&p, "pod-a", sum, None).await;
         env.applied(&p, "pod-b", sum, None).await;
-        eventually("two pods", || async {
+        eventually(bound(), "two pods", || async {
             env.cfg(MAIN)
                 .await
                 .and_then(|c| c.status)
@@ -623,7 +626,7 @@ async fn discovery_after_restart_clears_pods_that_went_away() {
     // A new publisher (fresh memory): the known pods come from the published status.
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
-    eventually("seeded", || async { p.known_pod_count() == 2 }).await;
+    eventually(bound(), "seeded", || async { p.known_pod_count() == 2 }).await;
     let c = env.corr();
     let (s, ev) = env.accept(None, |_| Event::HAProxyPodsDiscovered {
         correlation: c,
@@ -635,7 +638,7 @@ async fn discovery_after_restart_clears_pods_that_went_away() {
         authoritative: true,
     });
     env.deliver(&p, s, &ev).await;
-    eventually("pod-b cleared", || async {
+    eventually(bound(), "pod-b cleared", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods.len() == 1 && s.deployed_to_pods[0].pod_name == "pod-a"
         })

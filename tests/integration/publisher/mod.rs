@@ -11,8 +11,7 @@ mod heal;
 mod restart;
 mod status;
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,23 +21,16 @@ use haptic_journal::{
     AuxKind, Batch, Checksum, ConfigIdentity, Correlation, Event, GateVerdict, Identity, Journal,
     JournalOptions, PodRef, Queue, RuntimeConfigRef, Seq, SyncMetadata, Term,
 };
-use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use haptic_testkit::eventually;
+use haptic_testkit::render::batch_files;
+use haptic_testkit::{Fleet, FleetConfig};
+use haptic_tools::sandbox::apiserver::ApiServer;
 use kube::Api;
-use kube::api::PostParams;
 
 pub const NS: &str = "default";
 pub const CONFIG: &str = "edge";
 pub const MAIN: &str = "edge-haproxycfg";
 pub const INVALID: &str = "edge-haproxycfg-invalid";
-
-const FOLDERS: &[(&str, AuxKind)] = &[
-    ("maps", AuxKind::Map),
-    ("ssl", AuxKind::Ssl),
-    ("ca", AuxKind::Ca),
-    ("general", AuxKind::General),
-    ("crt-lists", AuxKind::CrtList),
-];
 
 /// A render read from a directory of `tests/corpus/renders/` (or a single config file).
 #[derive(Clone)]
@@ -48,26 +40,11 @@ pub struct RenderDir {
 }
 
 pub fn corpus(name: &str) -> RenderDir {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus/renders")
-        .join(name);
-    let config = fs::read(dir.join("haproxy.cfg")).unwrap();
-    let mut files = Vec::new();
-    for (folder, kind) in FOLDERS {
-        let Ok(rd) = fs::read_dir(dir.join(folder)) else {
-            continue;
-        };
-        for e in rd {
-            let e = e.unwrap();
-            let name = e.file_name().into_string().unwrap();
-            files.push((
-                *kind,
-                format!("{folder}/{name}"),
-                fs::read(e.path()).unwrap(),
-            ));
-        }
+    let r = haptic_testkit::render::corpus(name);
+    RenderDir {
+        files: batch_files(&r),
+        config: r.config,
     }
-    RenderDir { config, files }
 }
 
 /// A config-only render from `../shared/corpus/haproxy/<rel>`.
@@ -78,7 +55,7 @@ pub fn shared(rel: &str) -> RenderDir {
     ))
     .join(rel);
     RenderDir {
-        config: fs::read(p).unwrap(),
+        config: std::fs::read(p).unwrap(),
         files: Vec::new(),
     }
 }
@@ -97,11 +74,9 @@ pub fn full_render() -> RenderDir {
 }
 
 pub struct Env {
-    pub server: ApiServer,
+    pub fleet: Fleet,
     pub client: kube::Client,
-    pub dir: tempfile::TempDir,
     pub journal: Arc<Journal>,
-    pub kubeconfig: PathBuf,
     pub seq_corr: u64,
 }
 
@@ -121,6 +96,13 @@ pub fn runtime_config() -> RuntimeConfigRef {
     }
 }
 
+/// Bound of every wait of these tests: fifteen publisher attempts, each a request timeout plus
+/// the longest back-off of [`fast_config`].
+pub fn bound() -> Duration {
+    let c = fast_config();
+    (c.request_timeout + c.retry.max_delay) * 9
+}
+
 pub fn fast_config() -> PublisherConfig {
     let mut c = PublisherConfig::new(identity(), NS);
     c.retry.initial = Duration::from_millis(50);
@@ -131,20 +113,11 @@ pub fn fast_config() -> PublisherConfig {
 
 impl Env {
     pub async fn start() -> Env {
-        let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig, NS).unwrap();
-        let client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
-            .await
-            .unwrap();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for c in crd::crds() {
-            crds.create(&PostParams::default(), &c).await.unwrap();
-        }
+        let fleet = Fleet::start(FleetConfig::api_only(NS)).await;
+        let client = fleet.client();
         let journal = Arc::new(
             Journal::open(
-                &JournalOptions::new(dir.path().join("j.redb")).trim_every_commits(u32::MAX),
+                &JournalOptions::new(fleet.dir().join("j.redb")).trim_every_commits(u32::MAX),
             )
             .unwrap(),
         );
@@ -152,22 +125,27 @@ impl Env {
             .set_term(Term(1), Identity::new("replica-0"))
             .unwrap();
         Env {
-            server,
+            fleet,
             client,
-            dir,
             journal,
-            kubeconfig,
             seq_corr: 0,
         }
     }
 
+    /// The API emulator (these tests script its faults in-process).
+    pub fn server(&self) -> &ApiServer {
+        self.fleet
+            .emulator()
+            .expect("the publisher tests script the emulator")
+    }
+
     pub fn reopen_journal(&mut self) {
-        let path = self.dir.path().join("j.redb");
+        let path = self.fleet.dir().join("j.redb");
         // The old Arc must be the last one.
         let old = std::mem::replace(
             &mut self.journal,
             Arc::new(
-                Journal::open(&JournalOptions::new(self.dir.path().join("scratch.redb"))).unwrap(),
+                Journal::open(&JournalOptions::new(self.fleet.dir().join("scratch.redb"))).unwrap(),
             ),
         );
         drop(Arc::try_unwrap(old).expect("journal still shared"));
@@ -298,7 +276,7 @@ impl Env {
     /// No write of ours was ever rejected as invalid by the schema.
     pub fn assert_no_422(&self) {
         let bad: Vec<_> = self
-            .server
+            .server()
             .requests()
             .into_iter()
             .filter(|r| r.status == 422)
@@ -308,7 +286,7 @@ impl Env {
 
     pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new("kubectl")
-            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECONFIG", self.fleet.kubeconfig())
             .env_remove("HTTP_PROXY")
             .env_remove("http_proxy")
             .env("NO_PROXY", "127.0.0.1")
@@ -323,20 +301,4 @@ pub fn pod_ref(name: &str) -> PodRef {
         namespace: NS.into(),
         name: name.into(),
     }
-}
-
-/// Polls `cond` until it holds (generous deadline; the deadline is a hang guard, not an
-/// assertion on speed).
-pub async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..600 {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("never happened: {what}");
 }

@@ -82,7 +82,7 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
     let term = p.start(Term(1));
     let full = full_render();
     let sum = env.render_and_pass(&p, &full).await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         p.counters().config_published.load(Ordering::Relaxed) == 1
     })
     .await;
@@ -93,14 +93,18 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
     env.applied(&p, "pod-b", sum, None).await;
     // A failed deployment is the HAProxyCfg's business only: no aux entry.
     env.applied(&p, "pod-c", sum, Some("reload failed")).await;
-    eventually("every aux object lists pod-a and pod-b", || async {
-        aux_objects(&env)
-            .await
-            .iter()
-            .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-a", "pod-b"])
-    })
+    eventually(
+        bound(),
+        "every aux object lists pod-a and pod-b",
+        || async {
+            aux_objects(&env)
+                .await
+                .iter()
+                .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-a", "pod-b"])
+        },
+    )
     .await;
-    eventually("the HAProxyCfg lists all three", || async {
+    eventually(bound(), "the HAProxyCfg lists all three", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
@@ -127,7 +131,7 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
 
     // Coalescing: no aux object got more status writes than there were status rounds.
     let rounds = p.counters().status_rounds.load(Ordering::Relaxed);
-    let requests = env.server.requests();
+    let requests = env.server().requests();
     for (kind, name, ..) in aux_objects(&env).await {
         let writes = requests
             .iter()
@@ -147,14 +151,14 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
 
     // A terminated pod leaves every object.
     terminated(&mut env, &p, "pod-a").await;
-    eventually("pod-a removed from every aux object", || async {
+    eventually(bound(), "pod-a removed from every aux object", || async {
         aux_objects(&env)
             .await
             .iter()
             .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-b"])
     })
     .await;
-    eventually("pod-a removed from the HAProxyCfg", || async {
+    eventually(bound(), "pod-a removed from the HAProxyCfg", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
@@ -171,13 +175,13 @@ async fn observed_generation_is_the_generation_of_the_published_spec() {
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
     let first = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("first published", || async {
+    eventually(bound(), "first published", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == first)
     })
     .await;
-    eventually("status describes generation 1", || async {
+    eventually(bound(), "status describes generation 1", || async {
         let c = env.cfg(MAIN).await.unwrap();
         c.metadata.generation.is_some()
             && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
@@ -186,18 +190,22 @@ async fn observed_generation_is_the_generation_of_the_published_spec() {
     let g1 = env.cfg(MAIN).await.unwrap().metadata.generation.unwrap();
 
     let second = env.render_and_pass(&p, &corpus("03-maps-changed")).await;
-    eventually("second published and its status written", || async {
-        let c = env.cfg(MAIN).await.unwrap();
-        c.spec.checksum == second
-            && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
-            && c.metadata.generation > Some(g1)
-    })
+    eventually(
+        bound(),
+        "second published and its status written",
+        || async {
+            let c = env.cfg(MAIN).await.unwrap();
+            c.spec.checksum == second
+                && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
+                && c.metadata.generation > Some(g1)
+        },
+    )
     .await;
 
     // The map changed with the render: a pod on the new render gets the new file checksum, and
     // the map's status describes its new generation.
     env.applied(&p, "pod-a", second, None).await;
-    eventually("map status on the new generation", || async {
+    eventually(bound(), "map status on the new generation", || async {
         aux_objects(&env)
             .await
             .iter()

@@ -13,7 +13,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Emulator, NS};
+use super::{NS, api_server};
 
 fn configmap(data: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
@@ -82,15 +82,15 @@ fn key_conventions() {
 
 #[tokio::test]
 async fn configmap_and_secret_flow_through_the_emulator() {
-    let emu = Emulator::start().await;
-    let cms: Api<ConfigMap> = Api::namespaced(emu.client.clone(), NS);
-    let secrets: Api<Secret> = Api::namespaced(emu.client.clone(), NS);
+    let emu = api_server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(emu.client(), NS);
+    let secrets: Api<Secret> = Api::namespaced(emu.client(), NS);
     let (tx, mut rx) = mpsc::channel(8);
     let cancel = CancellationToken::new();
     let mut config = ConfigMapSourceConfig::new(NS, "render");
     config.secret = Some("render-certs".into());
     config.debounce = Duration::from_millis(100);
-    let source = ConfigMapSource::new(emu.client.clone(), config);
+    let source = ConfigMapSource::new(emu.client(), config);
     let uid = source.source_uid();
     let task = tokio::spawn(source.run(tx, cancel.clone()));
 
@@ -140,8 +140,9 @@ async fn configmap_and_secret_flow_through_the_emulator() {
     assert!(next(&mut rx, Duration::from_millis(800)).await.is_none());
 
     // A watch restart after compaction (410) relists without sending the same render again.
-    emu.server.compact();
-    emu.server
+    emu.emulator().unwrap().compact();
+    emu.emulator()
+        .unwrap()
         .add_fault(haptic_tools::sandbox::apiserver::Fault {
             path: "configmaps".into(),
             end_watch: true,

@@ -29,7 +29,7 @@ use reqwest::multipart::{Form, Part};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Emulator, NS};
+use super::{NS, api_server};
 
 const TOKEN: &str = "s3cret-token";
 
@@ -284,8 +284,8 @@ async fn accepted_only_once_journaled_with_the_directory_checksum_and_idempotent
 
 #[tokio::test]
 async fn a_follower_answers_503_naming_the_lease_holder_and_the_token_comes_from_a_secret() {
-    let emu = Emulator::start().await;
-    Api::<Lease>::namespaced(emu.client.clone(), NS)
+    let emu = api_server().await;
+    Api::<Lease>::namespaced(emu.client(), NS)
         .create(
             &PostParams::default(),
             &Lease {
@@ -303,7 +303,7 @@ async fn a_follower_answers_503_naming_the_lease_holder_and_the_token_comes_from
         )
         .await
         .unwrap();
-    let secrets = Api::<Secret>::namespaced(emu.client.clone(), NS);
+    let secrets = Api::<Secret>::namespaced(emu.client(), NS);
     for (name, key) in [("ingest", "token"), ("wrong-key", "password")] {
         secrets
             .create(
@@ -327,25 +327,20 @@ async fn a_follower_answers_503_naming_the_lease_holder_and_the_token_comes_from
             .await
             .unwrap();
     }
-    let token = read_token(emu.client.clone(), NS, "ingest").await.unwrap();
+    let token = read_token(emu.client(), NS, "ingest").await.unwrap();
     assert_eq!(token, TOKEN, "trimmed of the trailing newline");
-    let err = read_token(emu.client.clone(), NS, "wrong-key")
-        .await
-        .unwrap_err();
+    let err = read_token(emu.client(), NS, "wrong-key").await.unwrap_err();
     assert!(matches!(err, IngestError::TokenMissing { .. }), "{err:?}");
     assert!(
         err.to_string().contains("wrong-key") && err.to_string().contains("`token`"),
         "{err}"
     );
-    let err = read_token(emu.client.clone(), NS, "absent")
-        .await
-        .unwrap_err();
+    let err = read_token(emu.client(), NS, "absent").await.unwrap_err();
     assert!(matches!(err, IngestError::SecretNotFound { .. }), "{err:?}");
     assert!(err.to_string().contains("absent"), "{err}");
 
     let node =
-        Node::start(IngestConfig::new(Some(token)).lease(emu.client.clone(), NS, "haptic-leader"))
-            .await;
+        Node::start(IngestConfig::new(Some(token)).lease(emu.client(), NS, "haptic-leader")).await;
     let before = node.next_seq();
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/renders", node.url))
