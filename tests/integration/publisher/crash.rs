@@ -52,17 +52,7 @@ async fn publish_crash_child() {
     let p = ConfigPublisher::new(Arc::clone(&journal), client, fast_config());
     let _term = p.start(Term(1));
     let r = full_render();
-    let mut b = Batch::new();
-    let render = b.put_render(r.config.clone(), r.files.clone()).checksum;
-    b.event(Event::TemplateRendered {
-        correlation: Correlation::new("c1"),
-        render,
-        config_bytes: r.config.len() as u64,
-        auxiliary_file_count: r.files.len() as u32,
-        duration_ms: 1,
-        trigger_reason: "test".into(),
-        coalescible: true,
-    });
+    let (b, render) = rendered(Correlation::new("c1"), &r);
     deliver(&journal, &p, b).await;
     let mut b = Batch::new();
     b.event(Event::RenderGateCompleted {

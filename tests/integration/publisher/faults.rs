@@ -83,30 +83,12 @@ async fn transient_faults_are_retried_without_loss_or_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_objects_are_a_condition_not_a_loop() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let small = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually(bound(), "published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == small)
-    })
-    .await;
+    env.wait_spec("published", small).await;
 
     // A 4 MiB map of incompressible text: over the API server's limit even compressed.
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut big = Vec::with_capacity(4 << 20);
-    while big.len() < 4 << 20 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        big.push(alphabet[(seed % 64) as usize]);
-        if big.len() % 80 == 79 {
-            big.push(b'\n');
-        }
-    }
+    let big = incompressible_from(0x9e37_79b9_7f4a_7c15, 4 << 20);
     let mut r = corpus("02-maps");
     r.files.push((AuxKind::Map, "maps/huge.map".into(), big));
     env.render_and_pass(&p, &r).await;
@@ -139,9 +121,7 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_render_supersedes_a_failing_older_retry() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let first = env
         .render_and_pass(&p, &shared("basic/one-backend.cfg"))
         .await;
@@ -196,7 +176,11 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
 
 /// Incompressible text of `len` bytes (80-column lines).
 fn incompressible(len: usize) -> Vec<u8> {
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    incompressible_from(0x2545_f491_4f6c_dd1d, len)
+}
+
+/// Incompressible text of at least `len` bytes (80-column lines), xorshift from `seed`.
+fn incompressible_from(mut seed: u64, len: usize) -> Vec<u8> {
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
@@ -216,16 +200,9 @@ fn incompressible(len: usize) -> Vec<u8> {
 /// too large: a permanent rejection (condition, item released), never a retry loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_too_large_500_is_a_condition_not_a_loop() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let small = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually(bound(), "published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == small)
-    })
-    .await;
+    env.wait_spec("published", small).await;
     env.server().clear_requests();
 
     let mut r = corpus("02-maps");
@@ -271,16 +248,8 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
     // The rejected render is not announced, and the HAProxyCfg spec, written before the map
     // failed, is restored to the last complete publication by self-healing.
     assert_eq!(env.published_events(), 1);
-    eventually(
-        bound(),
-        "spec back to the last complete publication",
-        || async {
-            env.cfg(MAIN)
-                .await
-                .is_some_and(|c| c.spec.checksum == small)
-        },
-    )
-    .await;
+    env.wait_spec("spec back to the last complete publication", small)
+        .await;
     term.stop().await;
     env.assert_no_422();
 }

@@ -42,12 +42,7 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
     let first = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
-    eventually(bound(), "first render published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
+    env.wait_spec("first render published", first).await;
     eventually(bound(), "first render acked", || async {
         env.queue_len(Queue::Publish) == 0
     })
@@ -83,16 +78,8 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
         .unwrap();
     guard.0.store(true, Ordering::SeqCst);
     let term = p.start(Term(2));
-    eventually(
-        bound(),
-        "queued render published by the next term",
-        || async {
-            env.cfg(MAIN)
-                .await
-                .is_some_and(|c| c.spec.checksum == second)
-        },
-    )
-    .await;
+    env.wait_spec("queued render published by the next term", second)
+        .await;
     eventually(bound(), "queued item acked", || async {
         env.queue_len(Queue::Publish) == 0
     })
@@ -134,9 +121,7 @@ async fn validation_failed(env: &mut Env, p: &ConfigPublisher, r: &RenderDir, er
 /// rejection that releases the item; it stops the term's workers and leaves the item queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     validation_failed(&mut env, &p, &corpus("08-invalid"), "first").await;
     eventually(bound(), "-invalid published", || async {
         env.cfg(INVALID).await.is_some() && env.queue_len(Queue::Invalid) == 0
@@ -158,10 +143,7 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
     assert_eq!(st.validation_error.as_deref(), Some("first"));
 
     // The next term (newer than the stamp) takes the queued item.
-    env.journal
-        .set_term(Term(6), Identity::new("replica-0"))
-        .unwrap();
-    let term = p.start(Term(6));
+    let term = env.next_term(&p, 6);
     eventually(
         bound(),
         "queued item published by the next term",
@@ -183,9 +165,7 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
 /// pending status is neither written nor dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let sum = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
@@ -218,10 +198,7 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
         "nothing written over the newer term"
     );
 
-    env.journal
-        .set_term(Term(6), Identity::new("replica-0"))
-        .unwrap();
-    let term = p.start(Term(6));
+    let term = env.next_term(&p, 6);
     eventually(
         bound(),
         "pending status written by the next term",

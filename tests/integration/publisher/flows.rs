@@ -3,7 +3,7 @@
 
 use haptic::k8s::WriteError;
 use haptic::k8s::crd::{HAProxyMapFile, conditions, labels};
-use haptic::k8s::writer::{PublishSpec, RenderContent, Writer, WriterConfig};
+use haptic::k8s::writer::{PublishSpec, RenderContent};
 use haptic_journal::{DeploymentId, Event, GateVerdict, Queue, Seq, Term};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -22,9 +22,7 @@ fn cond(cfg: &HAProxyCfg, ty: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishes_every_kind_then_status_conditions_and_gc() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
 
     // Parking: a pod reports the render before the HAProxyCfg exists.
     let full = full_render();
@@ -290,14 +288,9 @@ async fn restart_takes_every_queued_item_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually(bound(), "published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
+    env.wait_spec("published", sum).await;
     eventually(bound(), "status refs", || async {
         env.cfg(MAIN)
             .await
@@ -313,10 +306,7 @@ async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually(bound(), "restored", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
+    env.wait_spec("restored", sum).await;
     let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
     eventually(bound(), "map restored", || async {
         maps.list(&ListParams::default()).await.unwrap().items.len() == 1
@@ -363,24 +353,10 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
     let sum = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
-    eventually(bound(), "published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
+    env.wait_spec("published", sum).await;
     term.stop().await;
 
-    let old = Writer::new(
-        env.client.clone(),
-        WriterConfig {
-            namespace: NS.into(),
-            config_label: CONFIG.into(),
-            owner: None,
-            term: Term(4),
-            compression_threshold_bytes: 1 << 20,
-            request_timeout: std::time::Duration::from_secs(5),
-            lease: Arc::new(haptic::core::guard::AlwaysValid),
-        },
-    );
+    let old = writer(&env, Term(4));
     let other = RenderContent {
         checksum: haptic_journal::render_checksum(b"global\n", &[]),
         config: "global\n".into(),
@@ -414,20 +390,13 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
-    let mut env = Env::start().await;
     let mut cfg = fast_config();
     cfg.publish_interval = std::time::Duration::from_secs(3600);
-    let p = env.publisher(cfg);
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher_config(cfg).await;
     let first = env
         .render_and_pass(&p, &shared("basic/one-backend.cfg"))
         .await;
-    eventually(bound(), "first", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
+    env.wait_spec("first", first).await;
     // Two deploy-driven renders inside the throttle window: they wait.
     let mut last = first;
     for (i, f) in ["backends/two-backends.cfg", "backends/three-backends.cfg"]
@@ -475,16 +444,11 @@ async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_objects_after_delete_of_owner() {
     // Owner GC: deleting the HAProxyCfg collects the auxiliary objects (owner references).
-    let mut env = Env::start().await;
     let mut cfg = fast_config();
     cfg.self_heal = false;
-    let p = env.publisher(cfg);
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher_config(cfg).await;
     let sum = env.render_and_pass(&p, &corpus("06-crtlist")).await;
-    eventually(bound(), "published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
+    env.wait_spec("published", sum).await;
     term.stop().await;
     env.cfgs()
         .delete(MAIN, &DeleteParams::default())
@@ -497,20 +461,13 @@ async fn cleanup_objects_after_delete_of_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newest() {
-    let mut env = Env::start().await;
     let mut cfg = fast_config();
     cfg.publish_interval = std::time::Duration::from_millis(1500);
-    let p = env.publisher(cfg);
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher_config(cfg).await;
     let first = env
         .render_and_pass(&p, &shared("basic/one-backend.cfg"))
         .await;
-    eventually(bound(), "first", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
+    env.wait_spec("first", first).await;
     // Inside the window: two more renders; only the newest is published when it ends.
     let _second = env
         .render_and_pass(&p, &shared("backends/two-backends.cfg"))
@@ -518,12 +475,7 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
     let third = env
         .render_and_pass(&p, &shared("backends/three-backends.cfg"))
         .await;
-    eventually(bound(), "third", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == third)
-    })
-    .await;
+    env.wait_spec("third", third).await;
     eventually(bound(), "queue empty", || async {
         env.queue_len(Queue::Publish) == 0
     })
@@ -543,34 +495,18 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn term_start_does_not_overwrite_another_leaders_render() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let ours = env
         .render_and_pass(&p, &shared("basic/one-backend.cfg"))
         .await;
-    eventually(bound(), "published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == ours)
-    })
-    .await;
+    env.wait_spec("published", ours).await;
     eventually(bound(), "acked", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
     })
     .await;
     term.stop().await;
     // Another replica leads (term 2) and publishes its render.
-    let theirs_writer = Writer::new(
-        env.client.clone(),
-        WriterConfig {
-            namespace: NS.into(),
-            config_label: CONFIG.into(),
-            owner: None,
-            term: Term(2),
-            compression_threshold_bytes: 1 << 20,
-            request_timeout: std::time::Duration::from_secs(5),
-            lease: Arc::new(haptic::core::guard::AlwaysValid),
-        },
-    );
+    let theirs_writer = writer(&env, Term(2));
     let theirs = RenderContent {
         checksum: haptic_journal::render_checksum(b"global\n# theirs\n", &[]),
         config: "global\n# theirs\n".into(),

@@ -151,9 +151,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::ListParams;
 
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
     let ours = || async {
         secrets
@@ -240,10 +238,7 @@ async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back()
     let term = p.start(Term(1));
     let renders = stream(2);
     let a = env.render_and_pass(&p, &renders[0]).await;
-    eventually(bound(), "first render published at once", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == a)
-    })
-    .await;
+    env.wait_spec("first render published at once", a).await;
     // The next render waits for the throttle; meanwhile someone edits the spec.
     let b = env.render_and_pass(&p, &renders[1]).await;
     let out = env.kubectl(&[
@@ -286,9 +281,7 @@ async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back()
 /// gate's conditions and the per-pod entries), not only its spec.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_haproxycfg_is_restored_with_its_conditions_and_pod_status() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let _term = p.start(Term(1));
+    let (mut env, p, _term) = Env::with_publisher().await;
     let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
     env.applied(&p, "pod-a", sum, None).await;
     env.applied(&p, "pod-b", sum, None).await;

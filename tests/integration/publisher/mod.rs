@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use haptic::components::publisher::{ConfigPublisher, PublisherConfig};
+use haptic::components::publisher::{ConfigPublisher, PublisherConfig, TermHandle};
 use haptic::k8s::crd::{self, HAProxyCfg};
 use haptic_journal::{
     AuxKind, Batch, Checksum, ConfigIdentity, Correlation, Event, GateVerdict, Identity, Journal,
@@ -80,6 +80,39 @@ pub struct Env {
     pub seq_corr: u64,
 }
 
+/// A batch storing `r` with its `TemplateRendered` event (correlation `corr`); returns the
+/// render checksum too.
+pub fn rendered(corr: Correlation, r: &RenderDir) -> (Batch, Checksum) {
+    let mut b = Batch::new();
+    let render = b.put_render(r.config.clone(), r.files.clone()).checksum;
+    b.event(Event::TemplateRendered {
+        correlation: corr,
+        render,
+        config_bytes: r.config.len() as u64,
+        auxiliary_file_count: r.files.len() as u32,
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+        coalescible: true,
+    });
+    (b, render)
+}
+
+/// A writer of another replica in `term` (no lease guard, default limits).
+pub fn writer(env: &Env, term: Term) -> haptic::k8s::writer::Writer {
+    haptic::k8s::writer::Writer::new(
+        env.client.clone(),
+        haptic::k8s::writer::WriterConfig {
+            namespace: NS.into(),
+            config_label: CONFIG.into(),
+            owner: None,
+            term,
+            compression_threshold_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(5),
+            lease: Arc::new(haptic::core::guard::AlwaysValid),
+        },
+    )
+}
+
 pub fn identity() -> ConfigIdentity {
     ConfigIdentity {
         name: CONFIG.into(),
@@ -137,6 +170,38 @@ impl Env {
         self.fleet
             .emulator()
             .expect("the publisher tests script the emulator")
+    }
+
+    /// A fresh env with a publisher of [`fast_config`] started in term 1.
+    pub async fn with_publisher() -> (Env, ConfigPublisher, TermHandle) {
+        Env::with_publisher_config(fast_config()).await
+    }
+
+    /// A fresh env with a publisher of `cfg` started in term 1.
+    pub async fn with_publisher_config(cfg: PublisherConfig) -> (Env, ConfigPublisher, TermHandle) {
+        let env = Env::start().await;
+        let p = env.publisher(cfg);
+        let term = p.start(Term(1));
+        (env, p, term)
+    }
+
+    /// The journal moves to `term` and `p` starts it.
+    pub fn next_term(&self, p: &ConfigPublisher, term: u64) -> TermHandle {
+        self.journal
+            .set_term(Term(term), Identity::new("replica-0"))
+            .unwrap();
+        p.start(Term(term))
+    }
+
+    /// Waits until the main HAProxyCfg's spec is `render`.
+    pub async fn wait_spec(&self, what: &str, render: Checksum) {
+        eventually(bound(), what, || async {
+            match self.cfg(MAIN).await {
+                Some(c) if c.spec.checksum == render => Ok(()),
+                other => Err(format!("{MAIN} spec: {:?}", other.map(|c| c.spec.checksum))),
+            }
+        })
+        .await;
     }
 
     pub fn reopen_journal(&mut self) {

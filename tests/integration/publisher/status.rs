@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use haptic::k8s::crd::{
     AuxiliaryFileStatus, HAProxyCRTListFile, HAProxyGeneralFile, HAProxyMapFile,
 };
-use haptic_journal::{Event, Term};
+use haptic_journal::Event;
 use kube::Api;
 
 use super::*;
@@ -77,9 +77,7 @@ async fn terminated(env: &mut Env, p: &ConfigPublisher, pod: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let full = full_render();
     let sum = env.render_and_pass(&p, &full).await;
     eventually(bound(), "published", || async {
@@ -171,16 +169,9 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observed_generation_is_the_generation_of_the_published_spec() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let first = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually(bound(), "first published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
+    env.wait_spec("first published", first).await;
     eventually(bound(), "status describes generation 1", || async {
         let c = env.cfg(MAIN).await.unwrap();
         c.metadata.generation.is_some()
