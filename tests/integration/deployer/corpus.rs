@@ -47,11 +47,9 @@ async fn deployer_corpus_configs_are_deployed_and_read_back() {
         return;
     }
     let sb = sandbox(3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
     let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let dp = Dataplane::new(&ClientSettings::default()).unwrap();
     let clients: Vec<_> = sb
         .pods()

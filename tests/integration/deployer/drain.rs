@@ -11,8 +11,7 @@ use super::harness::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_drain_cancel_keeps_the_deployment_for_the_next_leader() {
     let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("j.redb");
+    let path = sb.dir().join("j.redb");
     let eps = endpoints(&sb);
     let pods = sb.pods();
     // Slow reloads keep the deployment in flight longer than the drain bound.
@@ -20,8 +19,7 @@ async fn deployer_drain_cancel_keeps_the_deployment_for_the_next_leader() {
         fault(pod, json!({"reload":"slow","times":1,"delay_ms":4000})).await;
     }
     let h = Harness::start(&path, &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;
     wait_for("deployment started", Duration::from_secs(30), || {
         h.events()

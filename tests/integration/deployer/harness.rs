@@ -15,7 +15,7 @@ use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
 use haptic_journal::{
     AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Identity, Journal, JournalOptions, Term,
 };
-pub use haptic_testkit::{Fleet, Pod, eventually, http};
+pub use haptic_testkit::{Fleet, Pod, eventually};
 use haptic_tools::sandbox::pods::PodInfo;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -182,6 +182,12 @@ impl Harness {
         self.dispatch.accept(b).await.expect("leader");
     }
 
+    /// Leadership for term 1, then `endpoints` discovered.
+    pub async fn lead(&self, endpoints: &[Endpoint]) {
+        self.become_leader(1).await;
+        self.discover(endpoints.to_vec()).await;
+    }
+
     pub async fn discover(&self, endpoints: Vec<Endpoint>) {
         self.publish(Event::HAProxyPodsDiscovered {
             correlation: Correlation::new("disc"),
@@ -226,6 +232,45 @@ impl Harness {
         }
         self.dispatch.accept(b).await.expect("feed");
         r.checksum
+    }
+
+    /// `DeploymentCompleted` events seen so far.
+    pub fn completed(&self) -> usize {
+        self.events()
+            .iter()
+            .filter(|e| matches!(e, Event::DeploymentCompleted { .. }))
+            .count()
+    }
+
+    /// Waits until `rounds` more drift checks fired and completed, none in flight (bound: one
+    /// deployment per round past a drift interval, three rounds' worth).
+    pub async fn wait_drift_rounds(&self, rounds: usize) {
+        let start = self.completed();
+        let trig = self
+            .drift
+            .triggers
+            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        wait_for("drift rounds", self.converge / 2, || {
+            let fired = self
+                .drift
+                .triggers
+                .load(std::sync::atomic::Ordering::Relaxed) as usize;
+            let done = self.completed();
+            let idle = self
+                .journal
+                .queue(haptic_journal::Queue::DeployInflight)
+                .unwrap()
+                .is_empty();
+            (fired >= trig + rounds && done >= start + rounds && idle)
+                .then_some(())
+                .ok_or(format!(
+                    "{} triggers, {} completed, in flight: {}",
+                    fired - trig,
+                    done - start,
+                    !idle
+                ))
+        })
+        .await;
     }
 
     pub fn events(&self) -> Vec<Event> {

@@ -82,11 +82,9 @@ async fn deploy_counting(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
     let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
     let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;
     h.wait_applied(r, &eps).await;
     for pod in &sb.pods() {
@@ -153,11 +151,9 @@ async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_file_stored_but_not_loaded_is_reloaded() {
     let sb = sandbox(1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
     let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;
     h.wait_applied(r, &eps).await;
     let pod = &sb.pods()[0];
@@ -165,16 +161,13 @@ async fn deployer_file_stored_but_not_loaded_is_reloaded() {
     // The new map lands on disk without a reload.
     let (config, mut files) = read_render("02-maps");
     let new_map = b"shop.haptic.test shop-stored\n".to_vec();
-    let resp = http()
-        .post(format!(
-            "{}/_sandbox/edit-file?path=/etc/haproxy/maps/hosts.map",
-            pod.dataplane_url
-        ))
-        .body(new_map.clone())
-        .send()
+    pod.faults()
+        .edit_file(
+            "/etc/haproxy/maps/hosts.map",
+            std::str::from_utf8(&new_map).unwrap(),
+        )
         .await
         .unwrap();
-    assert!(resp.status().is_success(), "edit-file: {}", resp.status());
     for f in &mut files {
         if f.0 == AuxKind::Map {
             f.2 = new_map.clone();

@@ -37,8 +37,7 @@ async fn deployer_max_parallel_caps_requests_in_flight_across_the_deployment() {
     };
     let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
     let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("01-basic", true).await;
     h.wait_applied(r, &eps).await;
     let mut times = Vec::new();

@@ -10,8 +10,7 @@ use super::harness::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
     let sb = sandbox(3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("j.redb");
+    let path = sb.dir().join("j.redb");
     let eps = endpoints(&sb);
     let pods = sb.pods();
     // Slow reloads keep the deployment in flight long enough to stop it in the middle.
@@ -19,8 +18,7 @@ async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
         fault(pod, json!({"reload":"slow","times":1,"delay_ms":3000})).await;
     }
     let h = Harness::start(&path, &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;
     wait_for("pushes reached the pods", Duration::from_secs(30), || {
         h.events()

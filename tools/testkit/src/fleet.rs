@@ -340,6 +340,42 @@ impl Faults {
             .map(drop)
     }
 
+    /// An out-of-band edit of the auxiliary file at `path` on the pod (e.g.
+    /// `/etc/haproxy/maps/hosts.map`), without a reload (`POST /_sandbox/edit-file`).
+    ///
+    /// # Errors
+    /// As [`Faults::call`].
+    ///
+    /// # Cancel safety
+    /// As [`Faults::call`].
+    pub async fn edit_file(&self, path: &str, content: &str) -> Result<(), PeerError> {
+        let hook = format!("edit-file?path={path}");
+        let body = serde_json::Value::String(content.to_owned());
+        self.call(reqwest::Method::POST, &hook, Some(body))
+            .await
+            .map(drop)
+    }
+
+    /// An out-of-band edit of the pod's configuration, reloaded; with `bump_version` the
+    /// configuration version moves too (`POST /_sandbox/edit-config`).
+    ///
+    /// # Errors
+    /// As [`Faults::call`].
+    ///
+    /// # Cancel safety
+    /// As [`Faults::call`].
+    pub async fn edit_config(&self, config: &str, bump_version: bool) -> Result<(), PeerError> {
+        let hook = if bump_version {
+            "edit-config?bump_version=true"
+        } else {
+            "edit-config"
+        };
+        let body = serde_json::Value::String(config.to_owned());
+        self.call(reqwest::Method::POST, hook, Some(body))
+            .await
+            .map(drop)
+    }
+
     /// Every request the peer logged since the last clear, oldest first.
     ///
     /// # Errors
