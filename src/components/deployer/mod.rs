@@ -151,13 +151,7 @@ impl Drop for BusyGuard<'_> {
     }
 }
 
-impl std::fmt::Debug for Deployer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Deployer")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(Deployer, |x| "settings" => x.settings);
 
 struct EndpointResult {
     endpoint: haptic_journal::Endpoint,
