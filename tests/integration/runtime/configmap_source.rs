@@ -15,34 +15,30 @@ use tokio_util::sync::CancellationToken;
 
 use super::{NS, api_server};
 
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        ..Default::default()
+    }
+}
+
 fn configmap(data: &[(&str, &str)]) -> ConfigMap {
+    let data = data.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
     ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("render".into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
+        metadata: meta("render"),
+        data: Some(data.collect()),
         ..Default::default()
     }
 }
 
 fn secret(data: &[(&str, &str)]) -> Secret {
+    let data = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())));
     Secret {
-        metadata: ObjectMeta {
-            name: Some("render-certs".into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-                .collect::<BTreeMap<_, _>>(),
-        ),
+        metadata: meta("render-certs"),
+        data: Some(data.collect::<BTreeMap<_, _>>()),
         ..Default::default()
     }
 }

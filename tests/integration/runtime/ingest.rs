@@ -99,13 +99,7 @@ impl Node {
     /// Journals `BecameLeader` through the handle, as the runtime does, and waits for the
     /// dispatcher to see it.
     async fn lead(&self) {
-        let mut b = Batch::new();
-        b.set_term(Term(1), Identity::new("me"));
-        b.event(Event::BecameLeader {
-            correlation: Correlation::new("lead-1"),
-            identity: Identity::new("me"),
-            term: Term(1),
-        });
+        let b = Batch::became_leader(Correlation::new("lead-1"), Identity::new("me"), Term(1));
         self.handle.accept(b).await.unwrap();
         tokio::time::timeout(
             Duration::from_secs(30),
