@@ -36,6 +36,18 @@ impl Default for SchedulerSettings {
     }
 }
 
+impl SchedulerSettings {
+    /// The defaults with `--min-deployment-interval` and `--deployment-timeout` applied.
+    #[must_use]
+    pub fn with_intervals(min_deployment_interval: Duration, deployment_timeout: Duration) -> Self {
+        SchedulerSettings {
+            min_deployment_interval,
+            deployment_timeout,
+            ..SchedulerSettings::default()
+        }
+    }
+}
+
 /// What the scheduler is doing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(clippy::large_enum_variant)] // one value per scheduler, never moved in bulk

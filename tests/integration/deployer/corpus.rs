@@ -46,9 +46,7 @@ async fn deployer_corpus_configs_are_deployed_and_read_back() {
         eprintln!("corpus not found at {CORPUS}: skipped");
         return;
     }
-    let sb = sandbox(3).await;
-    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::default()).await;
     h.lead(&eps).await;
     let dp = Dataplane::new(&ClientSettings::default()).unwrap();
     let clients: Vec<_> = sb

@@ -8,13 +8,7 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_drift_checks_write_nothing_when_idle_and_repair_only_the_edited_pod() {
-    let sb = sandbox(3).await;
-    let knobs = Knobs {
-        drift: Duration::from_millis(700),
-        ..Knobs::default()
-    };
-    let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::drift(Duration::from_millis(700))).await;
     let pods = sb.pods();
     h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;

@@ -25,10 +25,7 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
     let sb = sandbox(3).await;
     let client = sb.client();
     let api: Api<K8sEvent> = Api::namespaced(client.clone(), NS);
-    let knobs = Knobs {
-        drift: Duration::from_millis(700),
-        ..Knobs::default()
-    };
+    let knobs = Knobs::drift(Duration::from_millis(700));
     let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
     // The HAProxyCfg does not exist in the emulator: the Event is written with its reference.
     h.deployer.set_drift_hook(Some(drift_hook(

@@ -9,9 +9,7 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_handles_conflicts_server_errors_slow_and_failed_reloads() {
-    let sb = sandbox(3).await;
-    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::default()).await;
     let pods = sb.pods();
     h.lead(&eps).await;
 

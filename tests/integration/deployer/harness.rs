@@ -27,6 +27,11 @@ pub async fn sandbox(pods: usize) -> Fleet {
     Fleet::start(haptic_testkit::FleetConfig::pods(pods).without_crds()).await
 }
 
+/// Where [`Harness::on`] keeps the journal: `<fleet dir>/j.redb`.
+pub fn journal_path(sb: &Fleet) -> std::path::PathBuf {
+    sb.dir().join("j.redb")
+}
+
 /// The journal's endpoints of every pod of `sb`, in pod order.
 pub fn endpoints(sb: &Fleet) -> Vec<Endpoint> {
     sb.pods().iter().map(|p| p.endpoint(NS)).collect()
@@ -39,6 +44,24 @@ pub struct Knobs {
     pub drift: Duration,
     pub max_parallel: usize,
     pub lease: Arc<dyn LeaseGuard>,
+}
+
+impl Knobs {
+    /// The defaults with a drift interval of `d`.
+    pub fn drift(d: Duration) -> Knobs {
+        Knobs {
+            drift: d,
+            ..Knobs::default()
+        }
+    }
+
+    /// The defaults with a deployment timeout of `d`.
+    pub fn timeout(d: Duration) -> Knobs {
+        Knobs {
+            timeout: d,
+            ..Knobs::default()
+        }
+    }
 }
 
 impl Default for Knobs {
@@ -69,6 +92,33 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// [`Harness::on`], leading, with the corpus render `name` fed (valid) and applied to every
+    /// pod; returns its checksum too.
+    pub async fn deployed(
+        sb: &Fleet,
+        knobs: Knobs,
+        name: &str,
+    ) -> (Harness, Vec<Endpoint>, Checksum) {
+        let (h, eps) = Harness::on(sb, knobs).await;
+        h.lead(&eps).await;
+        let r = h.feed(name, true).await;
+        h.wait_applied(r, &eps).await;
+        (h, eps, r)
+    }
+
+    /// A fleet of `pods` pods, a harness on it, and the endpoints of its pods.
+    pub async fn with_fleet(pods: usize, knobs: Knobs) -> (Fleet, Harness, Vec<Endpoint>) {
+        let sb = sandbox(pods).await;
+        let (h, eps) = Harness::on(&sb, knobs).await;
+        (sb, h, eps)
+    }
+
+    /// A harness on `sb` (journal `<fleet dir>/j.redb`) and the endpoints of its pods.
+    pub async fn on(sb: &Fleet, knobs: Knobs) -> (Harness, Vec<Endpoint>) {
+        let h = Harness::start(&journal_path(sb), sb, knobs).await;
+        (h, endpoints(sb))
+    }
+
     pub async fn start(path: &Path, sb: &Fleet, knobs: Knobs) -> Harness {
         let journal = Arc::new(Journal::open(&JournalOptions::new(path)).expect("journal opens"));
         let mut d = Dispatcher::new(journal.clone());
@@ -103,11 +153,7 @@ impl Harness {
             None,
         ));
         let state = SchedulerState::new(
-            SchedulerSettings {
-                min_deployment_interval: knobs.min_interval,
-                deployment_timeout: knobs.timeout,
-                ..SchedulerSettings::default()
-            },
+            SchedulerSettings::with_intervals(knobs.min_interval, knobs.timeout),
             format!("d{}", haptic_journal::UnixMillis::now().0),
         );
         let (shell, scheduler) =
@@ -172,13 +218,11 @@ impl Harness {
 
     /// Leadership for `term` (set_term + BecameLeader in one batch).
     pub async fn become_leader(&self, term: u64) {
-        let mut b = Batch::new();
-        b.set_term(Term(term), Identity::new("test"));
-        b.event(Event::BecameLeader {
-            correlation: Correlation::new(format!("leader-{term}")),
-            identity: Identity::new("test"),
-            term: Term(term),
-        });
+        let b = Batch::became_leader(
+            Correlation::new(format!("leader-{term}")),
+            Identity::new("test"),
+            Term(term),
+        );
         self.dispatch.accept(b).await.expect("leader");
     }
 
@@ -232,6 +276,16 @@ impl Harness {
         }
         self.dispatch.accept(b).await.expect("feed");
         r.checksum
+    }
+
+    /// Waits until a deployment started (bound: half of [`Harness::converge`], the former 30 s).
+    pub async fn wait_started(&self, what: &str) {
+        wait_for(what, self.converge / 2, || {
+            self.events()
+                .iter()
+                .any(|e| matches!(e, Event::DeploymentStarted { .. }))
+        })
+        .await;
     }
 
     /// `DeploymentCompleted` events seen so far.
@@ -370,6 +424,17 @@ pub async fn clear_requests(pod: &Pod) {
 
 pub async fn fault(pod: &Pod, body: serde_json::Value) {
     pod.faults().arm(body).await.unwrap();
+}
+
+/// The next reload of every one of `pods` takes `delay_ms` longer (keeps a deployment in flight).
+pub async fn slow_reloads(pods: &[Pod], delay_ms: u64) {
+    for pod in pods {
+        fault(
+            pod,
+            serde_json::json!({"reload": "slow", "times": 1, "delay_ms": delay_ms}),
+        )
+        .await;
+    }
 }
 
 pub async fn clear_faults(pod: &Pod) {

@@ -82,11 +82,7 @@ async fn deploy_counting(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
     let sb = sandbox(2).await;
-    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
-    h.lead(&eps).await;
-    let r = h.feed("02-maps", true).await;
-    h.wait_applied(r, &eps).await;
+    let (h, eps, _) = Harness::deployed(&sb, Knobs::default(), "02-maps").await;
     for pod in &sb.pods() {
         wait_answer(pod, "render 02-maps shop-v1", shop).await;
     }
@@ -151,11 +147,7 @@ async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_file_stored_but_not_loaded_is_reloaded() {
     let sb = sandbox(1).await;
-    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
-    h.lead(&eps).await;
-    let r = h.feed("02-maps", true).await;
-    h.wait_applied(r, &eps).await;
+    let (h, eps, _) = Harness::deployed(&sb, Knobs::default(), "02-maps").await;
     let pod = &sb.pods()[0];
     wait_answer(pod, "render 02-maps shop-v1", shop).await;
     // The new map lands on disk without a reload.

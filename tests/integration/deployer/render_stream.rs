@@ -38,9 +38,7 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_render_stream_reaches_every_pod_and_rejected_renders_keep_the_fleet_pinned() {
-    let sb = sandbox(3).await;
-    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::default()).await;
     h.lead(&eps).await;
     let pods = sb.pods();
     let dp = Dataplane::new(&ClientSettings::default()).unwrap();

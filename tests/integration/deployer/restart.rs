@@ -3,29 +3,19 @@
 use std::time::Duration;
 
 use haptic_journal::{Event, Queue};
-use serde_json::json;
 
 use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
     let sb = sandbox(3).await;
-    let path = sb.dir().join("j.redb");
-    let eps = endpoints(&sb);
     let pods = sb.pods();
     // Slow reloads keep the deployment in flight long enough to stop it in the middle.
-    for pod in &pods {
-        fault(pod, json!({"reload":"slow","times":1,"delay_ms":3000})).await;
-    }
-    let h = Harness::start(&path, &sb, Knobs::default()).await;
+    slow_reloads(&pods, 3000).await;
+    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
     h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;
-    wait_for("pushes reached the pods", Duration::from_secs(30), || {
-        h.events()
-            .iter()
-            .any(|e| matches!(e, Event::DeploymentStarted { .. }))
-    })
-    .await;
+    h.wait_started("pushes reached the pods").await;
     // Wait until every pod got its push (the reloads are still running).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -50,7 +40,7 @@ async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
     h.stop().await; // drops the shell mid-deployment; the journal closes with it
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let h = Harness::start(&path, &sb, Knobs::default()).await;
+    let h = Harness::start(&journal_path(&sb), &sb, Knobs::default()).await;
     assert_eq!(
         h.journal.queue(Queue::DeployInflight).unwrap().len(),
         1,

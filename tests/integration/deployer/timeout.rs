@@ -12,13 +12,7 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_timeout_cancels_retries_three_times_then_gives_up_until_drift() {
-    let sb = sandbox(2).await;
-    let knobs = Knobs {
-        timeout: Duration::from_millis(1000),
-        ..Knobs::default()
-    };
-    let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(2, Knobs::timeout(Duration::from_millis(1000))).await;
     let pods = sb.pods();
     // Every read of pod 0's configuration hangs longer than the deployment timeout.
     fault(
