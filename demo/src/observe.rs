@@ -218,16 +218,7 @@ fn shown(c: &Check, body: &str) -> String {
     s.replace('\n', "\\n")
 }
 
-/// A condition's `status` on `cfg` (`None` when absent).
-#[must_use]
-pub fn condition<'a>(cfg: &'a HAProxyCfg, type_: &str) -> Option<&'a str> {
-    cfg.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.as_str())
-}
+pub use haptic_testkit::condition;
 
 /// Pods listed in `status.deployedToPods` of `cfg` whose checksum is `checksum`.
 #[must_use]

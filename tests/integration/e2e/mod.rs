@@ -40,24 +40,54 @@ pub fn opts(fleet: &Fleet, identity: &str, render_dir: &Path) -> ControllerOpts 
     ControllerOpts::dir(fleet, Path::new(BIN), identity, CONFIG, render_dir)
 }
 
+/// A fleet of `pods` pods and one controller `solo` on `<fleet dir>/render`, fed `01-basic`
+/// first; returns the render directory too.
+pub async fn solo(pods: usize) -> (Fleet, std::path::PathBuf, Controller) {
+    let world = start(pods).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let ctl = world.controller(opts(&world, "solo", &render_dir));
+    (world, render_dir, ctl)
+}
+
+/// Feeds each of `renders` into `render_dir` in turn and checks it ([`check_render`]).
+pub async fn feed_and_check<S: AsRef<str>>(
+    fleet: &Fleet,
+    render_dir: &Path,
+    renders: impl IntoIterator<Item = S>,
+) {
+    let mut last_passed = String::new();
+    for render in renders {
+        feed(render_dir, render.as_ref());
+        last_passed = check_render(fleet, render.as_ref(), &last_passed).await;
+    }
+}
+
 /// Waits until the main HAProxyCfg holds `render` in its spec with every one of `pods` pods on
 /// it.
 pub async fn published(fleet: &Fleet, render: &str, pods: usize) -> HAProxyCfg {
     let want = checksum(render);
+    let what = format!("{MAIN} on {render} with {pods} pods");
+    object_until(fleet, MAIN, bounds().converge(), &what, |c| {
+        let p = Published::of(c);
+        p.on(&want, pods).then(|| c.clone()).ok_or(format!("{p:?}"))
+    })
+    .await
+}
+
+/// Waits (within `bound`) until the HAProxyCfg `name` exists and `f` accepts it; `f` says what
+/// it saw otherwise.
+pub async fn object_until<T>(
+    fleet: &Fleet,
+    name: &str,
+    bound: std::time::Duration,
+    what: &str,
+    f: impl Fn(&HAProxyCfg) -> Result<T, String>,
+) -> T {
     fleet
-        .eventually(
-            bounds().converge(),
-            &format!("{MAIN} on {render} with {pods} pods"),
-            || async {
-                let cfg = fleet.hpcfg(MAIN).await.ok_or("no HAProxyCfg")?;
-                let p = Published::of(&cfg);
-                if p.on(&want, pods) {
-                    Ok(cfg)
-                } else {
-                    Err(format!("{p:?}"))
-                }
-            },
-        )
+        .eventually(bound, what, || async {
+            f(&fleet.hpcfg(name).await.ok_or(format!("no {name}"))?)
+        })
         .await
 }
 
@@ -105,30 +135,28 @@ pub async fn check_render(fleet: &Fleet, render: &str, last_passed: &str) -> Str
     }
     let want = checksum(render);
     // The object is created first and its status written next: wait for both.
-    fleet
-        .eventually(
-            bounds().converge(),
-            &format!("{INVALID} for {render} carrying the validation error"),
-            || async {
-                let c = fleet.hpcfg(INVALID).await.ok_or("no -invalid object")?;
-                let error = c.status.as_ref().and_then(|s| s.validation_error.clone());
-                match error.filter(|e| !e.is_empty()) {
-                    Some(e) if c.spec.checksum == want => Ok(e),
-                    _ => Err(format!("{} {:?}", c.spec.checksum, c.status)),
-                }
-            },
-        )
-        .await;
-    let main = fleet
-        .eventually(bounds().follow_up(), "ConfigPinned=True", || async {
-            let p = Published::of(&fleet.hpcfg(MAIN).await.ok_or("no HAProxyCfg")?);
-            if p.has("ConfigPinned", "True") {
-                Ok(p)
-            } else {
-                Err(format!("{p:?}"))
-            }
-        })
-        .await;
+    let what = format!("{INVALID} for {render} carrying the validation error");
+    object_until(fleet, INVALID, bounds().converge(), &what, |c| {
+        let error = c.status.as_ref().and_then(|s| s.validation_error.clone());
+        match error.filter(|e| !e.is_empty()) {
+            Some(e) if c.spec.checksum == want => Ok(e),
+            _ => Err(format!("{} {:?}", c.spec.checksum, c.status)),
+        }
+    })
+    .await;
+    let main = object_until(
+        fleet,
+        MAIN,
+        bounds().follow_up(),
+        "ConfigPinned=True",
+        |c| {
+            let p = Published::of(c);
+            p.has("ConfigPinned", "True")
+                .then_some(p.clone())
+                .ok_or(format!("{p:?}"))
+        },
+    )
+    .await;
     assert_eq!(
         main.spec,
         checksum(last_passed),

@@ -42,24 +42,27 @@ fn pick(a: &mut Controller, b: &mut Controller, leader: &str) -> (usize, usize) 
     }
 }
 
-async fn two(world: &World) -> Vec<Controller> {
+/// Two replicas on 3 pods with 01-basic published; returns them and the indexes of the leader
+/// and the follower.
+async fn two() -> (World, Vec<Controller>, usize, usize) {
+    let world = start(3).await;
     let render_dir = world.dir().join("render");
     feed(&render_dir, "01-basic");
-    let a = world.controller(opts(world, "alpha", &render_dir));
-    let b = world.controller(opts(world, "beta", &render_dir));
-    published(world, "01-basic", 3).await;
-    vec![a, b]
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_follower_takes_over_when_the_leader_dies() {
-    let world = start(3).await;
-    let mut ctls = two(&world).await;
+    let a = world.controller(opts(&world, "alpha", &render_dir));
+    let b = world.controller(opts(&world, "beta", &render_dir));
+    published(&world, "01-basic", 3).await;
+    let mut ctls = vec![a, b];
     let leader = leader_of(&world).await;
     let (l, f) = {
         let (x, y) = ctls.split_at_mut(1);
         pick(&mut x[0], &mut y[0], &leader)
     };
+    (world, ctls, l, f)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_follower_takes_over_when_the_leader_dies() {
+    let (world, mut ctls, l, f) = two().await;
     let reloads_before = world.reload_counts().await;
     ctls[l].kill();
     let follower = ctls[f].opts.identity.clone();
@@ -103,13 +106,8 @@ fn writes_by<'a>(records: impl Iterator<Item = &'a RequestRecord>, identity: &st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_leader_writes_nothing_after_it_thaws() {
-    let world = start(3).await;
-    let mut ctls = two(&world).await;
-    let leader = leader_of(&world).await;
-    let (l, f) = {
-        let (x, y) = ctls.split_at_mut(1);
-        pick(&mut x[0], &mut y[0], &leader)
-    };
+    let (world, ctls, l, f) = two().await;
+    let leader = ctls[l].opts.identity.clone();
     ctls[l].signal(Signal::SIGSTOP);
     let follower = ctls[f].opts.identity.clone();
     leads(&world, &follower).await;

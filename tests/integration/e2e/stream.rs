@@ -5,14 +5,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::ListParams;
 
-use super::{LEASE, check_render, feed, invalid_removed, opts, start, stop_cleanly, stream};
+use super::{LEASE, check_render, feed, invalid_removed, solo, stop_cleanly, stream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn render_stream_reaches_every_pod_and_is_published() {
-    let world = start(3).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let mut ctl = world.controller(opts(&world, "solo", &render_dir));
+    let (world, render_dir, mut ctl) = solo(3).await;
     let mut last_passed = String::new();
     for render in stream() {
         feed(&render_dir, &render);

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use haptic_testkit::{eventually, http};
 
-use super::{bounds, check_render, feed, opts, start, stop_cleanly};
+use super::{bounds, feed_and_check, opts, solo, stop_cleanly};
 
 /// One `/metrics` scrape: `# TYPE` families and every sample (`name{labels}` as written).
 #[derive(Debug, Default)]
@@ -168,15 +168,13 @@ fn unmoved(m: &Scrape) -> Option<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_health_of_the_real_binary() {
-    let world = start(3).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let mut ctl = world.controller(opts(&world, "solo", &render_dir));
-    let mut last_passed = String::new();
-    for render in ["01-basic", "02-maps", "08-invalid", "10-large-map"] {
-        feed(&render_dir, render);
-        last_passed = check_render(&world, render, &last_passed).await;
-    }
+    let (world, render_dir, mut ctl) = solo(3).await;
+    feed_and_check(
+        &world,
+        &render_dir,
+        ["01-basic", "02-maps", "08-invalid", "10-large-map"],
+    )
+    .await;
     let addr = ctl.metrics_addr().await;
     // Counters read at scrape time may trail the published status by a moment: poll.
     let m = ctl

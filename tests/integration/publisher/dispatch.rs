@@ -48,13 +48,7 @@ impl OnDispatcher {
 
     /// `BecameLeader` for `term` with the journal's term set, in one batch.
     async fn lead(&self, env: &mut Env, term: u64) {
-        let mut b = Batch::new();
-        b.set_term(Term(term), Identity::new("replica-0"));
-        b.event(Event::BecameLeader {
-            correlation: env.corr(),
-            identity: Identity::new("replica-0"),
-            term: Term(term),
-        });
+        let b = Batch::became_leader(env.corr(), Identity::new("replica-0"), Term(term));
         self.h.accept(b).await.unwrap();
     }
 

@@ -83,8 +83,7 @@ async fn transient_faults_are_retried_without_loss_or_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_objects_are_a_condition_not_a_loop() {
-    let (mut env, p, term) = Env::with_publisher().await;
-    let small = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, term, small) = Env::with_render(&corpus("02-maps")).await;
     env.wait_spec("published", small).await;
 
     // A 4 MiB map of incompressible text: over the API server's limit even compressed.
@@ -115,16 +114,12 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
     assert!(too_large <= 1, "{too_large} rejected requests");
     // The rejected render is not announced.
     assert_eq!(env.published_events(), 1);
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_render_supersedes_a_failing_older_retry() {
-    let (mut env, p, term) = Env::with_publisher().await;
-    let first = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
-        .await;
+    let (mut env, p, term, first) = Env::with_render(&shared("basic/one-backend.cfg")).await;
     eventually(bound(), "first", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
     })
@@ -200,8 +195,7 @@ fn incompressible_from(mut seed: u64, len: usize) -> Vec<u8> {
 /// too large: a permanent rejection (condition, item released), never a retry loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_too_large_500_is_a_condition_not_a_loop() {
-    let (mut env, p, term) = Env::with_publisher().await;
-    let small = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, term, small) = Env::with_render(&corpus("02-maps")).await;
     env.wait_spec("published", small).await;
     env.server().clear_requests();
 
@@ -250,6 +244,5 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
     assert_eq!(env.published_events(), 1);
     env.wait_spec("spec back to the last complete publication", small)
         .await;
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }

@@ -157,18 +157,14 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
         },
     )
     .await;
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 /// The same for the status worker: a newer term's stamp on the HAProxyCfg stops the term; the
 /// pending status is neither written nor dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending() {
-    let (mut env, p, term) = Env::with_publisher().await;
-    let sum = env
-        .render_and_pass(&p, &shared("basic/two-servers.cfg"))
-        .await;
+    let (mut env, p, term, sum) = Env::with_render(&shared("basic/two-servers.cfg")).await;
     env.applied(&p, "pod-a", sum, None).await;
     eventually(bound(), "pod-a listed", || async {
         env.cfg(MAIN)
@@ -212,8 +208,7 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
         },
     )
     .await;
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 /// A lost Lease inside the retry helper (verdict and invalid workers) stops the term at once and

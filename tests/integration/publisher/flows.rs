@@ -9,16 +9,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 
-use super::*;
+use haptic_testkit::condition;
 
-fn cond(cfg: &HAProxyCfg, ty: &str) -> Option<String> {
-    cfg.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == ty)
-        .map(|c| c.status.clone())
-}
+use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishes_every_kind_then_status_conditions_and_gc() {
@@ -89,8 +82,8 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     .await;
     eventually(bound(), "conditions", || async {
         let c = env.cfg(MAIN).await.unwrap();
-        cond(&c, conditions::CONFIG_VALIDATED).as_deref() == Some("True")
-            && cond(&c, conditions::CONFIG_PINNED).as_deref() == Some("False")
+        condition(&c, conditions::CONFIG_VALIDATED) == Some("True")
+            && condition(&c, conditions::CONFIG_PINNED) == Some("False")
     })
     .await;
 
@@ -163,8 +156,8 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     .await;
     eventually(bound(), "pinned", || async {
         let c = env.cfg(MAIN).await.unwrap();
-        cond(&c, conditions::CONFIG_PINNED).as_deref() == Some("True")
-            && cond(&c, conditions::CONFIG_VALIDATED).as_deref() == Some("False")
+        condition(&c, conditions::CONFIG_PINNED) == Some("True")
+            && condition(&c, conditions::CONFIG_VALIDATED) == Some("False")
             && c.spec.checksum == checksum
     })
     .await;
@@ -195,7 +188,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
     assert_eq!(maps.list(&sel).await.unwrap().items.len(), 1);
     eventually(bound(), "unpinned", || async {
-        cond(&env.cfg(MAIN).await.unwrap(), conditions::CONFIG_PINNED).as_deref() == Some("False")
+        condition(&env.cfg(MAIN).await.unwrap(), conditions::CONFIG_PINNED) == Some("False")
     })
     .await;
     eventually(bound(), "second event", || async {
@@ -288,8 +281,7 @@ async fn restart_takes_every_queued_item_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
-    let (mut env, p, term) = Env::with_publisher().await;
-    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (env, _p, term, sum) = Env::with_render(&corpus("02-maps")).await;
     env.wait_spec("published", sum).await;
     eventually(bound(), "status refs", || async {
         env.cfg(MAIN)
@@ -495,10 +487,7 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn term_start_does_not_overwrite_another_leaders_render() {
-    let (mut env, p, term) = Env::with_publisher().await;
-    let ours = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
-        .await;
+    let (env, p, term, ours) = Env::with_render(&shared("basic/one-backend.cfg")).await;
     env.wait_spec("published", ours).await;
     eventually(bound(), "acked", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1

@@ -224,8 +224,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
     assert!(ours().await.is_empty(), "a collected Secret came back");
     assert_eq!(heals(), healed, "GC was taken for an outside delete");
     assert_eq!(env.published_events(), 2);
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -281,8 +280,7 @@ async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back()
 /// gate's conditions and the per-pod entries), not only its spec.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_haproxycfg_is_restored_with_its_conditions_and_pod_status() {
-    let (mut env, p, _term) = Env::with_publisher().await;
-    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, _term, sum) = Env::with_render(&corpus("02-maps")).await;
     env.applied(&p, "pod-a", sum, None).await;
     env.applied(&p, "pod-b", sum, None).await;
     let full = |c: &crd::HAProxyCfg| {

@@ -185,6 +185,19 @@ impl Env {
         (env, p, term)
     }
 
+    /// [`Env::with_publisher`] with `r` rendered and passed by the gate; returns its checksum.
+    pub async fn with_render(r: &RenderDir) -> (Env, ConfigPublisher, TermHandle, Checksum) {
+        let (mut env, p, term) = Env::with_publisher().await;
+        let sum = env.render_and_pass(&p, r).await;
+        (env, p, term, sum)
+    }
+
+    /// Stops `term`, then checks that no write was refused as invalid (422).
+    pub async fn finish(&self, term: TermHandle) {
+        term.stop().await;
+        self.assert_no_422();
+    }
+
     /// The journal moves to `term` and `p` starts it.
     pub fn next_term(&self, p: &ConfigPublisher, term: u64) -> TermHandle {
         self.journal

@@ -163,14 +163,12 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
             .is_some_and(|s| !s.deployed_to_pods.iter().any(|e| e.pod_name == "pod-a"))
     })
     .await;
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observed_generation_is_the_generation_of_the_published_spec() {
-    let (mut env, p, term) = Env::with_publisher().await;
-    let first = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, term, first) = Env::with_render(&corpus("02-maps")).await;
     env.wait_spec("first published", first).await;
     eventually(bound(), "status describes generation 1", || async {
         let c = env.cfg(MAIN).await.unwrap();
@@ -210,6 +208,5 @@ async fn observed_generation_is_the_generation_of_the_published_spec() {
             })
     })
     .await;
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }

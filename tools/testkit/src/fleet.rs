@@ -430,9 +430,7 @@ pub struct Fleet {
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fleet")
-            .field("peers", &self.peers)
             .field("kubeconfig", &self.kubeconfig)
-            .field("pods", &self.pods)
             .finish_non_exhaustive()
     }
 }

@@ -35,6 +35,17 @@ pub use wait::{Probe, eventually, log_tail};
 use haptic::k8s::crd::HAProxyCfg;
 use haptic_journal::Checksum;
 
+/// A condition's `status` on `cfg` (`None` when absent).
+#[must_use]
+pub fn condition<'a>(cfg: &'a HAProxyCfg, type_: &str) -> Option<&'a str> {
+    cfg.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
+}
+
 /// The state of a published HAProxyCfg as tests compare it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Published {

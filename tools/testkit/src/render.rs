@@ -114,7 +114,7 @@ pub async fn put_configmap_render(
 ) {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-    use kube::api::{Api, ObjectMeta, PostParams};
+    use kube::api::{Api, ObjectMeta};
     let mut cm_data = std::collections::BTreeMap::new();
     let mut secret_data = std::collections::BTreeMap::new();
     cm_data.insert(
@@ -134,39 +134,39 @@ pub async fn put_configmap_render(
         namespace: Some(ns.into()),
         ..ObjectMeta::default()
     };
-    let pp = PostParams::default();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let mut s = secrets.get_opt(secret).await.expect("read the Secret");
-    let exists = s.is_some();
-    let mut s = s.take().unwrap_or_else(|| Secret {
+    let mut s = Secret {
         metadata: meta(secret),
         ..Secret::default()
-    });
+    };
     s.data = Some(secret_data);
-    s.string_data = None;
-    if exists {
-        secrets
-            .replace(secret, &pp, &s)
-            .await
-            .expect("replace the Secret");
-    } else {
-        secrets.create(&pp, &s).await.expect("create the Secret");
-    }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let mut c = cms.get_opt(configmap).await.expect("read the ConfigMap");
-    let exists = c.is_some();
-    let mut c = c.take().unwrap_or_else(|| ConfigMap {
+    replace_whole(Api::namespaced(client.clone(), ns), secret, s).await;
+    let mut c = ConfigMap {
         metadata: meta(configmap),
         ..ConfigMap::default()
-    });
+    };
     c.data = Some(cm_data);
-    c.binary_data = None;
-    if exists {
-        cms.replace(configmap, &pp, &c)
-            .await
-            .expect("replace the ConfigMap");
-    } else {
-        cms.create(&pp, &c).await.expect("create the ConfigMap");
+    replace_whole(Api::namespaced(client.clone(), ns), configmap, c).await;
+}
+
+/// Creates `obj` as `name`, or replaces the stored object whole (its resourceVersion kept).
+///
+/// # Panics
+/// When the API server refuses the read or the write.
+async fn replace_whole<K>(api: kube::Api<K>, name: &str, mut obj: K)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let pp = kube::api::PostParams::default();
+    match api.get_opt(name).await.expect("read the object") {
+        Some(old) => {
+            obj.meta_mut().resource_version = old.meta().resource_version.clone();
+            api.replace(name, &pp, &obj)
+                .await
+                .expect("replace the object");
+        }
+        None => {
+            api.create(&pp, &obj).await.expect("create the object");
+        }
     }
 }
 
