@@ -5,6 +5,7 @@ mod basic;
 mod compaction;
 mod corruption;
 mod crash;
+mod damage;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 pub mod fixtures;
