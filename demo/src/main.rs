@@ -68,15 +68,9 @@ pub struct DemoArgs {
 fn main() -> std::process::ExitCode {
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let controller = argv.get(1).is_some_and(|a| a == CONTROLLER_ARG);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match haptic::cli::tokio_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot build the tokio runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let result: Result<(), Box<dyn std::error::Error>> = if controller {
         // `haptic-demo __controller run ...` is `haptic run ...`.
@@ -95,14 +89,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            let mut line = e.to_string();
-            let mut source = e.source();
-            while let Some(s) = source {
-                line.push_str(": ");
-                line.push_str(&s.to_string());
-                source = s.source();
-            }
-            eprintln!("error: {line}");
+            eprintln!("error: {}", haptic::core::error::chain(e.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
@@ -229,17 +216,14 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         args.pods
     );
     let cluster = cluster::start(args.pods, &paths.kubeconfig).await?;
-    println!(
-        "  API emulator {} ({:?} mode); pods: {}",
-        cluster.emulator().map(|a| a.url()).unwrap_or_default(),
-        cluster.sandbox().map(|s| s.mode()),
-        cluster
-            .pods()
-            .iter()
-            .map(|p| format!("{} {}", p.name, p.dataplane_url))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let mode = cluster
+        .sandbox()
+        .map_or_else(String::new, |s| format!("{:?}", s.mode()));
+    let api = cluster.emulator().map(|a| a.url()).unwrap_or_default();
+    println!("  API emulator {api} ({mode} mode)");
+    for p in cluster.pods() {
+        println!("  pod {} (Dataplane API {})", p.name, p.dataplane_url);
+    }
     let mut controller = match Controller::spawn(&paths) {
         Ok(c) => c,
         Err(e) => {

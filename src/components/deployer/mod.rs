@@ -505,15 +505,7 @@ impl Deployer {
 }
 
 fn error_text(e: &SyncError) -> String {
-    use std::error::Error as _;
-    let mut text = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        src = s.source();
-    }
-    text
+    crate::core::error::chain(e)
 }
 
 fn add_breakdown(out: &mut BTreeMap<String, u32>, ops: &haptic_journal::OperationCounts) {

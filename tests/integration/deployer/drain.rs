@@ -9,14 +9,9 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_drain_cancel_keeps_the_deployment_for_the_next_leader() {
-    let sb = sandbox(2).await;
-    let pods = sb.pods();
     // Slow reloads keep the deployment in flight longer than the drain bound.
-    slow_reloads(&pods, 4000).await;
-    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
-    h.lead(&eps).await;
-    let r = h.feed("02-maps", true).await;
-    h.wait_started("deployment started").await;
+    let (sb, h, eps, r) = Harness::in_flight(2, 4000).await;
+    let pods = sb.pods();
     h.scheduler.drain(Duration::from_millis(50)).await;
     h.settle().await;
     assert!(

@@ -60,19 +60,7 @@ async fn deployer_drift_checks_write_nothing_when_idle_and_repair_only_the_edite
     for pod in &pods {
         clear_requests(pod).await;
     }
-    pods[2]
-        .faults()
-        .edit_file("/etc/haproxy/maps/hosts.map", "shop.haptic.test tampered\n")
-        .await
-        .unwrap();
-    wait_for("map repaired", Duration::from_secs(30), || {
-        h.deployer
-            .stats
-            .drift_detected
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 3
-    })
-    .await;
+    h.tamper_map(&pods[2], 3).await;
     h.wait_drift_rounds(1).await;
     for (k, pod) in pods.iter().enumerate() {
         let w = writes(&requests(pod).await);

@@ -52,19 +52,7 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
     );
 
     // An out-of-band map edit on pod 1.
-    pods[1]
-        .faults()
-        .edit_file("/etc/haproxy/maps/hosts.map", "shop.haptic.test tampered\n")
-        .await
-        .unwrap();
-    wait_for("drift detected", Duration::from_secs(30), || {
-        h.deployer
-            .stats
-            .drift_detected
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 1
-    })
-    .await;
+    h.tamper_map(&pods[1], 1).await;
     eventually(h.settle, "a DriftDetected Event", || async {
         !drift_events(&api).await.is_empty()
     })

@@ -106,6 +106,18 @@ impl Harness {
         (h, eps, r)
     }
 
+    /// A fleet of `pods` pods whose next reload takes `slow_ms` longer, a leading harness on it,
+    /// and `02-maps` fed; returns once the deployment started (it is then in flight).
+    pub async fn in_flight(pods: usize, slow_ms: u64) -> (Fleet, Harness, Vec<Endpoint>, Checksum) {
+        let sb = sandbox(pods).await;
+        slow_reloads(&sb.pods(), slow_ms).await;
+        let (h, eps) = Harness::on(&sb, Knobs::default()).await;
+        h.lead(&eps).await;
+        let r = h.feed("02-maps", true).await;
+        h.wait_started("the deployment to start").await;
+        (sb, h, eps, r)
+    }
+
     /// A fleet of `pods` pods, a harness on it, and the endpoints of its pods.
     pub async fn with_fleet(pods: usize, knobs: Knobs) -> (Fleet, Harness, Vec<Endpoint>) {
         let sb = sandbox(pods).await;
@@ -284,6 +296,26 @@ impl Harness {
             self.events()
                 .iter()
                 .any(|e| matches!(e, Event::DeploymentStarted { .. }))
+        })
+        .await;
+    }
+
+    /// An out-of-band edit of `pod`'s `hosts.map`; waits until the deployer counted `detected`
+    /// drifts in all (bound: half of [`Harness::converge`], the former 30 s).
+    pub async fn tamper_map(&self, pod: &Pod, detected: u64) {
+        pod.faults()
+            .edit_file("/etc/haproxy/maps/hosts.map", "shop.haptic.test tampered\n")
+            .await
+            .unwrap();
+        wait_for("drift detected", self.converge / 2, || {
+            let n = self
+                .deployer
+                .stats
+                .drift_detected
+                .load(std::sync::atomic::Ordering::Relaxed);
+            (n >= detected)
+                .then_some(())
+                .ok_or(format!("{n} drifts detected"))
         })
         .await;
     }

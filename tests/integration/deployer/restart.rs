@@ -8,30 +8,26 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
-    let sb = sandbox(3).await;
-    let pods = sb.pods();
     // Slow reloads keep the deployment in flight long enough to stop it in the middle.
-    slow_reloads(&pods, 3000).await;
-    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
-    h.lead(&eps).await;
-    let r = h.feed("02-maps", true).await;
-    h.wait_started("pushes reached the pods").await;
+    let (sb, h, eps, r) = Harness::in_flight(3, 3000).await;
+    let pods = sb.pods();
     // Wait until every pod got its push (the reloads are still running).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut all = true;
-        for pod in &pods {
-            all &= raw_pushes(&requests(pod).await) == 1;
-        }
-        if all {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pushes did not arrive"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Knobs::default().timeout,
+        "every pod to get its push",
+        || async {
+            let mut pushes = Vec::new();
+            for pod in &pods {
+                pushes.push(raw_pushes(&requests(pod).await));
+            }
+            pushes
+                .iter()
+                .all(|n| *n == 1)
+                .then_some(())
+                .ok_or(format!("raw pushes per pod: {pushes:?}"))
+        },
+    )
+    .await;
     assert_eq!(
         h.journal.queue(Queue::DeployInflight).unwrap().len(),
         1,

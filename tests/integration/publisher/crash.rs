@@ -146,10 +146,8 @@ async fn crash_before_publish_ack_reruns_the_item_and_it_takes_effect_once() {
     env.server().clear_requests();
     let p = env.publisher(fast_config());
     let term = p.start(Term(2));
-    eventually(bound(), "re-run item acked", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "re-run item acked")
+        .await;
     term.stop().await;
 
     // Exactly once: one config.published for the checksum, no object created or replaced again.

@@ -65,10 +65,7 @@ async fn transient_faults_are_retried_without_loss_or_duplicates() {
     // The same render again (a drift re-render): idempotent, no second event.
     env.gate(&p, sum, haptic_journal::GateVerdict::Pass, vec![])
         .await;
-    eventually(bound(), "repeat handled", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "repeat handled").await;
     term.stop().await;
     assert_eq!(env.published_events(), 1);
     let c = p.counters();
@@ -83,8 +80,7 @@ async fn transient_faults_are_retried_without_loss_or_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_objects_are_a_condition_not_a_loop() {
-    let (mut env, p, term, small) = Env::with_render(&corpus("02-maps")).await;
-    env.wait_spec("published", small).await;
+    let (mut env, p, term, _) = Env::with_published(&corpus("02-maps"), "published").await;
 
     // A 4 MiB map of incompressible text: over the API server's limit even compressed.
     let big = incompressible_from(0x9e37_79b9_7f4a_7c15, 4 << 20);
@@ -100,10 +96,7 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
             })
     })
     .await;
-    eventually(bound(), "released", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "released").await;
     // Refused before upload (over the 3 MiB request limit) or by the server once: never a loop.
     let too_large = env
         .server()
@@ -141,8 +134,10 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
     let _second = env
         .render_and_pass(&p, &shared("backends/two-backends.cfg"))
         .await;
-    eventually(bound(), "retrying", || async {
-        p.counters().retries.load(Ordering::Relaxed) >= 2
+    wait_count("retrying", 2, || {
+        p.counters()
+            .retries
+            .load(std::sync::atomic::Ordering::Relaxed)
     })
     .await;
     let third = env
@@ -195,8 +190,7 @@ fn incompressible_from(mut seed: u64, len: usize) -> Vec<u8> {
 /// too large: a permanent rejection (condition, item released), never a retry loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_too_large_500_is_a_condition_not_a_loop() {
-    let (mut env, p, term, small) = Env::with_render(&corpus("02-maps")).await;
-    env.wait_spec("published", small).await;
+    let (mut env, p, term, small) = Env::with_published(&corpus("02-maps"), "published").await;
     env.server().clear_requests();
 
     let mut r = corpus("02-maps");
@@ -221,10 +215,7 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
         },
     )
     .await;
-    eventually(bound(), "released", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "released").await;
     let requests = env.server().requests();
     let rejected: Vec<_> = requests.iter().filter(|r| r.status == 500).collect();
     assert_eq!(rejected.len(), 1, "{rejected:?}");

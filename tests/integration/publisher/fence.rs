@@ -43,10 +43,8 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
     env.wait_spec("first render published", first).await;
-    eventually(bound(), "first render acked", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "first render acked")
+        .await;
 
     // Deposed mid-stream: the next render (with auxiliary objects and Secrets) must not go out.
     guard.0.store(false, Ordering::SeqCst);
@@ -80,10 +78,8 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
     let term = p.start(Term(2));
     env.wait_spec("queued render published by the next term", second)
         .await;
-    eventually(bound(), "queued item acked", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "queued item acked")
+        .await;
     term.stop().await;
     assert!(!write_verbs(&env).is_empty());
     assert_eq!(env.published_events(), 2);
@@ -166,13 +162,7 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
 async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending() {
     let (mut env, p, term, sum) = Env::with_render(&shared("basic/two-servers.cfg")).await;
     env.applied(&p, "pod-a", sum, None).await;
-    eventually(bound(), "pod-a listed", || async {
-        env.cfg(MAIN)
-            .await
-            .and_then(|c| c.status)
-            .is_some_and(|s| s.deployed_to_pods.len() == 1)
-    })
-    .await;
+    env.wait_pods_listed("pod-a listed", 1).await;
     stamp(&env, MAIN, 5).await;
     // A failed deployment is written even for another checksum, so it reaches the write.
     env.applied(&p, "pod-b", sum, Some("reload failed")).await;

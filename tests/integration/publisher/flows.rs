@@ -107,13 +107,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         pod: pod_ref("pod-b"),
     });
     env.deliver(&p, s, &ev).await;
-    eventually(bound(), "pod-b removed", || async {
-        env.cfg(MAIN)
-            .await
-            .and_then(|c| c.status)
-            .is_some_and(|s| s.deployed_to_pods.len() == 1)
-    })
-    .await;
+    env.wait_pods_listed("pod-b removed", 1).await;
 
     // A rejected render: `-invalid` with the summary; the main object keeps the spec, pinned.
     let bad = corpus("08-invalid");
@@ -260,11 +254,10 @@ async fn restart_takes_every_queued_item_once() {
     // Start again on the same journal: the repeat writes nothing and emits nothing.
     env.server().clear_requests();
     let term = p.start(Term(1));
-    eventually(bound(), "repeat done", || async {
+    wait_count("repeat done", 3, || {
         p.counters()
             .publications
             .load(std::sync::atomic::Ordering::Relaxed)
-            >= 3
     })
     .await;
     term.stop().await;
@@ -281,8 +274,7 @@ async fn restart_takes_every_queued_item_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
-    let (env, _p, term, sum) = Env::with_render(&corpus("02-maps")).await;
-    env.wait_spec("published", sum).await;
+    let (env, _p, term, sum) = Env::with_published(&corpus("02-maps"), "published").await;
     eventually(bound(), "status refs", || async {
         env.cfg(MAIN)
             .await
@@ -468,10 +460,7 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
         .render_and_pass(&p, &shared("backends/three-backends.cfg"))
         .await;
     env.wait_spec("third", third).await;
-    eventually(bound(), "queue empty", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "queue empty").await;
     term.stop().await;
     // Two spec writes (create + one update) and two events: the second render never went out.
     let puts = env
@@ -487,8 +476,8 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn term_start_does_not_overwrite_another_leaders_render() {
-    let (env, p, term, ours) = Env::with_render(&shared("basic/one-backend.cfg")).await;
-    env.wait_spec("published", ours).await;
+    let (env, p, term, _) =
+        Env::with_published(&shared("basic/one-backend.cfg"), "published").await;
     eventually(bound(), "acked", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
     })
@@ -517,11 +506,10 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
         .set_term(Term(3), haptic_journal::Identity::new("replica-0"))
         .unwrap();
     let term = p.start(Term(3));
-    eventually(bound(), "repeat ran", || async {
+    wait_count("repeat ran", 2, || {
         p.counters()
             .heals
             .load(std::sync::atomic::Ordering::Relaxed)
-            >= 2
     })
     .await;
     term.stop().await;
@@ -539,13 +527,7 @@ async fn discovery_after_restart_clears_pods_that_went_away() {
         sum = env.render_and_pass(&p, &corpus("01-basic")).await;
         env.applied(&p, "pod-a", sum, None).await;
         env.applied(&p, "pod-b", sum, None).await;
-        eventually(bound(), "two pods", || async {
-            env.cfg(MAIN)
-                .await
-                .and_then(|c| c.status)
-                .is_some_and(|s| s.deployed_to_pods.len() == 2)
-        })
-        .await;
+        env.wait_pods_listed("two pods", 2).await;
         term.stop().await;
     }
     // A new publisher (fresh memory): the known pods come from the published status.

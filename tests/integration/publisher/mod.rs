@@ -192,6 +192,40 @@ impl Env {
         (env, p, term, sum)
     }
 
+    /// Waits until the main HAProxyCfg's status lists `pods` pods.
+    pub async fn wait_pods_listed(&self, what: &str, pods: usize) {
+        eventually(bound(), what, || async {
+            let listed = self
+                .cfg(MAIN)
+                .await
+                .and_then(|c| c.status)
+                .map(|s| s.deployed_to_pods.len());
+            (listed == Some(pods))
+                .then_some(())
+                .ok_or(format!("{MAIN} lists {listed:?} pods"))
+        })
+        .await;
+    }
+
+    /// Waits until the queue `q` is empty.
+    pub async fn wait_queue_empty(&self, q: Queue, what: &str) {
+        eventually(bound(), what, || async {
+            let n = self.queue_len(q);
+            (n == 0).then_some(()).ok_or(format!("{n} items in {q:?}"))
+        })
+        .await;
+    }
+
+    /// [`Env::with_render`], then waits until the main HAProxyCfg holds it (`what`).
+    pub async fn with_published(
+        r: &RenderDir,
+        what: &str,
+    ) -> (Env, ConfigPublisher, TermHandle, Checksum) {
+        let (env, p, term, sum) = Env::with_render(r).await;
+        env.wait_spec(what, sum).await;
+        (env, p, term, sum)
+    }
+
     /// Stops `term`, then checks that no write was refused as invalid (422).
     pub async fn finish(&self, term: TermHandle) {
         term.stop().await;
@@ -372,6 +406,15 @@ impl Env {
             .output()
             .unwrap()
     }
+}
+
+/// Waits until the publisher counter `read` returns reaches `at_least`.
+pub async fn wait_count(what: &str, at_least: u64, read: impl Fn() -> u64) {
+    eventually(bound(), what, || {
+        let n = read();
+        std::future::ready((n >= at_least).then_some(()).ok_or(format!("{n} so far")))
+    })
+    .await;
 }
 
 pub fn pod_ref(name: &str) -> PodRef {

@@ -22,37 +22,26 @@ async fn aux_objects(
     Option<i64>,
     Option<AuxiliaryFileStatus>,
 )> {
+    // The three kinds share their spec's checksum and their status type, not a trait.
+    macro_rules! of_kind {
+        ($out:ident, $kind:ty, $plural:literal) => {
+            let api: Api<$kind> = Api::namespaced(env.client.clone(), NS);
+            for o in api.list(&Default::default()).await.unwrap().items {
+                let name = o.metadata.name.clone().unwrap();
+                $out.push((
+                    $plural,
+                    name,
+                    o.spec.checksum,
+                    o.metadata.generation,
+                    o.status,
+                ));
+            }
+        };
+    }
     let mut out = Vec::new();
-    let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
-    for o in maps.list(&Default::default()).await.unwrap().items {
-        out.push((
-            "haproxymapfiles",
-            o.metadata.name.clone().unwrap(),
-            o.spec.checksum,
-            o.metadata.generation,
-            o.status,
-        ));
-    }
-    let general: Api<HAProxyGeneralFile> = Api::namespaced(env.client.clone(), NS);
-    for o in general.list(&Default::default()).await.unwrap().items {
-        out.push((
-            "haproxygeneralfiles",
-            o.metadata.name.clone().unwrap(),
-            o.spec.checksum,
-            o.metadata.generation,
-            o.status,
-        ));
-    }
-    let lists: Api<HAProxyCRTListFile> = Api::namespaced(env.client.clone(), NS);
-    for o in lists.list(&Default::default()).await.unwrap().items {
-        out.push((
-            "haproxycrtlistfiles",
-            o.metadata.name.clone().unwrap(),
-            o.spec.checksum,
-            o.metadata.generation,
-            o.status,
-        ));
-    }
+    of_kind!(out, HAProxyMapFile, "haproxymapfiles");
+    of_kind!(out, HAProxyGeneralFile, "haproxygeneralfiles");
+    of_kind!(out, HAProxyCRTListFile, "haproxycrtlistfiles");
     out
 }
 
@@ -102,13 +91,8 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
         },
     )
     .await;
-    eventually(bound(), "the HAProxyCfg lists all three", || async {
-        env.cfg(MAIN)
-            .await
-            .and_then(|c| c.status)
-            .is_some_and(|s| s.deployed_to_pods.len() == 3)
-    })
-    .await;
+    env.wait_pods_listed("the HAProxyCfg lists all three", 3)
+        .await;
     for (kind, name, file, generation, st) in aux_objects(&env).await {
         let st = st.unwrap();
         for e in &st.deployed_to_pods {
@@ -168,8 +152,8 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observed_generation_is_the_generation_of_the_published_spec() {
-    let (mut env, p, term, first) = Env::with_render(&corpus("02-maps")).await;
-    env.wait_spec("first published", first).await;
+    let (mut env, p, term, _) =
+        Env::with_published(&corpus("02-maps"), "first published").await;
     eventually(bound(), "status describes generation 1", || async {
         let c = env.cfg(MAIN).await.unwrap();
         c.metadata.generation.is_some()

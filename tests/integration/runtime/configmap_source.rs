@@ -136,16 +136,7 @@ async fn configmap_and_secret_flow_through_the_emulator() {
     assert!(next(&mut rx, Duration::from_millis(800)).await.is_none());
 
     // A watch restart after compaction (410) relists without sending the same render again.
-    emu.emulator().unwrap().compact();
-    emu.emulator()
-        .unwrap()
-        .add_fault(haptic_tools::sandbox::apiserver::Fault {
-            path: "configmaps".into(),
-            end_watch: true,
-            times: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
+    super::force_relist(&emu, "configmaps");
     assert!(next(&mut rx, Duration::from_millis(1500)).await.is_none());
 
     cancel.cancel();

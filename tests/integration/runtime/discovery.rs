@@ -125,16 +125,7 @@ async fn pods_come_and_go_and_relists_terminate_nothing() {
     assert_eq!(set.len(), 1);
 
     // A forced 410 relist and an ended watch: no spurious termination, no event at all.
-    emu.emulator().unwrap().compact();
-    emu.emulator()
-        .unwrap()
-        .add_fault(haptic_tools::sandbox::apiserver::Fault {
-            path: "pods".into(),
-            end_watch: true,
-            times: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
+    super::force_relist(&emu, "pods");
     quiet(&mut rx).await;
     let lists = emu
         .emulator()

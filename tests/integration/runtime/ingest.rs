@@ -219,20 +219,21 @@ async fn accepted_only_once_journaled_with_the_directory_checksum_and_idempotent
     assert_eq!(stored, expected, "config and every file, CA included");
 
     // The subscribers get it after the commit.
-    let mut delivered = false;
-    for _ in 0..600 {
-        delivered = node
-            .recorded
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(s, e)| *s == seq && e.kind() == EventKind::TemplateRendered);
-        if delivered {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(delivered, "the recorder never got the TemplateRendered");
+    // (bound: the 30 s the leadership wait above allows)
+    haptic_testkit::eventually(
+        Duration::from_secs(30),
+        "the recorder to get the TemplateRendered",
+        || {
+            let delivered = node
+                .recorded
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(s, e)| *s == seq && e.kind() == EventKind::TemplateRendered);
+            std::future::ready(delivered)
+        },
+    )
+    .await;
 
     // The same render again, as multipart and as a tar: 202 duplicate, nothing journaled.
     let before = node.next_seq();

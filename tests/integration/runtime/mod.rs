@@ -18,3 +18,17 @@ pub const NS: &str = "haptic-test";
 pub async fn api_server() -> Fleet {
     Fleet::start(FleetConfig::api_only(NS).without_crds()).await
 }
+
+/// Forgets the emulator's watch history (older watches get 410) and ends the next open watch
+/// on `path`: the client must relist.
+pub fn force_relist(emu: &Fleet, path: &str) {
+    let api = emu.emulator().unwrap();
+    api.compact();
+    api.add_fault(haptic_tools::sandbox::apiserver::Fault {
+        path: path.into(),
+        end_watch: true,
+        times: Some(1),
+        ..Default::default()
+    })
+    .unwrap();
+}

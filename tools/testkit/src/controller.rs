@@ -119,6 +119,9 @@ pub struct ControllerOpts {
     pub identity: String,
     /// `--journal`; the log goes beside it.
     pub journal: PathBuf,
+    /// Environment added to the child's (`RUST_LOG` is `info,kube=warn,haptic=debug` unless
+    /// set here). `HAPTIC_*` and proxy variables of the test's environment are never passed on.
+    pub env: Vec<(String, String)>,
     /// Source flags, e.g. `--render-dir D`.
     pub source: Vec<String>,
     /// `--config-name`.
@@ -127,9 +130,6 @@ pub struct ControllerOpts {
     pub intervals: Intervals,
     /// More flags, after the others.
     pub extra: Vec<String>,
-    /// Environment added to the child's (`RUST_LOG` is `info,kube=warn,haptic=debug` unless
-    /// set here). `HAPTIC_*` and proxy variables of the test's environment are never passed on.
-    pub env: Vec<(String, String)>,
     /// Log file; default `<journal dir>/controller-<unix ms>.log`.
     pub log: Option<PathBuf>,
 }

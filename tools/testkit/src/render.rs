@@ -312,31 +312,32 @@ mod tests {
         }
     }
 
-    fn render(config: &str, files: Vec<RenderFile>) -> RenderContent {
+    fn render(config: &str, files: &[(AuxKind, &str, &str)]) -> RenderContent {
+        let files = files.iter().map(|(k, p, c)| file(*k, p, c)).collect();
         RenderContent::new(config.as_bytes().to_vec(), files)
     }
 
+    /// Four files of three kinds.
     fn first() -> RenderContent {
-        render(
-            "config 1\n",
-            vec![
-                file(AuxKind::Map, "maps/a.map", "a 1\n"),
-                file(AuxKind::Map, "maps/b.map", "b 1\n"),
-                file(AuxKind::Ssl, "ssl/site.pem", "pem 1\n"),
-                file(AuxKind::General, "general/403.http", "403\n"),
-            ],
-        )
+        use AuxKind::{General, Map, Ssl};
+        let files = [
+            (Map, "maps/a.map", "a 1\n"),
+            (Map, "maps/b.map", "b 1\n"),
+            (Ssl, "ssl/site.pem", "pem 1\n"),
+            (General, "general/403.http", "403\n"),
+        ];
+        render("config 1\n", &files)
     }
 
+    /// [`first`] with a.map changed, b.map and the certificate gone, a crt-list added.
     fn second() -> RenderContent {
-        render(
-            "config 2\n",
-            vec![
-                file(AuxKind::Map, "maps/a.map", "a 2\n"),
-                file(AuxKind::General, "general/403.http", "403\n"),
-                file(AuxKind::CrtList, "crt-lists/sites.crtlist", "site\n"),
-            ],
-        )
+        use AuxKind::{CrtList, General, Map};
+        let files = [
+            (Map, "maps/a.map", "a 2\n"),
+            (General, "general/403.http", "403\n"),
+            (CrtList, "crt-lists/sites.crtlist", "site\n"),
+        ];
+        render("config 2\n", &files)
     }
 
     /// Every entry under `dir`, relative, sorted (hidden ones included).
@@ -442,9 +443,9 @@ mod tests {
         use std::os::unix::fs::MetadataExt as _;
         let dir = tempfile::tempdir().unwrap();
         let dst = dir.path().join("render");
-        write_render(&render("config A\n", vec![]), &dst).unwrap();
+        write_render(&render("config A\n", &[]), &dst).unwrap();
         let before = std::fs::metadata(dst.join(CONFIG_FILE)).unwrap().ino();
-        write_render(&render("config B\n", vec![]), &dst).unwrap();
+        write_render(&render("config B\n", &[]), &dst).unwrap();
         let after = std::fs::metadata(dst.join(CONFIG_FILE)).unwrap().ino();
         assert_ne!(before, after);
         assert_eq!(tree(&dst), ["haproxy.cfg"]);
