@@ -374,13 +374,10 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
-    let mut cfg = fast_config();
-    cfg.publish_interval = std::time::Duration::from_secs(3600);
-    let (mut env, p, term) = Env::with_publisher_config(cfg).await;
+    let (mut env, p, term) = Env::with_throttle(std::time::Duration::from_secs(3600)).await;
     let first = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+        .pass_and_wait(&p, &shared("basic/one-backend.cfg"), "first")
         .await;
-    env.wait_spec("first", first).await;
     // Two deploy-driven renders inside the throttle window: they wait.
     let mut last = first;
     for (i, f) in ["backends/two-backends.cfg", "backends/three-backends.cfg"]
@@ -445,13 +442,9 @@ async fn cleanup_objects_after_delete_of_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newest() {
-    let mut cfg = fast_config();
-    cfg.publish_interval = std::time::Duration::from_millis(1500);
-    let (mut env, p, term) = Env::with_publisher_config(cfg).await;
-    let first = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+    let (mut env, p, term) = Env::with_throttle(std::time::Duration::from_millis(1500)).await;
+    env.pass_and_wait(&p, &shared("basic/one-backend.cfg"), "first")
         .await;
-    env.wait_spec("first", first).await;
     // Inside the window: two more renders; only the newest is published when it ends.
     let _second = env
         .render_and_pass(&p, &shared("backends/two-backends.cfg"))

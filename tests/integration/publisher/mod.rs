@@ -216,6 +216,26 @@ impl Env {
         .await;
     }
 
+    /// A fresh env with a publisher of [`fast_config`] throttled to one publication per
+    /// `interval`, started in term 1.
+    pub async fn with_throttle(interval: Duration) -> (Env, ConfigPublisher, TermHandle) {
+        let mut cfg = fast_config();
+        cfg.publish_interval = interval;
+        Env::with_publisher_config(cfg).await
+    }
+
+    /// `r` rendered and passed by the gate, then waits until the main HAProxyCfg holds it.
+    pub async fn pass_and_wait(
+        &mut self,
+        p: &ConfigPublisher,
+        r: &RenderDir,
+        what: &str,
+    ) -> Checksum {
+        let sum = self.render_and_pass(p, r).await;
+        self.wait_spec(what, sum).await;
+        sum
+    }
+
     /// [`Env::with_render`], then waits until the main HAProxyCfg holds it (`what`).
     pub async fn with_published(
         r: &RenderDir,

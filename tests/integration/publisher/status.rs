@@ -152,8 +152,7 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observed_generation_is_the_generation_of_the_published_spec() {
-    let (mut env, p, term, _) =
-        Env::with_published(&corpus("02-maps"), "first published").await;
+    let (mut env, p, term, _) = Env::with_published(&corpus("02-maps"), "first published").await;
     eventually(bound(), "status describes generation 1", || async {
         let c = env.cfg(MAIN).await.unwrap();
         c.metadata.generation.is_some()

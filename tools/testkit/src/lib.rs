@@ -18,6 +18,7 @@
 //! client is the product's (`haptic::dataplane`). Bounds of waits derive from the intervals the
 //! controller was given ([`Intervals`]), not from round numbers.
 
+#![warn(missing_docs)]
 // A test kit: a failed set-up step is a failed test, so its functions panic (each says so
 // under `# Panics`) rather than hand every caller an error to unwrap.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
