@@ -10,6 +10,8 @@ use haptic_journal::{Identity, Queue, Term};
 
 use haptic::components::publisher::ConfigPublisher;
 
+use haptic::k8s::crd::HAProxyCfgStatus;
+
 use super::*;
 
 /// A guard the test revokes and restores.
@@ -140,20 +142,28 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
 
     // The next term (newer than the stamp) takes the queued item.
     let term = env.next_term(&p, 6);
-    eventually(
-        bound(),
-        "queued item published by the next term",
-        || async {
-            env.queue_len(Queue::Invalid) == 0
-                && env
-                    .cfg(INVALID)
-                    .await
-                    .and_then(|c| c.status)
-                    .is_some_and(|s| s.validation_error.as_deref() == Some("second"))
-        },
-    )
-    .await;
+    let published = |s: &HAProxyCfgStatus| s.validation_error.as_deref() == Some("second");
+    written_by_next_term(&env, Queue::Invalid, INVALID, published).await;
     env.finish(term).await;
+}
+
+/// Waits until the next term took the item of `q` and wrote the status of `name` that `written`
+/// accepts.
+async fn written_by_next_term(
+    env: &Env,
+    q: Queue,
+    name: &str,
+    written: impl Fn(&HAProxyCfgStatus) -> bool,
+) {
+    let what = format!("the next term to write {name} from {q:?}");
+    eventually(bound(), &what, || async {
+        let status = env.cfg(name).await.and_then(|c| c.status);
+        let n = env.queue_len(q);
+        (n == 0 && status.as_ref().is_some_and(&written))
+            .then_some(())
+            .ok_or(format!("{n} queued; {name} status {status:?}"))
+    })
+    .await;
 }
 
 /// The same for the status worker: a newer term's stamp on the HAProxyCfg stops the term; the
@@ -185,19 +195,8 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
     );
 
     let term = env.next_term(&p, 6);
-    eventually(
-        bound(),
-        "pending status written by the next term",
-        || async {
-            env.queue_len(Queue::StatusPending) == 0
-                && env
-                    .cfg(MAIN)
-                    .await
-                    .and_then(|c| c.status)
-                    .is_some_and(|s| s.deployed_to_pods.len() == 2)
-        },
-    )
-    .await;
+    let both = |s: &HAProxyCfgStatus| s.deployed_to_pods.len() == 2;
+    written_by_next_term(&env, Queue::StatusPending, MAIN, both).await;
     env.finish(term).await;
 }
 
