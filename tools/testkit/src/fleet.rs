@@ -794,3 +794,32 @@ impl Fleet {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn real_peers_fail_naming_issue_18_rather_than_skip() {
+        let cfg = FleetConfig {
+            peers: Peers::Real,
+            ..FleetConfig::pods(1)
+        };
+        let err = Fleet::try_start(cfg).await.unwrap_err();
+        assert!(matches!(err, PeerError::NotWired), "{err:?}");
+        assert_eq!(err.to_string(), "real peers: not wired yet (issue 18)");
+    }
+
+    #[test]
+    fn peers_without_a_sandbox_say_which_facility_is_missing() {
+        let faults = Faults {
+            peer: "haproxy-0".into(),
+            base: None,
+        };
+        let err = faults.base("faults API").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "haproxy-0 has no faults API (only the sandbox's stand-ins do)"
+        );
+    }
+}
