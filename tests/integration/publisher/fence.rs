@@ -33,13 +33,30 @@ fn write_verbs(env: &Env) -> Vec<String> {
         .collect()
 }
 
+/// Waits until `term` stopped itself (fenced), then checks that `q` still holds its one item
+/// (`why` otherwise) and that nothing was given up.
+async fn stopped_keeping(env: &Env, p: &ConfigPublisher, term: TermHandle, q: Queue, why: &str) {
+    eventually(bound(), "the term stops", || async {
+        term.cancel.is_cancelled()
+    })
+    .await;
+    term.stop().await;
+    assert_eq!(env.queue_len(q), 1, "{why}");
+    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+}
+
+/// A publisher of `env` whose Lease guard holds while its flag is set (`valid` at first).
+fn guarded(env: &Env, valid: bool) -> (Arc<Switch>, ConfigPublisher) {
+    let guard = Arc::new(Switch(AtomicBool::new(valid)));
+    let mut cfg = fast_config();
+    cfg.lease = guard.clone();
+    (guard, env.publisher(cfg))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_item() {
     let mut env = Env::start().await;
-    let guard = Arc::new(Switch(AtomicBool::new(true)));
-    let mut cfg = fast_config();
-    cfg.lease = guard.clone();
-    let p = env.publisher(cfg);
+    let (guard, p) = guarded(&env, true);
     let term = p.start(Term(1));
     let first = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
@@ -130,13 +147,7 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
     let mut second = shared("basic/two-servers.cfg");
     second.config.extend_from_slice(b"\n# rejected\n");
     validation_failed(&mut env, &p, &second, "second").await;
-    eventually(bound(), "the term stops", || async {
-        term.cancel.is_cancelled()
-    })
-    .await;
-    term.stop().await;
-    assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
-    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    stopped_keeping(&env, &p, term, Queue::Invalid, "item must stay queued").await;
     let st = env.cfg(INVALID).await.unwrap().status.unwrap();
     assert_eq!(st.validation_error.as_deref(), Some("first"));
 
@@ -176,17 +187,14 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
     stamp(&env, MAIN, 5).await;
     // A failed deployment is written even for another checksum, so it reaches the write.
     env.applied(&p, "pod-b", sum, Some("reload failed")).await;
-    eventually(bound(), "the term stops", || async {
-        term.cancel.is_cancelled()
-    })
+    stopped_keeping(
+        &env,
+        &p,
+        term,
+        Queue::StatusPending,
+        "status must stay pending",
+    )
     .await;
-    term.stop().await;
-    assert_eq!(
-        env.queue_len(Queue::StatusPending),
-        1,
-        "status must stay pending"
-    );
-    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
     let st = env.cfg(MAIN).await.unwrap().status.unwrap();
     assert_eq!(
         st.deployed_to_pods.len(),
@@ -205,20 +213,11 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_lease_stops_the_invalid_worker_and_keeps_the_item_queued() {
     let mut env = Env::start().await;
-    let guard = Arc::new(Switch(AtomicBool::new(false)));
-    let mut cfg = fast_config();
-    cfg.lease = guard.clone();
-    let p = env.publisher(cfg);
+    let (_guard, p) = guarded(&env, false);
     env.server().clear_requests();
     let term = p.start(Term(1));
     validation_failed(&mut env, &p, &corpus("08-invalid"), "rejected").await;
-    eventually(bound(), "the term stops", || async {
-        term.cancel.is_cancelled()
-    })
-    .await;
-    term.stop().await;
-    assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
-    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    stopped_keeping(&env, &p, term, Queue::Invalid, "item must stay queued").await;
     assert!(write_verbs(&env).is_empty());
     assert!(env.cfg(INVALID).await.is_none());
 }
