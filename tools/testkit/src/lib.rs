@@ -25,6 +25,7 @@
 
 pub mod controller;
 pub mod fleet;
+pub mod pod;
 pub mod render;
 pub mod wait;
 
