@@ -53,7 +53,8 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
 
     // An out-of-band map edit on pod 1.
     h.tamper_map(&pods[1], 1).await;
-    eventually(h.settle, "a DriftDetected Event", || async {
+    // bound: one and a half settles (the former 15 s)
+    eventually(h.settle * 3 / 2, "a DriftDetected Event", || async {
         !drift_events(&api).await.is_empty()
     })
     .await;

@@ -30,7 +30,7 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
         if render == kill_at {
             // Kill while the deployment of this render runs.
             ctl.eventually(
-                bounds().deployment(),
+                bounds().follow_up(),
                 "the deployment of 06 to start",
                 || async {
                     let n = deployments_started(&ctl.log_text());

@@ -89,11 +89,12 @@ impl Intervals {
         self.deployment() + self.drain_timeout
     }
 
-    /// A Lease changing hands: the old holder's lease runs out, the new one's retry period
-    /// passes, and its first deployment (start-up reconciliation) runs.
+    /// A Lease changing hands: the old holder's lease runs out (a lease duration past its last
+    /// renewal, which may come a renew deadline late), the new holder acquires within another
+    /// lease duration, and its first deployment (start-up reconciliation) runs.
     #[must_use]
     pub fn takeover(&self) -> Duration {
-        self.lease_duration * 2 + self.lease_retry_period + self.deployment()
+        self.lease_duration * 2 + self.lease_renew_deadline + self.deployment()
     }
 
     /// A SIGTERM'd controller exiting: its drain, after a deployment still in flight.
