@@ -166,6 +166,20 @@ impl ErrorClass {
     }
 }
 
+/// `e` with every cause after it, joined by `: ` (what `{:#}` prints for an `anyhow::Error`), for
+/// journal records and one-line error output.
+#[must_use]
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        src = s.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -189,8 +189,10 @@ fn base_name(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_owned()
 }
 
-/// JSON of an object without `metadata` and `status`: what "same content" compares.
-fn content_of<K: Serialize>(obj: &K) -> String {
+/// JSON of an object without `metadata` and `status`: what "same content" compares (the writer's
+/// skip-unchanged check and the self-heal watch's "is this our write" check alike).
+#[must_use]
+pub fn content_of<K: Serialize>(obj: &K) -> String {
     let mut v = serde_json::to_value(obj).unwrap_or_default();
     if let Some(m) = v.as_object_mut() {
         m.remove("metadata");

@@ -326,11 +326,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         )),
     ));
     let state = SchedulerState::new(
-        SchedulerSettings {
-            min_deployment_interval: args.min_deployment_interval,
-            deployment_timeout: args.deployment_timeout,
-            ..SchedulerSettings::default()
-        },
+        SchedulerSettings::with_intervals(args.min_deployment_interval, args.deployment_timeout),
         format!("{identity}-{}", haptic_journal::UnixMillis::now().0),
     );
     let (shell, scheduler) =

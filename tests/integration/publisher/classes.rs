@@ -37,7 +37,7 @@ async fn forbidden_is_retried_and_shown_until_granted() {
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
     let first = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("first published", || async {
+    eventually(bound(), "first published", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == first)
@@ -45,9 +45,9 @@ async fn forbidden_is_retried_and_shown_until_granted() {
     })
     .await;
     // RBAC denies updates of the HAProxyCfg (its status subresource is still allowed).
-    env.server.add_fault(refuse_spec_updates(403)).unwrap();
+    env.server().add_fault(refuse_spec_updates(403)).unwrap();
     let second = env.render_and_pass(&p, &corpus("03-maps-changed")).await;
-    eventually("the refusal is shown", || async {
+    eventually(bound(), "the refusal is shown", || async {
         p.counters().blocked.load(Ordering::Relaxed) >= 2
             && published(&env).await == Some(("False".into(), reasons::FORBIDDEN.into()))
     })
@@ -58,8 +58,8 @@ async fn forbidden_is_retried_and_shown_until_granted() {
         "the publication was dropped"
     );
     // Granted: the queued publication completes, with no new input.
-    env.server.clear_faults();
-    eventually("published once granted", || async {
+    env.server().clear_faults();
+    eventually(bound(), "published once granted", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == second)
@@ -78,44 +78,48 @@ async fn unprocessable_is_rejected_recorded_shown_and_acked() {
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
     let first = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("first published", || async {
+    eventually(bound(), "first published", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == first)
             && env.queue_len(Queue::Publish) == 0
     })
     .await;
-    env.server.add_fault(refuse_spec_updates(422)).unwrap();
+    env.server().add_fault(refuse_spec_updates(422)).unwrap();
     env.render_and_pass(&p, &corpus("03-maps-changed")).await;
-    eventually("rejected, recorded and acked", || async {
+    eventually(bound(), "rejected, recorded and acked", || async {
         p.counters().given_up.load(Ordering::Relaxed) == 1
             && env.queue_len(Queue::Publish) == 0
             && published(&env).await == Some(("False".into(), reasons::PUBLICATION_REJECTED.into()))
     })
     .await;
     let events: Api<K8sEvent> = Api::namespaced(env.client.clone(), NS);
-    eventually("a PublicationRejected Event on the HAProxyCfg", || async {
-        events
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("PublicationRejected")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(MAIN)
-                    && e.note.as_deref().is_some_and(|n| n.contains("422"))
-            })
-    })
+    eventually(
+        bound(),
+        "a PublicationRejected Event on the HAProxyCfg",
+        || async {
+            events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("PublicationRejected")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(MAIN)
+                        && e.note.as_deref().is_some_and(|n| n.contains("422"))
+                })
+        },
+    )
     .await;
     assert_eq!(
         p.counters().retries.load(Ordering::Relaxed),
         0,
         "a 422 is not retried"
     );
-    env.server.clear_faults();
+    env.server().clear_faults();
     // The spec keeps the last complete publication; the rejection stays shown.
-    eventually("spec on the first render", || async {
+    eventually(bound(), "spec on the first render", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.spec.checksum == first)

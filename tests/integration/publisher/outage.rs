@@ -102,7 +102,7 @@ async fn outage(mut cfg: PublisherConfig) {
     let first = env.render_and_pass(&p, &corpus("01-basic")).await;
     env.applied(&p, "pod-a", first, None).await;
     env.applied(&p, "pod-b", first, None).await;
-    eventually("01 published with both pods", || async {
+    eventually(bound(), "01 published with both pods", || async {
         env.cfg(MAIN).await.is_some_and(|c| {
             c.spec.checksum == first && c.status.is_some_and(|s| s.deployed_to_pods.len() == 2)
         }) && env.queue_len(Queue::Verdict) == 0
@@ -111,7 +111,7 @@ async fn outage(mut cfg: PublisherConfig) {
     .await;
 
     // The outage: 503 for every request but the Lease's.
-    env.server
+    env.server()
         .add_fault(Fault {
             path_not: Some("/leases/".into()),
             status: Some(503),
@@ -162,7 +162,7 @@ async fn outage(mut cfg: PublisherConfig) {
     assert!(!t.cancel.is_cancelled(), "the term stopped");
     assert!(guard.is_valid(), "the Lease lapsed during the outage");
     assert!(
-        env.server
+        env.server()
             .requests()
             .iter()
             .filter(|r| !r.path.contains("/leases/"))
@@ -173,7 +173,7 @@ async fn outage(mut cfg: PublisherConfig) {
     );
 
     // The API is back; no new input.
-    env.server.clear_faults();
+    env.server().clear_faults();
     within("converged after the outage", attempt_bound * 10, || async {
         let Some(main) = env.cfg(MAIN).await else {
             return false;

@@ -123,7 +123,7 @@ async fn two_pods_published(env: &mut Env) -> Checksum {
     let sum = env.render_and_pass(&p, &corpus("01-basic")).await;
     env.applied(&p, "pod-a", sum, None).await;
     env.applied(&p, "pod-b", sum, None).await;
-    eventually("pods a and b in the status", || async {
+    eventually(bound(), "pods a and b in the status", || async {
         status_pods(env).await == ["pod-a", "pod-b"] && env.queue_len(Queue::StatusPending) == 0
     })
     .await;
@@ -144,7 +144,7 @@ async fn pod_removed_while_down_leaves_the_status_after_the_restart() {
         .await
         .unwrap();
     d.lead(&mut env, 2).await;
-    eventually("pod-b left the status", || async {
+    eventually(bound(), "pod-b left the status", || async {
         status_pods(&env).await == ["pod-a"]
     })
     .await;
@@ -191,7 +191,7 @@ async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
     d.h.publish(applied(env.corr(), "pod-b", sum))
         .await
         .unwrap();
-    eventually("pods a and b in the status", || async {
+    eventually(bound(), "pods a and b in the status", || async {
         status_pods(&env).await == ["pod-a", "pod-b"]
     })
     .await;
@@ -203,7 +203,7 @@ async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
     .await
     .unwrap();
     d.lead(&mut env, 3).await;
-    eventually("pod-b left the status", || async {
+    eventually(bound(), "pod-b left the status", || async {
         status_pods(&env).await == ["pod-a"]
     })
     .await;
@@ -236,7 +236,7 @@ async fn a_replayed_event_the_checkpoint_folded_queues_nothing_twice() {
     let undispatched = env.journal.meta().unwrap().next_seq;
     let p = env.publisher(fast_config());
     let d = OnDispatcher::start(&mut env, &p).await;
-    eventually("the replay was handled", || async {
+    eventually(bound(), "the replay was handled", || async {
         env.journal.meta().unwrap().dispatched_through >= undispatched
     })
     .await;

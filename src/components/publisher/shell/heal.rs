@@ -98,7 +98,7 @@ impl Inner {
             if kind == "HAProxyCfg" && key.1 == self.cfg.haproxycfg_name() {
                 self.remember_status(&o);
             }
-            let content = content_json(&o);
+            let content = crate::k8s::writer::content_of(&o);
             let seen = if deleted {
                 Seen::Deleted
             } else {
@@ -200,17 +200,6 @@ impl Inner {
             }
         }
     }
-}
-
-fn content_json<K: serde::Serialize>(obj: &K) -> String {
-    let mut v = serde_json::to_value(obj).unwrap_or_default();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-        m.remove("apiVersion");
-        m.remove("kind");
-    }
-    v.to_string()
 }
 
 #[cfg(test)]

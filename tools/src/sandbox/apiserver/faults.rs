@@ -42,24 +42,6 @@ pub struct Fault {
     pub end_watch: bool,
 }
 
-/// One request as the log shows it (`GET /_sandbox/requests`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequestRecord {
-    /// HTTP method.
-    pub method: String,
-    /// Path without the query.
-    pub path: String,
-    /// Raw query string (empty when none).
-    pub query: String,
-    /// HTTP status answered; 0 when the connection was dropped by a fault.
-    pub status: u16,
-    /// Arrival time, RFC 3339.
-    pub at: String,
-    /// The client's `User-Agent` ("" when none): tells two controllers' requests apart.
-    #[serde(default)]
-    pub user_agent: String,
-}
-
 /// A fault with its compiled regexes and remaining count.
 #[derive(Debug, Clone)]
 pub struct ArmedFault {
