@@ -4,9 +4,9 @@
 #   ${HAPTIC_PEERS_CACHE:-$HOME/.cache/haptic-peers}/<pins-hash>/bin
 # and prints that directory on the LAST line of stdout; everything else goes to stderr.
 #
-# <pins-hash> covers the PINS block below, the go.mod/go.sum/*.go files of the modules under
-# tests/peers/{kube,etcd,dataplaneapi,helm}/ and the Go version, so a rebuild happens only when one
-# of those changes. The Go module and build caches live under the cache dir, not in the user's
+# <pins-hash> covers the PINS block below, the per-peer package and -X flags, the go.mod/go.sum/*.go
+# files of the modules under tests/peers/{kube,etcd,dataplaneapi,helm}/ and the Go version, so a
+# rebuild happens only when one of those changes. The Go module and build caches live under the cache dir, not in the user's
 # default GOMODCACHE/GOCACHE: ${HAPTIC_PEERS_CACHE}/go/{mod,build}, shared by every pins-hash (a
 # pin bump downloads and compiles only what changed).
 #
@@ -102,9 +102,11 @@ extra_ldflags() {
           "$v" "$KUBE_VERSION" "$v" "$v" "$kube_minor" "$v"
       done ;;
     etcd) ;; # etcd's version is a constant of go.etcd.io/etcd/api/v3/version
-    dataplaneapi) # as upstream's .goreleaser.yml; /v3/info then reports "v3.4.2 8613429f"
-      printf -- '-X main.GitRepo=https://github.com/haproxytech/dataplaneapi -X main.GitTag=%s -X main.GitCommit=%s -X main.GitDirty=' \
-        "$DATAPLANEAPI_TAG" "${DATAPLANEAPI_COMMIT:0:8}" ;;
+    dataplaneapi) # as upstream's .goreleaser.yml; /v3/info then reports "v3.4.2 8613429f" and, as
+      # build_date, the commit's time (an empty BuildTime logs a time-parsing error on every /v3/info)
+      v=${DATAPLANEAPI_PSEUDO#*-0.}; v=${v%%-*} # 20260814095652
+      printf -- '-X main.GitRepo=https://github.com/haproxytech/dataplaneapi -X main.GitTag=%s -X main.GitCommit=%s -X main.GitDirty= -X main.BuildTime=%s' \
+        "$DATAPLANEAPI_TAG" "${DATAPLANEAPI_COMMIT:0:8}" "${v:0:4}-${v:4:2}-${v:6:2}T${v:8:2}:${v:10:2}:${v:12:2}Z" ;;
     helm) printf -- '-X helm.sh/helm/v4/internal/version.version=%s -X helm.sh/helm/v4/internal/version.gitTreeState=clean' \
         "$HELM_VERSION" ;;
   esac
@@ -154,6 +156,7 @@ done
 # ---- the cache key: pins, Go version, every module's files ----
 key=$( {
   sed -n '/^# ---- BEGIN PINS/,/^# ---- END PINS/p' "$script"
+  declare -f module version package extra_ldflags # what is built, and how
   echo "$goversion $(go env GOOS GOARCH)"
   for p in "${all_peers[@]}"; do
     for f in "$here/$(dir "$p")"/go.mod "$here/$(dir "$p")"/go.sum "$here/$(dir "$p")"/*.go; do
