@@ -125,9 +125,9 @@ regen_mod() {
       kmod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
       [[ -f $kmod ]] || { log "could not download k8s.io/kubernetes@$KUBE_VERSION's go.mod"; return 1; }
       # every staging module that kubernetes requires at v0.0.0 (it replaces them with ./staging/...)
-      for m in $(awk '$2 == "v0.0.0" && $1 ~ /^k8s.io\// {print $1}' "$kmod" | sort -u); do
+      while read -r m; do
         go mod edit -replace="$m=$m@$staging_version" || return 1
-      done
+      done < <(awk '$2 == "v0.0.0" && $1 ~ /^k8s.io\// {print $1}' "$kmod" | sort -u)
       go mod edit "-godebug=$(sed -n 's/^godebug //p' "$kmod" | head -1)" || return 1 ;;
   esac
   # the module at its pin, then the tool line (go get -tool PKG would upgrade the module)
@@ -187,6 +187,7 @@ for p in "${todo[@]}"; do
   src="$out/src/$p" lg="$out/build-$p.log"
   rm -rf "$src" && mkdir -p "$src"
   cp "$here/$(dir "$p")"/go.* "$src/"
+  for f in "$here/$(dir "$p")"/*.go; do if [[ -f $f ]]; then cp "$f" "$src/"; fi; done
   t0=$(date +%s)
   log "building $p from $(context "$p") ..."
   if ! (cd "$src" && CGO_ENABLED=0 nice -n 10 go build "${BUILD_FLAGS[@]}" \
