@@ -124,6 +124,9 @@ pub struct SandboxConfig {
     pub stand_in_pods: usize,
     /// Delay before each answer of a stand-in pod.
     pub stand_in_delay: Duration,
+    /// Stand-in pods check pushed configurations with `haproxy -c` as the real Dataplane API
+    /// does. Default: true (false for fan-out benchmarks: see `dataplane::Settings`).
+    pub stand_in_validate: bool,
     /// Working directory (a temporary one when `None`).
     pub dir: Option<PathBuf>,
     /// Dataplane port.
@@ -161,6 +164,7 @@ impl Default for SandboxConfig {
             pods: 1,
             stand_in_pods: 0,
             stand_in_delay: Duration::ZERO,
+            stand_in_validate: true,
             dir: None,
             dataplane_port: DEFAULT_DATAPLANE_PORT,
             username: "admin".into(),
@@ -412,6 +416,7 @@ impl Sandbox {
             reload_delay: cfg.reload_delay,
             haproxy_bin: cfg.haproxy_bin.clone(),
             loopback: mode == Mode::Loopback,
+            stand_in_validate: cfg.stand_in_validate,
         });
         let mut janitor = netns::Janitor::start()?;
         let echo_cancel = tokio_util::sync::CancellationToken::new();

@@ -47,6 +47,10 @@ pub struct Settings {
     pub haproxy_bin: String,
     /// Loopback mode: refuse renders naming outbound targets (safety.rs).
     pub loopback: bool,
+    /// Stand-in pods validate pushed configurations with `haproxy -c`, as the real Dataplane
+    /// API does (false: they take any configuration, so a fan-out benchmark measures the
+    /// controller, not 100 concurrent `haproxy -c` runs).
+    pub stand_in_validate: bool,
 }
 
 /// The request log keeps the newest requests only (long benchmark runs).
@@ -269,6 +273,9 @@ impl PodCore {
 
     /// Validates a candidate with `haproxy -c` (and, in loopback mode, the outbound refusal).
     pub(crate) async fn validate(&self, text: &str) -> Result<(), String> {
+        if self.stand_in && !self.settings.stand_in_validate {
+            return Ok(());
+        }
         if self.settings.loopback {
             super::safety::check_outbound(text)?;
         }
