@@ -19,7 +19,8 @@
 //! - `content`/`entries` have no `minLength` (an empty map file is a valid file);
 //! - the status has `podsSynced` (`<pods on spec.checksum>/<pods listed>`) and conditions
 //!   [`conditions::CONFIG_VALIDATED`], [`conditions::CONFIG_PINNED`] and
-//!   [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`;
+//!   [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`, plus
+//!   [`conditions::VALIDATOR_VERSION_MISMATCH`];
 //! - auxiliary references include `caFiles`.
 //!
 //! Serialisation: empty lists and `None` fields are omitted. Write spec and status by replace
@@ -63,6 +64,10 @@ pub mod conditions {
     /// True when an object is still over the API server's size limit after compression
     /// (413, or a 500 saying the request is too large); the publisher does not retry it.
     pub const SIZE_LIMIT_EXCEEDED: &str = "SizeLimitExceeded";
+    /// True when a pod's HAProxy major.minor (read through the Dataplane API) differs from the
+    /// validator's `haproxy -v`: renders are checked by another HAProxy than the one that runs
+    /// them (issue 16). Written by the runtime's version check, not by the publisher.
+    pub const VALIDATOR_VERSION_MISMATCH: &str = "ValidatorVersionMismatch";
 }
 
 /// Condition reasons (CamelCase).
@@ -79,6 +84,12 @@ pub mod reasons {
     pub const OBJECT_TOO_LARGE: &str = "ObjectTooLarge";
     /// `SizeLimitExceeded=False`: the last write fit.
     pub const WITHIN_SIZE_LIMIT: &str = "WithinSizeLimit";
+    /// `ValidatorVersionMismatch=True`: some pods run another HAProxy major.minor than the
+    /// validator; the message names both versions and the fix.
+    pub const HAPROXY_VERSION_DIFFERS: &str = "HAProxyVersionDiffers";
+    /// `ValidatorVersionMismatch=False`: every pod that reports a version runs the validator's
+    /// major.minor.
+    pub const HAPROXY_VERSION_MATCHES: &str = "HAProxyVersionMatches";
 }
 
 /// Label and annotation keys.
