@@ -38,6 +38,7 @@
 //! # Metrics
 //! See [`metrics`] for the full list of `haptic_*` families.
 
+pub mod fleet;
 pub mod health;
 pub mod logging;
 pub mod metrics;
