@@ -93,6 +93,15 @@ pub fn open(
         tracing::info!(journal = %path.display(), "journal file is empty: creating the journal in it");
         let _ = std::fs::remove_file(path);
     }
+    // Test hook (feature `failpoints`): a slow open, as redb's repair of a large journal after a
+    // kill -9 is, so the probes' behaviour during it can be checked.
+    #[cfg(feature = "failpoints")]
+    if let Some(ms) = std::env::var("HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
     let options = JournalOptions::new(path).concurrency(match concurrency {
         JournalConcurrency::Exclusive => haptic_journal::Concurrency::Exclusive,
         JournalConcurrency::SingleWriter => haptic_journal::Concurrency::SingleWriter,

@@ -3,6 +3,7 @@
 //! stream of `tests/corpus/renders/`; every pod must answer what `tests/corpus/renders/README.md`
 //! lists for each render (issue 6 "Tests").
 
+mod install;
 mod rbac;
 mod replicas;
 mod restart;
