@@ -6,7 +6,9 @@
 //! - `crds`: `deploy/crds/` is up to date, `haptic crds` prints it, the schemas accept our objects;
 //! - `publisher`: the config publisher against the Kubernetes API emulator;
 //! - `dataplane`: the Dataplane API client against an in-test server that answers as
-//!   ecosystem.md A documents.
+//!   ecosystem.md A documents;
+//! - `peers`, `real_peers`: the real helm, etcd and kube-apiserver (tests/peers/build.sh), and
+//!   the chart applied to a real API server (`cargo test ... real_peers` selects them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,7 +19,9 @@ mod crds;
 mod dataplane;
 mod deployer;
 mod e2e;
+mod peers;
 mod publisher;
+mod real_peers;
 mod restart_equivalence;
 mod runtime;
 mod telemetry;

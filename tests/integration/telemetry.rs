@@ -29,7 +29,7 @@ use haptic_journal::{
 };
 use tokio_util::sync::CancellationToken;
 
-mod openmetrics;
+pub(crate) mod openmetrics;
 
 use openmetrics::parse_openmetrics;
 
