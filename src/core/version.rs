@@ -66,6 +66,7 @@ pub fn fix_for(pods: HaproxyVersion) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

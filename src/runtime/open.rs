@@ -1,6 +1,10 @@
 //! Opening the journal at start-up (DESIGN.md J8, J10): create the directory, open, and on a
 //! damaged file either stop with the problem and the fix (`refuse`) or move the file aside and
 //! start empty (`rebuild`).
+//!
+//! # Failpoints
+//! With the feature `failpoints`, `HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS=<ms>` makes the open that much
+//! slower (tests of the probes while the journal opens).
 
 use std::path::{Path, PathBuf};
 

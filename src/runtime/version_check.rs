@@ -197,6 +197,7 @@ async fn write(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use haptic_journal::{Namespace, ObjectName, PodRef};
 
