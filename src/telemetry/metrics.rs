@@ -96,7 +96,7 @@ const COMMIT_BUCKETS_SECS: [f64; 14] = [
 const DEPLOYMENT_BUCKETS_SECS: [f64; 11] =
     [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
-/// Outcome of one `haproxy -c` validation (label `result` of `haptic_validations_total`).
+/// Outcome of one `haproxy -c` validation (`haptic_validation_total` counts both, `haptic_validation_errors_total` the failures).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum ValidationResult {
     /// `ValidationCompleted`.
@@ -270,7 +270,7 @@ impl Metrics {
         lock(&self.sources.scheduler).replace(stats);
     }
 
-    /// Reads the validator's counters (`haptic_validations_total{result}`) at each scrape.
+    /// Reads the validator's counters (`haptic_validation_total`, `haptic_validation_errors_total`) at each scrape.
     /// Replaces those of an earlier validator (carried over).
     pub fn register_validator(&self, stats: Arc<ValidationStats>) {
         lock(&self.sources.validator).replace(stats);
