@@ -47,7 +47,8 @@
 //! | `haptic_fleet_pinned` | gauge 0/1 | | `render.gate.completed` latch ([`super::fleet`]) |
 //! | `haptic_pods_not_on_spec_checksum` | gauge | | discovered pods off the newest passed render ([`super::fleet`]) |
 //! | `haptic_validator_version_mismatch_pods` | gauge | | [`Metrics::set_version_mismatch_pods`] |
-//! | `haptic_publishes_total` | counter | `result` = `success`, `given_up` | publisher `Counters` |
+//! | `haptic_publishes_total` | counter | `result` = `success`, `given_up` (ended by a permanent rejection) | publisher `Counters` |
+//! | `haptic_publisher_blocked_attempts_total` | counter | | publisher `Counters::blocked` (401, 403, missing CRD; retried) |
 //! | `haptic_retries_total` | counter | `component` = `config-publisher`, `deployment-scheduler` | publisher retries, scheduler timeouts |
 //! | `haptic_config_published_total` | counter | | publisher `Counters::config_published` |
 //! | `haptic_publisher_heals_total` | counter | | publisher `Counters::heals` |

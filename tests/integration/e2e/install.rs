@@ -6,17 +6,16 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
-use haptic_tools::sandbox::cluster::SECRET;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
-use super::stream::{published, published_within};
+use haptic_testkit::{Fleet, http};
+
 use super::telemetry::scrape;
-use super::{Opts, World, feed, http};
+use super::{MAIN, answers, bounds, feed, opts, published, solo, start, stop_cleanly};
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let resp = http()
@@ -27,31 +26,28 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     (resp.status().as_u16(), resp.text().await.unwrap())
 }
 
-/// Marks every sandbox Pod object NotReady the way a HAProxy pod without a configuration is:
-/// condition Ready=False (HAProxy's readiness probe answers 503), the `haproxy` container not
-/// ready, the `dataplane` container (the one declaring the Dataplane port) ready.
-async fn not_ready_until_configured(world: &World) {
-    for pod in world.pods() {
-        let path = format!("/api/v1/namespaces/{}/pods/{}", world.ns(), pod.name);
-        let mut obj = world
-            .cluster
-            .kube
-            .send(reqwest::Method::GET, &path, json!(null))
-            .await
-            .unwrap();
-        let status = &mut obj["status"];
-        for c in status["conditions"].as_array_mut().unwrap() {
-            if c["type"] == "Ready" || c["type"] == "ContainersReady" {
-                c["status"] = json!("False");
+/// Marks every Pod object of the fleet NotReady the way a HAProxy pod without a configuration
+/// is: condition Ready=False (HAProxy's readiness probe answers 503), the `haproxy` container
+/// not ready, the `dataplane` container (the one declaring the Dataplane port) ready. Written
+/// through the status subresource, as the kubelet does.
+async fn not_ready_until_configured(fleet: &Fleet) {
+    let pods: Api<Pod> = Api::namespaced(fleet.client(), fleet.namespace());
+    for pod in fleet.pods() {
+        let mut obj = pods.get(&pod.name).await.unwrap();
+        let status = obj.status.as_mut().expect("a registered pod has a status");
+        for c in status.conditions.iter_mut().flatten() {
+            if c.type_ == "Ready" || c.type_ == "ContainersReady" {
+                c.status = "False".into();
             }
         }
-        for c in status["containerStatuses"].as_array_mut().unwrap() {
-            c["ready"] = json!(c["name"] == "dataplane");
+        let containers = status
+            .container_statuses
+            .as_mut()
+            .expect("a registered pod lists its containers");
+        for c in containers {
+            c.ready = c.name == "dataplane";
         }
-        world
-            .cluster
-            .kube
-            .send(reqwest::Method::PUT, &format!("{path}/status"), obj)
+        pods.replace_status(&pod.name, &PostParams::default(), &obj)
             .await
             .unwrap();
     }
@@ -59,18 +55,15 @@ async fn not_ready_until_configured(world: &World) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_not_ready_until_configured_get_their_first_render() {
-    let world = World::start(2).await;
-    not_ready_until_configured(&world).await;
-    let render_dir = world.dir.path().join("render");
+    let fleet = start(2).await;
+    not_ready_until_configured(&fleet).await;
+    let render_dir = fleet.dir().join("render");
     feed(&render_dir, "01-basic");
-    let ctl = world.controller(Opts::dir(&world, "solo", &render_dir));
-    if let Err(e) = world.pods_answer("01-basic", Duration::from_secs(60)).await {
-        panic!(
-            "NotReady pods with a ready Dataplane container got no render: {e}\n{}",
-            ctl.log_tail(40)
-        );
-    }
-    published(&world, "01-basic", 2).await;
+    let _ctl = fleet.controller(opts(&fleet, "solo", &render_dir));
+    // NotReady pods with a ready Dataplane container get the render (a wait on the Ready
+    // condition would time out here, naming what the pods answer).
+    answers(&fleet, "01-basic").await;
+    published(&fleet, "01-basic", 2).await;
 }
 
 /// The lines of `log` after the first one containing `marker`.
@@ -80,56 +73,43 @@ fn after<'a>(log: &'a str, marker: &str) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_password_is_used_without_a_restart() {
-    let world = World::start(2).await;
-    let render_dir = world.dir.path().join("render");
-    feed(&render_dir, "01-basic");
-    let mut ctl = world.controller(Opts::dir(&world, "solo", &render_dir));
-    published(&world, "01-basic", 2).await;
+    let (fleet, render_dir, mut ctl) = solo(2).await;
+    published(&fleet, "01-basic", 2).await;
 
     // Rotate: every pod's Dataplane API takes the new password (a restarted sidecar), then the
     // Secret gets it. A write of the Secret is what an operator does; the controller is not
     // restarted.
     let pid = ctl.pid();
-    for pod in world.pods() {
-        let r = http()
-            .post(format!("{}/_sandbox/credentials", pod.dataplane_url))
-            .json(&json!({"username": world.cluster.sandbox.username(), "password": "rotated-1"}))
-            .send()
+    for pod in fleet.pods() {
+        pod.faults()
+            .call(
+                reqwest::Method::POST,
+                "credentials",
+                Some(json!({"username": pod.username, "password": "rotated-1"})),
+            )
             .await
             .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
     }
-    let secrets: Api<Secret> = Api::namespaced(world.client.clone(), world.ns());
-    let mut s = secrets.get(SECRET).await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(fleet.client(), fleet.namespace());
+    let mut s = secrets.get(fleet.dataplane_secret()).await.unwrap();
     s.data.as_mut().unwrap().insert(
         "password".into(),
         k8s_openapi::ByteString(b"rotated-1".to_vec()),
     );
     secrets
-        .replace(SECRET, &PostParams::default(), &s)
+        .replace(fleet.dataplane_secret(), &PostParams::default(), &s)
         .await
         .unwrap();
-    let rotated = world
-        .until(Duration::from_secs(20), "the rotation logged", || async {
-            ctl.log_text()
-                .contains("dataplane credentials rotated")
-                .then_some(())
-        })
-        .await;
-    let () = rotated;
+    // The watch delivers the new Secret; the next deployment (a deployment's bound) reads it.
+    ctl.eventually(bounds().deployment(), "the rotation logged", || {
+        std::future::ready(ctl.log_text().contains("dataplane credentials rotated"))
+    })
+    .await;
 
     // The next deployment succeeds on every pod with the new password.
     feed(&render_dir, "02-maps");
-    if let Err(seen) = published_within(&world, "02-maps", 2, Duration::from_secs(30)).await {
-        panic!(
-            "02-maps not deployed with the rotated password: {seen}\n{}",
-            ctl.log_tail(40)
-        );
-    }
-    world
-        .pods_answer("02-maps", Duration::from_secs(20))
-        .await
-        .unwrap();
+    published(&fleet, "02-maps", 2).await;
+    answers(&fleet, "02-maps").await;
     assert_eq!(ctl.pid(), pid);
     assert!(ctl.child.try_wait().unwrap().is_none(), "still running");
     // No pod failed after the rotation reached the controller (each at most once: one retry).
@@ -142,49 +122,44 @@ async fn a_rotated_password_is_used_without_a_restart() {
         failures <= 2,
         "{failures} failed endpoint syncs after the rotation:\n{log}"
     );
-    assert!(
-        ctl.stop(Duration::from_secs(30))
-            .is_some_and(|s| s.success())
-    );
+    stop_cleanly(&mut ctl);
 }
+
+/// The open delay of the probes test: long against a loopback HTTP round trip, so the probes
+/// are asked while the journal is still opening.
+const OPEN_DELAY_MS: u64 = 6000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_and_readyz_answer_while_the_journal_opens() {
-    let world = World::start(1).await;
-    let render_dir = world.dir.path().join("render");
+    let fleet = start(1).await;
+    let render_dir = fleet.dir().join("render");
     feed(&render_dir, "01-basic");
-    let mut opts = Opts::dir(&world, "solo", &render_dir);
+    let mut o = opts(&fleet, "solo", &render_dir);
     // A slow open (feature `failpoints`), as redb's repair of a large journal after a kill -9.
-    opts.env
-        .push(("HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS".into(), "6000".into()));
-    let started = Instant::now();
-    let ctl = world.controller(opts);
-    let addr = ctl.metrics_addr();
+    o.env.push((
+        "HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS".into(),
+        OPEN_DELAY_MS.to_string(),
+    ));
+    let ctl = fleet.controller(o);
+    let addr = ctl.metrics_addr().await;
     let (status, body) = get(addr, "/healthz").await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
+    // Not ready, saying why: the answer comes from within the open (it names it).
     let (status, body) = get(addr, "/readyz").await;
-    assert!(
-        started.elapsed() < Duration::from_secs(6),
-        "the probes were answered only after the open ({:?})",
-        started.elapsed()
-    );
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("journal: journal opening"), "{body}");
-    // Then ready, as before.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    // Then ready, as before: after the open delay and the first render's convergence.
+    let bound = std::time::Duration::from_millis(OPEN_DELAY_MS) + bounds().converge();
+    ctl.eventually(bound, "/readyz 200 after the open", || async {
         let (status, body) = get(addr, "/readyz").await;
         if status == 200 {
-            break;
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
         }
-        assert!(Instant::now() < deadline, "never ready: {body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(started.elapsed() >= Duration::from_secs(6));
-    world
-        .pods_answer("01-basic", Duration::from_secs(60))
-        .await
-        .unwrap();
+    })
+    .await;
+    answers(&fleet, "01-basic").await;
 }
 
 /// A stand-in `haproxy` for the validator whose `-v` reports another major.minor than the pods'
@@ -215,35 +190,37 @@ fn validator_reporting(dir: &Path, version: &str) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_validator_of_another_haproxy_version_is_named() {
-    let world = World::start(2).await;
-    let render_dir = world.dir.path().join("render");
+    let fleet = start(2).await;
+    let render_dir = fleet.dir().join("render");
     feed(&render_dir, "01-basic");
-    let fake = validator_reporting(world.dir.path(), "3.2.9");
-    let mut opts = Opts::dir(&world, "solo", &render_dir);
-    opts.extra
+    let fake = validator_reporting(fleet.dir(), "3.2.9");
+    let mut o = opts(&fleet, "solo", &render_dir);
+    o.extra
         .extend(["--haproxy-bin".into(), fake.display().to_string()]);
-    let ctl = world.controller(opts);
+    let ctl = fleet.controller(o);
     // Deployments still happen (a warning, not a refusal).
-    published(&world, "01-basic", 2).await;
-    let cfg = world
-        .until(
-            Duration::from_secs(30),
-            "condition ValidatorVersionMismatch",
-            || async {
-                let cfg = world.hpcfg("e2e-haproxycfg").await?;
-                let st = cfg.status.clone()?;
-                st.conditions
-                    .iter()
-                    .find(|c| c.type_ == "ValidatorVersionMismatch" && c.status == "True")
-                    .cloned()
-            },
-        )
-        .await;
-    assert_eq!(cfg.reason, "HAProxyVersionDiffers");
+    published(&fleet, "01-basic", 2).await;
+    // The version check follows the completed deployment (a write that follows one).
+    let cond = super::object_until(
+        &fleet,
+        MAIN,
+        bounds().follow_up(),
+        "condition ValidatorVersionMismatch=True",
+        |cfg| {
+            let st = cfg.status.clone().ok_or("no status")?;
+            st.conditions
+                .iter()
+                .find(|c| c.type_ == "ValidatorVersionMismatch" && c.status == "True")
+                .cloned()
+                .ok_or_else(|| format!("{:?}", st.conditions))
+        },
+    )
+    .await;
+    assert_eq!(cond.reason, "HAProxyVersionDiffers");
     assert!(
-        cfg.message.contains("3.2") && cfg.message.contains("2.6"),
+        cond.message.contains("3.2") && cond.message.contains("2.6"),
         "{}",
-        cfg.message
+        cond.message
     );
     let log = ctl.log_text();
     assert!(
@@ -255,13 +232,13 @@ async fn a_validator_of_another_haproxy_version_is_named() {
         "{}",
         ctl.log_tail(40)
     );
-    let m = scrape(ctl.metrics_addr()).await;
+    let m = scrape(ctl.metrics_addr().await).await;
     assert_eq!(m.value("haptic_validator_version_mismatch_pods"), 2.0);
     let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(world.client.clone(), world.ns());
-    world
-        .until(
-            Duration::from_secs(20),
+        Api::namespaced(fleet.client(), fleet.namespace());
+    fleet
+        .eventually(
+            bounds().follow_up(),
             "a ValidatorVersionMismatch Event",
             || async {
                 let list = events.list(&Default::default()).await.ok()?;
