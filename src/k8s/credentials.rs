@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  kube watcher (Secret, fieldSelector metadata.name=<--dataplane-secret>)
-//!     Apply / InitApply --credentials_from_secret--> changed? --> watch::Sender<Option<BasicAuth>>
+//!     Apply / InitApply --credentials_from_secret--> changed? --> watch::Sender<Option<Credentials>>
 //!     Delete, a Secret without a complete key pair --> logged; the current credentials stay
 //!  readers (the deployer, at each endpoint sync) borrow the newest value
 //! ```
@@ -30,11 +30,10 @@ use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::dataplane::BasicAuth;
-use crate::k8s::discovery::{CREDENTIAL_KEYS, credentials_from_secret};
+use crate::k8s::discovery::{CREDENTIAL_KEYS, Credentials, credentials_from_secret};
 
 /// The receiving side: the newest credentials, `None` before the Secret was first read.
-pub type CredentialsReceiver = watch::Receiver<Option<BasicAuth>>;
+pub type CredentialsReceiver = watch::Receiver<Option<Credentials>>;
 
 /// Watches one Secret and publishes its credentials.
 pub struct CredentialsWatch {
@@ -42,7 +41,7 @@ pub struct CredentialsWatch {
     namespace: String,
     name: String,
     /// The newest credentials; replaced on every change, never reset to `None`.
-    tx: watch::Sender<Option<BasicAuth>>,
+    tx: watch::Sender<Option<Credentials>>,
 }
 
 impl std::fmt::Debug for CredentialsWatch {
@@ -120,11 +119,7 @@ impl CredentialsWatch {
 
     fn apply(&self, secret: &Secret) {
         match credentials_from_secret(secret) {
-            Ok(c) => {
-                let new = BasicAuth {
-                    username: c.username,
-                    password: c.password,
-                };
+            Ok(new) => {
                 let first = self.tx.borrow().is_none();
                 let changed = self.tx.send_if_modified(|cur| {
                     if cur.as_ref() == Some(&new) {

@@ -16,6 +16,7 @@ use tracing::{info, warn};
 
 use super::args::{RunArgs, SourceKind};
 use super::{Critical, RuntimeError, Settings};
+use crate::components::deployer::basic_auth;
 use crate::components::publisher::ConfigPublisher;
 use crate::dataplane::BasicAuth;
 use crate::dispatch::input::Input;
@@ -45,7 +46,7 @@ pub(super) async fn wait_for_credentials(
 ) -> Option<BasicAuth> {
     tokio::select! {
         () = cancel.cancelled() => None,
-        r = rx.wait_for(Option::is_some) => r.ok().and_then(|c| c.clone()),
+        r = rx.wait_for(Option::is_some) => r.ok().and_then(|c| c.as_ref().map(basic_auth)),
     }
 }
 

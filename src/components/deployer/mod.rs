@@ -101,7 +101,7 @@ pub struct DeployerSettings {
     pub credentials: Option<BasicAuth>,
     /// The watched credentials Secret ([`crate::k8s::credentials`]): read at each endpoint sync,
     /// so a rotated password is used from the next sync on. Default: none.
-    pub credentials_source: Option<tokio::sync::watch::Receiver<Option<BasicAuth>>>,
+    pub credentials_source: Option<crate::k8s::credentials::CredentialsReceiver>,
     /// The validator's `haproxy -v` first line; each pod's HAProxy version (read once per
     /// endpoint through `/v3/services/haproxy/runtime/info`) is compared with it by
     /// major.minor ([`Deployer::version_report`]). Default: none (no comparison).
@@ -128,8 +128,17 @@ impl DeployerSettings {
     pub fn current_credentials(&self) -> Option<BasicAuth> {
         self.credentials_source
             .as_ref()
-            .and_then(|rx| rx.borrow().clone())
+            .and_then(|rx| rx.borrow().as_ref().map(basic_auth))
             .or_else(|| self.credentials.clone())
+    }
+}
+
+/// The Dataplane client's basic auth for credentials read from the Secret.
+#[must_use]
+pub fn basic_auth(c: &crate::k8s::discovery::Credentials) -> BasicAuth {
+    BasicAuth {
+        username: c.username.clone(),
+        password: c.password.clone(),
     }
 }
 
