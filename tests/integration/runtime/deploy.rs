@@ -437,20 +437,39 @@ fn the_statefulset_runs_the_image_as_the_dockerfile_builds_it() {
     );
 }
 
+/// The slowest reopen of a 1 GiB journal after a kill -9 the README's "Performance" section
+/// reports (every row of haptic-bench figure 4.2, e.g. `| 4.2 reopen after kill -9 ... | 4.62 s
+/// (repair ...`), in seconds.
+fn measured_reopen_secs() -> f64 {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let figures: Vec<f64> = readme
+        .lines()
+        .filter(|l| l.starts_with("| 4.2 reopen after kill -9"))
+        .filter_map(|l| {
+            let measured = l.split('|').nth(2)?.trim();
+            measured.split(" s").next()?.trim().parse().ok()
+        })
+        .collect();
+    assert!(
+        !figures.is_empty(),
+        "README's Performance section has no figure 4.2 row"
+    );
+    figures.into_iter().fold(0.0, f64::max)
+}
+
 /// Issue 16: the startupProbe's budget covers the measured reopen of a large journal after a
-/// kill -9 (haptic-bench figure 4.2: 4.5-8 s for 1 GiB) several times over, so a slow open is
-/// not a restart loop; liveness starts only after it.
+/// kill -9 (haptic-bench figure 4.2, read from the README) at least 15 times over, so a slow
+/// open is not a restart loop; liveness starts only after it.
 #[test]
 fn the_startup_probe_covers_a_slow_journal_open() {
-    /// The worst measured reopen of a 1 GiB journal after a kill -9 (README "Performance").
-    const REOPEN_1GIB_SECS: i32 = 8;
+    let reopen = measured_reopen_secs();
     let sts = statefulset().spec.unwrap();
     let c = &sts.template.spec.unwrap().containers[0];
     let startup = c.startup_probe.as_ref().expect("a startupProbe");
     let budget = startup.period_seconds.unwrap() * startup.failure_threshold.unwrap();
     assert!(
-        budget >= 10 * REOPEN_1GIB_SECS,
-        "startup budget {budget}s is under 10x the 1 GiB reopen ({REOPEN_1GIB_SECS}s)"
+        f64::from(budget) >= 15.0 * reopen,
+        "startup budget {budget}s is under 15x the measured 1 GiB reopen ({reopen} s)"
     );
     assert!(
         budget <= 600,
