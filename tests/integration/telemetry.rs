@@ -374,6 +374,9 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
         !exp.samples
             .contains_key("haptic_journal_queue_oldest_age_seconds{queue=\"publish\"}")
     );
+    // Issue 16: every alert of the chart's PrometheusRule selects series this full scrape has
+    // (label values it matches on, labels it groups by), not only metric names.
+    crate::runtime::helm::alerts_select_exported_series(&exp);
 
     // A new term's deployer replaces the old one; the counters stay monotonic.
     let next = idle_deployer(&handle);

@@ -2,7 +2,9 @@
 //! see `crate::peers::bin`: a missing binary fails the test): lint for the default and the full
 //! values, `deploy/*.yaml` equal to the chart rendered, every `haptic run` setting reachable from
 //! the values, every object strict k8s-openapi, and every alert expression naming an exported
-//! metric. Applying the rendered objects to a real kube-apiserver is `crate::real_peers`.
+//! metric (and, through `crate::telemetry`'s full scrape, matching label values and grouping by
+//! labels that scrape carries: [`alerts_select_exported_series`]). Applying the rendered objects
+//! to a real kube-apiserver is `crate::real_peers`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -401,5 +403,218 @@ fn every_alert_names_only_exported_metrics() {
         for n in metric_names(e) {
             assert!(exported.exports(&n), "{n}: {e}");
         }
+    }
+}
+
+/// Labels a scrape adds to every series (the target's), which no exposition carries.
+const TARGET_LABELS: &[&str] = &[
+    "namespace",
+    "pod",
+    "instance",
+    "job",
+    "service",
+    "container",
+];
+
+/// One selector of a PromQL expression: the metric and its `label op "value"` matchers.
+#[derive(Debug)]
+struct Selector {
+    metric: String,
+    matchers: Vec<(String, String, String)>,
+}
+
+/// Every `haptic_*{...}` selector of `expr` (a bare name has no matchers), and every label named
+/// in a `by (...)` or `without (...)` clause.
+fn selectors(expr: &str) -> (Vec<Selector>, Vec<String>) {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let b: Vec<char> = expr.chars().collect();
+    let (mut out, mut grouped) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < b.len() {
+        if !ident(b[i]) || (i > 0 && ident(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && ident(b[i]) {
+            i += 1;
+        }
+        let word: String = b[start..i].iter().collect();
+        let mut j = i;
+        while j < b.len() && b[j] == ' ' {
+            j += 1;
+        }
+        if (word == "by" || word == "without") && b.get(j) == Some(&'(') {
+            let end = j + b[j..]
+                .iter()
+                .position(|&c| c == ')')
+                .expect("`)` closes by (...)");
+            let list: String = b[j + 1..end].iter().collect();
+            grouped.extend(list.split(',').map(|l| l.trim().to_owned()));
+            i = end + 1;
+        } else if word.starts_with("haptic_") {
+            let mut matchers = Vec::new();
+            if b.get(i) == Some(&'{') {
+                let end = i + b[i..]
+                    .iter()
+                    .position(|&c| c == '}')
+                    .expect("`}` closes a selector");
+                let body: String = b[i + 1..end].iter().collect();
+                for m in body.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+                    let at = m
+                        .find(['=', '!'])
+                        .unwrap_or_else(|| panic!("a matcher: {m}"));
+                    let (label, rest) = m.split_at(at);
+                    let op_len = if rest.starts_with("!=")
+                        || rest.starts_with("=~")
+                        || rest.starts_with("!~")
+                    {
+                        2
+                    } else {
+                        1
+                    };
+                    let value = rest[op_len..].trim().trim_matches('"');
+                    matchers.push((
+                        label.trim().to_owned(),
+                        rest[..op_len].to_owned(),
+                        value.to_owned(),
+                    ));
+                }
+                i = end + 1;
+            }
+            out.push(Selector {
+                metric: word,
+                matchers,
+            });
+        }
+    }
+    (out, grouped)
+}
+
+/// The label pairs of one exposition sample key `name{a="x",b="y"}`.
+fn sample_labels(key: &str) -> Vec<(String, String)> {
+    key.split_once('{')
+        .map(|(_, rest)| rest.trim_end_matches('}'))
+        .unwrap_or("")
+        .split("\",")
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+        .collect()
+}
+
+/// Whether `expr` selects series `exp` (a scrape) has: each `label="v"` matcher other than the
+/// scrape's target labels names a label value some sample of that metric carries (an alert on a
+/// value never exported would never fire), and each label of a `by (...)` clause is a target
+/// label or carried by a metric the expression selects.
+///
+/// # Errors
+/// What does not match, with what the exposition has instead.
+fn selects_exported_series(
+    expr: &str,
+    exp: &crate::telemetry::openmetrics::Exposition,
+) -> Result<(), String> {
+    let samples_of = |metric: &str| -> Vec<Vec<(String, String)>> {
+        exp.samples
+            .keys()
+            .filter(|k| k.split('{').next() == Some(metric))
+            .map(|k| sample_labels(k))
+            .collect()
+    };
+    let (sels, grouped) = selectors(expr);
+    let mut carried: BTreeSet<String> = TARGET_LABELS.iter().map(|l| (*l).to_owned()).collect();
+    for s in &sels {
+        let samples = samples_of(&s.metric);
+        if samples.is_empty() {
+            return Err(format!("no sample of {} in the scrape", s.metric));
+        }
+        carried.extend(samples.iter().flatten().map(|(k, _)| k.clone()));
+        for (label, op, value) in &s.matchers {
+            if TARGET_LABELS.contains(&label.as_str()) {
+                continue;
+            }
+            if !samples.iter().flatten().any(|(k, _)| k == label) {
+                return Err(format!(
+                    "{} carries no label `{label}`: {samples:?}",
+                    s.metric
+                ));
+            }
+            if op == "="
+                && !samples
+                    .iter()
+                    .flatten()
+                    .any(|(k, v)| k == label && v == value)
+            {
+                return Err(format!(
+                    "no series {}{{{label}=\"{value}\"}} is exported: {samples:?}",
+                    s.metric
+                ));
+            }
+        }
+    }
+    match grouped.iter().find(|l| !carried.contains(*l)) {
+        Some(l) => Err(format!(
+            "`by ({l})` names a label no selected series carries"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Every alert of the PrometheusRule (the default alerts and the full values' additional rule)
+/// selects series of `exp`, a scrape with every component registered
+/// ([`selects_exported_series`]); called by `crate::telemetry`'s full-exposition test.
+///
+/// # Panics
+/// Naming the alert, its expression and what does not match.
+pub fn alerts_select_exported_series(exp: &crate::telemetry::openmetrics::Exposition) {
+    for docs in [
+        template(
+            "haptic",
+            "haptic-system",
+            &["--set", "monitoring.prometheusRule.enabled=true"],
+        ),
+        template("edge", "edge", &["-f", &full_values()]),
+    ] {
+        let rule = docs
+            .iter()
+            .find(|d| d["kind"] == "PrometheusRule")
+            .expect("a PrometheusRule");
+        for group in rule["spec"]["groups"].as_array().unwrap() {
+            for r in group["rules"].as_array().unwrap() {
+                let expr = r["expr"].as_str().unwrap();
+                if let Err(e) = selects_exported_series(expr, exp) {
+                    panic!("{}: {e}\n{expr}", r["alert"]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_alert_series_checker_rejects_what_it_should() {
+    let exp = crate::telemetry::openmetrics::parse_openmetrics(
+        "# TYPE haptic_retries counter\nhaptic_retries_total{component=\"config-publisher\"} 0\n\
+         # TYPE haptic_fleet_pinned gauge\nhaptic_fleet_pinned 0\n# EOF\n",
+    )
+    .unwrap();
+    let ok = [
+        r#"sum by (namespace) (rate(haptic_retries_total{namespace="x", component="config-publisher"}[5m])) > 0"#,
+        r#"max by (namespace, pod) (haptic_fleet_pinned{namespace="x"}) == 1"#,
+        r#"sum by (component) (haptic_retries_total{component!="other"})"#,
+    ];
+    for e in ok {
+        assert_eq!(selects_exported_series(e, &exp), Ok(()), "{e}");
+    }
+    let bad = [
+        // A label value the exposition never carries (the alert could never fire).
+        r#"rate(haptic_retries_total{component="publisher"}[5m]) > 0"#,
+        // A label the metric does not have.
+        r#"haptic_fleet_pinned{queue="publish"} == 1"#,
+        // Grouping by a label nothing selected carries.
+        r#"max by (queue) (haptic_fleet_pinned) > 0"#,
+        // A metric with no sample at all.
+        r#"haptic_managed_pods > 0"#,
+    ];
+    for e in bad {
+        assert!(selects_exported_series(e, &exp).is_err(), "accepted: {e}");
     }
 }
