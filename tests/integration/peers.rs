@@ -1,6 +1,10 @@
-//! The real peers of DESIGN.md section 5 for tests: where their binaries are, and a real etcd +
-//! kube-apiserver on loopback (the recipe of `tests/peers/kube-up.sh` on the peers branch, in
-//! Rust; to be folded into the shared test kit).
+//! The real peers of DESIGN.md section 5 for this branch's tests: where their binaries are (the
+//! real `helm` for `runtime::helm`), and a real etcd + kube-apiserver on loopback (the recipe of
+//! `tests/peers/kube-up.sh`, in Rust) for `real_peers::chart`.
+//!
+//! A stop-gap, not a second kit: issue 18 wires `haptic_testkit::Peers::Real` with the same
+//! peers; when that is on the integration branch, `real_peers::chart` takes its API server from
+//! the kit and only [`bin`]/[`helm`] stay (or move into the kit beside its binary lookup).
 //!
 //! Binaries: `$HAPTIC_PEERS_BIN/<name>`, else the newest `<cache>/<pins-hash>/bin/<name>` under
 //! `${HAPTIC_PEERS_CACHE:-$HOME/.cache/haptic-peers}` (where `tests/peers/build.sh` puts them).
