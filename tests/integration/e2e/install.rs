@@ -217,8 +217,14 @@ async fn a_validator_of_another_haproxy_version_is_named() {
     )
     .await;
     assert_eq!(cond.reason, "HAProxyVersionDiffers");
+    // Both versions and the fix: the image of the pods' release line.
     assert!(
-        cond.message.contains("3.2") && cond.message.contains("2.6"),
+        cond.message.contains("3.2")
+            && cond.message.contains("2.6")
+            && cond.message.contains(
+                "fix: run the controller image built for HAProxy 2.6 \
+                 (Dockerfile --build-arg DEBIAN_SUITE=bookworm)"
+            ),
         "{}",
         cond.message
     );
@@ -228,6 +234,7 @@ async fn a_validator_of_another_haproxy_version_is_named() {
             |l| l.contains("validator haproxy version differs from the pods")
                 && l.contains("3.2")
                 && l.contains("2.6")
+                && l.contains("--haproxy-bin")
         ),
         "{}",
         ctl.log_tail(40)
