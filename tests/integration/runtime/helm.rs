@@ -379,12 +379,13 @@ fn every_alert_names_only_exported_metrics() {
         }
     }
     // The alerts: fleet pinned, pods not converged, journal queue stuck, publish
-    // failures, leader missing.
+    // failures (retried or given up, and refused until an operator acts), leader missing.
     for want in [
         "HapticFleetPinned",
         "HapticPodsNotConverged",
         "HapticJournalQueueStuck",
         "HapticPublishFailing",
+        "HapticPublishBlocked",
         "HapticLeaderMissing",
     ] {
         assert!(alerts.contains(want), "no alert {want}: {alerts:?}");
