@@ -493,6 +493,15 @@ impl Deployer {
         }
         b.ack(Queue::DeployInflight, WorkKey::Slot, inflight);
         self.dispatch.accept(b).await?;
+        tracing::info!(
+            deployment = %request.deployment,
+            render = %request.render,
+            succeeded = ok,
+            failed,
+            reloads,
+            duration_ms = started.elapsed().as_millis() as u64,
+            "deployment completed"
+        );
         self.report_versions(&request.endpoints);
         self.stats.deployments.fetch_add(1, Ordering::Relaxed);
         if failed > 0 {

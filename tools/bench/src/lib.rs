@@ -84,6 +84,10 @@ enum Hidden {
     },
 }
 
+/// The hidden first argument that makes this binary the controller (`haptic run ...`), for
+/// figure 3: the product's own code, no prebuilt `haptic` binary needed (as `haptic-demo`).
+pub const CONTROLLER_ARG: &str = "__controller";
+
 /// Runs the command line `args` (the first item is the program name, as in `std::env::args`).
 ///
 /// # Errors
