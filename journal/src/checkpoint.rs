@@ -122,8 +122,9 @@ pub struct PublisherCheckpoint {
     pub gone: Vec<PodRef>,
     /// Mirror of the render gate's latch.
     pub pinned: bool,
-    /// The last event whose work the router queued (its work items are in the queues, so a
-    /// replay of it must not queue them again); `None`: none yet.
+    /// The last event the router folded while queueing (a leader's live delivery or a
+    /// replay): the work of every event up to it is in the queues, whether or not that event
+    /// queued any itself; `None`: none yet.
     pub queued_through: Option<Seq>,
     /// Whether this replica led as of the last event folded (the live term for a live
     /// delivery, the log's leadership events for a replay): a replayed event becomes work

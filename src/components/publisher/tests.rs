@@ -460,15 +460,21 @@ fn listed_pods_and_the_first_discovery_commute() {
 #[test]
 fn the_checkpoint_round_trips_and_names_the_last_queued_event() {
     let mut s = state();
+    assert_eq!(s.checkpoint().queued_through, None, "nothing folded yet");
     lead(&mut s, 1, 10, &rendered(sum(1)));
     assert_eq!(
         s.checkpoint().queued_through,
-        None,
-        "a render event queues nothing"
+        Some(Seq(1)),
+        "folded while leading: a render event queues nothing, and its work (none) is queued"
     );
     lead(&mut s, 2, 20, &gate(sum(2), GateVerdict::Fail));
     lead(&mut s, 3, 30, &applied("a"));
     follow(&mut s, 4, &discovered(&["b"], true));
+    assert_eq!(
+        s.checkpoint().queued_through,
+        Some(Seq(3)),
+        "a followed event queues nothing and does not move it"
+    );
     lead(
         &mut s,
         5,
@@ -484,7 +490,8 @@ fn the_checkpoint_round_trips_and_names_the_last_queued_event() {
         },
     );
     let cp = s.checkpoint();
-    // Seq 4 (followed) queued nothing; seq 5 flushed what seq 4 owed (pod a).
+    // Seq 4 (followed) queued nothing and does not move it; seq 5 flushed what seq 4 owed
+    // (pod a).
     assert_eq!(
         cp.queued_through,
         Some(Seq(5)),

@@ -55,7 +55,8 @@ pub struct RouterState {
     pub gone: Vec<PodRef>,
     /// Mirror of the render gate's latch: pinned after a failed render until one passes.
     pub pinned: bool,
-    /// The last event whose work was queued.
+    /// The last event folded while queueing (a leader's live delivery or a replay): the work of
+    /// every event up to it is in the queues.
     queued_through: Option<Seq>,
     /// Whether this replica led when it folded the last event: the live term for a live
     /// delivery, the log's leadership events for a replay. A replayed event becomes work
@@ -316,9 +317,11 @@ pub fn route(state: &mut RouterState, input: Input<'_>) -> Vec<Effect> {
             fold_event(state, seq, at, event, queue, unplaced, &mut out);
             if queue {
                 state.flush_gone(&mut out);
-                if out.iter().any(|e| matches!(e, Effect::Enqueue(_))) {
-                    state.queued_through = Some(seq);
-                }
+                // Folded while queueing: the work of every event up to here is in the queues,
+                // whether this one queued any (a term start may have flushed what it owed
+                // before it; a restarted router restored after that flush queues nothing
+                // again, a router that kept its memory re-flushes the same items).
+                state.queued_through = Some(seq);
             } else {
                 out.retain(|e| !matches!(e, Effect::Enqueue(_)));
             }
