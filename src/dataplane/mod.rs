@@ -9,6 +9,8 @@
 //!            reload_status / wait_for_reload       GET /v3/services/haproxy/reloads/{id}
 //!            list/get/create/replace/delete        .../storage/{maps,ssl_certificates,general}, .../runtime/ssl_ca_files
 //!            ssl_certificate_info / ca_file_info / ca_file_entry   metadata of certificates and CA files
+//!            start/commit/delete_transaction       .../transactions[/{id}]
+//!            configuration_object(method, path)    .../configuration/{backends,frontends}/...?version=N|transaction_id=T
 //! ```
 //!
 //! The client does one request per call and never retries: the deployer's pure decision code
@@ -23,6 +25,7 @@
 
 pub mod cert;
 mod client;
+mod config;
 mod error;
 mod normalize;
 mod storage;
@@ -33,6 +36,7 @@ pub use client::{
     CONFIGURATION_CHECKSUM_HEADER, CONFIGURATION_VERSION_HEADER, Dataplane, DataplaneClient,
     Endpoint, RELOAD_ID_HEADER,
 };
+pub use config::{ConfigWriteOutcome, Target, Transaction, TransactionId};
 pub use error::DataplaneError;
 pub use haptic_journal::{ConfigVersion, ReloadId};
 pub use normalize::{normalize_raw_config, raw_configs_equal};

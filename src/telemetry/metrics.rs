@@ -36,6 +36,7 @@
 //! | `haptic_deployments_total` | counter | `result` = `completed`, `deposed` | `DeployerStats` |
 //! | `haptic_endpoint_syncs_total` | counter | `result` = `success`, `failure` | `DeployerStats` |
 //! | `haptic_reloads_total` | counter | | `DeployerStats::reloads` |
+//! | `haptic_endpoint_sync_modes_total` | counter | `mode` = `fine_grained`, `runtime`, `raw_initial`, `raw_threshold`, `raw_fallback`, `raw_unmodelled` | `DeployerStats::mode` |
 //! | `haptic_drift_detected_total` | counter | | `DeployerStats::drift_detected` |
 //! | `haptic_publishes_total` | counter | `result` = `success`, `given_up` | publisher `Counters` |
 //! | `haptic_retries_total` | counter | `component` = `config-publisher`, `deployment-scheduler` | publisher retries, scheduler timeouts |

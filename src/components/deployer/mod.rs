@@ -55,6 +55,9 @@
 //! deposed runs.
 
 pub mod decide;
+pub mod structure;
+#[cfg(test)]
+mod structure_tests;
 pub mod sync;
 #[cfg(test)]
 mod tests;
@@ -68,7 +71,7 @@ use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use haptic_journal::{
     Batch, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
-    SyncMetadata, UnixMillis, WorkId, WorkKey,
+    SyncMetadata, SyncMode, UnixMillis, WorkId, WorkKey,
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -76,7 +79,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dataplane::{BasicAuth, Dataplane, Endpoint as DpEndpoint};
 use crate::dispatch::{DispatchError, DispatchHandle};
 
-pub use decide::{KnownRun, LoadedFile, LoadedRender, Operation};
+pub use decide::{KnownRun, LoadedFile, LoadedRender, Operation, SyncPolicy};
 pub use sync::{SyncError, SyncLimits, SyncReport, sync_endpoint};
 
 /// Component identifier (logs, metrics, health).
@@ -91,8 +94,9 @@ pub struct DeployerSettings {
     pub max_parallel: usize,
     /// Bound of one endpoint's whole sync. Default: 25 s (below the 30 s deployment timeout).
     pub endpoint_timeout: Duration,
-    /// Accepted and documented; fine-grained sync is a later issue, every push is raw today.
-    /// Default: 0.
+    /// A configuration change of more operations than this goes by one raw push
+    /// (`raw_threshold`) instead of a transaction; 0 = never by count (`--raw-push-threshold`).
+    /// Default: 100 (upstream's default).
     pub raw_push_threshold: u32,
     /// Bounds of one sync.
     pub limits: SyncLimits,
@@ -105,7 +109,7 @@ impl Default for DeployerSettings {
         DeployerSettings {
             max_parallel: 0,
             endpoint_timeout: Duration::from_secs(25),
-            raw_push_threshold: 0,
+            raw_push_threshold: 100,
             limits: SyncLimits::default(),
             credentials: None,
         }
@@ -127,6 +131,26 @@ pub struct DeployerStats {
     pub drift_detected: AtomicU64,
     /// Runs stopped because the Lease was no longer valid.
     pub deposed: AtomicU64,
+    /// Successful endpoint syncs by [`SyncMode`], in [`SyncMode::ALL`] order.
+    pub modes: [AtomicU64; 6],
+}
+
+impl DeployerStats {
+    /// Counts one successful sync in `mode`.
+    pub fn count_mode(&self, mode: SyncMode) {
+        if let Some(i) = SyncMode::ALL.iter().position(|m| *m == mode) {
+            self.modes[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Successful syncs in `mode` so far.
+    #[must_use]
+    pub fn mode(&self, mode: SyncMode) -> u64 {
+        SyncMode::ALL
+            .iter()
+            .position(|m| *m == mode)
+            .map_or(0, |i| self.modes[i].load(Ordering::Relaxed))
+    }
 }
 
 /// How a run ended.
@@ -310,7 +334,6 @@ impl Deployer {
             let mut b = Batch::new();
             let mut sync = SyncMetadata {
                 sync_duration_ms: r.duration.as_millis() as u64,
-                fallback_used: true,
                 ..SyncMetadata::default()
             };
             match &r.result {
@@ -330,6 +353,9 @@ impl Deployer {
                     sync.reload_id = rep.reload_id.clone();
                     sync.version_conflict_retries = rep.conflict_retries;
                     sync.operation_counts = rep.ops;
+                    sync.fallback_used = rep.fallback_used;
+                    sync.sync_mode = Some(rep.mode);
+                    self.stats.count_mode(rep.mode);
                     if drift && rep.changed {
                         self.stats.drift_detected.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
@@ -463,6 +489,9 @@ impl Deployer {
                 permits,
                 self.lease.as_ref(),
                 &self.settings.limits,
+                &SyncPolicy {
+                    raw_push_threshold: self.settings.raw_push_threshold,
+                },
             )
             .await
         };
