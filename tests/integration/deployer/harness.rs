@@ -53,6 +53,7 @@ pub struct Knobs {
     pub timeout: Duration,
     pub drift: Duration,
     pub max_parallel: usize,
+    pub raw_push_threshold: u32,
     pub lease: Arc<dyn LeaseGuard>,
 }
 
@@ -63,6 +64,7 @@ impl Default for Knobs {
             timeout: Duration::from_secs(20),
             drift: Duration::from_secs(600),
             max_parallel: 4,
+            raw_push_threshold: 100,
             lease: Arc::new(AlwaysValid),
         }
     }
@@ -106,6 +108,7 @@ impl Harness {
             dataplane,
             DeployerSettings {
                 max_parallel: knobs.max_parallel,
+                raw_push_threshold: knobs.raw_push_threshold,
                 endpoint_timeout: Duration::from_secs(15),
                 credentials: Some(BasicAuth {
                     username: sb.username().to_owned(),
@@ -201,6 +204,22 @@ impl Harness {
             authoritative: true,
         })
         .await;
+    }
+
+    /// Journals a render of `config` (no files) as validated.
+    pub async fn feed_config(&self, config: &str, tag: &str) -> Checksum {
+        let mut b = Batch::new();
+        let r = b.put_render(config.as_bytes().to_vec(), vec![]);
+        b.event(Event::ValidationCompleted {
+            correlation: Correlation::new(format!("render-{tag}")),
+            render: r.checksum,
+            warnings: vec![],
+            duration_ms: 1,
+            trigger_reason: "test".into(),
+            coalescible: false,
+        });
+        self.dispatch.accept(b).await.expect("feed");
+        r.checksum
     }
 
     /// Stores a corpus render and journals TemplateRendered + the validation verdict.
