@@ -950,7 +950,10 @@ fn bind_model(words: &[String]) -> Result<Value, NoModel> {
 }
 
 /// Splits `words` at the first `if`/`unless` into (action words, cond, cond_test).
-fn split_cond(words: &[String]) -> Result<(&[String], Option<(&str, String)>), NoModel> {
+/// A rule's condition: `if`/`unless` and the test, words joined by one space.
+type Cond<'a> = Option<(&'a str, String)>;
+
+fn split_cond(words: &[String]) -> Result<(&[String], Cond<'_>), NoModel> {
     match words.iter().position(|w| w == "if" || w == "unless") {
         None => Ok((words, None)),
         Some(i) => {
@@ -971,7 +974,7 @@ fn needs_quotes(w: &str) -> bool {
             .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | '#'))
 }
 
-fn with_cond(mut obj: Map<String, Value>, cond: Option<(&str, String)>) -> Value {
+fn with_cond(mut obj: Map<String, Value>, cond: Cond<'_>) -> Value {
     if let Some((c, t)) = cond {
         obj.insert("cond".into(), json!(c));
         obj.insert("cond_test".into(), json!(t));

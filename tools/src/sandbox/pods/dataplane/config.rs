@@ -24,6 +24,8 @@
 //! - bodies with a field the sandbox does not know answer 400 (the real API validates bodies
 //!   against its schema; a field it knows and we do not is refused here, never dropped).
 
+#![allow(clippy::result_large_err)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -360,7 +362,7 @@ const SERVER_PARAMS: &[(&str, &str, &str)] = &[
 ];
 
 fn time_text(ms: u64) -> String {
-    if ms > 0 && ms % 1000 == 0 {
+    if ms > 0 && ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         ms.to_string()
@@ -1675,6 +1677,7 @@ async fn commit_transaction(State(core): State<Arc<PodCore>>, Path(id): Path<Str
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
