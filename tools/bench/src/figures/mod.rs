@@ -13,6 +13,7 @@ use crate::report::Row;
 pub mod accept;
 pub mod floor;
 pub mod recovery;
+pub mod reloads;
 pub mod size;
 
 /// What every figure gets.
@@ -77,5 +78,10 @@ pub const FIGURES: &[Figure] = &[
         id: 5,
         name: "size",
         run: size::run,
+    },
+    Figure {
+        id: 8,
+        name: "reloads per 100 server changes, fine-grained vs raw push",
+        run: reloads::run,
     },
 ];
