@@ -400,6 +400,16 @@ pub fn writes(reqs: &[(String, String)]) -> Vec<(String, String)> {
     reqs.iter().filter(|(m, _)| m != "GET").cloned().collect()
 }
 
+/// Configuration writes that reload: raw pushes plus transaction commits (a fine-grained repair
+/// is one commit).
+pub fn config_writes(reqs: &[(String, String)]) -> usize {
+    raw_pushes(reqs)
+        + reqs
+            .iter()
+            .filter(|(m, p)| m == "PUT" && p.contains("/services/haproxy/transactions/"))
+            .count()
+}
+
 pub fn raw_pushes(reqs: &[(String, String)]) -> usize {
     reqs.iter()
         .filter(|(m, p)| m == "POST" && p.ends_with("/configuration/raw"))
