@@ -17,9 +17,10 @@
 //! owns retries, backoff and fencing checks (DESIGN.md section 2). Every error maps to an
 //! [`ErrorKind`](crate::core::ErrorKind) through [`DataplaneError::kind`].
 //!
-//! Content comparison: [`normalize_raw_config`] ignores the API's `# _version=` /
-//! `# _md5hash=` header lines, so a pod whose running file equals the desired config is not
-//! pushed (and not reloaded). The configuration version alone does not prove content
+//! Content comparison: the deployer compares configurations structurally
+//! (`components::deployer::structure`: after any write through the configuration endpoints the
+//! API rewrites the file in its own layout); [`normalize_raw_config`] only strips the API's
+//! `# _version=` / `# _md5hash=` header lines from a text. The configuration version alone does not prove content
 //! (ecosystem.md A.3): compare content. Certificates and CA files, whose content the API does
 //! not return, are compared by the metadata it does return ([`cert`]).
 

@@ -7,9 +7,14 @@
 //!     DeploymentStarted ──► journal+dispatch
 //!     per endpoint (at most max_parallel Dataplane requests in flight, own timeout):
 //!        sync_endpoint: read what the pod reports (listings, the render's files, raw config)
-//!          ─► decide::decide(running, render, known) ─► Vec<Operation>
-//!          ─► execute: files (skip_reload), POST raw?version=N or reload (409: re-read,
-//!             bounded), poll Reload-ID (bounded), delete unreferenced files
+//!          ─► decide::plan(running, render, known, policy) ─► Vec<Operation>
+//!             (structure.rs: the configuration compared section by section, object by object)
+//!          ─► execute: files (skip_reload), then one of: POST raw?version=N (raw_initial,
+//!             raw_unmodelled, raw_threshold) | PUT servers at runtime (runtime, no reload) |
+//!             one transaction (fine_grained, one reload at commit, aborted on every failure);
+//!             a 409 re-reads and plans again (bounded), another fine-grained failure falls
+//!             back to one raw push (raw_fallback); poll Reload-ID (bounded), delete
+//!             unreferenced files
 //!        ──► one batch: endpoint_applied state + InstanceDeployed/InstanceDeploymentFailed
 //!            + ConfigAppliedToPod (every synced endpoint, no-ops included)
 //!     one batch: DeploymentCompleted + DeployedConfigPublishRequest (when >= 1 pod took it)
@@ -38,8 +43,10 @@
 //! - per endpoint, one batch after its sync returned: table `endpoint_applied` (put on success:
 //!   render, configuration version, reload id; removed on failure) with `instance.deployed` or
 //!   `instance.deployment.failed`, and `config.applied.to.pod` for every synced endpoint, a
-//!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done, its
-//!   `operation_counts` are zero for a no-op, `error` is set on a failure). A resumed deployment
+//!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done: its
+//!   `sync_mode` (how the configuration was applied), `fallback_used` (only for
+//!   `raw_fallback`), `operation_counts` (backends, servers and frontends from the structural
+//!   diff, files from the writes; zero for a no-op); `error` is set on a failure, with no mode). A resumed deployment
 //!   whose writes landed before a crash therefore still reports each pod's new state; the
 //!   publisher writes a pod's status only when it differs from what that pod runs;
 //! - after the last endpoint, one batch: `deployment.completed`,
@@ -52,7 +59,7 @@
 //!
 //! # Metrics
 //! [`DeployerStats`]: deployments, endpoint successes/failures, reloads, drift detections,
-//! deposed runs.
+//! deposed runs, successful syncs by [`SyncMode`] (`haptic_endpoint_sync_modes_total`).
 
 pub mod decide;
 pub mod structure;
