@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use haptic::components::deployer::{Deployer, DeployerSettings, RunOutcome};
 use haptic::core::guard::AlwaysValid;
-use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane};
+use haptic::dataplane::{ClientSettings, Dataplane};
 use haptic::dispatch::Dispatcher;
 use haptic_journal::{
-    Batch, Correlation, DeployRequest, DeploymentId, DeploymentReason, Endpoint, EndpointUrl,
-    InFlightDeployment, Journal, JournalOptions, Origin, PodRef, RuntimeConfigRef, Term,
-    UnixMillis, WorkItem,
+    Batch, Correlation, DeployRequest, DeploymentId, DeploymentReason, Endpoint,
+    InFlightDeployment, Journal, JournalOptions, Origin, RuntimeConfigRef, Term, UnixMillis,
+    WorkItem,
 };
-use haptic_tools::sandbox::pods::{Sandbox, SandboxConfig};
+use haptic_testkit::{Fleet, FleetConfig};
 use tokio_util::sync::CancellationToken;
 
 const PODS: usize = 100;
@@ -25,33 +25,21 @@ const DELAY: Duration = Duration::from_millis(50);
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let sb = Sandbox::start(SandboxConfig {
-        pods: 0,
-        stand_in_pods: PODS,
-        stand_in_delay: DELAY,
-        reload_delay: Duration::from_millis(100),
-        ..SandboxConfig::default()
-    })
-    .await
-    .expect("sandbox");
-    let dir = tempfile::tempdir().unwrap();
-    let journal = Arc::new(Journal::open(&JournalOptions::new(dir.path().join("j.redb"))).unwrap());
+    let sb = Fleet::start(
+        FleetConfig {
+            stand_in_pods: PODS,
+            stand_in_delay: DELAY,
+            ..FleetConfig::default()
+        }
+        .without_crds(),
+    )
+    .await;
+    let journal = Arc::new(Journal::open(&JournalOptions::new(sb.dir().join("j.redb"))).unwrap());
     let d = Dispatcher::new(journal.clone());
     let dispatch = d.handle();
     let cancel = CancellationToken::new();
     let task = tokio::spawn(d.run(cancel.clone()));
-    let eps: Vec<Endpoint> = sb
-        .pods()
-        .iter()
-        .map(|p| Endpoint {
-            url: EndpointUrl::new(p.dataplane_url.clone()),
-            pod: PodRef {
-                namespace: "bench".into(),
-                name: p.name.clone().into(),
-            },
-            detected_version: None,
-        })
-        .collect();
+    let eps: Vec<Endpoint> = sb.pods().iter().map(|p| p.endpoint("bench")).collect();
     let cfg = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/corpus/renders/01-basic/haproxy.cfg"
@@ -74,10 +62,7 @@ async fn main() {
         DeployerSettings {
             max_parallel: MAX_PARALLEL,
             endpoint_timeout: Duration::from_secs(120),
-            credentials: Some(BasicAuth {
-                username: sb.username().into(),
-                password: sb.password().into(),
-            }),
+            credentials: sb.pods().first().map(haptic_testkit::Pod::credentials),
             ..DeployerSettings::default()
         },
         Arc::new(AlwaysValid),

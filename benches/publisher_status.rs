@@ -12,15 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use haptic::components::publisher::{ConfigPublisher, PublisherConfig};
-use haptic::k8s::crd::{self, HAProxyCfg};
+use haptic::k8s::crd::HAProxyCfg;
 use haptic_journal::{
     Batch, ConfigIdentity, Correlation, Durability, Event, GateVerdict, Identity, Journal,
     JournalOptions, PodRef, Queue, RuntimeConfigRef, SyncMetadata, Term,
 };
-use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use haptic_testkit::{Fleet, FleetConfig};
 use kube::Api;
-use kube::api::PostParams;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -32,18 +30,13 @@ async fn main() {
     let rounds = args.get(1).copied().unwrap_or(10);
     let interval = Duration::from_millis(args.get(2).copied().unwrap_or(5000));
 
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    server.write_kubeconfig(&kc, "default").unwrap();
-    let client = haptic::k8s::client::from_kubeconfig(&kc).await.unwrap();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for c in crd::crds() {
-        crds.create(&PostParams::default(), &c).await.unwrap();
-    }
+    let fleet = Fleet::start(FleetConfig::api_only("default")).await;
+    let client = fleet.client();
     let journal = Arc::new(
-        Journal::open(&JournalOptions::new(dir.path().join("j.redb")).durability(Durability::None))
-            .unwrap(),
+        Journal::open(
+            &JournalOptions::new(fleet.dir().join("j.redb")).durability(Durability::None),
+        )
+        .unwrap(),
     );
     journal.set_term(Term(1), Identity::new("bench")).unwrap();
     let identity = ConfigIdentity {
@@ -88,7 +81,7 @@ async fn main() {
     }
     // Let the publication's own throttle window pass so the status worker starts fresh.
     tokio::time::sleep(interval).await;
-    server.clear_requests();
+    fleet.clear_api_requests().unwrap();
 
     let start = Instant::now();
     let mut n = 0u64;
@@ -143,7 +136,7 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let converged = start.elapsed();
-    let reqs = server.requests();
+    let reqs = fleet.api_requests().unwrap();
     let status_writes = reqs
         .iter()
         .filter(|r| r.method == "PUT" && r.path.ends_with("/status"))

@@ -31,3 +31,19 @@ pub enum Command {
 pub use crate::runtime::args::{
     JournalConcurrency, JournalRecovery, LogFormat, RunArgs, SourceKind,
 };
+
+/// The multi-threaded tokio runtime a binary runs on (the `haptic` binary, and `haptic-demo`
+/// both for itself and for the controller it re-enters).
+///
+/// # Errors
+/// When the runtime cannot be built: the error is printed as `error: ...` and the binary's exit
+/// code (1) returned.
+pub fn tokio_runtime() -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot build the tokio runtime: {e}");
+            std::process::ExitCode::FAILURE
+        })
+}

@@ -38,6 +38,23 @@
 
 #![warn(missing_docs)]
 
+/// Implements `Debug` for a type that holds clients, channels or tasks: its name, the fields
+/// given as `"label" => expression over the binding`, then `..` (`finish_non_exhaustive`).
+///
+/// `debug_non_exhaustive!(Deployer, |d| "settings" => d.settings);`
+macro_rules! debug_non_exhaustive {
+    ($t:ty, |$s:ident| $($label:literal => $value:expr),+ $(,)?) => {
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let $s = self;
+                f.debug_struct(stringify!($t))
+                    $(.field($label, &$value))+
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
 pub mod cli;
 pub mod components;
 pub mod core;

@@ -6,15 +6,9 @@ use clap::Parser as _;
 
 fn main() -> std::process::ExitCode {
     let cli = haptic::cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match haptic::cli::tokio_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot build the tokio runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(haptic::run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -156,18 +156,6 @@ impl Controller {
     }
 }
 
-/// The last `n` lines of the file at `path` (empty when unreadable).
-#[must_use]
-pub fn log_tail(path: &Path, n: usize) -> Vec<String> {
-    let text = std::fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|l| (*l).to_owned())
-        .collect()
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -197,15 +185,5 @@ mod tests {
         assert_eq!(a.lease_renew_deadline, Duration::from_secs(3));
         assert_eq!(a.lease_retry_period, Duration::from_millis(500));
         assert_eq!(a.metrics_addr.port(), 0);
-    }
-
-    #[test]
-    fn log_tail_keeps_the_last_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("log");
-        std::fs::write(&p, "a\nb\nc\n").unwrap();
-        assert_eq!(log_tail(&p, 2), ["b", "c"]);
-        assert_eq!(log_tail(&p, 10), ["a", "b", "c"]);
-        assert!(log_tail(&dir.path().join("absent"), 3).is_empty());
     }
 }

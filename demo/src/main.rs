@@ -1,14 +1,15 @@
 //! `haptic-demo`: the main job on its embedded default (README command 1).
 //!
 //! ```text
-//!  Cluster::start: the sandbox's cluster (API emulator on 127.0.0.1 + N HAProxy pods, Namespace,
-//!                  Secret, Pod objects) plus the CRDs, <workdir>/kubeconfig
+//!  cluster::start: a test-kit fleet on the sandbox (API emulator on 127.0.0.1 + N HAProxy pods,
+//!                  Namespace, Secret, Pod objects, the CRDs), <workdir>/kubeconfig
 //!  Controller::spawn: <this exe> __controller run --kubeconfig ... --render-dir <workdir>/render
 //!                     --journal <workdir>/journal.redb          (log: <workdir>/controller.log)
 //!                     (the hidden `__controller` re-enters this binary and runs `haptic::run`,
 //!                      the same code the `haptic` binary runs; no prebuilt binary needed)
 //!  for each render of tests/corpus/renders, in name order:
-//!      feed::write_render -> <workdir>/render (aux folders first, haproxy.cfg renamed last)
+//!      haptic_testkit::render::write_render -> <workdir>/render (aux folders first, haproxy.cfg
+//!      renamed last)
 //!      poll until every pod answers as renders/README.md says and the HAProxyCfg objects agree
 //!      (bounded), printing progress
 //!  stop the controller (SIGTERM, then SIGKILL after 30 s), stop the sandbox, print the summary
@@ -22,7 +23,6 @@
 
 mod cluster;
 mod controller;
-pub mod feed;
 mod observe;
 mod report;
 
@@ -68,15 +68,9 @@ pub struct DemoArgs {
 fn main() -> std::process::ExitCode {
     let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let controller = argv.get(1).is_some_and(|a| a == CONTROLLER_ARG);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match haptic::cli::tokio_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot build the tokio runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let result: Result<(), Box<dyn std::error::Error>> = if controller {
         // `haptic-demo __controller run ...` is `haptic run ...`.
@@ -95,14 +89,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            let mut line = e.to_string();
-            let mut source = e.source();
-            while let Some(s) = source {
-                line.push_str(": ");
-                line.push_str(&s.to_string());
-                source = s.source();
-            }
-            eprintln!("error: {line}");
+            eprintln!("error: {}", haptic::core::error::chain(e.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
@@ -173,7 +160,7 @@ pub enum DemoError {
         render: String,
         /// The write error.
         #[source]
-        source: feed::FeedError,
+        source: haptic_testkit::render::FeedError,
     },
     /// The controller process ended before the stream was through.
     #[error("the controller exited early ({status}); its log is {log}")]
@@ -228,20 +215,15 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         "starting the sandbox: a Kubernetes API emulator and {} HAProxy pods",
         args.pods
     );
-    let cluster = cluster::Cluster::start(args.pods, &paths.kubeconfig).await?;
-    println!(
-        "  API emulator {} ({:?} mode); pods: {}",
-        cluster.inner.api.url(),
-        cluster.inner.sandbox.mode(),
-        cluster
-            .inner
-            .sandbox
-            .pods()
-            .iter()
-            .map(|p| format!("{} {}", p.name, p.dataplane_url))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let cluster = cluster::start(args.pods, &paths.kubeconfig).await?;
+    let mode = cluster
+        .sandbox()
+        .map_or_else(String::new, |s| format!("{:?}", s.mode()));
+    let api = cluster.emulator().map(|a| a.url()).unwrap_or_default();
+    println!("  API emulator {api} ({mode} mode)");
+    for p in cluster.pods() {
+        println!("  pod {} (Dataplane API {})", p.name, p.dataplane_url);
+    }
     let mut controller = match Controller::spawn(&paths) {
         Ok(c) => c,
         Err(e) => {
@@ -307,19 +289,17 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
 
 /// Feeds the stream and waits for each render; one summary row per render.
 async fn drive(
-    cluster: &cluster::Cluster,
+    cluster: &haptic_testkit::Fleet,
     controller: &mut Controller,
     stream: &[RenderCase],
     paths: &Paths,
 ) -> Result<Vec<Row>, DemoError> {
     let observer = Observer::new(
-        cluster.client.clone(),
+        cluster.client(),
         cluster::NAMESPACE,
         CONFIG_NAME,
-        cluster.inner.sandbox.pods(),
-        cluster.inner.sandbox.username(),
-        cluster.inner.sandbox.password(),
-    )?;
+        cluster.pods(),
+    );
     let mut rows = Vec::with_capacity(stream.len());
     // The stream's last render that must be applied (the one a rejection keeps).
     let mut last_applied: Option<(&str, Checksum)> = None;
@@ -364,9 +344,11 @@ async fn one_render(
         invalid: observer.invalid_name(),
     };
     let started = Instant::now();
-    feed::write_render(&case.content, &paths.render_dir).map_err(|source| DemoError::Feed {
-        render: case.name.clone(),
-        source,
+    haptic_testkit::render::write_render(&case.content, &paths.render_dir).map_err(|source| {
+        DemoError::Feed {
+            render: case.name.clone(),
+            source,
+        }
     })?;
     let mut answered = BTreeSet::new();
     let mut published = false;
@@ -499,7 +481,7 @@ async fn interrupted() {
 
 fn print_log_tail(log: &Path) {
     println!("\nlast {LOG_TAIL_LINES} lines of {}:", log.display());
-    for line in controller::log_tail(log, LOG_TAIL_LINES) {
+    for line in haptic_testkit::log_tail(log, LOG_TAIL_LINES).lines() {
         println!("  {line}");
     }
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use haptic::source::dir::read_render;
 use haptic_journal::Checksum;
-use haptic_tools::sandbox::pods::PodInfo;
-use haptic_tools::sandbox::pods::demo::{Check, DpClient, checks_for, matches, run_check};
+use haptic_testkit::Pod;
+use haptic_tools::sandbox::pods::demo::{Check, checks_for, matches, run_check};
 use kube::Api;
 
 use super::DemoError;
@@ -117,35 +117,24 @@ pub struct Observer {
     cfgs: Api<HAProxyCfg>,
     main_name: String,
     invalid_name: String,
-    pods: Vec<PodInfo>,
-    dataplane: Vec<DpClient>,
+    pods: Vec<Pod>,
 }
 
 impl Observer {
     /// An observer of `pods` and the HAProxyCfg objects of `config_name` in `namespace`.
-    ///
-    /// # Errors
-    /// [`DemoError::Sandbox`] when a Dataplane client cannot be built.
+    #[must_use]
     pub fn new(
         client: kube::Client,
         namespace: &str,
         config_name: &str,
-        pods: Vec<PodInfo>,
-        username: &str,
-        password: &str,
-    ) -> Result<Observer, DemoError> {
-        let dataplane = pods
-            .iter()
-            .map(|p| DpClient::new(&p.dataplane_url, username, password))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| DemoError::Sandbox(e.into()))?;
-        Ok(Observer {
+        pods: Vec<Pod>,
+    ) -> Observer {
+        Observer {
             cfgs: Api::namespaced(client, namespace),
             main_name: haptic::core::naming::haproxycfg_name(config_name),
             invalid_name: haptic::core::naming::invalid_haproxycfg_name(config_name),
             pods,
-            dataplane,
-        })
+        }
     }
 
     /// Name of the main HAProxyCfg.
@@ -211,9 +200,9 @@ impl Observer {
     /// Cancel safe (reads only).
     pub async fn reload_counts(&self) -> Vec<Option<usize>> {
         futures::future::join_all(
-            self.dataplane
+            self.pods
                 .iter()
-                .map(|dp| async move { dp.reload_count().await.ok() }),
+                .map(|pod| async move { pod.try_reload_count().await.ok() }),
         )
         .await
     }
@@ -229,16 +218,7 @@ fn shown(c: &Check, body: &str) -> String {
     s.replace('\n', "\\n")
 }
 
-/// A condition's `status` on `cfg` (`None` when absent).
-#[must_use]
-pub fn condition<'a>(cfg: &'a HAProxyCfg, type_: &str) -> Option<&'a str> {
-    cfg.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.as_str())
-}
+pub use haptic_testkit::condition;
 
 /// Pods listed in `status.deployedToPods` of `cfg` whose checksum is `checksum`.
 #[must_use]

@@ -1,6 +1,6 @@
 //! A batch: events and queue mutations committed together in one write transaction.
 
-use crate::events::Event;
+use crate::events::{Correlation, Event};
 use crate::ids::{Checksum, Identity, Seq, Term, UnixMillis, WorkId};
 use crate::render::{AuxFile, AuxKind, Render, render_checksum_of_hashes};
 use crate::work::{EndpointApplied, PodStatusKey, PublishedCheckpoint, Queue, WorkItem, WorkKey};
@@ -398,6 +398,20 @@ impl Batch {
     /// Starts a new leadership term (put the `BecameLeader` event in the same batch).
     pub fn set_term(&mut self, term: Term, identity: Identity) -> &mut Self {
         self.push(Op::SetTerm { term, identity })
+    }
+
+    /// A batch of one `BecameLeader` for `identity` in `term`, with the term recorded in the
+    /// same commit (J7).
+    #[must_use]
+    pub fn became_leader(correlation: Correlation, identity: Identity, term: Term) -> Batch {
+        let mut b = Batch::new();
+        b.set_term(term, identity.clone());
+        b.event(Event::BecameLeader {
+            correlation,
+            identity,
+            term,
+        });
+        b
     }
 
     /// Records that events up to `seq` were dispatched.

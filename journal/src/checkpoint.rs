@@ -104,7 +104,7 @@ pub struct RenderPlace {
 }
 
 /// The publisher's event router state: what it must know when it next leads, kept up to date
-/// while following too.
+/// while following too (the router folds every event; only a leader, or a replay, queues work).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PublisherCheckpoint {
     /// The identity publications belong to, from the last `config.validated` (`None`: the
@@ -112,8 +112,21 @@ pub struct PublisherCheckpoint {
     pub identity: Option<ConfigIdentity>,
     /// Recent renders in render order, oldest first (bounded).
     pub rendered: Vec<RenderPlace>,
-    /// Pods known to exist (discovered, or with a status), sorted by name.
+    /// Pods known to exist (discovered, or reported by a deployment), sorted by name.
     pub known_pods: Vec<PodRef>,
+    /// Whether an authoritative discovery was folded: `known_pods` then holds every live pod,
+    /// so a pod listed elsewhere (the published status) and not known is gone.
+    pub discovered: bool,
+    /// Pods that went away while this replica did not lead, oldest first, names unique
+    /// (bounded): their status entries are owed a removal, queued when it next leads.
+    pub gone: Vec<PodRef>,
     /// Mirror of the render gate's latch.
     pub pinned: bool,
+    /// The last event whose work the router queued (its work items are in the queues, so a
+    /// replay of it must not queue them again); `None`: none yet.
+    pub queued_through: Option<Seq>,
+    /// Whether this replica led as of the last event folded (the live term for a live
+    /// delivery, the log's leadership events for a replay): a replayed event becomes work
+    /// exactly when it did for the process that delivered it live.
+    pub leading: bool,
 }

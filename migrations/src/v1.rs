@@ -766,8 +766,16 @@ pub struct PublisherCheckpoint {
     pub rendered: Vec<RenderPlace>,
     /// Pods known to exist.
     pub known_pods: Vec<PodRef>,
+    /// Whether an authoritative discovery was folded.
+    pub discovered: bool,
+    /// Pods that went away while this replica did not lead.
+    pub gone: Vec<PodRef>,
     /// Mirror of the render gate's latch.
     pub pinned: bool,
+    /// The last event whose work the router queued.
+    pub queued_through: Option<Seq>,
+    /// Whether this replica led as of the last event folded.
+    pub leading: bool,
 }
 
 // ---- from journal/src/render.rs ----

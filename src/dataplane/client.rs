@@ -280,6 +280,18 @@ impl DataplaneClient {
         self.json(resp, "reload body").await
     }
 
+    /// `GET /v3/services/haproxy/reloads` (ecosystem.md A.3): the reloads the agent still
+    /// keeps, in its order (the real agent keeps failed ones and the last success; the sandbox
+    /// keeps every reload of the endpoint's life).
+    ///
+    /// # Errors
+    /// As [`DataplaneClient::info`].
+    pub async fn reloads(&self) -> Result<Vec<ReloadInfo>, DataplaneError> {
+        let req = self.request(Method::GET, &["services", "haproxy", "reloads"]);
+        let resp = self.expect_success(self.send(req).await?).await?;
+        self.json(resp, "reloads body").await
+    }
+
     /// Poll [`DataplaneClient::reload_status`] every `interval` until the reload succeeded,
     /// failed, or `timeout` passed (ecosystem.md A.3 polling recipe). Bounded; errors of a
     /// poll are returned at once, not retried.

@@ -408,13 +408,7 @@ pub struct Dispatcher {
     replay_through: Option<u64>,
 }
 
-impl std::fmt::Debug for Dispatcher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dispatcher")
-            .field("subscriptions", &self.subs.len())
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(Dispatcher, |x| "subscriptions" => x.subs.len());
 
 impl Dispatcher {
     /// A dispatcher over `journal` with no subscriptions yet.

@@ -138,13 +138,7 @@ async fn lost_leadership_stops_leader_only_subscriptions() {
     let cancel = CancellationToken::new();
     let task = tokio::spawn(d.run(cancel.clone()));
     h.publish(drift(1)).await.unwrap(); // follower: leader-only does not get it
-    let mut b = Batch::new();
-    b.set_term(Term(1), Identity::new("me"));
-    b.event(Event::BecameLeader {
-        correlation: Correlation::new("l1"),
-        identity: Identity::new("me"),
-        term: Term(1),
-    });
+    let b = Batch::became_leader(Correlation::new("l1"), Identity::new("me"), Term(1));
     h.accept(b).await.unwrap();
     h.publish(drift(2)).await.unwrap();
     h.publish(Event::LostLeadership {
@@ -214,13 +208,7 @@ async fn events_published_before_run_starts_are_live() {
     let mut d = Dispatcher::new(j.clone());
     let mut lo = d.subscribe(SubscribeOptions::new("leader").leader_only(true));
     let h = d.handle();
-    let mut b = Batch::new();
-    b.set_term(Term(1), Identity::new("me"));
-    b.event(Event::BecameLeader {
-        correlation: Correlation::new("l1"),
-        identity: Identity::new("me"),
-        term: Term(1),
-    });
+    let b = Batch::became_leader(Correlation::new("l1"), Identity::new("me"), Term(1));
     j.accept(b).unwrap(); // after new(), before run(): live
     let cancel = CancellationToken::new();
     let task = tokio::spawn(d.run(cancel.clone()));

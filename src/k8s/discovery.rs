@@ -226,13 +226,7 @@ pub struct PodDiscovery {
     synced: watch::Sender<bool>,
 }
 
-impl std::fmt::Debug for PodDiscovery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PodDiscovery")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(PodDiscovery, |x| "config" => x.config);
 
 impl PodDiscovery {
     /// Discovery through `client` (built with kube's retry layer off).

@@ -5,6 +5,7 @@ use std::time::Duration;
 use haptic_journal::Term;
 
 use crate::core::ErrorKind;
+use crate::core::error::ErrorClass;
 
 /// A failed write (or read) of the Kubernetes writer.
 #[derive(Debug, thiserror::Error)]
@@ -105,46 +106,77 @@ impl WriteError {
         }
     }
 
-    /// True when the object is over the API server's size limit: a 413, or a 500 whose message
+    /// True when the object is over the API server's size limit: a 413, or a 5xx whose message
     /// says the request is too large (etcd's `request is too large`). Permanent.
     #[must_use]
     pub fn is_too_large(&self) -> bool {
+        self.class() == ErrorClass::TooLarge
+    }
+
+    /// True for a 404 naming an object (not a missing resource type).
+    #[must_use]
+    pub fn is_not_found(&self) -> bool {
+        self.class() == ErrorClass::NotFound
+    }
+
+    /// The error's class in the one table every worker uses ([`crate::core::error`]): an API
+    /// answer by [`ErrorClass::of_status`]; a timeout or transport failure is `Unreachable`;
+    /// [`WriteError::Deposed`] and [`WriteError::StaleTerm`] are `Fenced` (stop the term, never
+    /// retry, never ack); [`WriteError::Content`] is `Unbuildable` (permanent).
+    #[must_use]
+    pub fn class(&self) -> ErrorClass {
         match self {
             WriteError::Api {
                 status, message, ..
-            } => {
-                *status == 413
-                    || (*status >= 500 && message.to_ascii_lowercase().contains("too large"))
-            }
-            _ => false,
+            } => ErrorClass::of_status(*status, message),
+            WriteError::Timeout { .. } | WriteError::Transport { .. } => ErrorClass::Unreachable,
+            WriteError::StaleTerm { .. } | WriteError::Deposed { .. } => ErrorClass::Fenced,
+            WriteError::Content { .. } => ErrorClass::Unbuildable,
         }
     }
 
-    /// True for a 404.
-    #[must_use]
-    pub fn is_not_found(&self) -> bool {
-        self.status() == Some(404)
-    }
-
-    /// How to react: 409 re-read (`Conflict`); 429, 5xx, timeouts and transport failures
-    /// retry with backoff (`Retryable`); 400/403/404/422, too large and a stale term are
-    /// permanent (`Fatal`). [`WriteError::Deposed`] is `Fatal` (never retried), but the caller
-    /// must check [`WriteError::is_deposed`] first: it stops the term, it does not release work.
+    /// How to react, coarsely ([`ErrorClass::kind`]): 409 and a 404 naming an object re-read
+    /// (`Conflict`); 400, 413, 422, a too-large 5xx, fencing and unbuildable content are `Fatal`
+    /// (fencing stops the term: check [`WriteError::class`] first); everything else, 401, 403
+    /// and a missing resource type included, retries with backoff (`Retryable`).
     #[must_use]
     pub fn kind(&self) -> ErrorKind {
-        if self.is_too_large() {
-            return ErrorKind::Fatal;
-        }
-        match self {
-            WriteError::Api { status: 409, .. } => ErrorKind::Conflict,
-            WriteError::Api { status, .. } if *status == 429 || *status >= 500 => {
-                ErrorKind::Retryable
-            }
-            WriteError::Api { .. }
-            | WriteError::StaleTerm { .. }
-            | WriteError::Deposed { .. }
-            | WriteError::Content { .. } => ErrorKind::Fatal,
-            WriteError::Timeout { .. } | WriteError::Transport { .. } => ErrorKind::Retryable,
+        self.class().kind()
+    }
+
+    /// What an operator must do when the class [`needs_operator`](ErrorClass::needs_operator):
+    /// the RBAC rule to grant (403), the credentials to check (401), the CRDs to apply (a
+    /// missing resource type). `None` for other classes.
+    #[must_use]
+    pub fn operator_hint(&self) -> Option<String> {
+        let object = match self {
+            WriteError::Api { object, .. } => object.as_str(),
+            _ => return None,
+        };
+        let kind = object.split('/').next().unwrap_or(object);
+        let (group, resource) = match kind {
+            "HAProxyCfg" => ("haproxy-haptic.org", "haproxycfgs"),
+            "HAProxyMapFile" => ("haproxy-haptic.org", "haproxymapfiles"),
+            "HAProxyGeneralFile" => ("haproxy-haptic.org", "haproxygeneralfiles"),
+            "HAProxyCRTListFile" => ("haproxy-haptic.org", "haproxycrtlistfiles"),
+            "Secret" => ("\"\" (core)", "secrets"),
+            other => ("?", other),
+        };
+        match self.class() {
+            ErrorClass::Forbidden => Some(format!(
+                "grant the service account get, list, watch, create, update, delete on \
+                 {group} {resource} and update on {resource}/status (deploy/role.yaml)"
+            )),
+            ErrorClass::Unauthorized => Some(
+                "the API server does not accept the controller's credentials: check the \
+                 service account token or the kubeconfig"
+                    .to_owned(),
+            ),
+            ErrorClass::MissingResourceType => Some(format!(
+                "the API server does not serve {group} {resource}: apply the CRDs \
+                 (`haptic crds | kubectl apply -f -`, or deploy/crds/)"
+            )),
+            _ => None,
         }
     }
 
@@ -164,33 +196,21 @@ impl WriteError {
         }
     }
 
-    /// Bounded metric label.
+    /// Bounded metric label: the class's ([`ErrorClass::metric_label`]).
     #[must_use]
     pub fn metric_label(&self) -> &'static str {
-        if self.is_too_large() {
-            return "too_large";
-        }
-        match self {
-            WriteError::Api { status: 409, .. } => "conflict",
-            WriteError::Api { status: 429, .. } => "throttled",
-            WriteError::Api { status, .. } if *status >= 500 => "server_error",
-            WriteError::Api { .. } => "rejected",
-            WriteError::Timeout { .. } => "timeout",
-            WriteError::Transport { .. } => "transport",
-            WriteError::StaleTerm { .. } => "stale_term",
-            WriteError::Deposed { .. } => "deposed",
-            WriteError::Content { .. } => "content",
-        }
+        self.class().metric_label()
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     fn api(status: u16, message: &str) -> WriteError {
         WriteError::Api {
-            object: "x/y".into(),
+            object: "HAProxyCfg/y".into(),
             status,
             reason: String::new(),
             message: message.into(),
@@ -204,9 +224,25 @@ mod tests {
         assert_eq!(api(429, "").kind(), ErrorKind::Retryable);
         assert_eq!(api(500, "boom").kind(), ErrorKind::Retryable);
         assert_eq!(api(503, "").kind(), ErrorKind::Retryable);
-        for s in [400, 403, 404, 422, 413] {
+        for s in [400, 422, 413] {
             assert_eq!(api(s, "").kind(), ErrorKind::Fatal, "{s}");
+            assert!(api(s, "").class().is_permanent(), "{s}");
         }
+        // Issue 11: 403 and a missing resource type are retried (and shown), never dropped; a
+        // 404 naming an object is re-read.
+        assert_eq!(api(403, "").kind(), ErrorKind::Retryable);
+        assert!(
+            api(403, "")
+                .operator_hint()
+                .unwrap()
+                .contains("haproxycfgs")
+        );
+        let missing = api(404, "the server could not find the requested resource");
+        assert_eq!(missing.class(), ErrorClass::MissingResourceType);
+        assert!(missing.operator_hint().unwrap().contains("apply the CRDs"));
+        assert_eq!(api(404, "x not found").kind(), ErrorKind::Conflict);
+        assert!(api(404, "x not found").is_not_found());
+        assert!(api(500, "").operator_hint().is_none());
         let etcd = api(500, "etcdserver: request is too large");
         assert!(etcd.is_too_large());
         assert_eq!(etcd.kind(), ErrorKind::Fatal);
@@ -217,6 +253,7 @@ mod tests {
         };
         assert!(deposed.is_deposed());
         assert_eq!(deposed.kind(), ErrorKind::Fatal);
+        assert_eq!(deposed.class(), ErrorClass::Fenced);
         assert!(deposed.retry_after().is_none());
         assert!(!api(500, "").is_deposed());
     }

@@ -232,13 +232,7 @@ pub struct LeaderElector {
     term_floor: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
-impl std::fmt::Debug for LeaderElector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderElector")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(LeaderElector, |x| "config" => x.config);
 
 /// What the candidate last saw of another holder: (holder, renewTime, resourceVersion) and when.
 type Observed = Option<((Option<String>, Option<MicroTime>, Option<String>), Instant)>;

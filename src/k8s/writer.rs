@@ -35,7 +35,7 @@ mod build;
 mod gc;
 mod status;
 
-pub use status::{PodEntryChange, PodEntryOutcome, PodStatusInput, merge_aux_pod_entry};
+pub use status::AuxObject;
 
 use super::crd::{
     AuxiliaryFileReferences, ConfigMetadata, HAProxyCRTListFile, HAProxyCRTListFileSpec,
@@ -120,6 +120,9 @@ pub struct PublishSpec<'a> {
     pub validated_at: Option<UnixMillis>,
     /// `status.validationError` (only `-invalid`).
     pub validation_error: Option<String>,
+    /// Conditions set (keyed by type) in the publication's own status write, e.g.
+    /// `Published=True`; empty for none.
+    pub conditions: &'a [Condition],
 }
 
 /// One object the last publication wrote, as self-healing compares it.
@@ -186,8 +189,10 @@ fn base_name(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_owned()
 }
 
-/// JSON of an object without `metadata` and `status`: what "same content" compares.
-fn content_of<K: Serialize>(obj: &K) -> String {
+/// JSON of an object without `metadata` and `status`: what "same content" compares (the writer's
+/// skip-unchanged check and the self-heal watch's "is this our write" check alike).
+#[must_use]
+pub fn content_of<K: Serialize>(obj: &K) -> String {
     let mut v = serde_json::to_value(obj).unwrap_or_default();
     if let Some(m) = v.as_object_mut() {
         m.remove("metadata");
@@ -345,9 +350,7 @@ impl Writer {
                 Err(e) => return Err(e),
             }
         }
-        Err(last.unwrap_or(WriteError::Content {
-            reason: "conflict re-reads exhausted".into(),
-        }))
+        Err(last.unwrap_or_else(|| status::conflicts_exhausted(&object)))
     }
 
     fn same<K: Resource + Serialize>(&self, existing: &K, desired: &K) -> bool {
@@ -442,6 +445,9 @@ impl Writer {
                 st.auxiliary_files = Some(refs.clone());
                 st.metadata = Some(metadata.clone());
                 st.validation_error.clone_from(&spec.validation_error);
+                for c in spec.conditions {
+                    set_condition(&mut st.conditions, c.clone());
+                }
             })
             .await?;
         writes += u32::from(wrote);

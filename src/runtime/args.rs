@@ -106,6 +106,14 @@ pub struct RunArgs {
     /// Leading-edge throttle of publications and status writes; 0s = off.
     #[arg(long, env = "HAPTIC_PUBLISH_INTERVAL", value_parser = humantime::parse_duration, default_value = "0s")]
     pub publish_interval: Duration,
+    /// First delay of the publisher's retries of a failed Kubernetes write (doubling per
+    /// attempt up to --publish-retry-max; retried until it succeeds or is rejected permanently).
+    #[arg(long, env = "HAPTIC_PUBLISH_RETRY_INITIAL", value_parser = humantime::parse_duration, default_value = "200ms")]
+    pub publish_retry_initial: Duration,
+    /// Upper bound of one delay between the publisher's retries (a server's Retry-After is
+    /// honoured up to it).
+    #[arg(long, env = "HAPTIC_PUBLISH_RETRY_MAX", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub publish_retry_max: Duration,
     /// Bound of one `haproxy -c` run.
     #[arg(long, env = "HAPTIC_VALIDATION_TIMEOUT", value_parser = humantime::parse_duration, default_value = "30s")]
     pub validation_timeout: Duration,

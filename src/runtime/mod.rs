@@ -279,6 +279,11 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     publisher_cfg.owner = owner;
     publisher_cfg.publish_interval = args.publish_interval;
     publisher_cfg.compression_threshold_bytes = args.compression_threshold;
+    publisher_cfg.retry = publisher::decide::RetryPolicy {
+        initial: args.publish_retry_initial,
+        max_delay: args.publish_retry_max,
+    };
+    publisher_cfg.reporter_instance = Some(identity.clone());
     let runtime_config = publisher_cfg.runtime_config();
 
     let mut dispatcher = Dispatcher::new(journal.clone());
@@ -322,11 +327,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         )),
     ));
     let state = SchedulerState::new(
-        SchedulerSettings {
-            min_deployment_interval: args.min_deployment_interval,
-            deployment_timeout: args.deployment_timeout,
-            ..SchedulerSettings::default()
-        },
+        SchedulerSettings::with_intervals(args.min_deployment_interval, args.deployment_timeout),
         format!("{identity}-{}", haptic_journal::UnixMillis::now().0),
     );
     let (shell, scheduler) =

@@ -40,13 +40,7 @@ pub struct Notifier {
     reference: Arc<ObjectReference>,
 }
 
-impl std::fmt::Debug for Notifier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Notifier")
-            .field("reference", &self.reference.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(Notifier, |x| "reference" => x.reference.name);
 
 impl Notifier {
     /// A notifier reporting as `haptic` instance `identity` on the HAProxyCfg `runtime_config`.

@@ -28,6 +28,16 @@ pub enum SettingsError {
         /// The flag.
         flag: &'static str,
     },
+    /// `--publish-retry-initial` is zero or above `--publish-retry-max`.
+    #[error(
+        "--publish-retry-initial ({initial:?}) must be above zero and at most --publish-retry-max ({max:?})"
+    )]
+    PublishRetry {
+        /// The initial delay given.
+        initial: std::time::Duration,
+        /// The cap given.
+        max: std::time::Duration,
+    },
     /// `--config-name` is not a DNS-1123 label prefix.
     #[error(
         "--config-name {name:?} is not a valid name: use lower-case letters, digits and '-', \
@@ -81,6 +91,14 @@ impl Settings {
         };
         if args.ingest_addr.is_some() && args.ingest_token_secret.is_none() {
             return Err(SettingsError::IngestTokenMissing);
+        }
+        if args.publish_retry_initial.is_zero()
+            || args.publish_retry_initial > args.publish_retry_max
+        {
+            return Err(SettingsError::PublishRetry {
+                initial: args.publish_retry_initial,
+                max: args.publish_retry_max,
+            });
         }
         let config_name = match &args.config_name {
             Some(n) => n.clone(),
@@ -212,5 +230,40 @@ mod tests {
         );
         assert_eq!(a.publish_interval, std::time::Duration::from_millis(250));
         assert_eq!(a.deployment_timeout, std::time::Duration::from_secs(30));
+        assert_eq!(
+            a.publish_retry_initial,
+            std::time::Duration::from_millis(200)
+        );
+        assert_eq!(a.publish_retry_max, std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn publish_retry_flags_compress_time_and_are_checked() {
+        let a = args(&[
+            "--render-dir",
+            "/x",
+            "--publish-retry-initial",
+            "20ms",
+            "--publish-retry-max",
+            "1s",
+        ]);
+        assert_eq!(
+            a.publish_retry_initial,
+            std::time::Duration::from_millis(20)
+        );
+        assert_eq!(a.publish_retry_max, std::time::Duration::from_secs(1));
+        assert!(Settings::resolve(&a).is_ok());
+        for (initial, max) in [("0s", "1s"), ("2s", "1s")] {
+            let e = Settings::resolve(&args(&[
+                "--render-dir",
+                "/x",
+                "--publish-retry-initial",
+                initial,
+                "--publish-retry-max",
+                max,
+            ]))
+            .unwrap_err();
+            assert!(e.to_string().contains("--publish-retry-initial"), "{e}");
+        }
     }
 }

@@ -153,13 +153,7 @@ pub struct ConfigMapSource {
     source_uid: tokio::sync::watch::Sender<Option<haptic_journal::ObjectUid>>,
 }
 
-impl std::fmt::Debug for ConfigMapSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConfigMapSource")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(ConfigMapSource, |x| "config" => x.config);
 
 enum Change {
     ConfigMap(watcher::Event<ConfigMap>),

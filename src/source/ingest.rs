@@ -118,14 +118,7 @@ pub struct LeaseRef {
     pub name: String,
 }
 
-impl std::fmt::Debug for LeaseRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaseRef")
-            .field("namespace", &self.namespace)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(LeaseRef, |x| "namespace" => x.namespace, "name" => x.name);
 
 /// Settings of the ingest endpoint.
 #[derive(Clone)]
@@ -237,13 +230,7 @@ pub struct IngestServer {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for IngestServer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IngestServer")
-            .field("cfg", &self.inner.cfg)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(IngestServer, |x| "cfg" => x.inner.cfg);
 
 impl IngestServer {
     /// An endpoint journaling through the acceptor behind `sink`; only a leader (as `leadership`

@@ -38,7 +38,8 @@
 //! | `haptic_reloads_total` | counter | | `DeployerStats::reloads` |
 //! | `haptic_endpoint_sync_modes_total` | counter | `mode` = `fine_grained`, `runtime`, `raw_initial`, `raw_threshold`, `raw_fallback`, `raw_unmodelled` | `DeployerStats::mode` |
 //! | `haptic_drift_detected_total` | counter | | `DeployerStats::drift_detected` |
-//! | `haptic_publishes_total` | counter | `result` = `success`, `given_up` | publisher `Counters` |
+//! | `haptic_publishes_total` | counter | `result` = `success`, `given_up` (ended by a permanent rejection) | publisher `Counters` |
+//! | `haptic_publisher_blocked_attempts_total` | counter | | publisher `Counters::blocked` (401, 403, missing CRD; retried) |
 //! | `haptic_retries_total` | counter | `component` = `config-publisher`, `deployment-scheduler` | publisher retries, scheduler timeouts |
 //! | `haptic_config_published_total` | counter | | publisher `Counters::config_published` |
 //! | `haptic_publisher_heals_total` | counter | | publisher `Counters::heals` |

@@ -7,7 +7,8 @@
 //!   `core` -> `dispatch` -> adapters (`k8s`, `dataplane`, `source`, `validate`, which never
 //!   reach each other) -> `components` -> `telemetry` -> `runtime` -> `cli` (and the binaries);
 //!   the components form no circle among themselves;
-//! - the product's `[dependencies]` name neither the test peers (`haptic-tools`) nor `nix`.
+//! - the product's `[dependencies]` name neither the test peers (`haptic-tools`), the test kit
+//!   (`haptic-testkit`) nor `nix`.
 //!
 //! Module references are found by parsing: every `use` tree (groups, `self`, `super`, renames,
 //! globs, `pub use` re-exports) and every qualified path in code (`crate::a::b`, `super::x`),
@@ -546,11 +547,11 @@ fn the_product_does_not_link_the_test_peers() {
         fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
     let deps = normal_dependencies(&manifest);
     assert!(deps.contains("kube"), "parsed no [dependencies]: {deps:?}");
-    for banned in ["haptic-tools", "nix", "haptic-demo"] {
+    for banned in ["haptic-tools", "haptic-testkit", "nix", "haptic-demo"] {
         assert!(
             !deps.contains(banned),
-            "the haptic crate's [dependencies] name `{banned}` (test peers / demo only: \
-             dev-dependencies or the haptic-demo crate)"
+            "the haptic crate's [dependencies] name `{banned}` (test peers, test kit / demo \
+             only: dev-dependencies or the haptic-demo crate)"
         );
     }
 }
@@ -638,7 +639,7 @@ fn scanner_catches_an_upward_use_in_every_spelling() {
 fn dependency_sections_are_told_apart() {
     let deps = normal_dependencies(
         "[package]\nname = \"x\"\n[dependencies]\nkube.workspace = true\nserde = \"1\"\n\
-         [dev-dependencies]\nhaptic-tools.workspace = true\n",
+         [dev-dependencies]\nhaptic-tools.workspace = true\nhaptic-testkit.workspace = true\n",
     );
     assert_eq!(
         deps,

@@ -5,8 +5,10 @@
 //! - `corpus`: checksums, names and compression over `tests/corpus/renders/`;
 //! - `crds`: `deploy/crds/` is up to date, `haptic crds` prints it, the schemas accept our objects;
 //! - `publisher`: the config publisher against the Kubernetes API emulator;
-//! - `dataplane`: the Dataplane API client against an in-test server that answers as
-//!   ecosystem.md A documents.
+//! - `dataplane`: the Dataplane API client against the sandbox's documented-answers endpoint
+//!   (answers as ecosystem.md A documents);
+//! - `deployer`, `e2e`, `runtime`, `telemetry`: the components, the binary and the runtime against
+//!   fleets of the test kit (`haptic-testkit`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -24,6 +24,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use haptic::components::publisher::{self, decide as pdecide};
 use haptic::components::scheduler::{
     self, Effect as SEffect, Input as SInput, PlanContext, SchedulerSettings, SchedulerState,
 };
@@ -153,9 +154,14 @@ struct Mem {
     timer: Option<Instant>,
     val: ValidatorState,
     val_cp: Checkpoints,
+    router: pdecide::RouterState,
+    pub_cp: Checkpoints,
+    /// Whether the publisher runs a term (a live `BecameLeader` it saw).
+    pub_leading: bool,
     /// Last `Seq` each component processed.
     val_delivered: u64,
     sched_delivered: u64,
+    pub_delivered: u64,
     /// Events up to this `Seq` were committed before this process started (replays).
     replay_through: u64,
     /// The executor's deployment and its in-flight slot id.
@@ -197,6 +203,14 @@ impl Node {
         let meta = journal.meta().unwrap();
         let rec = scheduler::recover(&journal).unwrap();
         let (val_cp, val) = validator::recover(&journal).unwrap();
+        // The publisher's production restore: its checkpoint into a router for its identity.
+        let (pub_cp, restored) = Checkpoints::restore(&journal, publisher::COMPONENT).unwrap();
+        let router = match restored {
+            Some(ComponentState::Publisher(cp)) => {
+                pdecide::RouterState::restore(identity(), runtime_config(), cp)
+            }
+            _ => pdecide::RouterState::new(identity(), runtime_config()),
+        };
         let mem = Mem {
             sched: SchedulerState::new(settings(), format!("p{process}")),
             sched_cp: rec.checkpoints,
@@ -205,8 +219,12 @@ impl Node {
             timer: None,
             val,
             val_cp,
+            router,
+            pub_cp,
+            pub_leading: false,
             val_delivered: meta.dispatched_through.0,
             sched_delivered: meta.dispatched_through.0,
+            pub_delivered: meta.dispatched_through.0,
             replay_through: meta.next_seq.0.saturating_sub(1),
             running: None,
             effects: Vec::new(),
@@ -240,6 +258,8 @@ impl Node {
         node.mem.effects.clear();
         node.sched_step(SInput::LostLeadership, now).unwrap();
         node.mem.timer = None;
+        // The dying process's publisher term ends with it.
+        node.mem.pub_leading = false;
         node.pump(now).unwrap();
         node
     }
@@ -264,13 +284,19 @@ impl Node {
     fn pump(&mut self, now: Instant) -> Result<(), Died> {
         let val_kinds = validator::subscribe_options().kinds;
         let sched_kinds = scheduler::subscribe_options().kinds;
+        let pub_kinds = publisher::subscribe_options().kinds;
         loop {
-            let from = self.mem.val_delivered.min(self.mem.sched_delivered) + 1;
+            let from = self
+                .mem
+                .val_delivered
+                .min(self.mem.sched_delivered)
+                .min(self.mem.pub_delivered)
+                + 1;
             let chunk = self.journal.events(Seq(from), 64).unwrap();
             if chunk.is_empty() {
                 return Ok(());
             }
-            for (seq, _, event) in chunk {
+            for (seq, header, event) in chunk {
                 let replayed = seq.0 <= self.mem.replay_through;
                 if seq.0 > self.mem.val_delivered {
                     if val_kinds.contains(&event.kind()) && !self.mem.val_cp.folded(seq) {
@@ -291,6 +317,13 @@ impl Node {
                     self.mem.sched_delivered = seq.0;
                     self.good = self.mem.clone();
                 }
+                if seq.0 > self.mem.pub_delivered {
+                    if pub_kinds.contains(&event.kind()) && !self.mem.pub_cp.folded(seq) {
+                        self.publisher_delivery(seq, header.accepted_at, &event, replayed)?;
+                    }
+                    self.mem.pub_delivered = seq.0;
+                    self.good = self.mem.clone();
+                }
             }
             if let Some(b) = &mut self.budget {
                 if *b == 0 {
@@ -298,7 +331,11 @@ impl Node {
                 }
                 *b -= 1;
             }
-            let through = self.mem.val_delivered.min(self.mem.sched_delivered);
+            let through = self
+                .mem
+                .val_delivered
+                .min(self.mem.sched_delivered)
+                .min(self.mem.pub_delivered);
             self.journal.mark_dispatched(Seq(through)).unwrap();
         }
     }
@@ -357,6 +394,71 @@ impl Node {
             b.event(e);
         }
         if !b.is_empty() {
+            self.commit(b)?;
+        }
+        Ok(())
+    }
+
+    /// The publisher's `run` + `deliver`: a live `BecameLeader` starts a term (which folds
+    /// `TermStarted`), work is queued by a leader or for a replay, the router's checkpoint rides
+    /// with the work (or goes alone).
+    fn publisher_delivery(
+        &mut self,
+        seq: Seq,
+        at: UnixMillis,
+        event: &Event,
+        replayed: bool,
+    ) -> Result<(), Died> {
+        match event {
+            Event::BecameLeader { .. } if !replayed => {
+                self.mem.pub_leading = true;
+                let effects = pdecide::route(&mut self.mem.router, pdecide::Input::TermStarted);
+                self.publisher_effects(effects, Origin::None)?;
+            }
+            Event::LostLeadership { .. } if !replayed => self.mem.pub_leading = false,
+            _ => {}
+        }
+        self.mem.pub_cp.saw(seq);
+        let effects = pdecide::route(
+            &mut self.mem.router,
+            pdecide::Input::Event {
+                seq,
+                at,
+                event,
+                leading: self.mem.pub_leading,
+                replayed,
+                place: None,
+            },
+        );
+        self.publisher_effects(effects, Origin::Seq(seq))
+    }
+
+    fn publisher_effects(
+        &mut self,
+        effects: Vec<pdecide::Effect>,
+        origin: Origin,
+    ) -> Result<(), Died> {
+        self.mem
+            .pub_cp
+            .note(ComponentState::Publisher(self.mem.router.checkpoint()));
+        let mut b = Batch::new();
+        for e in effects {
+            match e {
+                pdecide::Effect::Enqueue(item) => {
+                    self.mem
+                        .effects
+                        .push(format!("publisher enqueue {}", norm_json(&*item)));
+                    b.enqueue(*item, origin);
+                }
+                pdecide::Effect::ClearCaches => self.mem.effects.push("publisher clear".into()),
+            }
+        }
+        if b.is_empty() {
+            if let Some(l) = self.mem.pub_cp.leftover() {
+                self.commit(l)?;
+            }
+        } else {
+            self.mem.pub_cp.attach(&mut b);
             self.commit(b)?;
         }
         Ok(())
@@ -522,6 +624,19 @@ impl Node {
         let mut succeeded = 0;
         for (i, e) in request.endpoints.iter().enumerate() {
             let mut b = Batch::new();
+            let failed = ok & (1 << i) == 0;
+            b.event(Event::ConfigAppliedToPod {
+                correlation: request.correlation.clone(),
+                runtime_config: request.runtime_config.clone(),
+                pod: e.pod.clone(),
+                checksum: request.render,
+                is_drift_check: false,
+                sync: SyncMetadata {
+                    reload_triggered: !failed,
+                    error: failed.then(|| "503 from the Dataplane API".to_owned()),
+                    ..SyncMetadata::default()
+                },
+            });
             if ok & (1 << i) != 0 {
                 succeeded += 1;
                 b.push(Op2::endpoint_applied(e, request.render));
@@ -559,6 +674,14 @@ impl Node {
             total_api_operations: 0,
             operation_breakdown: Default::default(),
         });
+        if succeeded > 0 {
+            b.event(Event::DeployedConfigPublishRequest {
+                correlation: request.correlation.clone(),
+                deployment: request.deployment.clone(),
+                render: request.render,
+                runtime_config: request.runtime_config.clone(),
+            });
+        }
         b.ack(Queue::DeployInflight, WorkKey::Slot, inflight);
         self.commit(b).map(|_| ())
     }
@@ -592,10 +715,25 @@ impl Node {
             .into_iter()
             .map(|a| (a.endpoint.to_string(), a.render))
             .collect();
+        let mut publisher_queues = Vec::new();
+        for q in [
+            Queue::Publish,
+            Queue::PublishDeployed,
+            Queue::Invalid,
+            Queue::Verdict,
+            Queue::StatusPending,
+        ] {
+            for e in self.journal.queue(q).unwrap() {
+                publisher_queues.push(format!("{q}: {}", norm_json(&e.record.item)));
+            }
+        }
+        let router = self.mem.router.checkpoint();
         format!(
-            "scheduler {}\nvalidator {:?}\npending {pending:?}\ninflight {inflight:?}\napplied {applied:?}",
+            "scheduler {}\nvalidator {:?}\npublisher {}\npublisher queues {publisher_queues:#?}\n\
+             pending {pending:?}\ninflight {inflight:?}\napplied {applied:?}",
             norm_scheduler(&self.mem.sched),
-            self.mem.val
+            self.mem.val,
+            norm_json(&router),
         )
     }
 }
@@ -613,6 +751,37 @@ impl Op2 {
             applied_at: UnixMillis(1_700_000_000_000),
         })
     }
+}
+
+/// A record as JSON without what is fresh per process or per clock: deployment ids, the event
+/// ids inside correlations, timestamps.
+fn norm_json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for k in [
+                    "deployment",
+                    "event_id",
+                    "causation_id",
+                    "rendered_at",
+                    "validated_at",
+                    "deployed_at",
+                    "observed_at",
+                    "at",
+                ] {
+                    m.remove(k);
+                }
+                for x in m.values_mut() {
+                    strip(x);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut j = serde_json::to_value(v).unwrap();
+    strip(&mut j);
+    j.to_string()
 }
 
 fn norm_corr(c: &Correlation) -> String {
@@ -687,16 +856,27 @@ fn norm_scheduler(s: &SchedulerState) -> String {
     )
 }
 
+fn identity() -> ConfigIdentity {
+    ConfigIdentity {
+        name: ObjectName::new("eq"),
+        namespace: Namespace::new("haptic"),
+        source_uid: None,
+        source_generation: None,
+    }
+}
+
+fn runtime_config() -> RuntimeConfigRef {
+    RuntimeConfigRef {
+        namespace: Namespace::new("haptic"),
+        name: ObjectName::new("eq-haproxycfg"),
+    }
+}
+
 /// The first input every run gets: the config identity, so the HAProxyCfg name is known.
 fn identity_input() -> Input {
     Input::Event(Event::ConfigValidated {
         correlation: corr("config"),
-        identity: ConfigIdentity {
-            name: ObjectName::new("eq"),
-            namespace: Namespace::new("haptic"),
-            source_uid: None,
-            source_generation: None,
-        },
+        identity: identity(),
     })
 }
 

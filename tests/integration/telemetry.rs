@@ -27,6 +27,7 @@ use haptic_journal::{
     Batch, ConfigIdentity, Correlation, Event, Identity, Journal, JournalOptions, Namespace,
     ObjectName, Origin, PodRef, PodStatusChange, PodStatusItem, RuntimeConfigRef, Term, WorkItem,
 };
+use haptic_testkit::eventually;
 use tokio_util::sync::CancellationToken;
 
 mod openmetrics;
@@ -85,18 +86,13 @@ impl Server {
 
     /// Polls `path` until it answers `status`; returns the body.
     async fn wait_for(&self, path: &str, status: u16) -> String {
-        let start = Instant::now();
-        loop {
+        eventually(DEADLINE, &format!("{path} to answer {status}"), || async {
             let (s, _, body) = self.get(path).await;
-            if s == status {
-                return body;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "{path} still {s} (want {status}): {body}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            (s == status)
+                .then_some(body.clone())
+                .ok_or(format!("{s}: {body}"))
+        })
+        .await
     }
 
     async fn stop(self) {
@@ -115,11 +111,15 @@ fn open_journal(dir: &tempfile::TempDir) -> Arc<Journal> {
     Arc::new(Journal::open(&JournalOptions::new(dir.path().join("j.redb"))).unwrap())
 }
 
-fn drift(n: u64) -> Event {
-    Event::DriftPreventionTriggered {
-        correlation: Correlation::new(format!("t{n}")),
-        time_since_last_deployment_ms: n,
-    }
+/// A deployer that never runs (the test sets its counters).
+fn idle_deployer(handle: &haptic::dispatch::DispatchHandle) -> Arc<Deployer> {
+    Arc::new(Deployer::new(
+        handle.clone(),
+        Dataplane::new(&ClientSettings::default()).unwrap(),
+        DeployerSettings::default(),
+        Arc::new(AlwaysValid),
+        None,
+    ))
 }
 
 fn publisher(journal: Arc<Journal>) -> ConfigPublisher {
@@ -191,13 +191,7 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     // Registration after the server started, as the runtime does at each term.
     metrics.register_journal(journal.clone());
     metrics.register_dispatch(handle.clone());
-    let deployer = Arc::new(Deployer::new(
-        handle.clone(),
-        Dataplane::new(&ClientSettings::default()).unwrap(),
-        DeployerSettings::default(),
-        Arc::new(AlwaysValid),
-        None,
-    ));
+    let deployer = idle_deployer(&handle);
     deployer.stats.deployments.store(3, Ordering::Relaxed);
     deployer.stats.deposed.store(1, Ordering::Relaxed);
     deployer
@@ -221,20 +215,22 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     metrics.register_scheduler(scheduler.clone());
 
     // Real commits through the dispatcher, timed as the runtime times them.
-    let mut b = Batch::new();
-    b.set_term(Term(7), Identity::new("replica-0"));
-    b.event(Event::BecameLeader {
-        correlation: Correlation::new("lead"),
-        identity: Identity::new("replica-0"),
-        term: Term(7),
-    });
+    let b = Batch::became_leader(
+        Correlation::new("lead"),
+        Identity::new("replica-0"),
+        Term(7),
+    );
     let t = Instant::now();
     handle.accept(b).await.unwrap();
     metrics.observe_commit(t.elapsed());
     metrics.events_accepted(1);
     for n in 0..4 {
         let t = Instant::now();
-        handle.publish(drift(n)).await.unwrap();
+        let drift = Event::DriftPreventionTriggered {
+            correlation: Correlation::new(format!("t{n}")),
+            time_since_last_deployment_ms: n,
+        };
+        handle.publish(drift).await.unwrap();
         metrics.observe_commit(t.elapsed());
         metrics.events_accepted(1);
     }
@@ -247,17 +243,17 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     metrics.register_validator(validations);
 
     // The leader gauge follows the dispatcher's live stream: poll until it saw BecameLeader.
-    let start = Instant::now();
-    let exp = loop {
+    let exp = eventually(DEADLINE, "the leader gauge at 1", || async {
         let (_, _, body) = server.get("/metrics").await;
         let exp = parse_openmetrics(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
         if exp.value("haptic_leader") == 1.0 && exp.value("haptic_dispatch_deliveries_total") >= 5.0
         {
-            break exp;
+            Ok(exp)
+        } else {
+            Err(body)
         }
-        assert!(start.elapsed() < DEADLINE, "leader never seen:\n{body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     let commits = journal.commit_stats();
     for (key, want) in [
         ("haptic_journal_readable", 1.0),
@@ -299,13 +295,7 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     );
 
     // A new term's deployer replaces the old one; the counters stay monotonic.
-    let next = Arc::new(Deployer::new(
-        handle.clone(),
-        Dataplane::new(&ClientSettings::default()).unwrap(),
-        DeployerSettings::default(),
-        Arc::new(AlwaysValid),
-        None,
-    ));
+    let next = idle_deployer(&handle);
     next.stats.deployments.store(1, Ordering::Relaxed);
     metrics.register_deployer(next);
     let (_, _, body) = server.get("/metrics").await;

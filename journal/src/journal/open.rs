@@ -30,17 +30,7 @@ fn map_db_err(path: &Path, e: DatabaseError) -> OpenError {
 /// # Errors
 /// [`OpenError::NotFound`], [`OpenError::InUse`], [`OpenError::Storage`].
 pub fn open_raw(options: &JournalOptions) -> Result<Database, OpenError> {
-    let path = &options.path;
-    if !path.exists() {
-        return Err(OpenError::NotFound { path: path.clone() });
-    }
-    check_regular(path)?;
-    guarded_open(path, || {
-        options
-            .builder()
-            .open(path)
-            .map_err(|e| map_db_err(path, e))
-    })
+    open_existing(options, |b, path| b.open(path))
 }
 
 /// Opens the file as a raw read-only redb database (same mode and error mapping as
@@ -50,16 +40,22 @@ pub fn open_raw(options: &JournalOptions) -> Result<Database, OpenError> {
 /// [`OpenError::NotFound`], [`OpenError::InUse`] (an exclusive writer holds it),
 /// [`OpenError::Storage`].
 pub fn open_raw_read_only(options: &JournalOptions) -> Result<ReadOnlyDatabase, OpenError> {
+    open_existing(options, |b, path| b.open_read_only(path))
+}
+
+/// The file must exist and be a regular file; then `open` runs on it inside the damage guard,
+/// with redb's errors mapped as [`open_raw`] documents.
+fn open_existing<T>(
+    options: &JournalOptions,
+    open: impl FnOnce(&redb::Builder, &Path) -> Result<T, redb::DatabaseError>,
+) -> Result<T, OpenError> {
     let path = &options.path;
     if !path.exists() {
         return Err(OpenError::NotFound { path: path.clone() });
     }
     check_regular(path)?;
     guarded_open(path, || {
-        options
-            .builder()
-            .open_read_only(path)
-            .map_err(|e| map_db_err(path, e))
+        open(&options.builder(), path).map_err(|e| map_db_err(path, e))
     })
 }
 

@@ -5,24 +5,6 @@ use haptic_journal::*;
 
 use crate::fixtures::*;
 
-/// Flips one byte in the middle of every occurrence of `marker` in the file.
-fn flip_marker(path: &std::path::Path, marker: &[u8]) -> usize {
-    let mut bytes = std::fs::read(path).unwrap();
-    let mut hits = 0;
-    let mut i = 0;
-    while i + marker.len() <= bytes.len() {
-        if &bytes[i..i + marker.len()] == marker {
-            bytes[i + marker.len() / 2] ^= 0x01;
-            hits += 1;
-            i += marker.len();
-        } else {
-            i += 1;
-        }
-    }
-    std::fs::write(path, bytes).unwrap();
-    hits
-}
-
 fn marked_event(marker: &str) -> Event {
     Event::LostLeadership {
         correlation: corr(1),
@@ -43,7 +25,7 @@ fn flipped_event_byte_is_reported_and_refused() {
         j.accept_events(vec![drift(3)]).unwrap();
         s
     };
-    assert!(flip_marker(&path, b"MARKER-EVENT-0123456789") >= 1);
+    assert!(super::damage::flip_marker(&path, b"MARKER-EVENT-0123456789") >= 1);
 
     // Controller-facing open refuses, naming the file, the table, the key and the fix.
     let err = Journal::open(&JournalOptions::new(&path)).unwrap_err();
@@ -100,8 +82,8 @@ fn flipped_queue_and_blob_bytes_are_reported_with_their_keys() {
         let cfg = j.get_render(r).unwrap().unwrap().config;
         (id, cfg)
     };
-    assert!(flip_marker(&path, b"MARKER-WORK-0123456789") >= 1);
-    assert!(flip_marker(&path, b"MARKER-BLOB-0123456789") >= 1);
+    assert!(super::damage::flip_marker(&path, b"MARKER-WORK-0123456789") >= 1);
+    assert!(super::damage::flip_marker(&path, b"MARKER-BLOB-0123456789") >= 1);
     let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
     let report = j.verify().unwrap();
     let tables: Vec<(&str, RecordKey)> = report

@@ -6,6 +6,7 @@ mod checkpoints;
 mod compaction;
 mod corruption;
 mod crash;
+mod damage;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 pub mod fixtures;

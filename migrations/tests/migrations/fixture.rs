@@ -566,7 +566,11 @@ fn components() -> Vec<ComponentCheckpoint> {
                     at: UnixMillis(1_700_000_000_010),
                 }],
                 known_pods: vec![pod("haproxy-0"), pod("haproxy-1")],
+                discovered: true,
+                gone: vec![pod("haproxy-2")],
                 pinned: true,
+                queued_through: Some(Seq(11)),
+                leading: true,
             }),
         },
         ComponentCheckpoint {

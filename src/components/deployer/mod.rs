@@ -207,13 +207,7 @@ impl Drop for BusyGuard<'_> {
     }
 }
 
-impl std::fmt::Debug for Deployer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Deployer")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(Deployer, |x| "settings" => x.settings);
 
 struct EndpointResult {
     endpoint: haptic_journal::Endpoint,
@@ -576,15 +570,7 @@ impl Deployer {
 }
 
 fn error_text(e: &SyncError) -> String {
-    use std::error::Error as _;
-    let mut text = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        src = s.source();
-    }
-    text
+    crate::core::error::chain(e)
 }
 
 fn add_breakdown(out: &mut BTreeMap<String, u32>, ops: &haptic_journal::OperationCounts) {

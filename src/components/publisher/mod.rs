@@ -1,53 +1,88 @@
 //! `config-publisher`: publishes what was rendered, validated and deployed as custom resources
-//! (seeds/configpublisher.txt, made durable on the journal). Leader-only.
+//! (seeds/configpublisher.txt, made durable on the journal). Its workers run while this replica
+//! leads; its router folds every event, leader or not (DESIGN.md J11).
 //!
 //! ```text
-//!  dispatcher --on_event(seq, &Event)--> decide::route --> Batch{enqueue work, origin seq}
-//!                                                              | journal commit, then wake
+//!  dispatcher --Delivery{seq, event, replayed}--> skip if checkpoint folded it
+//!        |                                              |
+//!        v                                              v
+//!  decide::route(&mut RouterState, Input) --> Vec<Effect>  (queue work: leader or replay)
+//!        |  Batch{enqueue work (origin seq) + router checkpoint}   or the checkpoint alone
+//!        |  journal commit, then wake; the delivery drops only now
 //!        +-------------------+-----------------+---------------+----------------+
 //!        v                   v                 v                                v
 //!  publish worker      invalid worker     verdict worker                   status worker
-//!  (publish +          (`-invalid`,       (ConfigValidated /               (status-pending, per
-//!   publish-deployed)   newest wins)       ConfigPinned; deletes            HAProxyCfg one write,
-//!   throttle, retries                      `-invalid` on pass)              parks, throttle)
-//!        |  k8s::writer (idempotent, term-fenced)                                   ^
-//!        +--> ack + checkpoint + hold render + ConfigPublished (one commit) --unpark-+
+//!  (decide::pick,      (`-invalid`,       (ConfigValidated /               (decide::status_round:
+//!   decide::publication newest wins)      ConfigPinned; deletes            park rule, merge; one
+//!   throttle)                              `-invalid` on pass)              write per changed object)
+//!        |  k8s::writer (reads and writes only; idempotent, term-fenced)             ^
+//!        |  failure -> decide::on_failure(class): retry to the cap | reject (shown, ack) | stop term
+//!        +--> ack + published checkpoint + hold render + ConfigPublished (one commit) -unpark-+
 //!  heal watch (HAProxyCfg, aux CRs, Secrets) --> republish the checkpoint render
 //! ```
 //!
 //! # Inputs
-//! Accepted events through [`ConfigPublisher::on_event`] (after their commit, in `Seq` order):
+//! Accepted events through [`ConfigPublisher::run`] (a dispatcher subscription; or
+//! [`ConfigPublisher::on_event`], the leader's path, after their commit, in `Seq` order):
 //! ConfigValidated, TemplateRendered, RenderGateCompleted, ValidationFailed,
 //! DeployedConfigPublishRequest, ConfigAppliedToPod, HAProxyPodTerminated,
-//! HAProxyPodsDiscovered, LostLeadership. Leadership through [`ConfigPublisher::start`] (one
-//! [`TermHandle`] per term) and [`ConfigPublisher::drain`].
+//! HAProxyPodsDiscovered, BecameLeader, LostLeadership, each folded as
+//! [`decide::Input::Event`] (`queue` when a term runs or the delivery is a replay). Term start
+//! ([`ConfigPublisher::start`], one [`TermHandle`] per term) folds [`decide::Input::TermStarted`]
+//! and, on a journal that had no checkpoint, [`decide::Input::StatusListed`] (the pods the
+//! published status lists). Graceful stop through [`ConfigPublisher::drain`]. The workers take
+//! their queues from the journal and the outcome of each Kubernetes write.
 //!
 //! # Effects
-//! Kubernetes writes through [`crate::k8s::writer::Writer`]; `config.published` events.
+//! [`decide::Effect`]: journal work items (with the checkpoint), cache resets. Kubernetes writes
+//! through [`crate::k8s::writer::Writer`] (HAProxyCfg and `-invalid`, auxiliary objects,
+//! Secrets, per-pod status, conditions `ConfigValidated`, `ConfigPinned`, `Published`,
+//! `SizeLimitExceeded`); Warning Events `PublicationRejected` on the HAProxyCfg;
+//! `config.published` events.
 //!
 //! # Journal records
-//! Queues `publish`, `publish-deployed`, `invalid`, `verdict`, `status-pending`,
-//! `status-parked`, `drain-checkpoint`; `published_checkpoint` per HAProxyCfg; an explicit hold
-//! on the render of the last complete publication (released when the checkpoint moves), so
-//! self-healing can restore it after its events were trimmed.
+//! - The router's checkpoint: table `component_state`, key `config-publisher`,
+//!   `ComponentState::Publisher(PublisherCheckpoint)` (identity, render order, known pods,
+//!   whether a discovery was folded, pods owed a status removal, the gate's latch, the last
+//!   event whose work was queued), restored at construction with `Checkpoints::restore`,
+//!   written in the batch of the work an event is routed to (or alone before the delivery
+//!   drops). Replayed deliveries at or below its `through` are skipped.
+//! - Queues `publish`, `publish-deployed`, `invalid`, `verdict`, `status-pending`,
+//!   `status-parked`, `drain-checkpoint`; an item leaves its table only in the commit that
+//!   records its outcome: its write succeeded, or was rejected permanently (J3).
+//! - `published_checkpoint` per HAProxyCfg; an explicit hold on the render of the last complete
+//!   publication (released when the checkpoint moves), so self-healing can restore it after its
+//!   events were trimmed.
 //!
 //! # Rules
 //! - The main spec only holds renders that passed the gate and never moves backwards in render
-//!   `Seq` (an older item is acked without touching the spec).
+//!   `Seq` ([`decide::publication`]: an older item is acked without touching the spec).
 //! - Validation work coalesces to the newest render (older items are acked with it); deploy work
-//!   keeps arrival order and never supersedes validation work.
+//!   keeps arrival order and never supersedes validation work ([`decide::pick_publication`]).
 //! - Only a complete (every object, status references, GC), still-authoritative (term unchanged,
 //!   not cancelled) publication is acked; it emits `config.published` only when the checkpoint
-//!   moves to a new render, so repeats (self-healing, term start) emit nothing.
-//! - Before every write the writer checks the Lease guard ([`PublisherConfig::lease`]); a
-//!   refusal (`WriteError::Deposed`), or an object stamped by a newer term
-//!   (`WriteError::StaleTerm`), cancels the term's workers at once, in every worker (publish,
-//!   invalid, verdict, status): no retry, nothing acked or released, the work stays queued for
-//!   the next term.
-//! - Transient failures retry with [`decide::on_failure`] (bounded exponential backoff,
-//!   Retry-After honoured); permanent ones release the item (too large: `SizeLimitExceeded`
-//!   condition).
-//! - A status update the HAProxyCfg cannot take yet is parked; each publication attempt unparks.
+//!   moves to a new render, so repeats (self-healing, term start) emit nothing. Its status
+//!   write sets `Published=True`.
+//! - Failures follow the one error-class table ([`crate::core::error`]) through
+//!   [`decide::on_failure`], in every worker: a transient failure (5xx, 429 with Retry-After,
+//!   timeouts, connection failures, 409, a named 404, any other 4xx) and a failure that needs an
+//!   operator (401, 403, a missing CRD: warn naming the RBAC rule or what to apply,
+//!   `Published=False`, counter `blocked`) back off from [`PublisherConfig::retry`]'s `initial`
+//!   to its cap and go on, forever; a permanent rejection (400, 413, 422, a too-large 5xx, content
+//!   missing from the journal) is recorded and shown (warn, a `PublicationRejected` Event,
+//!   `Published=False` for the publish worker, `SizeLimitExceeded` when too large, counter
+//!   `given_up`) and its item acked; fencing (the Lease guard refused: `WriteError::Deposed`, or
+//!   an object stamped by a newer term: `WriteError::StaleTerm`) cancels the term's workers at
+//!   once, nothing acked or released, the work stays queued for the next term.
+//! - A status update the HAProxyCfg cannot take yet is parked ([`decide::park_rule`]); each
+//!   publication attempt unparks.
+//! - A pod's status entry is written when, and only when, it differs from what the pod runs
+//!   ([`decide::merge_pod_entry`]): a report of the checksum and error the entry already names
+//!   leaves it as it is (`deployedAt` not moved); an object is written only when some entry
+//!   changed.
+//! - A pod that leaves while no work is queued (this replica follows, or the controller was
+//!   down and the first discovery comes before the Lease) is owed a status removal, kept in the
+//!   checkpoint and queued at the next term: no seeding read, no race with the first discovery.
 //!
 //! # Decisions (for the runtime)
 //! - Wiring: `Dispatcher::subscribe(subscribe_options())`, `attach(handle)`, then
@@ -61,11 +96,13 @@
 //!   checkpoint and emits no event.
 //! - `config.published` is emitted exactly when the journal's published checkpoint moves to a new
 //!   render, in the ack's commit; repeats (self-healing, term start) emit nothing.
-//! - A render's place in render order (`render_seq`) survives restarts: a render the router
-//!   does not remember is placed from the journal (checkpoint, queued publications, retained
-//!   `template.rendered` events; `shell/order.rs`). A deploy-driven request for a render with
-//!   no known place while the checkpoint holds another render updates per-pod status only.
-//!   While not leading, live render events are still noted (nothing is queued).
+//! - A render's place in render order (`render_seq`) survives restarts: it is in the router's
+//!   checkpoint, and a render the router does not remember is placed from the journal
+//!   (published checkpoint, queued publications, retained `template.rendered` events;
+//!   `shell/order.rs`). A deploy-driven request for a render with no known place while the
+//!   checkpoint holds another render updates per-pod status only.
+//! - Replayed deliveries queue work even while no term runs (they were accepted before a
+//!   restart, when this replica may have led); live ones queue work only while a term runs.
 //! - A repeat (self-healing, term start) also restores what the HAProxyCfg's status lacks:
 //!   the conditions and per-pod entries last seen on it (the heal watch keeps them across a
 //!   delete) or last written, for pods the publisher still knows.
@@ -76,18 +113,23 @@
 //! - A successful per-pod update for another checksum is parked; a failed one is written with
 //!   its error.
 //! - Per-pod status also goes to every HAProxyMapFile, HAProxyGeneralFile and HAProxyCRTListFile
-//!   the HAProxyCfg references, in the same status round (one status write per object per
-//!   round): a successful deployment of `spec.checksum` sets the pod's entry with the file's own
-//!   checksum (kept as it is while that checksum holds); failures are not recorded there; a
-//!   removed pod leaves every object. Each status write sets `observedGeneration` to the
-//!   object's `metadata.generation`.
+//!   the HAProxyCfg references, in the same status round (at most one status write per object
+//!   per round, only when its entries change): a successful deployment of `spec.checksum` sets
+//!   the pod's entry with the file's own checksum (kept as it is while that checksum holds);
+//!   failures are not recorded there; a removed pod leaves every object. Each status write sets
+//!   `observedGeneration` to the object's `metadata.generation`.
 //! - Objects whose JSON exceeds 3 MiB are refused before upload (a permanent 413).
 //!
 //! # Failpoints
 //! `publisher::before_publish_ack`.
 //!
 //! # Metrics
-//! [`shell::Counters`] (publications, config_published, retries, given_up, heals, status_rounds).
+//! [`shell::Counters`]: `publications`, `config_published`, `retries` (and per worker,
+//! `worker_retries`), `blocked` (attempts that need an operator), `given_up` (items ended by a
+//! permanent rejection), `heals`, `status_rounds`; exported as `haptic_publishes_total{result}`,
+//! `haptic_retries_total{component="config-publisher"}`,
+//! `haptic_publisher_blocked_attempts_total`, `haptic_config_published_total`,
+//! `haptic_publisher_heals_total`, `haptic_status_write_rounds_total`.
 
 pub mod decide;
 pub mod shell;
@@ -102,7 +144,7 @@ use haptic_journal::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-pub use shell::{Counters, TermHandle};
+pub use shell::{Counters, TermHandle, Worker, WorkerRetries};
 
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "config-publisher";
@@ -145,8 +187,13 @@ pub struct PublisherConfig {
     pub compression_threshold_bytes: u64,
     /// Timeout of one API request. Default: 10 s.
     pub request_timeout: Duration,
-    /// Retry policy. Default: [`decide::RetryPolicy::default`].
+    /// Retry policy of every worker: capped exponential backoff, forever (work is never acked
+    /// unfinished). Flags `--publish-retry-initial` / `--publish-retry-max`. Default:
+    /// [`decide::RetryPolicy::default`] (200 ms doubling to 30 s).
     pub retry: decide::RetryPolicy,
+    /// The `reportingInstance` of the Kubernetes Events the publisher writes (the replica's
+    /// identity). Default: none.
+    pub reporter_instance: Option<String>,
     /// Watch the published objects and restore them. Default: true.
     pub self_heal: bool,
     /// The Lease check before every Kubernetes write (DESIGN.md J7); the runtime passes its
@@ -168,6 +215,7 @@ impl PublisherConfig {
                 crate::core::compression::DEFAULT_COMPRESSION_THRESHOLD_BYTES,
             request_timeout: Duration::from_secs(10),
             retry: decide::RetryPolicy::default(),
+            reporter_instance: None,
             self_heal: true,
             lease: Arc::new(crate::core::guard::AlwaysValid),
         }
@@ -205,6 +253,10 @@ pub enum PublisherError {
     /// A commit through the dispatcher failed.
     #[error("dispatcher commit failed")]
     Dispatch(#[source] crate::dispatch::DispatchError),
+    /// The publisher's checkpoint could not be read at start (the read error was returned by
+    /// the first step): DESIGN.md J10, refuse to go on.
+    #[error("publisher checkpoint unreadable")]
+    CheckpointUnreadable,
 }
 
 impl PublisherError {
@@ -238,9 +290,10 @@ impl ConfigPublisher {
         }
     }
 
-    /// Handles one accepted event: journals the work it becomes (origin `seq`, one commit),
-    /// then wakes the workers. Call after the event's commit, in `Seq` order; call
-    /// `mark_dispatched` after it returns.
+    /// Handles one accepted event as a leader (or a replay) does: folds it into the router and
+    /// journals the work it becomes (origin `seq`) with the router's checkpoint, in one commit,
+    /// then wakes the workers. An event the checkpoint already folded is skipped. Call after
+    /// the event's commit, in `Seq` order; call `mark_dispatched` after it returns.
     ///
     /// # Errors
     /// [`PublisherError`] when the journal commit fails (nothing was queued).
@@ -249,7 +302,7 @@ impl ConfigPublisher {
     /// Not cancel safe between the commit and the wake-up; the workers re-read their queues at
     /// every term start, so nothing is lost.
     pub async fn on_event(&self, seq: Seq, event: &Event) -> Result<(), PublisherError> {
-        self.inner.on_event(seq, event).await
+        self.inner.deliver(seq, None, event, true, false).await
     }
 
     /// Starts the workers for leadership term `term` (the term already journaled). Queued work
@@ -282,10 +335,12 @@ impl ConfigPublisher {
     }
 
     /// Runs the component on a dispatcher subscription made with [`subscribe_options`]: each
-    /// delivery is handled by [`ConfigPublisher::on_event`] and then marked processed. A live
-    /// `BecameLeader` starts the term's workers (stopping the previous term's), a live
+    /// delivery is folded into the router (identity, render order, known pods, the gate's
+    /// latch: the checkpoint, written with the work it queues) and then marked processed. A
+    /// live `BecameLeader` starts the term's workers (stopping the previous term's), a live
     /// `LostLeadership` stops them; replayed leadership events change nothing. While no term
-    /// runs, live events queue nothing: only render events are noted (render order).
+    /// runs, live events queue no work (replays do); a pod that leaves meanwhile is owed a
+    /// status removal, queued when the next term starts.
     ///
     /// # Errors
     /// [`PublisherError`] when the journal fails (stop acting and reopen).
@@ -305,19 +360,6 @@ impl ConfigPublisher {
                 d = sub.recv() => d,
             };
             let Some(d) = d else { break Ok(()) };
-            let observe_only =
-                term.is_none() && !d.replayed && !matches!(&*d.event, Event::BecameLeader { .. });
-            if observe_only {
-                if matches!(
-                    &*d.event,
-                    Event::TemplateRendered { .. } | Event::ConfigValidated { .. }
-                ) && let Err(e) = self.on_event(d.seq, &d.event).await
-                {
-                    break Err(e);
-                }
-                d.done();
-                continue;
-            }
             match &*d.event {
                 Event::BecameLeader { term: t, .. } if !d.replayed => {
                     if let Some(h) = term.take() {
@@ -332,9 +374,23 @@ impl ConfigPublisher {
                 }
                 _ => {}
             }
-            if let Err(e) = self.on_event(d.seq, &d.event).await {
+            // Work is queued by a leader; a replay (accepted before a restart) becomes work as it
+            // did for the process that first delivered it (the router decides from the log); a
+            // follower only folds.
+            if let Err(e) = self
+                .inner
+                .deliver(
+                    d.seq,
+                    Some(d.accepted_at),
+                    &d.event,
+                    term.is_some(),
+                    d.replayed,
+                )
+                .await
+            {
                 break Err(e);
             }
+            // Dropped only now: the state this event produced is durable (J11).
             d.done();
         };
         if let Some(h) = term {
@@ -343,8 +399,8 @@ impl ConfigPublisher {
         result
     }
 
-    /// Number of pods the publisher knows (discovered, reported, or listed in the published
-    /// status at term start); a discovery without them clears their status entries.
+    /// Number of pods the publisher knows (discovered or reported; restored from its
+    /// checkpoint at construction); a discovery without them clears their status entries.
     #[must_use]
     pub fn known_pod_count(&self) -> usize {
         self.inner.known_pod_count()

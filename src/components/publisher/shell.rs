@@ -1,6 +1,8 @@
-//! The publisher's shell: journals what [`super::decide::route`] returns, runs the four workers
-//! (publish, invalid, verdict, status) and the self-healing watch. Workers read their queues
-//! from the journal; `Notify`s only wake them.
+//! The publisher's shell: folds every delivery through [`super::decide::route`] and journals
+//! the work it becomes together with the router's checkpoint (DESIGN.md J11), runs the four
+//! workers (publish, invalid, verdict, status) and the self-healing watch. Workers read their
+//! queues from the journal; `Notify`s only wake them. Every rule is in [`super::decide`]; the
+//! shell maps effects to I/O and I/O results to the next decision.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use haptic_journal::{
-    Batch, Checksum, Correlation, DrainCheckpoint, Event, Journal, PodStatusChange, Queue, Render,
-    RuntimeConfigRef, Seq, Term, UnixMillis, WorkEntry, WorkItem, WorkKey,
+    Batch, Checksum, ComponentState, Correlation, DrainCheckpoint, Event, Journal, Queue,
+    ReadError, Render, RuntimeConfigRef, Seq, Term, UnixMillis, WorkEntry, WorkItem, WorkKey,
 };
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -21,24 +23,26 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+mod failures;
 mod heal;
 mod order;
 mod publish;
 mod status;
 mod workers;
 
-use super::decide::{self, Effect, Retry, RouterState};
+use super::decide::{self, Effect, Input, Retry, RouterState};
 use super::{PublisherConfig, PublisherError};
+use crate::core::error::ErrorClass;
 use crate::core::naming::invalid_haproxycfg_name;
+use crate::dispatch::checkpoint::Checkpoints;
 use crate::k8s::WriteError;
 use crate::k8s::crd::{
-    HAProxyCRTListFile, HAProxyCfg, HAProxyGeneralFile, HAProxyMapFile, conditions, labels,
-    reasons, summarize_validation_errors,
+    HAProxyCRTListFile, HAProxyCfg, HAProxyGeneralFile, HAProxyMapFile, labels,
+    summarize_validation_errors,
 };
-use crate::k8s::writer::{
-    FileContent, PodEntryChange, PodEntryOutcome, PodStatusInput, PublishSpec, RenderContent,
-    Writer, WriterConfig, k8s_time,
-};
+use crate::k8s::writer::{FileContent, PublishSpec, RenderContent, Writer, WriterConfig, k8s_time};
+
+pub use failures::Worker;
 
 /// Counters for tests, benchmarks and metrics.
 #[derive(Debug, Default)]
@@ -47,14 +51,47 @@ pub struct Counters {
     pub publications: AtomicU64,
     /// ConfigPublished events journaled.
     pub config_published: AtomicU64,
-    /// Failed attempts that were retried.
+    /// Failed attempts that were retried (every worker).
     pub retries: AtomicU64,
-    /// Items released after a permanent error or too many attempts.
+    /// Failed attempts that were retried, per worker.
+    pub worker_retries: WorkerRetries,
+    /// Failed attempts that need an operator (401, 403, a missing resource type): retried,
+    /// and shown (warn naming the fix; `Published=False` for the publish worker).
+    pub blocked: AtomicU64,
+    /// Items ended by a permanent rejection (400, 413, 422, a too-large 5xx, content not in
+    /// the journal): recorded, shown (warn, a Kubernetes Event, `Published=False` for the
+    /// publish worker), then acked. Never a transient failure, however long it lasts.
     pub given_up: AtomicU64,
     /// Self-healing republications.
     pub heals: AtomicU64,
     /// Status write rounds (one per HAProxyCfg per round with something to write).
     pub status_rounds: AtomicU64,
+}
+
+/// Failed attempts retried, per worker ([`Worker`]).
+#[derive(Debug, Default)]
+pub struct WorkerRetries {
+    /// Publish worker (main HAProxyCfg, auxiliary objects, Secrets).
+    pub publish: AtomicU64,
+    /// Invalid worker (`-invalid` HAProxyCfg).
+    pub invalid: AtomicU64,
+    /// Verdict worker (ConfigValidated / ConfigPinned, `-invalid` deletion).
+    pub verdict: AtomicU64,
+    /// Status worker (per-pod status).
+    pub status: AtomicU64,
+}
+
+impl WorkerRetries {
+    /// The counter of `worker`.
+    #[must_use]
+    pub fn of(&self, worker: Worker) -> &AtomicU64 {
+        match worker {
+            Worker::Publish => &self.publish,
+            Worker::Invalid => &self.invalid,
+            Worker::Verdict => &self.verdict,
+            Worker::Status => &self.status,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -92,7 +129,25 @@ pub(super) struct Inner {
     pub(super) journal: Arc<Journal>,
     pub(super) client: Client,
     pub(super) cfg: PublisherConfig,
+    /// The router's state: changed only by [`Inner::step`] (under `steps`), read by the
+    /// workers (known pods) and [`Inner::place_render`].
     router: Mutex<RouterState>,
+    /// Serialises router steps (decide, then the journal commit that carries the checkpoint),
+    /// so checkpoints are committed in the order of the states they describe; holds the
+    /// checkpoint bookkeeping (DESIGN.md J11).
+    steps: tokio::sync::Mutex<Checkpoints>,
+    /// Whether the journal held a publisher checkpoint at construction. Without one (a journal
+    /// from before checkpoints, or rebuilt), the first term also folds the pods the published
+    /// status lists ([`Input::StatusListed`]).
+    restored: bool,
+    /// Set once the published status was listed for a journal without a checkpoint.
+    listed: AtomicBool,
+    /// The checkpoint could not be read at construction (J10): every step fails, the first
+    /// with this error, later ones with [`PublisherError::CheckpointUnreadable`].
+    restore_failed: bool,
+    restore_error: Mutex<Option<ReadError>>,
+    /// Kubernetes Events on the HAProxyCfg (permanent rejections).
+    recorder: kube::runtime::events::Recorder,
     wake: Wake,
     cache: Mutex<TermCache>,
     heal: AtomicBool,
@@ -131,17 +186,11 @@ fn now_ms() -> UnixMillis {
     UnixMillis::now()
 }
 
-/// True when `e` ends this term's writes (DESIGN.md J7): the Lease guard refused
-/// ([`WriteError::Deposed`]) or an object is stamped by a newer term
-/// ([`WriteError::StaleTerm`]). The caller cancels the term's workers at once and acks nothing:
-/// the item stays queued for the next term (never released as a permanent rejection).
-fn stops_term(e: &WriteError) -> bool {
-    e.is_deposed() || matches!(e, WriteError::StaleTerm { .. })
-}
-
-/// Cancels the term after `e` when [`stops_term`]; returns whether it did.
+/// Cancels the term when `e` is a fencing refusal (DESIGN.md J7: the Lease guard refused, or
+/// an object is stamped by a newer term); returns whether it did. Used where a write has no
+/// retry loop of its own (status restore); the workers decide through [`Inner::failed`].
 fn stop_term_on(e: &WriteError, cancel: &CancellationToken) -> bool {
-    if !stops_term(e) {
+    if e.class() != ErrorClass::Fenced {
         return false;
     }
     warn!(error = %e, "leadership of this term is gone; stopping its writes, work stays queued");
@@ -157,10 +206,44 @@ async fn sleep_or_cancel(d: Duration, cancel: &CancellationToken) -> bool {
 }
 
 impl Inner {
+    /// Restores the router's checkpoint (one short read of the journal) and builds the shell.
     pub(super) fn new(journal: Arc<Journal>, client: Client, cfg: PublisherConfig) -> Inner {
         let rc = cfg.runtime_config();
+        let (checkpoints, router, restored, restore_error) =
+            match Checkpoints::restore(&journal, super::COMPONENT) {
+                Ok((c, Some(ComponentState::Publisher(cp)))) => {
+                    let r = RouterState::restore(cfg.identity.clone(), rc, cp);
+                    info!(
+                        known_pods = r.known_pods.len(),
+                        owed_removals = r.gone.len(),
+                        pinned = r.pinned,
+                        "publisher restored its checkpoint"
+                    );
+                    (c, r, true, None)
+                }
+                Ok((c, _)) => (c, RouterState::new(cfg.identity.clone(), rc), false, None),
+                Err(e) => (
+                    Checkpoints::fresh(super::COMPONENT),
+                    RouterState::new(cfg.identity.clone(), rc),
+                    false,
+                    Some(e),
+                ),
+            };
+        let recorder = kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: crate::k8s::events::CONTROLLER.to_owned(),
+                instance: cfg.reporter_instance.clone(),
+            },
+        );
         Inner {
-            router: Mutex::new(RouterState::new(cfg.identity.clone(), rc)),
+            router: Mutex::new(router),
+            steps: tokio::sync::Mutex::new(checkpoints),
+            restored,
+            listed: AtomicBool::new(false),
+            restore_failed: restore_error.is_some(),
+            restore_error: Mutex::new(restore_error),
+            recorder,
             journal,
             client,
             cfg,
@@ -190,36 +273,107 @@ impl Inner {
         self.journal.queue(q).map_err(PublisherError::Read)
     }
 
-    pub(super) async fn on_event(&self, seq: Seq, event: &Event) -> Result<(), PublisherError> {
-        let at = match self.journal.event(seq).map_err(PublisherError::Read)? {
-            Some((h, _)) => h.accepted_at,
-            None => now_ms(),
+    fn check_restored(&self) -> Result<(), PublisherError> {
+        if !self.restore_failed {
+            return Ok(());
+        }
+        match self
+            .restore_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            Some(e) => Err(PublisherError::Read(e)),
+            None => Err(PublisherError::CheckpointUnreadable),
+        }
+    }
+
+    /// Folds one delivery (`seq`, accepted at `at` when known) into the router and journals the
+    /// work it becomes (`leading`: a term of this replica runs; `replayed`: committed before
+    /// this process started, when the router decides from the log instead) with the router's
+    /// checkpoint in one commit; a delivery the checkpoint already folded is skipped. Then wakes
+    /// the workers.
+    pub(super) async fn deliver(
+        &self,
+        seq: Seq,
+        at: Option<UnixMillis>,
+        event: &Event,
+        leading: bool,
+        replayed: bool,
+    ) -> Result<(), PublisherError> {
+        self.check_restored()?;
+        let mut steps = self.steps.lock().await;
+        if steps.folded(seq) {
+            debug!(
+                seq = seq.0,
+                "delivery already folded into the checkpoint; skipped"
+            );
+            return Ok(());
+        }
+        let at = match at {
+            Some(at) => at,
+            None => match self.journal.event(seq).map_err(PublisherError::Read)? {
+                Some((h, _)) => h.accepted_at,
+                None => now_ms(),
+            },
         };
-        let unplaced = self.place_render(seq, event)?;
-        let effects = {
-            let mut r = self
-                .router
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            decide::route(&mut r, seq, at, event)
-        };
+        let place = self.place_render(seq, event)?;
+        steps.saw(seq);
+        let effects = self.fold(
+            &mut steps,
+            Input::Event {
+                seq,
+                at,
+                event,
+                leading,
+                replayed,
+                place,
+            },
+        );
+        self.apply(&mut steps, effects, haptic_journal::Origin::Seq(seq))
+            .await
+    }
+
+    /// Folds a non-event input ([`Input::TermStarted`], [`Input::StatusListed`]) as
+    /// [`Inner::deliver`] does.
+    async fn step(&self, input: Input<'_>) -> Result<(), PublisherError> {
+        self.check_restored()?;
+        let mut steps = self.steps.lock().await;
+        let effects = self.fold(&mut steps, input);
+        self.apply(&mut steps, effects, haptic_journal::Origin::None)
+            .await
+    }
+
+    fn fold(&self, steps: &mut Checkpoints, input: Input<'_>) -> Vec<Effect> {
+        let mut r = self
+            .router
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let effects = decide::route(&mut r, input);
+        steps.note(ComponentState::Publisher(r.checkpoint()));
+        effects
+    }
+
+    /// Journals the effects of one step: the work items, with the carried checkpoint, in one
+    /// batch; the checkpoint alone when there is no work (before the delivery drops).
+    async fn apply(
+        &self,
+        steps: &mut Checkpoints,
+        effects: Vec<Effect>,
+        origin: haptic_journal::Origin,
+    ) -> Result<(), PublisherError> {
         let mut batch = Batch::new();
         let mut wake = [false; 4];
         for e in effects {
             match e {
                 Effect::Enqueue(item) => {
-                    let mut item = *item;
-                    if unplaced && let WorkItem::PublishDeployed(d) = &mut item {
-                        debug!(render = %d.render, "deploy-driven render of unknown order: status only");
-                        d.render_seq = decide::UNPLACED_RENDER_SEQ;
-                    }
-                    match &item {
+                    match &*item {
                         WorkItem::Publish(_) | WorkItem::PublishDeployed(_) => wake[0] = true,
                         WorkItem::Invalid(_) => wake[1] = true,
                         WorkItem::Verdict(_) => wake[2] = true,
                         _ => wake[3] = true,
                     }
-                    batch.enqueue(item, haptic_journal::Origin::Seq(seq));
+                    batch.enqueue(*item, origin);
                 }
                 Effect::ClearCaches => {
                     *self
@@ -229,7 +383,12 @@ impl Inner {
                 }
             }
         }
-        if !batch.is_empty() {
+        if batch.is_empty() {
+            if let Some(b) = steps.leftover() {
+                self.commit(b).await?;
+            }
+        } else {
+            steps.attach(&mut batch);
             self.commit(batch).await?;
         }
         let w = &self.wake;
@@ -326,9 +485,10 @@ impl Inner {
         self.heal.store(true, Ordering::Release);
         let tracker = TaskTracker::new();
         let w = self.writer(term);
-        // Seed the known pod set from the published status, so the next discovery also clears
-        // entries of pods that went away while another term (or no controller) ran.
-        tracker.spawn(Arc::clone(self).seed_known_pods(w.clone()));
+        // Queue what the router owes a new term (status removals of pods that went away
+        // while this replica did not lead), and, on a journal without a checkpoint, fold the
+        // pods the published status lists.
+        tracker.spawn(Arc::clone(self).term_started(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).publish_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).invalid_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).verdict_worker(w.clone(), cancel.clone()));

@@ -1,4 +1,5 @@
-//! Table-driven tests of the pure core: routing, retry policy, throttle, status merge.
+//! Table-driven tests of the pure core: routing and the router's checkpoint, the retry rule,
+//! the throttle, the coalescing pick and the spec rule, the park rule and the status merge.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -6,12 +7,19 @@ use std::time::{Duration, Instant};
 
 use haptic_journal::{
     Checksum, ConfigIdentity, Correlation, DeploymentId, Endpoint, Event, GateVerdict, PodRef,
-    PodStatusChange, RuntimeConfigRef, Seq, SyncMetadata, UnixMillis, WorkItem,
+    PodStatusChange, RuntimeConfigRef, Seq, SyncMetadata, UnixMillis, WorkId, WorkItem,
 };
 
-use super::decide::{self, Effect, Retry, RetryPolicy, RouterState};
-use crate::core::ErrorKind;
-use crate::k8s::writer::PodStatusInput;
+use super::decide::{
+    self, AuxChange, Effect, Input, Pick, Place, PodChange, PodOutcome, Publication, Queued, Retry,
+    RetryPolicy, RouterState,
+};
+use crate::core::error::ErrorClass;
+use crate::k8s::crd::{
+    AuxiliaryFileStatus, ConfigMetadata, HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus,
+    PodDeploymentStatus, conditions, reasons,
+};
+use crate::k8s::writer::k8s_time;
 
 fn state() -> RouterState {
     RouterState::new(
@@ -39,6 +47,36 @@ fn pod(name: &str) -> PodRef {
     }
 }
 
+/// Routes `event` at `seq` as a leader (work queued), nothing looked up.
+fn lead(s: &mut RouterState, seq: u64, at: u64, event: &Event) -> Vec<Effect> {
+    decide::route(
+        s,
+        Input::Event {
+            seq: Seq(seq),
+            at: UnixMillis(at),
+            event,
+            leading: true,
+            replayed: false,
+            place: None,
+        },
+    )
+}
+
+/// Routes `event` at `seq` as a follower (folded, no work).
+fn follow(s: &mut RouterState, seq: u64, event: &Event) -> Vec<Effect> {
+    decide::route(
+        s,
+        Input::Event {
+            seq: Seq(seq),
+            at: UnixMillis(1),
+            event,
+            leading: false,
+            replayed: false,
+            place: None,
+        },
+    )
+}
+
 fn items(effects: Vec<Effect>) -> Vec<WorkItem> {
     effects
         .into_iter()
@@ -47,6 +85,21 @@ fn items(effects: Vec<Effect>) -> Vec<WorkItem> {
             Effect::ClearCaches => None,
         })
         .collect()
+}
+
+/// The pods whose status removal the effects queue, sorted.
+fn removals(effects: Vec<Effect>) -> Vec<String> {
+    let mut out: Vec<String> = items(effects)
+        .into_iter()
+        .filter_map(|i| match i {
+            WorkItem::Status(s) if s.change == PodStatusChange::Removed => {
+                Some(s.pod.name.as_str().to_owned())
+            }
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn rendered(render: Checksum) -> Event {
@@ -71,16 +124,63 @@ fn gate(render: Checksum, verdict: GateVerdict) -> Event {
     }
 }
 
+fn applied(name: &str) -> Event {
+    Event::ConfigAppliedToPod {
+        correlation: Correlation::new("c"),
+        runtime_config: state().runtime_config,
+        pod: pod(name),
+        checksum: sum(1),
+        is_drift_check: false,
+        sync: SyncMetadata::default(),
+    }
+}
+
+fn discovered(pods: &[&str], authoritative: bool) -> Event {
+    Event::HAProxyPodsDiscovered {
+        correlation: Correlation::new("d"),
+        endpoints: pods
+            .iter()
+            .map(|n| Endpoint {
+                url: format!("http://{n}:5555").into(),
+                pod: pod(n),
+                detected_version: None,
+            })
+            .collect(),
+        authoritative,
+    }
+}
+
+fn terminated(name: &str) -> Event {
+    Event::HAProxyPodTerminated {
+        correlation: Correlation::new("t"),
+        pod: pod(name),
+    }
+}
+
+fn lost() -> Event {
+    Event::LostLeadership {
+        correlation: Correlation::new("l"),
+        identity: "x".into(),
+        reason: "lease_lost".into(),
+    }
+}
+
+fn deploy_request(render: Checksum) -> Event {
+    Event::DeployedConfigPublishRequest {
+        correlation: Correlation::new("d"),
+        deployment: DeploymentId::new("d1"),
+        render,
+        runtime_config: state().runtime_config,
+    }
+}
+
+// ----- routing -----
+
 #[test]
 fn a_pass_queues_verdict_and_publication_with_the_render_seq() {
     let mut s = state();
-    assert!(decide::route(&mut s, Seq(3), UnixMillis(100), &rendered(sum(1))).is_empty());
-    let out = items(decide::route(
-        &mut s,
-        Seq(5),
-        UnixMillis(200),
-        &gate(sum(1), GateVerdict::Pass),
-    ));
+    assert!(lead(&mut s, 3, 100, &rendered(sum(1))).is_empty());
+    let out = items(lead(&mut s, 5, 200, &gate(sum(1), GateVerdict::Pass)));
     assert_eq!(out.len(), 2);
     let WorkItem::Verdict(v) = &out[0] else {
         panic!()
@@ -98,12 +198,7 @@ fn a_pass_queues_verdict_and_publication_with_the_render_seq() {
 #[test]
 fn a_fail_pins_and_queues_only_the_verdict() {
     let mut s = state();
-    let out = items(decide::route(
-        &mut s,
-        Seq(5),
-        UnixMillis(1),
-        &gate(sum(2), GateVerdict::Fail),
-    ));
+    let out = items(lead(&mut s, 5, 1, &gate(sum(2), GateVerdict::Fail)));
     assert_eq!(out.len(), 1);
     assert!(matches!(&out[0], WorkItem::Verdict(v) if !v.passed && v.pinned));
     assert!(s.pinned);
@@ -112,23 +207,12 @@ fn a_fail_pins_and_queues_only_the_verdict() {
 #[test]
 fn deploy_requests_and_validation_failures_are_queued() {
     let mut s = state();
-    let rc = s.runtime_config.clone();
-    let out = items(decide::route(
-        &mut s,
-        Seq(9),
-        UnixMillis(1),
-        &Event::DeployedConfigPublishRequest {
-            correlation: Correlation::new("d"),
-            deployment: DeploymentId::new("d1"),
-            render: sum(1),
-            runtime_config: rc.clone(),
-        },
-    ));
+    let out = items(lead(&mut s, 9, 1, &deploy_request(sum(1))));
     assert!(matches!(&out[..], [WorkItem::PublishDeployed(d)] if d.render_seq == Seq(9)));
-    let out = items(decide::route(
+    let out = items(lead(
         &mut s,
-        Seq(10),
-        UnixMillis(1),
+        10,
+        1,
         &Event::ValidationFailed {
             correlation: Correlation::new("v"),
             render: Some(sum(3)),
@@ -140,143 +224,352 @@ fn deploy_requests_and_validation_failures_are_queued() {
     assert!(matches!(&out[..], [WorkItem::Invalid(i)] if i.errors.len() == 1));
 }
 
+/// The render's place: remembered, looked up by the shell, or unknown (a deploy-driven
+/// request of unknown order while another render is published is status only).
+#[test]
+fn render_places() {
+    let published = Some(sum(7));
+    // (place, event render, expected render_seq)
+    let cases = [
+        (None, sum(1), Seq(9)),
+        (
+            Some(Place::At {
+                seq: Seq(4),
+                at: UnixMillis(5),
+            }),
+            sum(1),
+            Seq(4),
+        ),
+        (
+            Some(Place::Unknown { published }),
+            sum(1),
+            decide::UNPLACED_RENDER_SEQ,
+        ),
+        // The published render itself, or nothing published: its own seq.
+        (Some(Place::Unknown { published }), sum(7), Seq(9)),
+        (Some(Place::Unknown { published: None }), sum(1), Seq(9)),
+    ];
+    for (place, render, want) in cases {
+        let mut s = state();
+        let ev = deploy_request(render);
+        let out = items(decide::route(
+            &mut s,
+            Input::Event {
+                seq: Seq(9),
+                at: UnixMillis(1),
+                event: &ev,
+                leading: true,
+                replayed: false,
+                place,
+            },
+        ));
+        assert!(
+            matches!(&out[..], [WorkItem::PublishDeployed(d)] if d.render_seq == want),
+            "{place:?} {out:?}"
+        );
+    }
+    // A gate verdict of unknown place keeps its own seq (a verdict follows its render).
+    let mut s = state();
+    let ev = gate(sum(1), GateVerdict::Pass);
+    let out = items(decide::route(
+        &mut s,
+        Input::Event {
+            seq: Seq(9),
+            at: UnixMillis(1),
+            event: &ev,
+            leading: true,
+            replayed: false,
+            place: Some(Place::Unknown { published }),
+        },
+    ));
+    assert!(matches!(&out[1], WorkItem::Publish(p) if p.render_seq == Seq(9)));
+}
+
 #[test]
 fn discovery_removes_pods_that_left_and_an_unsynced_empty_set_removes_nothing() {
     let mut s = state();
-    let rc = s.runtime_config.clone();
     for p in ["a", "b"] {
-        decide::route(
-            &mut s,
-            Seq(1),
-            UnixMillis(1),
-            &Event::ConfigAppliedToPod {
-                correlation: Correlation::new("c"),
-                runtime_config: rc.clone(),
-                pod: pod(p),
-                checksum: sum(1),
-                is_drift_check: false,
-                sync: SyncMetadata::default(),
-            },
-        );
+        lead(&mut s, 1, 1, &applied(p));
     }
-    let disc = |eps: Vec<&str>, authoritative| Event::HAProxyPodsDiscovered {
-        correlation: Correlation::new("d"),
-        endpoints: eps
-            .into_iter()
-            .map(|n| Endpoint {
-                url: format!("http://{n}:5555").into(),
-                pod: pod(n),
-                detected_version: None,
-            })
-            .collect(),
-        authoritative,
-    };
-    assert!(decide::route(&mut s, Seq(2), UnixMillis(1), &disc(vec![], false)).is_empty());
-    let out = items(decide::route(
-        &mut s,
-        Seq(3),
-        UnixMillis(1),
-        &disc(vec!["a"], true),
-    ));
-    assert!(
-        matches!(&out[..], [WorkItem::Status(st)] if st.pod.name.as_str() == "b" && st.change == PodStatusChange::Removed)
+    assert!(lead(&mut s, 2, 1, &discovered(&[], false)).is_empty());
+    assert_eq!(
+        removals(lead(&mut s, 3, 1, &discovered(&["a"], true))),
+        ["b"]
     );
-    let out = items(decide::route(
-        &mut s,
-        Seq(4),
-        UnixMillis(1),
-        &disc(vec![], true),
-    ));
-    assert_eq!(out.len(), 1);
+    assert_eq!(removals(lead(&mut s, 4, 1, &discovered(&[], true))), ["a"]);
+}
+
+/// LostLeadership clears the per-term caches only: the router's facts (render order,
+/// identity, known pods) are journal facts and stay (J11).
+#[test]
+fn lost_leadership_clears_caches_and_keeps_the_router_facts() {
+    let mut s = state();
+    lead(&mut s, 1, 1, &rendered(sum(1)));
+    lead(&mut s, 2, 1, &applied("a"));
+    let before = s.checkpoint();
+    assert_eq!(follow(&mut s, 3, &lost()), vec![Effect::ClearCaches]);
+    // The facts are kept; only whether this replica leads changed.
+    let mut after = s.checkpoint();
+    assert!(before.leading && !after.leading);
+    after.leading = true;
+    assert_eq!(after, before);
+    // The render's place is kept: a later gate uses it.
+    let out = items(lead(&mut s, 7, 1, &gate(sum(1), GateVerdict::Pass)));
+    assert!(matches!(&out[1], WorkItem::Publish(p) if p.render_seq == Seq(1)));
+}
+
+/// A follower folds every event and queues nothing; the pods that leave meanwhile are owed a
+/// status removal, queued by the next term's start (or the next queued event); a pod that
+/// comes back is no longer owed one.
+#[test]
+fn pods_that_leave_while_following_are_removed_at_the_next_term() {
+    // (what happens while following, removals at TermStarted)
+    let cases: [(&[Event], &[&str]); 5] = [
+        (&[terminated("b")], &["b"]),
+        (&[discovered(&["a"], true)], &["b", "c"]),
+        (&[terminated("b"), discovered(&["a", "b"], true)], &["c"]),
+        (&[terminated("b"), applied("b")], &[]),
+        (&[discovered(&[], false)], &[]),
+    ];
+    for (following, want) in cases {
+        let mut s = state();
+        lead(&mut s, 1, 1, &discovered(&["a", "b", "c"], true));
+        let mut seq = 10;
+        for ev in following {
+            seq += 1;
+            assert!(
+                items(follow(&mut s, seq, ev)).is_empty(),
+                "{ev:?} queued work"
+            );
+        }
+        // Durable: a restart restores what is owed.
+        let restored =
+            RouterState::restore(state().identity, state().runtime_config, s.checkpoint());
+        assert_eq!(restored, s);
+        let mut again = restored.clone();
+        assert_eq!(
+            removals(decide::route(&mut s, Input::TermStarted)),
+            want,
+            "{following:?}"
+        );
+        assert!(s.gone.is_empty());
+        assert!(
+            decide::route(&mut s, Input::TermStarted).is_empty(),
+            "owed twice"
+        );
+        // The next queued event flushes the same when the term start has not run yet.
+        let out = removals(lead(&mut again, 99, 1, &rendered(sum(9))));
+        assert_eq!(out, want, "{following:?}");
+    }
+}
+
+/// Routes `event` at `seq` as a replay (committed before this process started).
+fn replay(s: &mut RouterState, seq: u64, event: &Event) -> Vec<Effect> {
+    decide::route(
+        s,
+        Input::Event {
+            seq: Seq(seq),
+            at: UnixMillis(1),
+            event,
+            leading: false,
+            replayed: true,
+            place: None,
+        },
+    )
+}
+
+fn became_leader() -> Event {
+    Event::BecameLeader {
+        correlation: Correlation::new("lead"),
+        identity: haptic_journal::Identity::new("me"),
+        term: haptic_journal::Term(1),
+    }
 }
 
 #[test]
-fn lost_leadership_clears_caches() {
+fn a_replayed_event_becomes_work_exactly_as_it_did_live() {
+    // J11: a replay after a restart queues what the process that delivered it live queued,
+    // neither more nor less. Before, every replay was queued, so a follower's event that had
+    // produced no work produced it after a restart.
+    let pass = gate(sum(1), GateVerdict::Pass);
+    // A follower delivered it live: no work; restored from the checkpoint before it, its
+    // replay is no work either.
+    let mut live = state();
+    let before = live.checkpoint();
+    assert!(items(follow(&mut live, 3, &pass)).is_empty());
+    let mut restarted = RouterState::restore(state().identity.clone(), rc(), before);
+    assert!(items(replay(&mut restarted, 3, &pass)).is_empty());
+    assert_eq!(restarted.checkpoint(), live.checkpoint());
+    // A leader delivered it live: work; its replay (after the replayed BecameLeader) too.
+    let mut live = state();
+    let before = live.checkpoint();
+    lead(&mut live, 2, 1, &became_leader());
+    let want = items(lead(&mut live, 3, 1, &pass));
+    assert_eq!(want.len(), 2, "verdict and publication");
+    let mut restarted = RouterState::restore(state().identity.clone(), rc(), before);
+    assert!(items(replay(&mut restarted, 2, &became_leader())).is_empty());
+    assert_eq!(items(replay(&mut restarted, 3, &pass)), want);
+    // A new process is a follower: its first live event says so, and the checkpoint keeps it.
+    let mut s = RouterState::restore(state().identity.clone(), rc(), live.checkpoint());
+    assert!(items(follow(&mut s, 4, &pass)).is_empty());
+    assert!(!s.checkpoint().leading);
+}
+
+fn rc() -> RuntimeConfigRef {
+    RuntimeConfigRef {
+        namespace: "ns".into(),
+        name: "edge-haproxycfg".into(),
+    }
+}
+
+#[test]
+fn owed_removals_are_bounded() {
     let mut s = state();
-    decide::route(&mut s, Seq(1), UnixMillis(1), &rendered(sum(1)));
-    let out = decide::route(
+    for i in 0..decide::GONE_REMEMBERED + 10 {
+        let name = format!("p{i}");
+        follow(&mut s, 1, &applied(&name));
+        follow(&mut s, 2, &terminated(&name));
+    }
+    assert_eq!(s.gone.len(), decide::GONE_REMEMBERED);
+    assert_eq!(
+        s.gone[0].name.as_str(),
+        "p10",
+        "the oldest are forgotten first"
+    );
+}
+
+/// The pods a published status lists (a journal without a checkpoint) fold the same whatever
+/// their order with the first discovery: no race.
+#[test]
+fn listed_pods_and_the_first_discovery_commute() {
+    let listed = [pod("a"), pod("b")];
+    let live = discovered(&["a"], true);
+    // Discovery first: the listed pod it does not list is gone.
+    let mut s = state();
+    let first = removals(lead(&mut s, 1, 1, &live));
+    let then = removals(decide::route(&mut s, Input::StatusListed { pods: &listed }));
+    assert!(first.is_empty());
+    assert_eq!(then, ["b"]);
+    // Listing first: the discovery removes it.
+    let mut t = state();
+    assert!(decide::route(&mut t, Input::StatusListed { pods: &listed }).is_empty());
+    assert_eq!(removals(lead(&mut t, 1, 1, &live)), ["b"]);
+    assert_eq!(s.known_pods, t.known_pods);
+}
+
+#[test]
+fn the_checkpoint_round_trips_and_names_the_last_queued_event() {
+    let mut s = state();
+    lead(&mut s, 1, 10, &rendered(sum(1)));
+    assert_eq!(
+        s.checkpoint().queued_through,
+        None,
+        "a render event queues nothing"
+    );
+    lead(&mut s, 2, 20, &gate(sum(2), GateVerdict::Fail));
+    lead(&mut s, 3, 30, &applied("a"));
+    follow(&mut s, 4, &discovered(&["b"], true));
+    lead(
         &mut s,
-        Seq(2),
-        UnixMillis(1),
-        &Event::LostLeadership {
-            correlation: Correlation::new("l"),
-            identity: "x".into(),
-            reason: "lease_lost".into(),
+        5,
+        40,
+        &Event::ConfigValidated {
+            correlation: Correlation::new("v"),
+            identity: ConfigIdentity {
+                name: "other".into(),
+                namespace: "ns".into(),
+                source_uid: None,
+                source_generation: None,
+            },
         },
     );
-    assert_eq!(out, vec![Effect::ClearCaches]);
-    // The render's seq is forgotten: a later gate uses its own.
-    let out = items(decide::route(
-        &mut s,
-        Seq(7),
-        UnixMillis(1),
-        &gate(sum(1), GateVerdict::Pass),
-    ));
-    assert!(matches!(&out[1], WorkItem::Publish(p) if p.render_seq == Seq(7)));
+    let cp = s.checkpoint();
+    // Seq 4 (followed) queued nothing; seq 5 flushed what seq 4 owed (pod a).
+    assert_eq!(
+        cp.queued_through,
+        Some(Seq(5)),
+        "the flush of owed removals is work"
+    );
+    assert!(cp.pinned && cp.discovered);
+    assert_eq!(cp.identity.as_ref().map(|i| i.name.as_str()), Some("other"));
+    assert_eq!(cp.known_pods, [pod("b")]);
+    assert_eq!(cp.rendered.len(), 1);
+    let r = RouterState::restore(state().identity, state().runtime_config, cp.clone());
+    assert_eq!(r, s);
+    assert_eq!(r.checkpoint(), cp);
+    // Bounded render order, oldest forgotten first.
+    let mut s = state();
+    for i in 0..=decide::RENDERS_REMEMBERED {
+        lead(
+            &mut s,
+            i as u64 + 1,
+            1,
+            &rendered(Checksum::of(&i.to_le_bytes())),
+        );
+    }
+    let cp = s.checkpoint();
+    assert_eq!(cp.rendered.len(), decide::RENDERS_REMEMBERED);
+    assert_eq!(cp.rendered[0].seq, Seq(2));
 }
 
+// ----- retry rule -----
+
 #[test]
-fn retry_policy_is_bounded_and_honours_retry_after() {
+fn retries_back_off_to_the_cap_and_never_give_up() {
     let p = RetryPolicy {
         initial: Duration::from_millis(100),
         max_delay: Duration::from_secs(2),
-        max_attempts: 5,
     };
+    let ms = Duration::from_millis;
+    // (class, attempt, Retry-After, decision)
     let cases = [
+        (ErrorClass::Unavailable, 1, None, Retry::After(ms(100))),
+        (ErrorClass::Unavailable, 3, None, Retry::After(ms(400))),
+        (ErrorClass::Unreachable, 4, None, Retry::After(ms(800))),
+        (ErrorClass::Conflict, 2, None, Retry::After(ms(200))),
         (
-            ErrorKind::Retryable,
+            ErrorClass::Throttled,
+            1,
+            Some(ms(1000)),
+            Retry::After(ms(1000)),
+        ),
+        (
+            ErrorClass::Throttled,
+            1,
+            Some(ms(60_000)),
+            Retry::After(ms(2000)),
+        ),
+        // Far past the 20 attempts that used to end an item: still retried, at the cap.
+        (ErrorClass::Unavailable, 21, None, Retry::After(ms(2000))),
+        (
+            ErrorClass::Unavailable,
+            10_000,
+            None,
+            Retry::After(ms(2000)),
+        ),
+        (ErrorClass::Forbidden, 50, None, Retry::After(ms(2000))),
+        (
+            ErrorClass::MissingResourceType,
             1,
             None,
-            Retry::After(Duration::from_millis(100)),
+            Retry::After(ms(100)),
         ),
-        (
-            ErrorKind::Retryable,
-            3,
-            None,
-            Retry::After(Duration::from_millis(400)),
-        ),
-        (
-            ErrorKind::Retryable,
-            4,
-            None,
-            Retry::After(Duration::from_millis(800)),
-        ),
-        (
-            ErrorKind::Conflict,
-            2,
-            None,
-            Retry::After(Duration::from_millis(200)),
-        ),
-        (
-            ErrorKind::Retryable,
-            1,
-            Some(Duration::from_secs(1)),
-            Retry::After(Duration::from_secs(1)),
-        ),
-        (
-            ErrorKind::Retryable,
-            1,
-            Some(Duration::from_secs(60)),
-            Retry::After(Duration::from_secs(2)),
-        ),
-        (ErrorKind::Retryable, 5, None, Retry::GiveUp),
-        (ErrorKind::Fatal, 1, None, Retry::GiveUp),
+        (ErrorClass::Unauthorized, 2, None, Retry::After(ms(200))),
+        (ErrorClass::NotFound, 1, None, Retry::After(ms(100))),
+        (ErrorClass::OtherClientError, 1, None, Retry::After(ms(100))),
+        // Only permanent rejections end an item.
+        (ErrorClass::Rejected, 1, None, Retry::Reject),
+        (ErrorClass::TooLarge, 1, None, Retry::Reject),
+        (ErrorClass::Unbuildable, 1, None, Retry::Reject),
+        (ErrorClass::Fenced, 1, None, Retry::StopTerm),
     ];
-    for (kind, attempt, ra, want) in cases {
+    for (class, attempt, ra, want) in cases {
         assert_eq!(
-            decide::on_failure(&p, kind, attempt, ra),
+            decide::on_failure(&p, class, attempt, ra),
             want,
-            "{kind:?} {attempt} {ra:?}"
+            "{class:?} {attempt} {ra:?}"
         );
     }
-    let big = RetryPolicy {
-        max_attempts: 100,
-        ..p
-    };
-    assert_eq!(
-        decide::on_failure(&big, ErrorKind::Retryable, 60, None),
-        Retry::After(Duration::from_secs(2))
-    );
 }
 
 #[test]
@@ -295,13 +588,88 @@ fn throttle_is_leading_edge() {
     assert_eq!(decide::throttle_wait(Duration::ZERO, Some(t0), t0), None);
 }
 
+// ----- publish worker rules -----
+
+fn q(id: u64, seq: u64) -> Queued {
+    Queued {
+        id: WorkId(id),
+        render_seq: Seq(seq),
+    }
+}
+
 #[test]
-fn merge_keeps_deployed_at_on_failure_and_counts_errors() {
-    let input = |error: Option<&str>, at: u64| PodStatusInput {
-        pod: "a".into(),
+fn the_coalescing_pick() {
+    // (validated, deployed, pick)
+    let cases: [(&[Queued], &[Queued], Option<Pick>); 6] = [
+        (&[], &[], None),
+        (
+            &[q(1, 5), q(2, 7), q(3, 6)],
+            &[],
+            Some(Pick::Validated {
+                index: 1,
+                superseded: vec![0, 2],
+            }),
+        ),
+        (&[], &[q(4, 1), q(5, 9)], Some(Pick::Deployed { index: 0 })),
+        // Arrival order between the queues: the older deploy item goes first.
+        (&[q(6, 9)], &[q(4, 1)], Some(Pick::Deployed { index: 0 })),
+        (
+            &[q(3, 9)],
+            &[q(4, 1)],
+            Some(Pick::Validated {
+                index: 0,
+                superseded: vec![],
+            }),
+        ),
+        // Same render order: the newest id wins.
+        (
+            &[q(1, 5), q(2, 5)],
+            &[],
+            Some(Pick::Validated {
+                index: 1,
+                superseded: vec![0],
+            }),
+        ),
+    ];
+    for (v, d, want) in cases {
+        assert_eq!(decide::pick_publication(v, d), want, "{v:?} {d:?}");
+    }
+}
+
+#[test]
+fn the_spec_never_moves_backwards() {
+    let cp = Some((sum(5), Seq(10)));
+    let cases = [
+        (sum(1), Seq(1), None, Publication::Advance),
+        (sum(5), Seq(10), cp, Publication::Repeat),
+        (sum(5), Seq(3), cp, Publication::Repeat),
+        (sum(4), Seq(9), cp, Publication::Older),
+        (sum(6), Seq(10), cp, Publication::Advance),
+        (sum(6), Seq(11), cp, Publication::Advance),
+        (sum(6), decide::UNPLACED_RENDER_SEQ, cp, Publication::Older),
+    ];
+    for (render, seq, cp, want) in cases {
+        assert_eq!(decide::publication(render, seq, cp), want, "{seq:?} {cp:?}");
+    }
+}
+
+#[test]
+fn a_newer_validation_generation_supersedes_a_retry() {
+    let mine = q(2, 5);
+    assert!(!decide::superseded(mine, &[mine]));
+    assert!(!decide::superseded(mine, &[q(1, 4), mine]));
+    assert!(decide::superseded(mine, &[mine, q(3, 6)]));
+    assert!(decide::superseded(mine, &[mine, q(3, 5)]));
+}
+
+// ----- status rules -----
+
+fn change(pod: &str, checksum: Checksum, error: Option<&str>, at: u64) -> PodChange {
+    PodChange {
+        pod: pod.into(),
         namespace: "ns".into(),
         change: PodStatusChange::Applied {
-            checksum: sum(1),
+            checksum,
             is_drift_check: false,
             sync: SyncMetadata {
                 error: error.map(str::to_owned),
@@ -309,15 +677,229 @@ fn merge_keeps_deployed_at_on_failure_and_counts_errors() {
             },
             observed_at: UnixMillis(at),
         },
-    };
-    let first_fail = decide::merge_pod_entry(None, &input(Some("x"), 1_000));
+    }
+}
+
+fn removed(pod: &str) -> PodChange {
+    PodChange {
+        pod: pod.into(),
+        namespace: "ns".into(),
+        change: PodStatusChange::Removed,
+    }
+}
+
+fn cfg(spec: Checksum, published: bool, pods: Vec<PodDeploymentStatus>) -> HAProxyCfg {
+    let mut c = HAProxyCfg::new(
+        "edge-haproxycfg",
+        HAProxyCfgSpec {
+            path: "/etc/haproxy/haproxy.cfg".into(),
+            content: String::new(),
+            checksum: spec,
+            compressed: false,
+        },
+    );
+    c.metadata.generation = Some(3);
+    c.status = Some(HAProxyCfgStatus {
+        deployed_to_pods: pods,
+        metadata: published.then(ConfigMetadata::default),
+        ..HAProxyCfgStatus::default()
+    });
+    c
+}
+
+#[test]
+fn the_park_rule() {
+    let ok = change("a", sum(1), None, 1);
+    let other = change("a", sum(2), None, 1);
+    let failed_other = change("a", sum(2), Some("reload failed"), 1);
+    let gone = removed("a");
+    let on = cfg(sum(1), true, vec![]);
+    let unpublished = cfg(sum(1), false, vec![]);
+    let cases = [
+        (None, &ok, PodOutcome::Park),
+        (None, &gone, PodOutcome::Done),
+        (Some(&unpublished), &ok, PodOutcome::Park),
+        (Some(&unpublished), &failed_other, PodOutcome::Park),
+        (Some(&unpublished), &gone, PodOutcome::Done),
+        (Some(&on), &ok, PodOutcome::Done),
+        (Some(&on), &other, PodOutcome::Park),
+        (Some(&on), &failed_other, PodOutcome::Done),
+        (Some(&on), &gone, PodOutcome::Done),
+    ];
+    for (c, ch, want) in cases {
+        assert_eq!(decide::park_rule(c, ch), want, "{ch:?}");
+    }
+}
+
+#[test]
+fn merge_keeps_deployed_at_on_failure_and_counts_errors() {
+    let first_fail = decide::merge_pod_entry(None, &change("a", sum(1), Some("x"), 1_000));
     assert!(first_fail.deployed_at.is_none());
     assert_eq!(first_fail.consecutive_errors, Some(1));
-    let ok = decide::merge_pod_entry(Some(&first_fail), &input(None, 2_000));
+    let ok = decide::merge_pod_entry(Some(&first_fail), &change("a", sum(1), None, 2_000));
     assert!(ok.deployed_at.is_some() && ok.last_error.is_none());
     assert_eq!(ok.consecutive_errors, Some(0));
-    let fail = decide::merge_pod_entry(Some(&ok), &input(Some("y"), 3_000));
+    let fail = decide::merge_pod_entry(Some(&ok), &change("a", sum(1), Some("y"), 3_000));
     assert_eq!(fail.deployed_at, ok.deployed_at);
     assert_eq!(fail.consecutive_errors, Some(1));
     assert!(fail.last_error_at.is_some());
+}
+
+/// An entry is written when, and only when, it differs from what the pod runs.
+#[test]
+fn an_entry_changes_only_when_the_checksum_or_the_error_differs() {
+    let on05 = decide::merge_pod_entry(None, &change("a", sum(5), None, 1_000));
+    let failing = decide::merge_pod_entry(None, &change("a", sum(5), Some("x"), 1_000));
+    // (old, report, unchanged)
+    let cases = [
+        (&on05, change("a", sum(5), None, 9_000), true),
+        (&on05, change("a", sum(6), None, 9_000), false),
+        (&on05, change("a", sum(5), Some("x"), 9_000), false),
+        (&failing, change("a", sum(5), Some("x"), 9_000), true),
+        (&failing, change("a", sum(5), Some("y"), 9_000), false),
+        (&failing, change("a", sum(5), None, 9_000), false),
+    ];
+    for (old, report, unchanged) in cases {
+        let merged = decide::merge_pod_entry(Some(old), &report);
+        assert_eq!(&merged == old, unchanged, "{report:?}");
+        if unchanged {
+            assert_eq!(merged.deployed_at, old.deployed_at, "deployedAt moved");
+        }
+    }
+}
+
+#[test]
+fn a_status_round_writes_only_when_an_entry_changed() {
+    let entry = |c: Checksum| decide::merge_pod_entry(None, &change("a", c, None, 1_000));
+    // A restart: the pods run 06, the status still says 05: written.
+    let stale = cfg(sum(6), true, vec![entry(sum(5))]);
+    let r = decide::status_round(Some(&stale), &[change("a", sum(6), None, 5_000)]);
+    assert_eq!(r.outcomes, [PodOutcome::Done]);
+    let st = r.status.expect("written");
+    assert_eq!(st.deployed_to_pods[0].checksum, Some(sum(6)));
+    assert_eq!(st.pods_synced.as_deref(), Some("1/1"));
+    assert_eq!(st.observed_generation, Some(3));
+    assert_eq!(r.aux, [AuxChange::Deployed(0)]);
+    // A no-op sync report of what the entry already says: nothing written, but acked.
+    let current = cfg(sum(6), true, vec![entry(sum(6))]);
+    let r = decide::status_round(Some(&current), &[change("a", sum(6), None, 9_000)]);
+    assert_eq!(r.outcomes, [PodOutcome::Done]);
+    assert!(r.status.is_none());
+    // A removal of a pod the status does not list: nothing written.
+    let r = decide::status_round(Some(&current), &[removed("zz")]);
+    assert!(r.status.is_none());
+    assert_eq!(r.aux, [AuxChange::Removed("zz".into())]);
+    // A removal of a listed pod, and a parked report, in one round.
+    let r = decide::status_round(
+        Some(&current),
+        &[removed("a"), change("b", sum(7), None, 1)],
+    );
+    assert_eq!(r.outcomes, [PodOutcome::Done, PodOutcome::Park]);
+    assert!(r.status.unwrap().deployed_to_pods.is_empty());
+    // No object: reports park, removals are done.
+    let r = decide::status_round(None, &[change("a", sum(6), None, 1), removed("b")]);
+    assert_eq!(r.outcomes, [PodOutcome::Park, PodOutcome::Done]);
+    assert!(r.status.is_none() && r.aux.is_empty());
+}
+
+#[test]
+fn aux_entry_is_kept_for_the_same_file_and_fresh_for_another() {
+    let file = Checksum::of(b"map v1");
+    let c = |at| change("p0", Checksum::of(b"render"), None, at);
+    let first = decide::merge_aux_pod_entry(None, &c(1_000), file);
+    assert_eq!(first.checksum, Some(file));
+    assert_eq!(first.deployed_at, Some(k8s_time(UnixMillis(1_000))));
+    assert!(first.last_reload_at.is_none() && first.sync_duration.is_none());
+    // Same file content: kept as it was (no write), deployedAt included.
+    assert_eq!(
+        decide::merge_aux_pod_entry(Some(&first), &c(9_000), file),
+        first
+    );
+    // New content: a fresh entry with the new time.
+    let other = Checksum::of(b"map v2");
+    let next = decide::merge_aux_pod_entry(Some(&first), &c(9_000), other);
+    assert_eq!(next.checksum, Some(other));
+    assert_eq!(next.deployed_at, Some(k8s_time(UnixMillis(9_000))));
+    // A round: the first deployment is written (with the generation), a repeat is not, a
+    // removal of a pod it does not list is not.
+    let changes = [c(1_000)];
+    let aux = [AuxChange::Deployed(0)];
+    let st = decide::aux_round(None, file, Some(2), &changes, &aux).expect("written");
+    assert_eq!(st.observed_generation, Some(2));
+    assert!(decide::aux_round(Some(&st), file, Some(2), &changes, &aux).is_none());
+    let gone = [AuxChange::Removed("other".into())];
+    assert!(decide::aux_round(Some(&st), file, Some(2), &changes, &gone).is_none());
+    assert!(decide::aux_round(None, file, Some(2), &changes, &gone).is_none());
+    let empty = AuxiliaryFileStatus::default();
+    let out = decide::aux_round(
+        Some(&st),
+        file,
+        Some(2),
+        &changes,
+        &[AuxChange::Removed("p0".into())],
+    );
+    assert_eq!(
+        out.map(|s| s.deployed_to_pods),
+        Some(empty.deployed_to_pods)
+    );
+}
+
+#[test]
+fn conditions() {
+    let now = k8s_time(UnixMillis(1_000));
+    let [validated, pinned] = decide::verdict_conditions(false, true, &["bad".into()], &now);
+    assert_eq!(
+        (
+            validated.status.as_str(),
+            validated.reason.as_str(),
+            validated.message.as_str()
+        ),
+        ("False", reasons::VALIDATION_FAILED, "bad")
+    );
+    assert_eq!(
+        (
+            pinned.type_.as_str(),
+            pinned.status.as_str(),
+            pinned.reason.as_str()
+        ),
+        (
+            conditions::CONFIG_PINNED,
+            "True",
+            reasons::NEWEST_RENDER_REJECTED
+        )
+    );
+    let [validated, pinned] = decide::verdict_conditions(true, false, &[], &now);
+    assert_eq!(
+        (validated.status.as_str(), pinned.reason.as_str()),
+        ("True", reasons::NEWEST_RENDER_PASSED)
+    );
+    let ok = decide::published_condition(&now);
+    assert_eq!(
+        (ok.type_.as_str(), ok.status.as_str()),
+        (conditions::PUBLISHED, "True")
+    );
+    let cases = [
+        (ErrorClass::Rejected, Some(reasons::PUBLICATION_REJECTED)),
+        (ErrorClass::TooLarge, Some(reasons::OBJECT_TOO_LARGE)),
+        (ErrorClass::Unbuildable, Some(reasons::CONTENT_UNAVAILABLE)),
+        (ErrorClass::Forbidden, Some(reasons::FORBIDDEN)),
+        (ErrorClass::Unauthorized, Some(reasons::UNAUTHORIZED)),
+        (
+            ErrorClass::MissingResourceType,
+            Some(reasons::RESOURCE_TYPE_MISSING),
+        ),
+        (ErrorClass::Unavailable, None),
+        (ErrorClass::Fenced, None),
+    ];
+    for (class, reason) in cases {
+        let c = decide::failure_condition(class, &"m".repeat(2000), &now);
+        assert_eq!(c.as_ref().map(|c| c.reason.as_str()), reason, "{class:?}");
+        if let Some(c) = c {
+            assert_eq!(
+                (c.type_.as_str(), c.status.as_str()),
+                (conditions::PUBLISHED, "False")
+            );
+            assert!(c.message.len() <= 1024);
+        }
+    }
 }

@@ -37,6 +37,18 @@ impl Default for SchedulerSettings {
     }
 }
 
+impl SchedulerSettings {
+    /// The defaults with `--min-deployment-interval` and `--deployment-timeout` applied.
+    #[must_use]
+    pub fn with_intervals(min_deployment_interval: Duration, deployment_timeout: Duration) -> Self {
+        SchedulerSettings {
+            min_deployment_interval,
+            deployment_timeout,
+            ..SchedulerSettings::default()
+        }
+    }
+}
+
 /// What the scheduler is doing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[allow(clippy::large_enum_variant)] // one value per scheduler, never moved in bulk
@@ -702,29 +714,25 @@ fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect>) {
         timeout_retry: true,
     };
     let from_pending = state.pending.is_some();
+    let unfinished: Vec<Endpoint> = request
+        .endpoints
+        .iter()
+        .filter(|e| !finished.contains(&e.url))
+        .cloned()
+        .collect();
     let (retry_render, retry_endpoints, retry_corr) = match state.pending.take() {
         Some(p) => (p.render, p.endpoints, p.correlation),
-        None => {
-            let unfinished: Vec<Endpoint> = request
-                .endpoints
-                .iter()
-                .filter(|e| !finished.contains(&e.url))
-                .cloned()
-                .collect();
-            (request.render, unfinished, request.correlation.clone())
-        }
+        None => (
+            request.render,
+            unfinished.clone(),
+            request.correlation.clone(),
+        ),
     };
     let count = match state.timeout_retries {
         Some((r, n)) if r == retry_render => n + 1,
         _ => 1,
     };
     if count > state.settings.max_timeout_retries {
-        let unfinished: Vec<Endpoint> = request
-            .endpoints
-            .iter()
-            .filter(|e| !finished.contains(&e.url))
-            .cloned()
-            .collect();
         for e in &unfinished {
             state.given_up.insert(e.url.clone());
             state.applied.remove(&e.url);

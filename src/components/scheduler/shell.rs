@@ -108,13 +108,7 @@ pub struct SchedulerShell {
     checkpoints: Checkpoints,
 }
 
-impl std::fmt::Debug for SchedulerShell {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SchedulerShell")
-            .field("state", &self.state)
-            .finish_non_exhaustive()
-    }
-}
+debug_non_exhaustive!(SchedulerShell, |x| "state" => x.state);
 
 impl SchedulerShell {
     /// A shell over `sub` (subscribed with [`subscribe_options`]).

@@ -93,7 +93,7 @@ pub struct HAProxyCfgStatus {
     /// `metadata.generation` this status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Conditions keyed by type: ConfigValidated, ConfigPinned, SizeLimitExceeded.
+    /// Conditions keyed by type: ConfigValidated, ConfigPinned, Published, SizeLimitExceeded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,

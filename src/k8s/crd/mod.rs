@@ -63,6 +63,11 @@ pub mod conditions {
     /// True when an object is still over the API server's size limit after compression
     /// (413, or a 500 saying the request is too large); the publisher does not retry it.
     pub const SIZE_LIMIT_EXCEEDED: &str = "SizeLimitExceeded";
+    /// Whether the newest publication of the main HAProxyCfg is complete: True after a
+    /// complete publication; False (with the reason and the fix in the message) after a
+    /// permanent rejection, or while a failure that needs an operator (RBAC, credentials)
+    /// keeps the publisher retrying.
+    pub const PUBLISHED: &str = "Published";
 }
 
 /// Condition reasons (CamelCase).
@@ -79,6 +84,18 @@ pub mod reasons {
     pub const OBJECT_TOO_LARGE: &str = "ObjectTooLarge";
     /// `SizeLimitExceeded=False`: the last write fit.
     pub const WITHIN_SIZE_LIMIT: &str = "WithinSizeLimit";
+    /// `Published=True`: the newest publication is complete.
+    pub const PUBLICATION_SUCCEEDED: &str = "PublicationSucceeded";
+    /// `Published=False`: the API server refused an object permanently (400, 422).
+    pub const PUBLICATION_REJECTED: &str = "PublicationRejected";
+    /// `Published=False`: the render to publish is not in the journal (or not text).
+    pub const CONTENT_UNAVAILABLE: &str = "ContentUnavailable";
+    /// `Published=False`: RBAC denies a call (403); retried until granted.
+    pub const FORBIDDEN: &str = "Forbidden";
+    /// `Published=False`: the credentials are refused (401); retried.
+    pub const UNAUTHORIZED: &str = "Unauthorized";
+    /// `Published=False`: a resource type is not served (CRDs not installed); retried.
+    pub const RESOURCE_TYPE_MISSING: &str = "ResourceTypeMissing";
 }
 
 /// Label and annotation keys.

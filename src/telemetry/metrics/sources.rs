@@ -80,6 +80,7 @@ counts!(PublisherCounts {
     config_published,
     retries,
     given_up,
+    blocked,
     heals,
     status_rounds
 });
@@ -171,6 +172,7 @@ impl Source for ConfigPublisher {
             config_published: c.config_published.load(Relaxed),
             retries: c.retries.load(Relaxed),
             given_up: c.given_up.load(Relaxed),
+            blocked: c.blocked.load(Relaxed),
             heals: c.heals.load(Relaxed),
             status_rounds: c.status_rounds.load(Relaxed),
         }
@@ -548,6 +550,12 @@ impl Collector for SourcesCollector {
             "haptic_config_published",
             "ConfigPublished events journaled",
             publ.config_published,
+        )?;
+        counter(
+            &mut enc,
+            "haptic_publisher_blocked_attempts",
+            "Failed publisher writes that need an operator (401, 403, a missing CRD); retried",
+            publ.blocked,
         )?;
         counter(
             &mut enc,

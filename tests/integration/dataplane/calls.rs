@@ -10,7 +10,8 @@ use haptic::dataplane::{
 
 use serde_json::json;
 
-use super::server::*;
+use super::*;
+use haptic_tools::sandbox::documented::*;
 
 #[tokio::test]
 async fn reads_info_health_version_and_raw() {

@@ -14,7 +14,8 @@ use haptic::dataplane::{
 use reqwest::Url;
 use serde_json::json;
 
-use super::server::*;
+use super::*;
+use haptic_tools::sandbox::documented::*;
 
 async fn fault_server(fault: &'static str) -> SocketAddr {
     serve(Router::new().fallback(move || async move {

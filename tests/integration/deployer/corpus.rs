@@ -3,9 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use haptic::dataplane::{
-    BasicAuth, ClientSettings, Dataplane, Endpoint as DpEndpoint, raw_configs_equal,
-};
+use haptic::dataplane::{ClientSettings, Dataplane, Endpoint as DpEndpoint, raw_configs_equal};
 use haptic_journal::{Batch, Correlation, Event};
 
 use super::harness::*;
@@ -48,12 +46,8 @@ async fn deployer_corpus_configs_are_deployed_and_read_back() {
         eprintln!("corpus not found at {CORPUS}: skipped");
         return;
     }
-    let sb = sandbox(3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::default()).await;
+    h.lead(&eps).await;
     let dp = Dataplane::new(&ClientSettings::default()).unwrap();
     let clients: Vec<_> = sb
         .pods()
@@ -61,10 +55,7 @@ async fn deployer_corpus_configs_are_deployed_and_read_back() {
         .map(|p| {
             dp.client(DpEndpoint::new(
                 p.dataplane_url.parse().unwrap(),
-                Some(BasicAuth {
-                    username: sb.username().into(),
-                    password: sb.password().into(),
-                }),
+                Some(sb.pods()[0].credentials()),
             ))
         })
         .collect();

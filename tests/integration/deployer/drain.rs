@@ -4,31 +4,14 @@
 use std::time::Duration;
 
 use haptic_journal::{Event, Queue};
-use serde_json::json;
 
 use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_drain_cancel_keeps_the_deployment_for_the_next_leader() {
-    let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("j.redb");
-    let eps = endpoints(&sb);
-    let pods = sb.pods();
     // Slow reloads keep the deployment in flight longer than the drain bound.
-    for pod in &pods {
-        fault(pod, json!({"reload":"slow","times":1,"delay_ms":4000})).await;
-    }
-    let h = Harness::start(&path, &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
-    let r = h.feed("02-maps", true).await;
-    wait_for("deployment started", Duration::from_secs(30), || {
-        h.events()
-            .iter()
-            .any(|e| matches!(e, Event::DeploymentStarted { .. }))
-    })
-    .await;
+    let (sb, h, eps, r) = Harness::in_flight(2, 4000).await;
+    let pods = sb.pods();
     h.scheduler.drain(Duration::from_millis(50)).await;
     h.settle().await;
     assert!(
@@ -56,7 +39,7 @@ async fn deployer_drain_cancel_keeps_the_deployment_for_the_next_leader() {
     }
 
     // The next leader on this journal deploys the render.
-    let h = Harness::start(&path, &sb, Knobs::default()).await;
+    let h = Harness::start(&journal_path(&sb), &sb, Knobs::default()).await;
     h.become_leader(2).await;
     h.wait_applied(r, &eps).await;
     for pod in &pods {

@@ -6,49 +6,19 @@ use haptic_journal::Event;
 
 use super::harness::*;
 
-fn drift_count(h: &Harness) -> usize {
-    h.events()
-        .iter()
-        .filter(|e| matches!(e, Event::DeploymentCompleted { .. }))
-        .count()
-}
-
-async fn wait_drift_rounds(h: &Harness, rounds: usize) {
-    let start = drift_count(h);
-    let trig = h.drift.triggers.load(std::sync::atomic::Ordering::Relaxed);
-    wait_for("drift rounds", Duration::from_secs(30), || {
-        h.drift.triggers.load(std::sync::atomic::Ordering::Relaxed) as usize
-            >= trig as usize + rounds
-            && drift_count(h) >= start + rounds
-            && h.journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty()
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_drift_checks_write_nothing_when_idle_and_repair_only_the_edited_pod() {
-    let sb = sandbox(3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let knobs = Knobs {
-        drift: Duration::from_millis(700),
-        ..Knobs::default()
-    };
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::drift(Duration::from_millis(700))).await;
     let pods = sb.pods();
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;
     h.wait_applied(r, &eps).await;
-    wait_drift_rounds(&h, 1).await;
+    h.wait_drift_rounds(1).await;
     for pod in &pods {
         clear_requests(pod).await;
     }
     // Several idle drift intervals: every pod is read, nothing is written, nothing reloads.
-    wait_drift_rounds(&h, 3).await;
+    h.wait_drift_rounds(3).await;
     for pod in &pods {
         let reqs = requests(pod).await;
         assert!(
@@ -67,13 +37,7 @@ async fn deployer_drift_checks_write_nothing_when_idle_and_repair_only_the_edite
             clear_requests(pod).await;
         }
         let edited = "global\n    stats socket /var/run/haproxy.sock mode 600 level admin\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\nfrontend fe_http\n    bind *:80\n    http-request return status 200 content-type text/plain string \"out of band\"\n";
-        let url = format!(
-            "{}/_sandbox/edit-config{}",
-            pods[i].dataplane_url,
-            if bump { "?bump_version=true" } else { "" }
-        );
-        let resp = http().post(url).body(edited).send().await.unwrap();
-        assert!(resp.status().is_success(), "edit-config: {}", resp.status());
+        pods[i].faults().edit_config(edited, bump).await.unwrap();
         wait_answer(&pods[i], "out of band", |p| {
             curl(p, "http", 80, Some("shop.haptic.test"), None)
         })
@@ -82,7 +46,7 @@ async fn deployer_drift_checks_write_nothing_when_idle_and_repair_only_the_edite
             curl(p, "http", 80, Some("shop.haptic.test"), None)
         })
         .await;
-        wait_drift_rounds(&h, 1).await;
+        h.wait_drift_rounds(1).await;
         for (k, pod) in pods.iter().enumerate() {
             // A repair is one raw push or, since issue 14, one transaction (the edit changes
             // a modelled http-request rule).
@@ -98,26 +62,8 @@ async fn deployer_drift_checks_write_nothing_when_idle_and_repair_only_the_edite
     for pod in &pods {
         clear_requests(pod).await;
     }
-    let url = format!(
-        "{}/_sandbox/edit-file?path=/etc/haproxy/maps/hosts.map",
-        pods[2].dataplane_url
-    );
-    let resp = http()
-        .post(url)
-        .body("shop.haptic.test tampered\n")
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success(), "edit-file: {}", resp.status());
-    wait_for("map repaired", Duration::from_secs(30), || {
-        h.deployer
-            .stats
-            .drift_detected
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 3
-    })
-    .await;
-    wait_drift_rounds(&h, 1).await;
+    h.tamper_map(&pods[2], 3).await;
+    h.wait_drift_rounds(1).await;
     for (k, pod) in pods.iter().enumerate() {
         let w = writes(&requests(pod).await);
         if k == 2 {

@@ -4,34 +4,11 @@
 use std::time::Duration;
 
 use haptic::k8s::events::drift_hook;
-use haptic_journal::{Event, RuntimeConfigRef};
-use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
+use haptic_journal::RuntimeConfigRef;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, ListParams};
 
 use super::harness::*;
-
-fn completed(h: &Harness) -> usize {
-    h.events()
-        .iter()
-        .filter(|e| matches!(e, Event::DeploymentCompleted { .. }))
-        .count()
-}
-
-async fn wait_drift_rounds(h: &Harness, rounds: usize) {
-    let start = completed(h);
-    let trig = h.drift.triggers.load(std::sync::atomic::Ordering::Relaxed);
-    wait_for("drift rounds", Duration::from_secs(30), || {
-        h.drift.triggers.load(std::sync::atomic::Ordering::Relaxed) as usize
-            >= trig as usize + rounds
-            && completed(h) >= start + rounds
-            && h.journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty()
-    })
-    .await;
-}
 
 async fn drift_events(api: &Api<K8sEvent>) -> Vec<K8sEvent> {
     api.list(&ListParams::default())
@@ -43,30 +20,13 @@ async fn drift_events(api: &Api<K8sEvent>) -> Vec<K8sEvent> {
         .collect()
 }
 
-async fn kube_client(server: &ApiServer, dir: &std::path::Path) -> kube::Client {
-    let path = dir.join("kubeconfig");
-    server.write_kubeconfig(&path, NS).unwrap();
-    let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    config.default_retry = false;
-    kube::Client::try_from(config).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() {
-    let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let client = kube_client(&server, dir.path()).await;
-    let api: Api<K8sEvent> = Api::namespaced(client.clone(), NS);
     let sb = sandbox(3).await;
-    let knobs = Knobs {
-        drift: Duration::from_millis(700),
-        ..Knobs::default()
-    };
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
+    let client = sb.client();
+    let api: Api<K8sEvent> = Api::namespaced(client.clone(), NS);
+    let knobs = Knobs::drift(Duration::from_millis(700));
+    let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
     // The HAProxyCfg does not exist in the emulator: the Event is written with its reference.
     h.deployer.set_drift_hook(Some(drift_hook(
         client,
@@ -79,13 +39,12 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
     )));
     let eps = endpoints(&sb);
     let pods = sb.pods();
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("02-maps", true).await;
     h.wait_applied(r, &eps).await;
 
     // Idle drift rounds: no Event.
-    wait_drift_rounds(&h, 3).await;
+    h.wait_drift_rounds(3).await;
     assert_eq!(
         drift_events(&api).await,
         vec![],
@@ -93,35 +52,14 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
     );
 
     // An out-of-band map edit on pod 1.
-    let url = format!(
-        "{}/_sandbox/edit-file?path=/etc/haproxy/maps/hosts.map",
-        pods[1].dataplane_url
-    );
-    let resp = http()
-        .post(url)
-        .body("shop.haptic.test tampered\n")
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success(), "edit-file: {}", resp.status());
-    wait_for("drift detected", Duration::from_secs(30), || {
-        h.deployer
-            .stats
-            .drift_detected
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= 1
+    h.tamper_map(&pods[1], 1).await;
+    // bound: one and a half settles (the former 15 s)
+    eventually(h.settle * 3 / 2, "a DriftDetected Event", || async {
+        !drift_events(&api).await.is_empty()
     })
     .await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while drift_events(&api).await.is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no DriftDetected Event"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     // Further (repaired, idle) rounds add nothing.
-    wait_drift_rounds(&h, 2).await;
+    h.wait_drift_rounds(2).await;
     let events = drift_events(&api).await;
     assert_eq!(
         events.len(),
@@ -160,5 +98,5 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
         1
     );
     h.stop().await;
-    server.shutdown().await;
+    sb.shutdown().await;
 }

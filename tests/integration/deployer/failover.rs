@@ -13,7 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use haptic_journal::{AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Queue};
-use haptic_tools::sandbox::pods::{PodInfo, Sandbox};
+use haptic_testkit::render::RENDERS;
+use haptic_tools::sandbox::pods::PodInfo;
 
 use super::harness::*;
 
@@ -119,29 +120,18 @@ async fn wait_deployed(h: &Harness, render: Checksum, eps: &[Endpoint], bound: D
 }
 
 /// Succeeded reloads of one pod (the sandbox keeps every reload of the endpoint's life).
-async fn reloads(sb: &Sandbox, pod: &PodInfo) -> usize {
-    let v: Vec<serde_json::Value> = http()
-        .get(format!("{}/v3/services/haproxy/reloads", pod.dataplane_url))
-        .basic_auth(sb.username(), Some(sb.password()))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v.iter().filter(|r| r["status"] == "succeeded").count()
+async fn reloads(pod: &Pod) -> usize {
+    pod.reload_count().await
 }
 
 /// `GET .../storage/ssl_certificates/{name}` as the pod answers it.
-async fn certificate_meta(sb: &Sandbox, pod: &PodInfo, name: &str) -> serde_json::Value {
-    http()
+async fn certificate_meta(pod: &Pod, name: &str) -> serde_json::Value {
+    haptic_testkit::http()
         .get(format!(
             "{}/v3/services/haproxy/storage/ssl_certificates/{name}",
             pod.dataplane_url
         ))
-        .basic_auth(sb.username(), Some(sb.password()))
+        .basic_auth(&pod.username, Some(&pod.password))
         .send()
         .await
         .unwrap()
@@ -251,7 +241,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     let mut before = Vec::new();
     for pod in &pods {
         clear_requests(pod).await;
-        before.push(reloads(&sb, pod).await);
+        before.push(reloads(pod).await);
     }
     let h = Harness::start(&dir.path().join("second.redb"), &sb, Knobs::default()).await;
     assert!(
@@ -282,7 +272,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
             "{}: the certificate was compared by its metadata",
             pod.name
         );
-        assert_eq!(reloads(&sb, pod).await, *before, "{}: no reload", pod.name);
+        assert_eq!(reloads(pod).await, *before, "{}: no reload", pod.name);
     }
     // Every pod is still reported (a no-op included).
     let applied = applied_to(&h, r);
@@ -302,7 +292,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     let mut before = Vec::new();
     for pod in &pods {
         clear_requests(pod).await;
-        before.push(reloads(&sb, pod).await);
+        before.push(reloads(pod).await);
     }
     let r3 = feed_render(&h, render_files(reissued), "reissued").await;
     wait_deployed(&h, r3, &eps, bound).await;
@@ -318,14 +308,9 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
              unchanged)",
             pod.name
         );
+        assert_eq!(reloads(pod).await, before + 1, "{}: one reload", pod.name);
         assert_eq!(
-            reloads(&sb, pod).await,
-            before + 1,
-            "{}: one reload",
-            pod.name
-        );
-        assert_eq!(
-            certificate_meta(&sb, pod, "site.pem").await["serial"],
+            certificate_meta(pod, "site.pem").await["serial"],
             REISSUED_SERIAL,
             "{}",
             pod.name

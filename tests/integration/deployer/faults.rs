@@ -9,13 +9,9 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_handles_conflicts_server_errors_slow_and_failed_reloads() {
-    let sb = sandbox(3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::default()).await;
     let pods = sb.pods();
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
 
     // pod 0: a 409 storm (two conflicts, then the push goes through after re-reading).
     fault(

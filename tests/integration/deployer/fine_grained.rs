@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use haptic::components::deployer::structure;
 use haptic_journal::{Checksum, Event, SyncMetadata, SyncMode};
-use haptic_tools::sandbox::pods::{Mode, PodInfo, Sandbox};
+use haptic_testkit::http;
+use haptic_tools::sandbox::pods::{Mode, PodInfo};
 
 use super::harness::*;
 
@@ -60,36 +61,19 @@ fn get(p: &PodInfo, path: &str) -> String {
         .to_owned()
 }
 
-/// Succeeded reloads of one pod.
-async fn reloads(sb: &Sandbox, pod: &PodInfo) -> usize {
-    let v: Vec<serde_json::Value> = http()
-        .get(format!("{}/v3/services/haproxy/reloads", pod.dataplane_url))
-        .basic_auth(sb.username(), Some(sb.password()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v.iter().filter(|r| r["status"] == "succeeded").count()
-}
-
-async fn all_reloads(sb: &Sandbox) -> Vec<usize> {
-    let mut out = Vec::new();
-    for p in sb.pods() {
-        out.push(reloads(sb, &p).await);
-    }
-    out
+/// Whether the fleet's pods run in network namespaces (real traffic to loopback backends).
+fn netns(sb: &Fleet) -> bool {
+    sb.sandbox().is_some_and(|s| s.mode() == Mode::Netns)
 }
 
 /// Open transactions a pod lists (`GET .../transactions`).
-async fn open_transactions(sb: &Sandbox, pod: &PodInfo) -> Vec<serde_json::Value> {
+async fn open_transactions(pod: &Pod) -> Vec<serde_json::Value> {
     http()
         .get(format!(
             "{}/v3/services/haproxy/transactions",
             pod.dataplane_url
         ))
-        .basic_auth(sb.username(), Some(sb.password()))
+        .basic_auth(&pod.username, Some(&pod.password))
         .send()
         .await
         .unwrap()
@@ -98,13 +82,13 @@ async fn open_transactions(sb: &Sandbox, pod: &PodInfo) -> Vec<serde_json::Value
         .unwrap()
 }
 
-async fn running_config(sb: &Sandbox, pod: &PodInfo) -> String {
+async fn running_config(pod: &Pod) -> String {
     http()
         .get(format!(
             "{}/v3/services/haproxy/configuration/raw",
             pod.dataplane_url
         ))
-        .basic_auth(sb.username(), Some(sb.password()))
+        .basic_auth(&pod.username, Some(&pod.password))
         .send()
         .await
         .unwrap()
@@ -139,7 +123,7 @@ fn count(reqs: &[(String, String)], method: &str, suffix: &str) -> usize {
         .count()
 }
 
-async fn deploy(h: &Harness, sb: &Sandbox, config: &str, tag: &str) -> Checksum {
+async fn deploy(h: &Harness, sb: &Fleet, config: &str, tag: &str) -> Checksum {
     let r = h.feed_config(config, tag).await;
     h.wait_applied(r, &endpoints(sb)).await;
     r
@@ -147,8 +131,8 @@ async fn deploy(h: &Harness, sb: &Sandbox, config: &str, tag: &str) -> Checksum 
 
 /// Deploys `config` and asserts: no reload, no raw push, no transaction, only server PUTs,
 /// mode `runtime` on every pod; then that every pod answers `want` on `/` (namespace mode).
-async fn runtime_step(h: &Harness, sb: &Sandbox, config: &str, tag: &str, want: Option<&str>) {
-    let before = all_reloads(sb).await;
+async fn runtime_step(h: &Harness, sb: &Fleet, config: &str, tag: &str, want: Option<&str>) {
+    let before = sb.reload_counts().await;
     for p in sb.pods() {
         clear_requests(&p).await;
     }
@@ -182,7 +166,11 @@ async fn runtime_step(h: &Harness, sb: &Sandbox, config: &str, tag: &str, want: 
             p.name
         );
     }
-    assert_eq!(all_reloads(sb).await, before, "{tag}: no reload on any pod");
+    assert_eq!(
+        sb.reload_counts().await,
+        before,
+        "{tag}: no reload on any pod"
+    );
     if let Some(want) = want {
         for p in sb.pods() {
             wait_answer(&p, want, |p| get(p, "/")).await;
@@ -193,17 +181,10 @@ async fn runtime_step(h: &Harness, sb: &Sandbox, config: &str, tag: &str, want: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is_repaired() {
     let sb = sandbox(2).await;
-    let netns = sb.mode() == Mode::Netns;
+    let netns = netns(&sb);
     let want = |w: &'static str| netns.then_some(w);
-    let dir = tempfile::tempdir().unwrap();
-    let knobs = Knobs {
-        drift: Duration::from_secs(3),
-        ..Knobs::default()
-    };
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
-    let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    let (h, eps) = Harness::on(&sb, Knobs::drift(Duration::from_secs(3))).await;
+    h.lead(&eps).await;
     let slots =
         |s1: &str, s2: &str, s3: &str| app(&[("web-1", s1), ("web-2", s2), ("web-3", s3)], "", "");
     let base = slots(
@@ -289,7 +270,7 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
     let last = &steps[steps.len() - 1].1;
     let pods = sb.pods();
     for p in &pods {
-        let text = running_config(&sb, p).await;
+        let text = running_config(p).await;
         assert_ne!(
             haptic::dataplane::normalize_raw_config(&text),
             haptic::dataplane::normalize_raw_config(last),
@@ -301,13 +282,7 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
         ));
         clear_requests(p).await;
     }
-    let triggers = h.drift.triggers.load(std::sync::atomic::Ordering::Relaxed);
-    wait_for("two drift rounds", Duration::from_secs(30), || {
-        h.drift.triggers.load(std::sync::atomic::Ordering::Relaxed) >= triggers + 2
-    })
-    .await;
-    h.wait_applied(h.journal.endpoints_applied().unwrap()[0].render, &eps)
-        .await;
+    h.wait_drift_rounds(2).await;
     for p in &pods {
         assert_eq!(
             writes(&requests(p).await),
@@ -320,22 +295,13 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
     let edited = last
         .replace("127.0.0.2:9103 weight 50", "127.0.0.1:9101 weight 7")
         .replace("timeout server 5s", "timeout server 5000ms # same");
-    let resp = http()
-        .post(format!(
-            "{}/_sandbox/edit-config?bump_version=true",
-            pods[0].dataplane_url
-        ))
-        .body(edited)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success());
+    pods[0].faults().edit_config(&edited, true).await.unwrap();
     if netns {
         wait_answer(&pods[0], "server s1", |p| get(p, "/")).await;
     }
-    let before = reloads(&sb, &pods[0]).await;
+    let before = pods[0].reload_count().await;
     clear_requests(&pods[0]).await;
-    wait_for("drift repairs pod 0", Duration::from_secs(40), || {
+    wait_for("drift repairs pod 0", h.converge, || {
         h.deployer
             .stats
             .drift_detected
@@ -343,8 +309,9 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
             >= 1
     })
     .await;
-    h.settle().await;
-    let text = running_config(&sb, &pods[0]).await;
+    // The repair's deployment done: one further drift round, nothing in flight.
+    h.wait_drift_rounds(1).await;
+    let text = running_config(&pods[0]).await;
     assert!(
         structure::equal(&structure::parse(&text), &structure::parse(last)),
         "pod 0 repaired:\n{text}"
@@ -352,7 +319,7 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
     if netns {
         wait_answer(&pods[0], "server s3", |p| get(p, "/")).await;
     }
-    assert_eq!(reloads(&sb, &pods[0]).await, before, "repaired at runtime");
+    assert_eq!(pods[0].reload_count().await, before, "repaired at runtime");
     let reqs = requests(&pods[0]).await;
     assert_eq!(raw_pushes(&reqs), 0, "{reqs:?}");
 
@@ -363,17 +330,15 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_corpus_server_streams_reload_nothing() {
     let sb = sandbox(2).await;
-    if sb.mode() != Mode::Netns {
+    if !netns(&sb) {
         // The corpus points at private addresses, refused in loopback mode.
         eprintln!("skipped: loopback mode refuses the corpus' server addresses");
         return;
     }
     let corpus = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/haproxy/");
     let read = |f: &str| std::fs::read_to_string(format!("{corpus}{f}")).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(endpoints(&sb)).await;
+    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
+    h.lead(&eps).await;
     let template = read("server-templates/backend-with-template.cfg");
     let streams: Vec<Vec<(String, String)>> = vec![
         [
@@ -426,11 +391,9 @@ async fn deployer_corpus_server_streams_reload_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_one_reload() {
     let sb = sandbox(2).await;
-    let netns = sb.mode() == Mode::Netns;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(endpoints(&sb)).await;
+    let netns = netns(&sb);
+    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
+    h.lead(&eps).await;
     let servers = [("web-1", "127.0.0.1:9101")];
     deploy(&h, &sb, &app(&servers, "", ""), "base").await;
     let be_new = "backend be_new\n    server new1 127.0.0.1:9102\n";
@@ -448,7 +411,7 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
         ("backend added", &with_backend, "/new"),
         ("frontend rule changed", &changed_rule, "/newer"),
     ] {
-        let before = all_reloads(&sb).await;
+        let before = sb.reload_counts().await;
         for p in sb.pods() {
             clear_requests(&p).await;
         }
@@ -457,7 +420,7 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
             assert_eq!(sync.sync_mode, Some(SyncMode::FineGrained), "{tag}: {pod}");
             assert!(!sync.fallback_used && sync.reload_triggered, "{tag}: {pod}");
         }
-        let after = all_reloads(&sb).await;
+        let after = sb.reload_counts().await;
         for (i, (b, a)) in before.iter().zip(&after).enumerate() {
             assert_eq!(a - b, 1, "{tag}: pod {i}: exactly one reload");
         }
@@ -476,7 +439,7 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
                 "{tag}: one commit"
             );
             assert_eq!(raw_pushes(&reqs), 0, "{tag}: no raw push");
-            assert!(open_transactions(&sb, &p).await.is_empty());
+            assert!(open_transactions(&p).await.is_empty());
             if netns {
                 wait_answer(&p, "server s2", |p| get(p, path)).await;
                 wait_answer(&p, "server s1", |p| get(p, "/")).await;
@@ -499,14 +462,12 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_above_the_raw_push_threshold_pushes_once() {
     let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
     let knobs = Knobs {
         raw_push_threshold: 5,
         ..Knobs::default()
     };
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
-    h.become_leader(1).await;
-    h.discover(endpoints(&sb)).await;
+    let (h, eps) = Harness::on(&sb, knobs).await;
+    h.lead(&eps).await;
     let names: Vec<String> = (1..=20).map(|i| format!("web-{i}")).collect();
     let off: Vec<(&str, &str)> = names
         .iter()
@@ -517,7 +478,7 @@ async fn deployer_above_the_raw_push_threshold_pushes_once() {
         .map(|n| (n.as_str(), "127.0.0.1:9101"))
         .collect();
     deploy(&h, &sb, &app(&off, "", ""), "off").await;
-    let before = all_reloads(&sb).await;
+    let before = sb.reload_counts().await;
     for p in sb.pods() {
         clear_requests(&p).await;
     }
@@ -527,7 +488,7 @@ async fn deployer_above_the_raw_push_threshold_pushes_once() {
         assert!(!sync.fallback_used, "{pod}: not a fallback");
         assert_eq!(sync.operation_counts.servers.modified, 20, "{pod}");
     }
-    let after = all_reloads(&sb).await;
+    let after = sb.reload_counts().await;
     for (i, p) in sb.pods().iter().enumerate() {
         let reqs = requests(p).await;
         assert_eq!(raw_pushes(&reqs), 1, "pod {i}: one raw push");
@@ -543,11 +504,9 @@ async fn deployer_above_the_raw_push_threshold_pushes_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_fine_grained_failure_aborts_the_transaction_and_falls_back_to_one_raw_push() {
     let sb = sandbox(2).await;
-    let netns = sb.mode() == Mode::Netns;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(endpoints(&sb)).await;
+    let netns = netns(&sb);
+    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
+    h.lead(&eps).await;
     let servers = [("web-1", "127.0.0.1:9101")];
     deploy(&h, &sb, &app(&servers, "", ""), "base").await;
     let pods = sb.pods();
@@ -591,11 +550,11 @@ async fn deployer_fine_grained_failure_aborts_the_transaction_and_falls_back_to_
     assert_eq!(raw_pushes(&reqs), 1, "one raw push");
     for p in &pods {
         assert!(
-            open_transactions(&sb, p).await.is_empty(),
+            open_transactions(p).await.is_empty(),
             "no orphaned transaction on {}",
             p.name
         );
-        let text = running_config(&sb, p).await;
+        let text = running_config(p).await;
         assert!(
             structure::equal(&structure::parse(&text), &structure::parse(&config)),
             "{}",

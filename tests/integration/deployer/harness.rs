@@ -1,6 +1,6 @@
 //! A controller slice for tests: journal, dispatcher, scheduler shell, deployer, drift monitor.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,41 +10,31 @@ use haptic::components::scheduler::{
     SchedulerHandle, SchedulerSettings, SchedulerShell, SchedulerState, subscribe_options,
 };
 use haptic::core::guard::{AlwaysValid, LeaseGuard};
-use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane};
+use haptic::dataplane::{ClientSettings, Dataplane};
 use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
 use haptic_journal::{
-    AuxKind, Batch, Checksum, Correlation, Endpoint, EndpointUrl, Event, Identity, Journal,
-    JournalOptions, PodRef, Term,
+    AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Identity, Journal, JournalOptions, Term,
 };
-use haptic_tools::sandbox::pods::{PodInfo, Sandbox, SandboxConfig};
+pub use haptic_testkit::{Fleet, Pod, eventually};
+use haptic_tools::sandbox::pods::PodInfo;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub const RENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/renders");
 pub const NS: &str = "haptic-test";
 
-pub async fn sandbox(pods: usize) -> Sandbox {
-    Sandbox::start(SandboxConfig {
-        pods,
-        reload_delay: Duration::from_millis(100),
-        ..SandboxConfig::default()
-    })
-    .await
-    .expect("sandbox starts")
+/// A fleet of `pods` HAProxy pods (the harness needs no CRDs: it runs no publisher).
+pub async fn sandbox(pods: usize) -> Fleet {
+    Fleet::start(haptic_testkit::FleetConfig::pods(pods).without_crds()).await
 }
 
-pub fn endpoints(sb: &Sandbox) -> Vec<Endpoint> {
-    sb.pods()
-        .iter()
-        .map(|p| Endpoint {
-            url: EndpointUrl::new(p.dataplane_url.clone()),
-            pod: PodRef {
-                namespace: NS.into(),
-                name: p.name.clone().into(),
-            },
-            detected_version: None,
-        })
-        .collect()
+/// Where [`Harness::on`] keeps the journal: `<fleet dir>/j.redb`.
+pub fn journal_path(sb: &Fleet) -> std::path::PathBuf {
+    sb.dir().join("j.redb")
+}
+
+/// The journal's endpoints of every pod of `sb`, in pod order.
+pub fn endpoints(sb: &Fleet) -> Vec<Endpoint> {
+    sb.pods().iter().map(|p| p.endpoint(NS)).collect()
 }
 
 /// Settings with short intervals.
@@ -55,6 +45,24 @@ pub struct Knobs {
     pub max_parallel: usize,
     pub raw_push_threshold: u32,
     pub lease: Arc<dyn LeaseGuard>,
+}
+
+impl Knobs {
+    /// The defaults with a drift interval of `d`.
+    pub fn drift(d: Duration) -> Knobs {
+        Knobs {
+            drift: d,
+            ..Knobs::default()
+        }
+    }
+
+    /// The defaults with a deployment timeout of `d`.
+    pub fn timeout(d: Duration) -> Knobs {
+        Knobs {
+            timeout: d,
+            ..Knobs::default()
+        }
+    }
 }
 
 impl Default for Knobs {
@@ -77,12 +85,55 @@ pub struct Harness {
     pub scheduler: SchedulerHandle,
     pub drift: DriftHandle,
     pub deployer: Arc<Deployer>,
+    /// Bound of [`Harness::wait_applied`]: three deployments (`min_interval + timeout` each).
+    pub converge: Duration,
+    /// Bound of [`Harness::settle`]: half a deployment timeout.
+    pub settle: Duration,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Harness {
-    pub async fn start(path: &Path, sb: &Sandbox, knobs: Knobs) -> Harness {
+    /// [`Harness::on`], leading, with the corpus render `name` fed (valid) and applied to every
+    /// pod; returns its checksum too.
+    pub async fn deployed(
+        sb: &Fleet,
+        knobs: Knobs,
+        name: &str,
+    ) -> (Harness, Vec<Endpoint>, Checksum) {
+        let (h, eps) = Harness::on(sb, knobs).await;
+        h.lead(&eps).await;
+        let r = h.feed(name, true).await;
+        h.wait_applied(r, &eps).await;
+        (h, eps, r)
+    }
+
+    /// A fleet of `pods` pods whose next reload takes `slow_ms` longer, a leading harness on it,
+    /// and `02-maps` fed; returns once the deployment started (it is then in flight).
+    pub async fn in_flight(pods: usize, slow_ms: u64) -> (Fleet, Harness, Vec<Endpoint>, Checksum) {
+        let sb = sandbox(pods).await;
+        slow_reloads(&sb.pods(), slow_ms).await;
+        let (h, eps) = Harness::on(&sb, Knobs::default()).await;
+        h.lead(&eps).await;
+        let r = h.feed("02-maps", true).await;
+        h.wait_started("the deployment to start").await;
+        (sb, h, eps, r)
+    }
+
+    /// A fleet of `pods` pods, a harness on it, and the endpoints of its pods.
+    pub async fn with_fleet(pods: usize, knobs: Knobs) -> (Fleet, Harness, Vec<Endpoint>) {
+        let sb = sandbox(pods).await;
+        let (h, eps) = Harness::on(&sb, knobs).await;
+        (sb, h, eps)
+    }
+
+    /// A harness on `sb` (journal `<fleet dir>/j.redb`) and the endpoints of its pods.
+    pub async fn on(sb: &Fleet, knobs: Knobs) -> (Harness, Vec<Endpoint>) {
+        let h = Harness::start(&journal_path(sb), sb, knobs).await;
+        (h, endpoints(sb))
+    }
+
+    pub async fn start(path: &Path, sb: &Fleet, knobs: Knobs) -> Harness {
         let journal = Arc::new(Journal::open(&JournalOptions::new(path)).expect("journal opens"));
         let mut d = Dispatcher::new(journal.clone());
         let sched_sub = d.subscribe(subscribe_options());
@@ -110,21 +161,14 @@ impl Harness {
                 max_parallel: knobs.max_parallel,
                 raw_push_threshold: knobs.raw_push_threshold,
                 endpoint_timeout: Duration::from_secs(15),
-                credentials: Some(BasicAuth {
-                    username: sb.username().to_owned(),
-                    password: sb.password().to_owned(),
-                }),
+                credentials: sb.pods().first().map(Pod::credentials),
                 ..DeployerSettings::default()
             },
             knobs.lease.clone(),
             None,
         ));
         let state = SchedulerState::new(
-            SchedulerSettings {
-                min_deployment_interval: knobs.min_interval,
-                deployment_timeout: knobs.timeout,
-                ..SchedulerSettings::default()
-            },
+            SchedulerSettings::with_intervals(knobs.min_interval, knobs.timeout),
             format!("d{}", haptic_journal::UnixMillis::now().0),
         );
         let (shell, scheduler) =
@@ -148,6 +192,8 @@ impl Harness {
             scheduler,
             drift,
             deployer,
+            converge: (knobs.min_interval + knobs.timeout) * 3,
+            settle: knobs.timeout / 2,
             cancel,
             tasks,
         };
@@ -187,14 +233,18 @@ impl Harness {
 
     /// Leadership for `term` (set_term + BecameLeader in one batch).
     pub async fn become_leader(&self, term: u64) {
-        let mut b = Batch::new();
-        b.set_term(Term(term), Identity::new("test"));
-        b.event(Event::BecameLeader {
-            correlation: Correlation::new(format!("leader-{term}")),
-            identity: Identity::new("test"),
-            term: Term(term),
-        });
+        let b = Batch::became_leader(
+            Correlation::new(format!("leader-{term}")),
+            Identity::new("test"),
+            Term(term),
+        );
         self.dispatch.accept(b).await.expect("leader");
+    }
+
+    /// Leadership for term 1, then `endpoints` discovered.
+    pub async fn lead(&self, endpoints: &[Endpoint]) {
+        self.become_leader(1).await;
+        self.discover(endpoints.to_vec()).await;
     }
 
     pub async fn discover(&self, endpoints: Vec<Endpoint>) {
@@ -224,7 +274,7 @@ impl Harness {
 
     /// Stores a corpus render and journals TemplateRendered + the validation verdict.
     pub async fn feed(&self, name: &str, valid: bool) -> Checksum {
-        let (config, files) = read_render(&Path::new(RENDERS).join(name));
+        let (config, files) = read_render(name);
         let mut b = Batch::new();
         let r = b.put_render(config, files);
         let corr = Correlation::new(format!("render-{name}"));
@@ -259,6 +309,75 @@ impl Harness {
         r.checksum
     }
 
+    /// Waits until a deployment started (bound: half of [`Harness::converge`], the former 30 s).
+    pub async fn wait_started(&self, what: &str) {
+        wait_for(what, self.converge / 2, || {
+            self.events()
+                .iter()
+                .any(|e| matches!(e, Event::DeploymentStarted { .. }))
+        })
+        .await;
+    }
+
+    /// An out-of-band edit of `pod`'s `hosts.map`; waits until the deployer counted `detected`
+    /// drifts in all (bound: half of [`Harness::converge`], the former 30 s).
+    pub async fn tamper_map(&self, pod: &Pod, detected: u64) {
+        pod.faults()
+            .edit_file("/etc/haproxy/maps/hosts.map", "shop.haptic.test tampered\n")
+            .await
+            .unwrap();
+        wait_for("drift detected", self.converge / 2, || {
+            let n = self
+                .deployer
+                .stats
+                .drift_detected
+                .load(std::sync::atomic::Ordering::Relaxed);
+            (n >= detected)
+                .then_some(())
+                .ok_or(format!("{n} drifts detected"))
+        })
+        .await;
+    }
+
+    /// `DeploymentCompleted` events seen so far.
+    pub fn completed(&self) -> usize {
+        self.events()
+            .iter()
+            .filter(|e| matches!(e, Event::DeploymentCompleted { .. }))
+            .count()
+    }
+
+    /// Waits until `rounds` more drift checks fired and completed, none in flight (bound: one
+    /// deployment per round past a drift interval, three rounds' worth).
+    pub async fn wait_drift_rounds(&self, rounds: usize) {
+        let start = self.completed();
+        let trig = self
+            .drift
+            .triggers
+            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        wait_for("drift rounds", self.converge / 2, || {
+            let fired = self
+                .drift
+                .triggers
+                .load(std::sync::atomic::Ordering::Relaxed) as usize;
+            let done = self.completed();
+            let idle = self
+                .journal
+                .queue(haptic_journal::Queue::DeployInflight)
+                .unwrap()
+                .is_empty();
+            (fired >= trig + rounds && done >= start + rounds && idle)
+                .then_some(())
+                .ok_or(format!(
+                    "{} triggers, {} completed, in flight: {}",
+                    fired - trig,
+                    done - start,
+                    !idle
+                ))
+        })
+        .await;
+    }
+
     pub fn events(&self) -> Vec<Event> {
         self.events.lock().unwrap().clone()
     }
@@ -266,13 +385,17 @@ impl Harness {
     /// Waits until every endpoint's journaled state runs `render` and the deployment that got
     /// there completed (bounded).
     pub async fn wait_applied(&self, render: Checksum, endpoints: &[Endpoint]) {
-        wait_for("every pod runs the render", Duration::from_secs(60), || {
+        wait_for("every pod runs the render", self.converge, || {
             let applied = self.journal.endpoints_applied().unwrap();
-            let all = endpoints.iter().all(|e| {
-                applied
-                    .iter()
-                    .any(|a| a.endpoint == e.url && a.render == render)
-            });
+            let missing: Vec<&str> = endpoints
+                .iter()
+                .filter(|e| {
+                    !applied
+                        .iter()
+                        .any(|a| a.endpoint == e.url && a.render == render)
+                })
+                .map(|e| e.url.as_str())
+                .collect();
             let idle = self
                 .journal
                 .queue(haptic_journal::Queue::DeployInflight)
@@ -283,7 +406,13 @@ impl Harness {
                     .queue(haptic_journal::Queue::DeployPending)
                     .unwrap()
                     .is_empty();
-            all && idle
+            if missing.is_empty() && idle {
+                Ok(())
+            } else {
+                Err(format!(
+                    "not yet on the render: {missing:?}; queues idle: {idle}"
+                ))
+            }
         })
         .await;
         self.settle().await;
@@ -291,9 +420,14 @@ impl Harness {
 
     /// Waits until every committed event was processed by every subscriber (the observer too).
     pub async fn settle(&self) {
-        wait_for("events dispatched", Duration::from_secs(10), || {
+        wait_for("events dispatched", self.settle, || {
             let m = self.journal.meta().unwrap();
-            m.dispatched_through.0 + 1 >= m.next_seq.0
+            (m.dispatched_through.0 + 1 >= m.next_seq.0)
+                .then_some(())
+                .ok_or(format!(
+                    "dispatched through {:?}, next seq {:?}",
+                    m.dispatched_through, m.next_seq
+                ))
         })
         .await;
     }
@@ -306,93 +440,56 @@ impl Harness {
     }
 }
 
-pub async fn wait_for(what: &str, bound: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + bound;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// [`eventually`] over a synchronous probe (journal reads).
+pub async fn wait_for<P: haptic_testkit::Probe<()>>(
+    what: &str,
+    bound: Duration,
+    mut cond: impl FnMut() -> P,
+) {
+    eventually(bound, what, || std::future::ready(cond())).await;
 }
 
 pub type RenderFiles = Vec<(AuxKind, String, Vec<u8>)>;
 
-pub fn read_render(dir: &Path) -> (Vec<u8>, RenderFiles) {
-    let config = std::fs::read(dir.join("haproxy.cfg")).expect("haproxy.cfg");
-    let mut files = Vec::new();
-    for (folder, kind) in [
-        ("maps", AuxKind::Map),
-        ("ssl", AuxKind::Ssl),
-        ("ca", AuxKind::Ca),
-        ("general", AuxKind::General),
-        ("crt-lists", AuxKind::CrtList),
-    ] {
-        let Ok(rd) = std::fs::read_dir(dir.join(folder)) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).collect();
-        paths.sort();
-        for p in paths {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            files.push((kind, format!("{folder}/{name}"), std::fs::read(&p).unwrap()));
-        }
-    }
-    (config, files)
-}
-
-/// Sandbox hook client.
-pub fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+/// The corpus render `name` as `Batch::put_render` takes it.
+pub fn read_render(name: &str) -> (Vec<u8>, RenderFiles) {
+    let r = haptic_testkit::render::corpus(name);
+    let files = haptic_testkit::render::batch_files(&r);
+    (r.config, files)
 }
 
 /// `/v3` requests a pod saw: (method, path).
-pub async fn requests(pod: &PodInfo) -> Vec<(String, String)> {
-    let v: serde_json::Value = http()
-        .get(format!("{}/_sandbox/requests", pod.dataplane_url))
-        .send()
+pub async fn requests(pod: &Pod) -> Vec<(String, String)> {
+    pod.faults()
+        .requests()
         .await
         .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["method"].as_str().unwrap_or_default().to_owned(),
-                r["path"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .into_iter()
+        .map(|r| (r.method, r.path))
         .collect()
 }
 
-pub async fn clear_requests(pod: &PodInfo) {
-    http()
-        .delete(format!("{}/_sandbox/requests", pod.dataplane_url))
-        .send()
-        .await
-        .unwrap();
+pub async fn clear_requests(pod: &Pod) {
+    pod.faults().clear_requests().await.unwrap();
 }
 
-pub async fn fault(pod: &PodInfo, body: serde_json::Value) {
-    let r = http()
-        .post(format!("{}/_sandbox/faults", pod.dataplane_url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "fault accepted: {}", r.status());
+pub async fn fault(pod: &Pod, body: serde_json::Value) {
+    pod.faults().arm(body).await.unwrap();
 }
 
-pub async fn clear_faults(pod: &PodInfo) {
-    http()
-        .delete(format!("{}/_sandbox/faults", pod.dataplane_url))
-        .send()
-        .await
-        .unwrap();
+/// The next reload of every one of `pods` takes `delay_ms` longer (keeps a deployment in flight).
+pub async fn slow_reloads(pods: &[Pod], delay_ms: u64) {
+    for pod in pods {
+        fault(
+            pod,
+            serde_json::json!({"reload": "slow", "times": 1, "delay_ms": delay_ms}),
+        )
+        .await;
+    }
+}
+
+pub async fn clear_faults(pod: &Pod) {
+    pod.faults().clear().await.unwrap();
 }
 
 /// Writes (method, path) pairs that change a pod: raw pushes and storage writes.
@@ -449,19 +546,16 @@ pub fn curl(
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// Waits until `curl` answers `want` (the reload may lag the API's answer by a moment).
+/// Waits until `curl` answers `want` (the reload may lag the API's answer by a moment; bound:
+/// the harness's deployment timeout, [`Knobs::default`]).
 pub async fn wait_answer(pod: &PodInfo, want: &str, req: impl Fn(&PodInfo) -> String) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = req(pod);
-        if got.contains(want) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pod {} answers {got:?}, want {want:?}",
-            pod.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Knobs::default().timeout,
+        &format!("pod {} to answer {want:?}", pod.name),
+        || {
+            let got = req(pod);
+            std::future::ready(if got.contains(want) { Ok(()) } else { Err(got) })
+        },
+    )
+    .await;
 }

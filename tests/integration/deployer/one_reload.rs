@@ -7,33 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use haptic_journal::{AuxKind, Batch, Checksum, Correlation, Event};
-use haptic_tools::sandbox::pods::{PodInfo, Sandbox};
+use haptic_tools::sandbox::pods::PodInfo;
 
 use super::harness::*;
-
-/// Succeeded reloads of one pod (the sandbox keeps every reload of the endpoint's life).
-async fn reload_count(sb: &Sandbox, pod: &PodInfo) -> usize {
-    let v: Vec<serde_json::Value> = http()
-        .get(format!("{}/v3/services/haproxy/reloads", pod.dataplane_url))
-        .basic_auth(sb.username(), Some(sb.password()))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v.iter().filter(|r| r["status"] == "succeeded").count()
-}
-
-async fn reload_counts(sb: &Sandbox) -> Vec<usize> {
-    let mut out = Vec::new();
-    for pod in sb.pods() {
-        out.push(reload_count(sb, &pod).await);
-    }
-    out
-}
 
 /// Curls every pod until stopped; returns every answer seen.
 fn sample(
@@ -81,14 +57,14 @@ fn site(p: &PodInfo) -> String {
 
 async fn deploy_counting(
     h: &Harness,
-    sb: &Sandbox,
+    sb: &Fleet,
     name: &str,
     want: &str,
     probe: fn(&PodInfo) -> String,
 ) -> Vec<String> {
     let eps = endpoints(sb);
-    let before = reload_counts(sb).await;
-    let (stop, sampler) = sample(sb.pods(), probe);
+    let before = sb.reload_counts().await;
+    let (stop, sampler) = sample(sb.pods().iter().map(|p| p.info.clone()).collect(), probe);
     let r = h.feed(name, true).await;
     h.wait_applied(r, &eps).await;
     for pod in &sb.pods() {
@@ -96,7 +72,7 @@ async fn deploy_counting(
     }
     stop.store(true, Ordering::SeqCst);
     let seen = sampler.await.unwrap();
-    let after = reload_counts(sb).await;
+    let after = sb.reload_counts().await;
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         assert_eq!(a - b, 1, "pod {i}: reloads for render {name}");
     }
@@ -106,13 +82,7 @@ async fn deploy_counting(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
     let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
-    let r = h.feed("02-maps", true).await;
-    h.wait_applied(r, &eps).await;
+    let (h, eps, _) = Harness::deployed(&sb, Knobs::default(), "02-maps").await;
     for pod in &sb.pods() {
         wait_answer(pod, "render 02-maps shop-v1", shop).await;
     }
@@ -138,19 +108,19 @@ async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
     );
 
     // Only the map changes (configuration identical): the file takes effect, one reload.
-    let (config, mut files) = read_render(&std::path::Path::new(RENDERS).join("03-maps-changed"));
+    let (config, mut files) = read_render("03-maps-changed");
     for f in &mut files {
         if f.0 == AuxKind::Map {
             f.2 = b"shop.haptic.test shop-v3\n".to_vec();
         }
     }
-    let before = reload_counts(&sb).await;
+    let before = sb.reload_counts().await;
     let r = feed_files(&h, config, files, "03-map-only").await;
     h.wait_applied(r, &eps).await;
     for pod in &sb.pods() {
         wait_answer(pod, "render 03-maps-changed shop-v3", shop).await;
     }
-    let after = reload_counts(&sb).await;
+    let after = sb.reload_counts().await;
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         assert_eq!(a - b, 1, "pod {i}: reloads for a map-only render");
     }
@@ -177,37 +147,28 @@ async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_file_stored_but_not_loaded_is_reloaded() {
     let sb = sandbox(1).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
-    let r = h.feed("02-maps", true).await;
-    h.wait_applied(r, &eps).await;
+    let (h, eps, _) = Harness::deployed(&sb, Knobs::default(), "02-maps").await;
     let pod = &sb.pods()[0];
     wait_answer(pod, "render 02-maps shop-v1", shop).await;
     // The new map lands on disk without a reload.
-    let (config, mut files) = read_render(&std::path::Path::new(RENDERS).join("02-maps"));
+    let (config, mut files) = read_render("02-maps");
     let new_map = b"shop.haptic.test shop-stored\n".to_vec();
-    let resp = http()
-        .post(format!(
-            "{}/_sandbox/edit-file?path=/etc/haproxy/maps/hosts.map",
-            pod.dataplane_url
-        ))
-        .body(new_map.clone())
-        .send()
+    pod.faults()
+        .edit_file(
+            "/etc/haproxy/maps/hosts.map",
+            std::str::from_utf8(&new_map).unwrap(),
+        )
         .await
         .unwrap();
-    assert!(resp.status().is_success(), "edit-file: {}", resp.status());
     for f in &mut files {
         if f.0 == AuxKind::Map {
             f.2 = new_map.clone();
         }
     }
-    let before = reload_count(&sb, pod).await;
+    let before = pod.reload_count().await;
     let r = feed_files(&h, config, files, "02-stored-map").await;
     h.wait_applied(r, &eps).await;
     wait_answer(pod, "render 02-maps shop-stored", shop).await;
-    assert_eq!(reload_count(&sb, pod).await - before, 1, "one reload");
+    assert_eq!(pod.reload_count().await - before, 1, "one reload");
     h.stop().await;
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use haptic_tools::sandbox::pods::{Sandbox, SandboxConfig};
+use haptic_testkit::FleetConfig;
 
 use super::harness::*;
 
@@ -20,15 +20,15 @@ fn secs(at: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_max_parallel_caps_requests_in_flight_across_the_deployment() {
-    let sb = Sandbox::start(SandboxConfig {
-        pods: 0,
-        stand_in_pods: 6,
-        stand_in_delay: DELAY,
-        reload_delay: Duration::from_millis(100),
-        ..SandboxConfig::default()
-    })
-    .await
-    .expect("sandbox");
+    let sb = Fleet::start(
+        FleetConfig {
+            stand_in_pods: 6,
+            stand_in_delay: DELAY,
+            ..FleetConfig::default()
+        }
+        .without_crds(),
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let knobs = Knobs {
         max_parallel: 2,
@@ -37,22 +37,13 @@ async fn deployer_max_parallel_caps_requests_in_flight_across_the_deployment() {
     };
     let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
     let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("01-basic", true).await;
     h.wait_applied(r, &eps).await;
     let mut times = Vec::new();
     for pod in &sb.pods() {
-        let v: serde_json::Value = http()
-            .get(format!("{}/_sandbox/requests", pod.dataplane_url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        for r in v.as_array().unwrap() {
-            times.push(secs(r["at"].as_str().unwrap()));
+        for r in pod.faults().requests().await.unwrap() {
+            times.push(secs(&r.at));
         }
     }
     times.sort_by(f64::total_cmp);

@@ -1,9 +1,7 @@
 //! The render corpus as a stream to 3 real HAProxy pods: each render's documented answer comes
 //! back from every pod; 08/09 (rejected) keep the fleet on 07; 10 releases it.
 
-use haptic::dataplane::{
-    BasicAuth, ClientSettings, Dataplane, Endpoint as DpEndpoint, StorageKind,
-};
+use haptic::dataplane::{ClientSettings, Dataplane, Endpoint as DpEndpoint, StorageKind};
 use haptic_journal::Event;
 
 use super::harness::*;
@@ -40,12 +38,8 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_render_stream_reaches_every_pod_and_rejected_renders_keep_the_fleet_pinned() {
-    let sb = sandbox(3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
-    let eps = endpoints(&sb);
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    let (sb, h, eps) = Harness::with_fleet(3, Knobs::default()).await;
+    h.lead(&eps).await;
     let pods = sb.pods();
     let dp = Dataplane::new(&ClientSettings::default()).unwrap();
     for (name, want, probe) in probes() {
@@ -59,10 +53,7 @@ async fn deployer_render_stream_reaches_every_pod_and_rejected_renders_keep_the_
             for pod in &pods {
                 let c = dp.client(DpEndpoint::new(
                     pod.dataplane_url.parse().unwrap(),
-                    Some(BasicAuth {
-                        username: sb.username().into(),
-                        password: sb.password().into(),
-                    }),
+                    Some(sb.pods()[0].credentials()),
                 ));
                 assert!(c.list_storage(StorageKind::Map).await.unwrap().is_empty());
             }

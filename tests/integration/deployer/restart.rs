@@ -3,47 +3,31 @@
 use std::time::Duration;
 
 use haptic_journal::{Event, Queue};
-use serde_json::json;
 
 use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
-    let sb = sandbox(3).await;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("j.redb");
-    let eps = endpoints(&sb);
-    let pods = sb.pods();
     // Slow reloads keep the deployment in flight long enough to stop it in the middle.
-    for pod in &pods {
-        fault(pod, json!({"reload":"slow","times":1,"delay_ms":3000})).await;
-    }
-    let h = Harness::start(&path, &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
-    let r = h.feed("02-maps", true).await;
-    wait_for("pushes reached the pods", Duration::from_secs(30), || {
-        h.events()
-            .iter()
-            .any(|e| matches!(e, Event::DeploymentStarted { .. }))
-    })
-    .await;
+    let (sb, h, eps, r) = Harness::in_flight(3, 3000).await;
+    let pods = sb.pods();
     // Wait until every pod got its push (the reloads are still running).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut all = true;
-        for pod in &pods {
-            all &= raw_pushes(&requests(pod).await) == 1;
-        }
-        if all {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "pushes did not arrive"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Knobs::default().timeout,
+        "every pod to get its push",
+        || async {
+            let mut pushes = Vec::new();
+            for pod in &pods {
+                pushes.push(raw_pushes(&requests(pod).await));
+            }
+            pushes
+                .iter()
+                .all(|n| *n == 1)
+                .then_some(())
+                .ok_or(format!("raw pushes per pod: {pushes:?}"))
+        },
+    )
+    .await;
     assert_eq!(
         h.journal.queue(Queue::DeployInflight).unwrap().len(),
         1,
@@ -52,7 +36,7 @@ async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
     h.stop().await; // drops the shell mid-deployment; the journal closes with it
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let h = Harness::start(&path, &sb, Knobs::default()).await;
+    let h = Harness::start(&journal_path(&sb), &sb, Knobs::default()).await;
     assert_eq!(
         h.journal.queue(Queue::DeployInflight).unwrap().len(),
         1,

@@ -12,14 +12,7 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_timeout_cancels_retries_three_times_then_gives_up_until_drift() {
-    let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let knobs = Knobs {
-        timeout: Duration::from_millis(1000),
-        ..Knobs::default()
-    };
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
-    let eps = endpoints(&sb);
+    let (sb, h, eps) = Harness::with_fleet(2, Knobs::timeout(Duration::from_millis(1000))).await;
     let pods = sb.pods();
     // Every read of pod 0's configuration hangs longer than the deployment timeout.
     fault(
@@ -27,8 +20,7 @@ async fn deployer_timeout_cancels_retries_three_times_then_gives_up_until_drift(
         json!({"method":"GET","path":"configuration/raw$","delay_ms":2500}),
     )
     .await;
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
+    h.lead(&eps).await;
     let r = h.feed("01-basic", true).await;
     wait_for("given up", Duration::from_secs(30), || {
         h.events().iter().any(|e| matches!(e,
@@ -97,12 +89,11 @@ impl LeaseGuard for Revoked {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_with_a_revoked_lease_writes_nothing_and_keeps_the_inflight_slot() {
     let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
     let knobs = Knobs {
         lease: Arc::new(Revoked),
         ..Knobs::default()
     };
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, knobs).await;
+    let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
     h.become_leader(1).await;
     h.discover(endpoints(&sb)).await;
     h.feed("01-basic", true).await;
@@ -129,8 +120,7 @@ async fn deployer_with_a_revoked_lease_writes_nothing_and_keeps_the_inflight_slo
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_drain_cancels_an_overlong_deployment_and_journals_it() {
     let sb = sandbox(2).await;
-    let dir = tempfile::tempdir().unwrap();
-    let h = Harness::start(&dir.path().join("j.redb"), &sb, Knobs::default()).await;
+    let h = Harness::start(&sb.dir().join("j.redb"), &sb, Knobs::default()).await;
     let pods = sb.pods();
     for pod in &pods {
         fault(

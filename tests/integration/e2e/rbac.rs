@@ -9,26 +9,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::time::Duration;
 
 use haptic::k8s::crd::{HAProxyCRTListFile, HAProxyGeneralFile};
 use haptic::source::dir::read_render;
-use haptic_tools::sandbox::apiserver::RequestRecord;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use haptic_testkit::RequestRecord;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::api::rbac::v1::Role;
 use kube::Api;
-use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::api::ListParams;
 
-use super::stream::published;
-use super::{Opts, World, checksum, feed, rejected, stream, summary};
+use haptic_journal::Checksum;
+use haptic_testkit::render::put_configmap_render;
+
+use super::{
+    Fleet, INVALID, LEASE, MAIN, Published, answers, bounds, check_render, checksum, feed,
+    object_until, opts, published, start, stop_cleanly, stream,
+};
 
 /// `(apiGroup, resource[/subresource], verb)`; the core group is `""`.
 type Triple = (String, String, String);
 
-const MAIN: &str = "e2e-haproxycfg";
-const INVALID: &str = "e2e-haproxycfg-invalid";
 /// Identities of the two runs; their `User-Agent` is `haptic/<version> (<identity>)`.
 const DIR_ID: &str = "rbac-dir";
 const CM_ID: &str = "rbac-cm";
@@ -142,42 +143,23 @@ fn granted() -> BTreeSet<Triple> {
 /// Runs the whole stream through the directory source and waits until every write it causes
 /// has happened: each render published (or `-invalid` for a rejected one), then the GC of the
 /// objects the last render no longer carries and the `-invalid` deletion.
-async fn dir_run(world: &World) {
-    let render_dir = world.dir.path().join("render");
+async fn dir_run(world: &Fleet) {
+    let render_dir = world.dir().join("render");
     feed(&render_dir, "01-basic");
-    let mut ctl = world.controller(Opts::dir(world, DIR_ID, &render_dir));
+    let mut ctl = world.controller(opts(world, DIR_ID, &render_dir));
+    let mut last_passed = String::new();
     for render in stream() {
         feed(&render_dir, &render);
-        if rejected(&render) {
-            let want = checksum(&render);
-            world
-                .until(
-                    Duration::from_secs(60),
-                    &format!("{INVALID} for {render}"),
-                    || async {
-                        world
-                            .hpcfg(INVALID)
-                            .await
-                            .filter(|c| c.spec.checksum.to_string() == want)
-                    },
-                )
-                .await;
-        } else {
-            published(world, &render, 3).await;
-        }
-        world
-            .pods_answer(&render, Duration::from_secs(60))
-            .await
-            .unwrap_or_else(|e| panic!("{render}: {e}\n{}", ctl.log_tail(40)));
+        last_passed = check_render(world, &render, &last_passed).await;
     }
     // The last render (maps only) passed: -invalid, general files, crt-lists and certificate
     // Secrets are deleted.
-    let general = Api::<HAProxyGeneralFile>::namespaced(world.client.clone(), world.ns());
-    let crtlists = Api::<HAProxyCRTListFile>::namespaced(world.client.clone(), world.ns());
-    let secrets = Api::<Secret>::namespaced(world.client.clone(), world.ns());
+    let general = Api::<HAProxyGeneralFile>::namespaced(world.client(), world.namespace());
+    let crtlists = Api::<HAProxyCRTListFile>::namespaced(world.client(), world.namespace());
+    let secrets = Api::<Secret>::namespaced(world.client(), world.namespace());
     let published_secrets = ListParams::default().labels("haproxy-haptic.org/runtime-config");
     world
-        .until(Duration::from_secs(60), "GC of the last render", || async {
+        .eventually(bounds().converge(), "GC of the last render", || async {
             let none = world.hpcfg(INVALID).await.is_none()
                 && general
                     .list(&ListParams::default())
@@ -201,10 +183,10 @@ async fn dir_run(world: &World) {
         })
         .await;
     // 08 and 09 are both rejected: the second ConfigPinned Event is a patch of the first's series.
-    let events = Api::<KubeEvent>::namespaced(world.client.clone(), world.ns());
+    let events = Api::<KubeEvent>::namespaced(world.client(), world.namespace());
     world
-        .until(
-            Duration::from_secs(30),
+        .eventually(
+            bounds().follow_up(),
             "ConfigPinned Event series",
             || async {
                 let list = events.list(&ListParams::default()).await.ok()?;
@@ -218,97 +200,37 @@ async fn dir_run(world: &World) {
             },
         )
         .await;
-    let status = ctl.stop(Duration::from_secs(30)).expect("stops on SIGTERM");
-    assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
+    stop_cleanly(&mut ctl);
     assert!(
-        world.lease_holder("haptic-leader").await.is_none(),
+        world.lease_holder(LEASE).await.is_none(),
         "the Lease is released on SIGTERM"
     );
 }
 
 /// Writes the render in `dir` to the ConfigMap `rbac-render` and the Secret `rbac-render-certs`
-/// (key conventions of `src/source/configmap.rs`: `<folder>--<name>`, `ssl--` keys in the Secret),
-/// Secret first; returns the render's checksum.
-async fn write_source(world: &World, dir: &Path) -> String {
-    let mut cm_data = BTreeMap::new();
-    let mut secret_data = BTreeMap::new();
-    cm_data.insert(
-        "haproxy.cfg".to_owned(),
-        std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap(),
-    );
-    for folder in ["maps", "ssl", "ca", "general", "crt-lists"] {
-        let Ok(files) = std::fs::read_dir(dir.join(folder)) else {
-            continue;
-        };
-        for e in files {
-            let e = e.unwrap();
-            let key = format!("{folder}--{}", e.file_name().to_string_lossy());
-            let bytes = std::fs::read(e.path()).unwrap();
-            if folder == "ssl" {
-                secret_data.insert(key, ByteString(bytes));
-            } else {
-                cm_data.insert(key, String::from_utf8(bytes).unwrap());
-            }
-        }
-    }
-    let meta = |name: &str| ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(world.ns().into()),
-        ..ObjectMeta::default()
-    };
-    let secrets = Api::<Secret>::namespaced(world.client.clone(), world.ns());
-    let mut secret = secrets
-        .get_opt("rbac-render-certs")
-        .await
-        .unwrap()
-        .unwrap_or_else(|| Secret {
-            metadata: meta("rbac-render-certs"),
-            ..Secret::default()
-        });
-    secret.data = Some(secret_data);
-    if secret.metadata.resource_version.is_some() {
-        secrets
-            .replace("rbac-render-certs", &PostParams::default(), &secret)
-            .await
-            .unwrap();
-    } else {
-        secrets
-            .create(&PostParams::default(), &secret)
-            .await
-            .unwrap();
-    }
-    let cms = Api::<ConfigMap>::namespaced(world.client.clone(), world.ns());
-    let mut cm = cms
-        .get_opt("rbac-render")
-        .await
-        .unwrap()
-        .unwrap_or_else(|| ConfigMap {
-            metadata: meta("rbac-render"),
-            ..ConfigMap::default()
-        });
-    cm.data = Some(cm_data);
-    if cm.metadata.resource_version.is_some() {
-        cms.replace("rbac-render", &PostParams::default(), &cm)
-            .await
-            .unwrap();
-    } else {
-        cms.create(&PostParams::default(), &cm).await.unwrap();
-    }
-    read_render(dir).unwrap().checksum().to_string()
+/// (key conventions of `src/source/configmap.rs`: `<folder>--<name>`, `ssl--` and `ca--` keys in
+/// the Secret), Secret first; returns the render's checksum.
+async fn write_source(world: &Fleet, dir: &Path) -> Checksum {
+    let render = read_render(dir).unwrap();
+    put_configmap_render(
+        &world.client(),
+        world.namespace(),
+        "rbac-render",
+        "rbac-render-certs",
+        &render,
+    )
+    .await;
+    render.checksum()
 }
 
 /// Waits until the main HAProxyCfg holds the render `want` with all 3 pods on it.
-async fn on_checksum(world: &World, want: &str) {
-    world
-        .until(
-            Duration::from_secs(60),
-            &format!("HAProxyCfg on {want}"),
-            || async {
-                let (spec, _, on) = summary(&world.hpcfg(MAIN).await?);
-                (spec == want && on.len() == 3 && on.iter().all(|(_, c)| c == want)).then_some(())
-            },
-        )
-        .await;
+async fn on_checksum(world: &Fleet, want: Checksum) {
+    let what = format!("HAProxyCfg on {want}");
+    object_until(world, MAIN, bounds().converge(), &what, |c| {
+        let p = Published::of(c);
+        p.on(&want, 3).then_some(()).ok_or(format!("{p:?}"))
+    })
+    .await;
 }
 
 /// Appends `text` to the file `path`.
@@ -321,58 +243,42 @@ fn append(path: &Path, text: &str) {
 /// The ConfigMap source with its certificate Secret: 04-errors, then its error page changed in
 /// place; 06-crtlist, then its crt-list and certificate changed in place (the stream never changes
 /// a general file, crt-list or certificate in place: these are the updates of those objects).
-async fn configmap_run(world: &World) {
-    let dir = world.dir.path().join("cm-render");
+async fn configmap_run(world: &Fleet) {
+    let dir = world.dir().join("cm-render");
     feed(&dir, "04-errors");
     let first = write_source(world, &dir).await;
     assert_eq!(first, checksum("04-errors"), "the source keeps the render");
-    let mut opts = Opts::dir(world, CM_ID, Path::new("/nonexistent"));
-    opts.source = [
-        "--source",
-        "configmap",
-        "--configmap",
-        "rbac-render",
-        "--configmap-secret",
-        "rbac-render-certs",
-    ]
-    .map(String::from)
-    .to_vec();
+    let opts = opts(world, CM_ID, Path::new("/nonexistent"))
+        .with_configmap("rbac-render", Some("rbac-render-certs"));
     let mut ctl = world.controller(opts);
     published(world, "04-errors", 3).await;
-    world
-        .pods_answer("04-errors", Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|e| panic!("04-errors: {e}\n{}", ctl.log_tail(40)));
+    answers(world, "04-errors").await;
 
     append(&dir.join("general/403.http"), "changed in place\n");
-    on_checksum(world, &write_source(world, &dir).await).await;
+    on_checksum(world, write_source(world, &dir).await).await;
 
     feed(&dir, "06-crtlist");
     write_source(world, &dir).await;
     published(world, "06-crtlist", 3).await;
-    world
-        .pods_answer("06-crtlist", Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|e| panic!("06-crtlist: {e}\n{}", ctl.log_tail(40)));
+    answers(world, "06-crtlist").await;
 
     append(&dir.join("crt-lists/sites.crtlist"), "# changed in place\n");
     append(&dir.join("ssl/site.pem"), "\n");
-    on_checksum(world, &write_source(world, &dir).await).await;
+    on_checksum(world, write_source(world, &dir).await).await;
 
-    let status = ctl.stop(Duration::from_secs(30)).expect("stops on SIGTERM");
-    assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
+    stop_cleanly(&mut ctl);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_role_grants_exactly_what_the_controller_calls() {
-    let world = World::start(3).await;
+    let world = start(3).await;
     dir_run(&world).await;
     configmap_run(&world).await;
 
     let mut observed: BTreeMap<Triple, usize> = BTreeMap::new();
     let mut unauthorizable = Vec::new();
     let mut seen = BTreeSet::new();
-    for r in world.cluster.api.requests() {
+    for r in world.api_requests().unwrap() {
         if !r.user_agent.contains("haptic/") {
             continue;
         }
@@ -381,12 +287,12 @@ async fn the_role_grants_exactly_what_the_controller_calls() {
                 seen.insert(id);
             }
         }
-        match classify(&r, world.ns()) {
+        match classify(&r, world.namespace()) {
             Ok(t) => *observed.entry(t).or_default() += 1,
             Err(e) => unauthorizable.push(e),
         }
     }
-    world.cluster.shutdown().await;
+    world.shutdown().await;
     assert_eq!(seen.len(), 2, "both runs are in the request log");
     let table: Vec<String> = observed
         .iter()

@@ -3,14 +3,32 @@
 //! (the one `stream::render_stream_reaches_every_pod_and_is_published` checks).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use haptic_journal::{Event, Journal, JournalOptions, Seq};
 
-use super::stream::{published, published_within};
 use super::{
-    Opts, SLOW_DRIFT, World, checksum, fast, feed, rejected, restart_bound, stream, summary,
+    Fleet, MAIN, Published, answers, bounds, checksum, feed, invalid_removed, opts, published,
+    rejected, start, stop_cleanly, stream,
 };
+
+/// A drift interval no restart test can wait for (drift must not rescue a restart bug).
+const SLOW_DRIFT: [&str; 2] = ["--drift-prevention-interval", "10m"];
+
+/// Waits (at most `bound`) until the main HAProxyCfg holds `render` on `pods` pods.
+async fn published_within(world: &Fleet, render: &str, pods: usize, bound: std::time::Duration) {
+    let want = checksum(render);
+    world
+        .eventually(
+            bound,
+            &format!("{MAIN} on {render} with {pods} pods"),
+            || async {
+                let cfg = world.hpcfg(MAIN).await.ok_or(format!("no {MAIN}"))?;
+                let p = Published::of(&cfg);
+                p.on(&want, pods).then_some(()).ok_or(format!("{p:?}"))
+            },
+        )
+        .await;
+}
 
 fn deployments_started(log: &str) -> usize {
     log.matches("deployment started").count()
@@ -18,9 +36,9 @@ fn deployments_started(log: &str) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_resumes_from_the_journal() {
-    let world = World::start(3).await;
-    let render_dir = world.dir.path().join("render");
-    let mut opts = Opts::dir(&world, "solo", &render_dir);
+    let world = start(3).await;
+    let render_dir = world.dir().join("render");
+    let mut opts = opts(&world, "solo", &render_dir);
     // Drift must not be what repairs the fleet after the restart.
     opts.extra.extend(SLOW_DRIFT.map(String::from));
     feed(&render_dir, "01-basic");
@@ -32,61 +50,51 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
         feed(&render_dir, render);
         if render == kill_at {
             // Kill while the deployment of this render runs.
-            world
-                .until(
-                    Duration::from_secs(30),
-                    "the deployment of 06 to start",
-                    || async { (deployments_started(&ctl.log_text()) > before).then_some(()) },
-                )
-                .await;
+            ctl.eventually(
+                bounds().follow_up(),
+                "the deployment of 06 to start",
+                || async {
+                    let n = deployments_started(&ctl.log_text());
+                    (n > before)
+                        .then_some(())
+                        .ok_or(format!("{n} deployments started"))
+                },
+            )
+            .await;
             ctl.kill();
             ctl = world.controller(opts.clone());
             // The resumed deployment reaches every pod and the status says so, within what the
-            // configured intervals allow (no drift check can run in that time).
-            let bound = restart_bound();
-            published_within(&world, render, 3, bound)
-                .await
-                .unwrap_or_else(|seen| {
-                    panic!(
-                        "{render} not published on every pod within {bound:?} of the restart; \
-                         last seen {seen}\n{}",
-                        ctl.log_tail(40)
-                    )
-                });
+            // configured intervals allow: the dead leader's Lease runs out, the restarted one
+            // takes over and runs one deployment. No drift check can run in that time.
+            published_within(&world, render, 3, bounds().takeover()).await;
         }
         if !rejected(render) {
             published(&world, render, 3).await;
         }
-        world
-            .pods_answer(render, Duration::from_secs(60))
-            .await
-            .unwrap_or_else(|e| panic!("{render}: {e}\n{}", ctl.log_tail(40)));
+        answers(&world, render).await;
     }
     let last = renders.last().unwrap();
     let cfg = published(&world, last, 3).await;
-    let (spec, conditions, pods) = summary(&cfg);
+    let Published {
+        spec,
+        conditions,
+        pods,
+    } = Published::of(&cfg);
     assert_eq!(spec, checksum(last));
     assert_eq!(
         conditions,
         vec![
             "ConfigPinned=False".to_owned(),
-            "ConfigValidated=True".to_owned()
+            "ConfigValidated=True".to_owned(),
+            "Published=True".to_owned()
         ]
     );
-    assert!(pods.iter().all(|(_, c)| *c == checksum(last)), "{pods:?}");
-    world
-        .until(Duration::from_secs(30), "-invalid removed", || async {
-            world
-                .hpcfg("e2e-haproxycfg-invalid")
-                .await
-                .is_none()
-                .then_some(())
-        })
-        .await;
     assert!(
-        ctl.stop(Duration::from_secs(30))
-            .is_some_and(|s| s.success())
+        pods.iter().all(|(_, c)| *c == checksum(last).to_string()),
+        "{pods:?}"
     );
+    invalid_removed(&world).await;
+    stop_cleanly(&mut ctl);
     // Nothing took effect twice: one ConfigPublished per checksum among the journaled events.
     let journal = Journal::open(&JournalOptions::new(&opts.journal)).unwrap();
     assert!(journal.verify().unwrap().problems.is_empty());
@@ -106,7 +114,7 @@ async fn sigkill_mid_stream_resumes_from_the_journal() {
         published_per_render.values().all(|n| *n == 1),
         "one ConfigPublished per render: {published_per_render:?}"
     );
-    world.cluster.shutdown().await;
+    world.shutdown().await;
 }
 
 /// An out-of-band config an operator (or a broken pod) put behind the Dataplane API's back.
@@ -116,105 +124,86 @@ const OUT_OF_BAND: &str = "global\n    stats socket /var/run/haproxy.sock mode 6
 /// one on the same journal with the render unchanged: the source sends nothing new, so all the
 /// second one knows of the render is what the journal restored.
 async fn gracefully_restarted(
-    world: &World,
+    world: &Fleet,
     render: &str,
     pods: usize,
     extra: &[&str],
-) -> (super::Controller, Opts) {
-    let render_dir = world.dir.path().join("render");
-    let mut opts = Opts::dir(world, "solo", &render_dir);
+) -> super::Controller {
+    let render_dir = world.dir().join("render");
+    let mut opts = opts(world, "solo", &render_dir);
     opts.extra.extend(extra.iter().map(|s| (*s).to_owned()));
     feed(&render_dir, render);
     let mut ctl = world.controller(opts.clone());
     published(world, render, pods).await;
-    let status = ctl.stop(Duration::from_secs(30));
-    assert!(
-        status.is_some_and(|s| s.success()),
-        "graceful stop: {status:?}\n{}",
-        ctl.log_tail(40)
-    );
-    let ctl = world.controller(opts.clone());
-    (ctl, opts)
+    stop_cleanly(&mut ctl);
+    world.controller(opts)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_graceful_restart_with_an_unchanged_render_drift_is_still_repaired() {
     // Before: the scheduler's last validated render came back only from a pending or in-flight
     // slot, so after a clean stop the drift check had nothing to compare the pods with.
-    let world = World::start(2).await;
-    let drift = Duration::from_secs(6);
-    let (ctl, _) =
+    let world = start(2).await;
+    let drift = std::time::Duration::from_secs(6);
+    let ctl =
         gracefully_restarted(&world, "02-maps", 2, &["--drift-prevention-interval", "6s"]).await;
-    // Leading again (the old Lease was released on the clean stop).
-    world
-        .until(
-            restart_bound(),
-            "the restarted controller to lead",
-            || async {
-                (world.lease_holder("haptic-leader").await.as_deref() == Some("solo")).then_some(())
-            },
-        )
-        .await;
-    let pod = &world.pods()[0];
-    let resp = super::http()
-        .post(format!("{}/_sandbox/edit-config", pod.dataplane_url))
-        .body(OUT_OF_BAND)
-        .send()
+    ctl.eventually(
+        bounds().takeover(),
+        "the restarted controller to lead",
+        || async {
+            let holder = world.lease_holder(super::LEASE).await;
+            (holder.as_deref() == Some("solo"))
+                .then_some(())
+                .ok_or(format!("holder {holder:?}"))
+        },
+    )
+    .await;
+    world.pods()[0]
+        .faults()
+        .edit_config(OUT_OF_BAND, false)
         .await
         .unwrap();
-    assert!(resp.status().is_success(), "edit-config: {}", resp.status());
     // The next drift check (one interval) plus one deployment repairs it.
-    let bound = drift + fast("--min-deployment-interval") + fast("--deployment-timeout");
-    world
-        .pods_answer("02-maps", bound)
-        .await
-        .unwrap_or_else(|e| panic!("not repaired within {bound:?}: {e}\n{}", ctl.log_tail(40)));
-    world.cluster.shutdown().await;
+    let bound = drift + bounds().deployment();
+    ctl.eventually(bound, "the drift check to repair the edited pod", || {
+        world.pods_answer("02-maps")
+    })
+    .await;
+    world.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_graceful_restart_a_new_pod_and_a_rejected_render_get_the_last_passed_one() {
-    let world = World::start(3).await;
+    let world = start(3).await;
     // The third pod's Pod object appears only after the restart.
-    let late = world.pods()[2].clone();
-    world.cluster.kube.delete_pod(&late.name).await;
-    let (ctl, _) = gracefully_restarted(&world, "05-tls", 2, &SLOW_DRIFT).await;
-    world.cluster.kube.register_pod(&late).await.unwrap();
-    // Discovery (the lease first), then one deployment after the rate limit: no drift check
-    // can run in that time.
-    let bound = restart_bound();
-    published_within(&world, "05-tls", 3, bound)
-        .await
-        .unwrap_or_else(|seen| {
-            panic!(
-                "the pod added after the restart did not get 05 within {bound:?}; last seen \
-                 {seen}\n{}",
-                ctl.log_tail(40)
-            )
-        });
-    world
-        .pods_answer("05-tls", bound)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log_tail(40)));
+    let late = world.pods()[2].name.clone();
+    world.unregister_pod(&late).await.unwrap();
+    let ctl = gracefully_restarted(&world, "05-tls", 2, &SLOW_DRIFT).await;
+    world.register_pod(&late).await.unwrap();
+    // The Lease, discovery, then one deployment after the rate limit: no drift check can run in
+    // that time.
+    let bound = bounds().takeover();
+    published_within(&world, "05-tls", 3, bound).await;
+    ctl.eventually(bound, "every pod to answer 05", || {
+        world.pods_answer("05-tls")
+    })
+    .await;
     // A rejected render falls back to the last passed one: a validation_fallback deployment.
-    let render_dir = world.dir.path().join("render");
-    feed(&render_dir, "08-invalid");
-    world
-        .until(
-            bound + fast("--min-deployment-interval"),
-            "a validation_fallback deployment of the last passed render",
-            || async {
-                ctl.log_text()
-                    .lines()
-                    .any(|l| l.contains("deployment started") && l.contains("validation_fallback"))
-                    .then_some(())
-            },
-        )
-        .await;
+    feed(&world.dir().join("render"), "08-invalid");
+    ctl.eventually(
+        bounds().follow_up(),
+        "a validation_fallback deployment of the last passed render",
+        || async {
+            ctl.log_text()
+                .lines()
+                .any(|l| l.contains("deployment started") && l.contains("validation_fallback"))
+        },
+    )
+    .await;
     // The fleet keeps the last passed render.
-    world
-        .pods_answer("05-tls", bound)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", ctl.log_tail(40)));
-    world.cluster.shutdown().await;
+    ctl.eventually(bound, "every pod to still answer 05", || {
+        world.pods_answer("05-tls")
+    })
+    .await;
+    world.shutdown().await;
 }

@@ -2,10 +2,8 @@
 //! fix, and `--journal-recovery=rebuild` (DESIGN.md J10).
 
 use std::process::Command;
-use std::time::Duration;
 
-use super::stream::published;
-use super::{BIN, Opts, World, feed};
+use super::{BIN, answers, bounds, feed, opts, published, start, stop_cleanly};
 
 fn run_args(extra: &[&str]) -> std::process::Output {
     Command::new(BIN)
@@ -53,10 +51,10 @@ fn missing_haproxy_and_bad_flags_are_named() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_journal_is_refused_then_rebuilt() {
-    let world = World::start(1).await;
-    let render_dir = world.dir.path().join("render");
+    let world = start(1).await;
+    let render_dir = world.dir().join("render");
     feed(&render_dir, "02-maps");
-    let mut opts = Opts::dir(&world, "solo", &render_dir);
+    let mut opts = opts(&world, "solo", &render_dir);
     std::fs::create_dir_all(opts.journal.parent().unwrap()).unwrap();
     // A redb header followed by garbage: damaged, but recognisably a redb file (rebuild never
     // moves a file that does not start like one).
@@ -64,9 +62,7 @@ async fn a_damaged_journal_is_refused_then_rebuilt() {
     damaged.resize(64 * 1024, 0x5a);
     std::fs::write(&opts.journal, &damaged).unwrap();
     let mut ctl = world.controller(opts.clone());
-    let status = ctl
-        .wait(Duration::from_secs(30))
-        .expect("refuses and exits");
+    let status = ctl.wait(bounds().stop()).expect("refuses and exits");
     assert!(!status.success());
     let log = ctl.log_text();
     assert!(log.contains("--journal-recovery=rebuild"), "{log}");
@@ -77,19 +73,13 @@ async fn a_damaged_journal_is_refused_then_rebuilt() {
     opts.extra = vec!["--journal-recovery".into(), "rebuild".into()];
     let mut ctl = world.controller(opts.clone());
     published(&world, "02-maps", 1).await;
-    world
-        .pods_answer("02-maps", Duration::from_secs(60))
-        .await
-        .unwrap();
+    answers(&world, "02-maps").await;
     let aside: Vec<_> = std::fs::read_dir(opts.journal.parent().unwrap())
         .unwrap()
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().contains(".damaged-"))
         .collect();
     assert_eq!(aside.len(), 1, "the damaged file is kept aside");
-    assert!(
-        ctl.stop(Duration::from_secs(30))
-            .is_some_and(|s| s.success())
-    );
-    world.cluster.shutdown().await;
+    stop_cleanly(&mut ctl);
+    world.shutdown().await;
 }

@@ -6,10 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
-use super::sources::check_render;
-use super::{Opts, World, feed, http};
+use haptic_testkit::{eventually, http};
+
+use super::{bounds, feed_and_check, opts, solo, stop_cleanly};
 
 /// One `/metrics` scrape: `# TYPE` families and every sample (`name{labels}` as written).
 #[derive(Debug, Default)]
@@ -82,20 +82,20 @@ pub async fn scrape(addr: SocketAddr) -> Scrape {
     Scrape::parse(&text)
 }
 
-/// Polls `path` until it answers `status` (bounded); returns the body.
+/// Polls `path` until it answers `status` (within [`haptic_testkit::Intervals::converge`]);
+/// returns the body.
 async fn wait_status(addr: SocketAddr, path: &str, status: u16) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (s, body) = get(addr, path).await;
-        if s == status {
-            return body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{path} still {s} (want {status}): {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        bounds().converge(),
+        &format!("{path} to answer {status}"),
+        || async {
+            let (s, body) = get(addr, path).await;
+            (s == status)
+                .then_some(body.clone())
+                .ok_or(format!("{s}: {body}"))
+        },
+    )
+    .await
 }
 
 /// Every `haptic_*` identifier of every PromQL `expr` in the dashboard.
@@ -168,30 +168,27 @@ fn unmoved(m: &Scrape) -> Option<Vec<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_health_of_the_real_binary() {
-    let world = World::start(3).await;
-    let render_dir = world.dir.path().join("render");
-    feed(&render_dir, "01-basic");
-    let mut ctl = world.controller(Opts::dir(&world, "solo", &render_dir));
-    let mut last_passed = String::new();
-    for render in ["01-basic", "02-maps", "08-invalid", "10-large-map"] {
-        feed(&render_dir, render);
-        last_passed = check_render(&world, &ctl, render, &last_passed).await;
-    }
-    let addr = ctl.metrics_addr();
+    let (world, render_dir, mut ctl) = solo(3).await;
+    feed_and_check(
+        &world,
+        &render_dir,
+        ["01-basic", "02-maps", "08-invalid", "10-large-map"],
+    )
+    .await;
+    let addr = ctl.metrics_addr().await;
     // Counters read at scrape time may trail the published status by a moment: poll.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let m = loop {
-        let m = scrape(addr).await;
-        match unmoved(&m) {
-            None => break m,
-            Some(bad) => assert!(
-                Instant::now() < deadline,
-                "counters that should have moved: {bad:?}\n{}",
-                m.text
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let m = ctl
+        .eventually(bounds().follow_up(), "the counters to move", || async {
+            let m = scrape(addr).await;
+            match unmoved(&m) {
+                None => Ok(m),
+                Some(bad) => Err(format!(
+                    "counters that should have moved: {bad:?}\n{}",
+                    m.text
+                )),
+            }
+        })
+        .await;
     // Every dashboard query names a metric this binary exports.
     let names = dashboard_metric_names();
     assert!(names.len() >= 10, "too few dashboard metrics: {names:?}");
@@ -205,11 +202,11 @@ async fn metrics_and_health_of_the_real_binary() {
     assert_eq!(wait_status(addr, "/healthz", 200).await, "ok\n");
 
     // A second replica with the deployer blocked by the test hook: /healthz 503 naming it.
-    let mut opts = Opts::dir(&world, "stalled", &render_dir);
+    let mut opts = opts(&world, "stalled", &render_dir);
     opts.env
         .push(("HAPTIC_TEST_STALL".to_owned(), "deployer".to_owned()));
     let mut stalled = world.controller(opts);
-    let stalled_addr = stalled.metrics_addr();
+    let stalled_addr = stalled.metrics_addr().await;
     let body = wait_status(stalled_addr, "/healthz", 503).await;
     assert!(
         body.lines()
@@ -223,7 +220,6 @@ async fn metrics_and_health_of_the_real_binary() {
         "the first replica stays healthy"
     );
     stalled.kill();
-    let status = ctl.stop(Duration::from_secs(30)).expect("stops on SIGTERM");
-    assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
-    world.cluster.shutdown().await;
+    stop_cleanly(&mut ctl);
+    world.shutdown().await;
 }

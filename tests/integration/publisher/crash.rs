@@ -12,6 +12,8 @@ use std::sync::atomic::Ordering;
 
 use haptic_journal::{Event, GateVerdict, Identity, Queue, Seq, Term};
 
+use std::path::PathBuf;
+
 use super::*;
 
 const CHILD_ENV: &str = "HAPTIC_PUBLISHER_CRASH_CHILD";
@@ -50,17 +52,7 @@ async fn publish_crash_child() {
     let p = ConfigPublisher::new(Arc::clone(&journal), client, fast_config());
     let _term = p.start(Term(1));
     let r = full_render();
-    let mut b = Batch::new();
-    let render = b.put_render(r.config.clone(), r.files.clone()).checksum;
-    b.event(Event::TemplateRendered {
-        correlation: Correlation::new("c1"),
-        render,
-        config_bytes: r.config.len() as u64,
-        auxiliary_file_count: r.files.len() as u32,
-        duration_ms: 1,
-        trigger_reason: "test".into(),
-        coalescible: true,
-    });
+    let (b, render) = rendered(Correlation::new("c1"), &r);
     deliver(&journal, &p, b).await;
     let mut b = Batch::new();
     b.event(Event::RenderGateCompleted {
@@ -76,7 +68,7 @@ async fn publish_crash_child() {
 }
 
 fn write_verbs_on_objects(env: &Env) -> Vec<String> {
-    env.server
+    env.server()
         .requests()
         .into_iter()
         .filter(|r| matches!(r.method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE"))
@@ -88,10 +80,10 @@ fn write_verbs_on_objects(env: &Env) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_before_publish_ack_reruns_the_item_and_it_takes_effect_once() {
     let mut env = Env::start().await;
-    env.server.clear_requests();
+    env.server().clear_requests();
     let out = tokio::task::spawn_blocking({
-        let dir = env.dir.path().to_owned();
-        let kubeconfig = env.kubeconfig.clone();
+        let dir = env.fleet.dir().to_owned();
+        let kubeconfig = env.fleet.kubeconfig().to_owned();
         move || {
             Command::new(std::env::current_exe().unwrap())
                 .args([
@@ -140,7 +132,7 @@ async fn crash_before_publish_ack_reruns_the_item_and_it_takes_effect_once() {
 
     // The parent takes the same journal with a new publisher (a new term, as after a restart).
     env.journal =
-        Arc::new(Journal::open(&JournalOptions::new(crash_journal_path(env.dir.path()))).unwrap());
+        Arc::new(Journal::open(&JournalOptions::new(crash_journal_path(env.fleet.dir()))).unwrap());
     assert_eq!(
         env.queue_len(Queue::Publish),
         1,
@@ -151,13 +143,11 @@ async fn crash_before_publish_ack_reruns_the_item_and_it_takes_effect_once() {
     env.journal
         .set_term(Term(2), Identity::new("replica-0"))
         .unwrap();
-    env.server.clear_requests();
+    env.server().clear_requests();
     let p = env.publisher(fast_config());
     let term = p.start(Term(2));
-    eventually("re-run item acked", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "re-run item acked")
+        .await;
     term.stop().await;
 
     // Exactly once: one config.published for the checksum, no object created or replaced again.

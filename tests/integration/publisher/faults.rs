@@ -23,25 +23,25 @@ fn fault(method: &str, path: &str, status: u16, times: u32) -> Fault {
 async fn transient_faults_are_retried_without_loss_or_duplicates() {
     let mut env = Env::start().await;
     // 409 on the first create of each kind, 429 with Retry-After, a 500 burst, a timeout.
-    env.server
+    env.server()
         .add_fault(fault("POST", "haproxycfgs$", 409, 1))
         .unwrap();
-    env.server
+    env.server()
         .add_fault(fault("POST", "haproxymapfiles$", 409, 1))
         .unwrap();
-    env.server
+    env.server()
         .add_fault(fault("POST", "secrets$", 409, 1))
         .unwrap();
-    env.server
+    env.server()
         .add_fault(Fault {
             retry_after_s: Some(1),
             ..fault("PUT", "status$", 429, 1)
         })
         .unwrap();
-    env.server
+    env.server()
         .add_fault(fault("POST", "haproxygeneralfiles$", 500, 3))
         .unwrap();
-    env.server
+    env.server()
         .add_fault(Fault {
             method: "GET".into(),
             path: "haproxycrtlistfiles/".into(),
@@ -54,7 +54,7 @@ async fn transient_faults_are_retried_without_loss_or_duplicates() {
     let term = p.start(Term(1));
     let sum = env.render_and_pass(&p, &full_render()).await;
     env.applied(&p, "pod-a", sum, None).await;
-    eventually("published and status written", || async {
+    eventually(bound(), "published and status written", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
@@ -65,10 +65,7 @@ async fn transient_faults_are_retried_without_loss_or_duplicates() {
     // The same render again (a drift re-render): idempotent, no second event.
     env.gate(&p, sum, haptic_journal::GateVerdict::Pass, vec![])
         .await;
-    eventually("repeat handled", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_queue_empty(Queue::Publish, "repeat handled").await;
     term.stop().await;
     assert_eq!(env.published_events(), 1);
     let c = p.counters();
@@ -83,34 +80,14 @@ async fn transient_faults_are_retried_without_loss_or_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_objects_are_a_condition_not_a_loop() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let small = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == small)
-    })
-    .await;
+    let (mut env, p, term, _) = Env::with_published(&corpus("02-maps"), "published").await;
 
     // A 4 MiB map of incompressible text: over the API server's limit even compressed.
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut big = Vec::with_capacity(4 << 20);
-    while big.len() < 4 << 20 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        big.push(alphabet[(seed % 64) as usize]);
-        if big.len() % 80 == 79 {
-            big.push(b'\n');
-        }
-    }
+    let big = incompressible_from(0x9e37_79b9_7f4a_7c15, 4 << 20);
     let mut r = corpus("02-maps");
     r.files.push((AuxKind::Map, "maps/huge.map".into(), big));
     env.render_and_pass(&p, &r).await;
-    eventually("released with a condition", || async {
+    eventually(bound(), "released with a condition", || async {
         p.counters().given_up.load(Ordering::Relaxed) == 1
             && env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
                 s.conditions
@@ -119,10 +96,10 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
             })
     })
     .await;
-    eventually("released", || async { env.queue_len(Queue::Publish) == 0 }).await;
+    env.wait_queue_empty(Queue::Publish, "released").await;
     // Refused before upload (over the 3 MiB request limit) or by the server once: never a loop.
     let too_large = env
-        .server
+        .server()
         .requests()
         .iter()
         .filter(|r| r.status == 413 || r.status == 500)
@@ -130,19 +107,13 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
     assert!(too_large <= 1, "{too_large} rejected requests");
     // The rejected render is not announced.
     assert_eq!(env.published_events(), 1);
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_render_supersedes_a_failing_older_retry() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let first = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
-        .await;
-    eventually("first", || async {
+    let (mut env, p, term, first) = Env::with_render(&shared("basic/one-backend.cfg")).await;
+    eventually(bound(), "first", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
     })
     .await;
@@ -152,7 +123,7 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
             .is_some_and(|c| c.spec.checksum == first)
     );
     // Every spec update fails (500) while two more renders arrive.
-    env.server
+    env.server()
         .add_fault(Fault {
             method: "PUT".into(),
             path: format!("haproxycfgs/{MAIN}$"),
@@ -163,15 +134,17 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
     let _second = env
         .render_and_pass(&p, &shared("backends/two-backends.cfg"))
         .await;
-    eventually("retrying", || async {
-        p.counters().retries.load(Ordering::Relaxed) >= 2
+    wait_count("retrying", 2, || {
+        p.counters()
+            .retries
+            .load(std::sync::atomic::Ordering::Relaxed)
     })
     .await;
     let third = env
         .render_and_pass(&p, &shared("backends/three-backends.cfg"))
         .await;
-    env.server.clear_faults();
-    eventually("third", || async {
+    env.server().clear_faults();
+    eventually(bound(), "third", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 2
     })
     .await;
@@ -179,7 +152,7 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
     assert_eq!(env.cfg(MAIN).await.unwrap().spec.checksum, third);
     // The second render never reached the spec: one successful spec update, for the third.
     let ok_puts = env
-        .server
+        .server()
         .requests()
         .into_iter()
         .filter(|r| {
@@ -193,7 +166,11 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
 
 /// Incompressible text of `len` bytes (80-column lines).
 fn incompressible(len: usize) -> Vec<u8> {
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    incompressible_from(0x2545_f491_4f6c_dd1d, len)
+}
+
+/// Incompressible text of at least `len` bytes (80-column lines), xorshift from `seed`.
+fn incompressible_from(mut seed: u64, len: usize) -> Vec<u8> {
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = Vec::with_capacity(len);
     while out.len() < len {
@@ -213,17 +190,8 @@ fn incompressible(len: usize) -> Vec<u8> {
 /// too large: a permanent rejection (condition, item released), never a retry loop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_too_large_500_is_a_condition_not_a_loop() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let small = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == small)
-    })
-    .await;
-    env.server.clear_requests();
+    let (mut env, p, term, small) = Env::with_published(&corpus("02-maps"), "published").await;
+    env.server().clear_requests();
 
     let mut r = corpus("02-maps");
     r.files.push((
@@ -233,6 +201,7 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
     ));
     env.render_and_pass(&p, &r).await;
     eventually(
+        bound(),
         "released with a condition naming the storage error",
         || async {
             p.counters().given_up.load(Ordering::Relaxed) == 1
@@ -246,8 +215,8 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
         },
     )
     .await;
-    eventually("released", || async { env.queue_len(Queue::Publish) == 0 }).await;
-    let requests = env.server.requests();
+    env.wait_queue_empty(Queue::Publish, "released").await;
+    let requests = env.server().requests();
     let rejected: Vec<_> = requests.iter().filter(|r| r.status == 500).collect();
     assert_eq!(rejected.len(), 1, "{rejected:?}");
     assert_eq!(rejected[0].method, "POST");
@@ -264,12 +233,7 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
     // The rejected render is not announced, and the HAProxyCfg spec, written before the map
     // failed, is restored to the last complete publication by self-healing.
     assert_eq!(env.published_events(), 1);
-    eventually("spec back to the last complete publication", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == small)
-    })
-    .await;
-    term.stop().await;
-    env.assert_no_422();
+    env.wait_spec("spec back to the last complete publication", small)
+        .await;
+    env.finish(term).await;
 }

@@ -10,6 +10,8 @@ use haptic_journal::{Identity, Queue, Term};
 
 use haptic::components::publisher::ConfigPublisher;
 
+use haptic::k8s::crd::HAProxyCfgStatus;
+
 use super::*;
 
 /// A guard the test revokes and restores.
@@ -23,7 +25,7 @@ impl LeaseGuard for Switch {
 }
 
 fn write_verbs(env: &Env) -> Vec<String> {
-    env.server
+    env.server()
         .requests()
         .into_iter()
         .filter(|r| matches!(r.method.as_str(), "POST" | "PUT" | "PATCH" | "DELETE"))
@@ -31,35 +33,45 @@ fn write_verbs(env: &Env) -> Vec<String> {
         .collect()
 }
 
+/// Waits until `term` stopped itself (fenced), then checks that `q` still holds its one item
+/// (`why` otherwise) and that nothing was given up.
+async fn stopped_keeping(env: &Env, p: &ConfigPublisher, term: TermHandle, q: Queue, why: &str) {
+    eventually(bound(), "the term stops", || async {
+        term.cancel.is_cancelled()
+    })
+    .await;
+    term.stop().await;
+    assert_eq!(env.queue_len(q), 1, "{why}");
+    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+}
+
+/// A publisher of `env` whose Lease guard holds while its flag is set (`valid` at first).
+fn guarded(env: &Env, valid: bool) -> (Arc<Switch>, ConfigPublisher) {
+    let guard = Arc::new(Switch(AtomicBool::new(valid)));
+    let mut cfg = fast_config();
+    cfg.lease = guard.clone();
+    (guard, env.publisher(cfg))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_item() {
     let mut env = Env::start().await;
-    let guard = Arc::new(Switch(AtomicBool::new(true)));
-    let mut cfg = fast_config();
-    cfg.lease = guard.clone();
-    let p = env.publisher(cfg);
+    let (guard, p) = guarded(&env, true);
     let term = p.start(Term(1));
     let first = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
-    eventually("first render published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
-    eventually("first render acked", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_spec("first render published", first).await;
+    env.wait_queue_empty(Queue::Publish, "first render acked")
+        .await;
 
     // Deposed mid-stream: the next render (with auxiliary objects and Secrets) must not go out.
     guard.0.store(false, Ordering::SeqCst);
-    env.server.clear_requests();
+    env.server().clear_requests();
     let second = env.render_and_pass(&p, &full_render()).await;
     // The worker reads the HAProxyCfg, then the guard refuses the replace.
-    eventually("publication attempted", || async {
-        env.server
+    eventually(bound(), "publication attempted", || async {
+        env.server()
             .requests()
             .iter()
             .any(|r| r.method == "GET" && r.path.ends_with(&format!("haproxycfgs/{MAIN}")))
@@ -83,16 +95,10 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
         .unwrap();
     guard.0.store(true, Ordering::SeqCst);
     let term = p.start(Term(2));
-    eventually("queued render published by the next term", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == second)
-    })
-    .await;
-    eventually("queued item acked", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_spec("queued render published by the next term", second)
+        .await;
+    env.wait_queue_empty(Queue::Publish, "queued item acked")
+        .await;
     term.stop().await;
     assert!(!write_verbs(&env).is_empty());
     assert_eq!(env.published_events(), 2);
@@ -130,11 +136,9 @@ async fn validation_failed(env: &mut Env, p: &ConfigPublisher, r: &RenderDir, er
 /// rejection that releases the item; it stops the term's workers and leaves the item queued.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     validation_failed(&mut env, &p, &corpus("08-invalid"), "first").await;
-    eventually("-invalid published", || async {
+    eventually(bound(), "-invalid published", || async {
         env.cfg(INVALID).await.is_some() && env.queue_len(Queue::Invalid) == 0
     })
     .await;
@@ -143,60 +147,54 @@ async fn newer_term_stamp_stops_the_invalid_worker_and_keeps_the_item_queued() {
     let mut second = shared("basic/two-servers.cfg");
     second.config.extend_from_slice(b"\n# rejected\n");
     validation_failed(&mut env, &p, &second, "second").await;
-    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
-    term.stop().await;
-    assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
-    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    stopped_keeping(&env, &p, term, Queue::Invalid, "item must stay queued").await;
     let st = env.cfg(INVALID).await.unwrap().status.unwrap();
     assert_eq!(st.validation_error.as_deref(), Some("first"));
 
     // The next term (newer than the stamp) takes the queued item.
-    env.journal
-        .set_term(Term(6), Identity::new("replica-0"))
-        .unwrap();
-    let term = p.start(Term(6));
-    eventually("queued item published by the next term", || async {
-        env.queue_len(Queue::Invalid) == 0
-            && env
-                .cfg(INVALID)
-                .await
-                .and_then(|c| c.status)
-                .is_some_and(|s| s.validation_error.as_deref() == Some("second"))
+    let term = env.next_term(&p, 6);
+    let published = |s: &HAProxyCfgStatus| s.validation_error.as_deref() == Some("second");
+    written_by_next_term(&env, Queue::Invalid, INVALID, published).await;
+    env.finish(term).await;
+}
+
+/// Waits until the next term took the item of `q` and wrote the status of `name` that `written`
+/// accepts.
+async fn written_by_next_term(
+    env: &Env,
+    q: Queue,
+    name: &str,
+    written: impl Fn(&HAProxyCfgStatus) -> bool,
+) {
+    let what = format!("the next term to write {name} from {q:?}");
+    eventually(bound(), &what, || async {
+        let status = env.cfg(name).await.and_then(|c| c.status);
+        let n = env.queue_len(q);
+        (n == 0 && status.as_ref().is_some_and(&written))
+            .then_some(())
+            .ok_or(format!("{n} queued; {name} status {status:?}"))
     })
     .await;
-    term.stop().await;
-    env.assert_no_422();
 }
 
 /// The same for the status worker: a newer term's stamp on the HAProxyCfg stops the term; the
 /// pending status is neither written nor dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let sum = env
-        .render_and_pass(&p, &shared("basic/two-servers.cfg"))
-        .await;
+    let (mut env, p, term, sum) = Env::with_render(&shared("basic/two-servers.cfg")).await;
     env.applied(&p, "pod-a", sum, None).await;
-    eventually("pod-a listed", || async {
-        env.cfg(MAIN)
-            .await
-            .and_then(|c| c.status)
-            .is_some_and(|s| s.deployed_to_pods.len() == 1)
-    })
-    .await;
+    env.wait_pods_listed("pod-a listed", 1).await;
     stamp(&env, MAIN, 5).await;
     // A failed deployment is written even for another checksum, so it reaches the write.
     env.applied(&p, "pod-b", sum, Some("reload failed")).await;
-    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
-    term.stop().await;
-    assert_eq!(
-        env.queue_len(Queue::StatusPending),
-        1,
-        "status must stay pending"
-    );
-    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    stopped_keeping(
+        &env,
+        &p,
+        term,
+        Queue::StatusPending,
+        "status must stay pending",
+    )
+    .await;
     let st = env.cfg(MAIN).await.unwrap().status.unwrap();
     assert_eq!(
         st.deployed_to_pods.len(),
@@ -204,21 +202,10 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
         "nothing written over the newer term"
     );
 
-    env.journal
-        .set_term(Term(6), Identity::new("replica-0"))
-        .unwrap();
-    let term = p.start(Term(6));
-    eventually("pending status written by the next term", || async {
-        env.queue_len(Queue::StatusPending) == 0
-            && env
-                .cfg(MAIN)
-                .await
-                .and_then(|c| c.status)
-                .is_some_and(|s| s.deployed_to_pods.len() == 2)
-    })
-    .await;
-    term.stop().await;
-    env.assert_no_422();
+    let term = env.next_term(&p, 6);
+    let both = |s: &HAProxyCfgStatus| s.deployed_to_pods.len() == 2;
+    written_by_next_term(&env, Queue::StatusPending, MAIN, both).await;
+    env.finish(term).await;
 }
 
 /// A lost Lease inside the retry helper (verdict and invalid workers) stops the term at once and
@@ -226,17 +213,11 @@ async fn newer_term_stamp_stops_the_status_worker_and_keeps_the_status_pending()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_lease_stops_the_invalid_worker_and_keeps_the_item_queued() {
     let mut env = Env::start().await;
-    let guard = Arc::new(Switch(AtomicBool::new(false)));
-    let mut cfg = fast_config();
-    cfg.lease = guard.clone();
-    let p = env.publisher(cfg);
-    env.server.clear_requests();
+    let (_guard, p) = guarded(&env, false);
+    env.server().clear_requests();
     let term = p.start(Term(1));
     validation_failed(&mut env, &p, &corpus("08-invalid"), "rejected").await;
-    eventually("the term stops", || async { term.cancel.is_cancelled() }).await;
-    term.stop().await;
-    assert_eq!(env.queue_len(Queue::Invalid), 1, "item must stay queued");
-    assert_eq!(p.counters().given_up.load(Ordering::Relaxed), 0);
+    stopped_keeping(&env, &p, term, Queue::Invalid, "item must stay queued").await;
     assert!(write_verbs(&env).is_empty());
     assert!(env.cfg(INVALID).await.is_none());
 }

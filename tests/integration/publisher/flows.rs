@@ -3,39 +3,30 @@
 
 use haptic::k8s::WriteError;
 use haptic::k8s::crd::{HAProxyMapFile, conditions, labels};
-use haptic::k8s::writer::{PublishSpec, RenderContent, Writer, WriterConfig};
+use haptic::k8s::writer::{PublishSpec, RenderContent};
 use haptic_journal::{DeploymentId, Event, GateVerdict, Queue, Seq, Term};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams};
 
-use super::*;
+use haptic_testkit::condition;
 
-fn cond(cfg: &HAProxyCfg, ty: &str) -> Option<String> {
-    cfg.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == ty)
-        .map(|c| c.status.clone())
-}
+use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishes_every_kind_then_status_conditions_and_gc() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
 
     // Parking: a pod reports the render before the HAProxyCfg exists.
     let full = full_render();
     let checksum = env.render(&p, &full).await;
     env.applied(&p, "pod-a", checksum, None).await;
-    eventually("status parked", || async {
+    eventually(bound(), "status parked", || async {
         env.queue_len(Queue::StatusParked) == 1
     })
     .await;
     env.gate(&p, checksum, GateVerdict::Pass, vec![]).await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         p.counters()
             .config_published
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -80,7 +71,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     }
 
     // The parked status came back and was written; the verdict shows as conditions.
-    eventually("pod status", || async {
+    eventually(bound(), "pod status", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods
                 .iter()
@@ -89,17 +80,17 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         })
     })
     .await;
-    eventually("conditions", || async {
+    eventually(bound(), "conditions", || async {
         let c = env.cfg(MAIN).await.unwrap();
-        cond(&c, conditions::CONFIG_VALIDATED).as_deref() == Some("True")
-            && cond(&c, conditions::CONFIG_PINNED).as_deref() == Some("False")
+        condition(&c, conditions::CONFIG_VALIDATED) == Some("True")
+            && condition(&c, conditions::CONFIG_PINNED) == Some("False")
     })
     .await;
 
     // A failed deployment on a new pod: listed with its error, no deployedAt.
     env.applied(&p, "pod-b", checksum, Some("reload failed"))
         .await;
-    eventually("pod-b error", || async {
+    eventually(bound(), "pod-b error", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods.iter().any(|p| {
                 p.pod_name == "pod-b"
@@ -116,13 +107,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         pod: pod_ref("pod-b"),
     });
     env.deliver(&p, s, &ev).await;
-    eventually("pod-b removed", || async {
-        env.cfg(MAIN)
-            .await
-            .and_then(|c| c.status)
-            .is_some_and(|s| s.deployed_to_pods.len() == 1)
-    })
-    .await;
+    env.wait_pods_listed("pod-b removed", 1).await;
 
     // A rejected render: `-invalid` with the summary; the main object keeps the spec, pinned.
     let bad = corpus("08-invalid");
@@ -153,7 +138,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         vec!["unknown keyword".into()],
     )
     .await;
-    eventually("-invalid", || async {
+    eventually(bound(), "-invalid", || async {
         env.cfg(INVALID)
             .await
             .and_then(|c| c.status)
@@ -163,17 +148,17 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
             })
     })
     .await;
-    eventually("pinned", || async {
+    eventually(bound(), "pinned", || async {
         let c = env.cfg(MAIN).await.unwrap();
-        cond(&c, conditions::CONFIG_PINNED).as_deref() == Some("True")
-            && cond(&c, conditions::CONFIG_VALIDATED).as_deref() == Some("False")
+        condition(&c, conditions::CONFIG_PINNED) == Some("True")
+            && condition(&c, conditions::CONFIG_VALIDATED) == Some("False")
             && c.spec.checksum == checksum
     })
     .await;
     // A failed deployment of another checksum is written with its error, not parked.
     env.applied(&p, "pod-c", bad_sum, Some("rejected by haproxy"))
         .await;
-    eventually("pod-c error", || async {
+    eventually(bound(), "pod-c error", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods.iter().any(|p| {
                 p.pod_name == "pod-c" && p.checksum == Some(bad_sum) && p.last_error.is_some()
@@ -185,22 +170,25 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A later passing render (fewer files): `-invalid` deleted, unreferenced objects collected.
     let basic = corpus("02-maps");
     let next = env.render_and_pass(&p, &basic).await;
-    eventually("second publication", || async {
+    eventually(bound(), "second publication", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == next)
             && env.cfg(INVALID).await.is_none()
     })
     .await;
-    eventually("gc", || async {
+    eventually(bound(), "gc", || async {
         secrets.list(&sel).await.unwrap().items.is_empty()
     })
     .await;
     let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
     assert_eq!(maps.list(&sel).await.unwrap().items.len(), 1);
-    eventually("unpinned", || async {
-        cond(&env.cfg(MAIN).await.unwrap(), conditions::CONFIG_PINNED).as_deref() == Some("False")
+    eventually(bound(), "unpinned", || async {
+        condition(&env.cfg(MAIN).await.unwrap(), conditions::CONFIG_PINNED) == Some("False")
     })
     .await;
-    eventually("second event", || async { env.published_events() == 2 }).await;
+    eventually(bound(), "second event", || async {
+        env.published_events() == 2
+    })
+    .await;
     env.assert_no_422();
     term.stop().await;
 }
@@ -216,7 +204,7 @@ async fn restart_takes_every_queued_item_once() {
         let sum = env.render(&p, &r).await;
         let term = p.start(Term(1));
         env.applied(&p, "pod-c", sum, None).await;
-        eventually("parked", || async {
+        eventually(bound(), "parked", || async {
             env.queue_len(Queue::StatusParked) == 1
         })
         .await;
@@ -241,7 +229,7 @@ async fn restart_takes_every_queued_item_once() {
     env.reopen_journal();
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
-    eventually("all done", || async {
+    eventually(bound(), "all done", || async {
         env.queue_len(Queue::Publish) == 0
             && env.queue_len(Queue::PublishDeployed) == 0
             && env.queue_len(Queue::StatusPending) == 0
@@ -249,7 +237,7 @@ async fn restart_takes_every_queued_item_once() {
             && env.queue_len(Queue::Verdict) == 0
     })
     .await;
-    eventually("three pods", || async {
+    eventually(bound(), "three pods", || async {
         env.cfg(MAIN)
             .await
             .unwrap()
@@ -264,18 +252,17 @@ async fn restart_takes_every_queued_item_once() {
     term.stop().await;
 
     // Start again on the same journal: the repeat writes nothing and emits nothing.
-    env.server.clear_requests();
+    env.server().clear_requests();
     let term = p.start(Term(1));
-    eventually("repeat done", || async {
+    wait_count("repeat done", 3, || {
         p.counters()
             .publications
             .load(std::sync::atomic::Ordering::Relaxed)
-            >= 3
     })
     .await;
     term.stop().await;
     let writes: Vec<_> = env
-        .server
+        .server()
         .requests()
         .into_iter()
         .filter(|r| r.method != "GET")
@@ -287,15 +274,8 @@ async fn restart_takes_every_queued_item_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
-    eventually("status refs", || async {
+    let (env, _p, term, sum) = Env::with_published(&corpus("02-maps"), "published").await;
+    eventually(bound(), "status refs", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
@@ -310,12 +290,9 @@ async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("restored", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
+    env.wait_spec("restored", sum).await;
     let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
-    eventually("map restored", || async {
+    eventually(bound(), "map restored", || async {
         maps.list(&ListParams::default()).await.unwrap().items.len() == 1
     })
     .await;
@@ -340,7 +317,7 @@ async fn self_heals_deleted_and_edited_objects_without_a_second_event() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("map entries restored", || async {
+    eventually(bound(), "map entries restored", || async {
         maps.get(&name).await.unwrap().spec.entries == want
     })
     .await;
@@ -360,24 +337,10 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
     let sum = env
         .render_and_pass(&p, &shared("basic/two-servers.cfg"))
         .await;
-    eventually("published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
+    env.wait_spec("published", sum).await;
     term.stop().await;
 
-    let old = Writer::new(
-        env.client.clone(),
-        WriterConfig {
-            namespace: NS.into(),
-            config_label: CONFIG.into(),
-            owner: None,
-            term: Term(4),
-            compression_threshold_bytes: 1 << 20,
-            request_timeout: std::time::Duration::from_secs(5),
-            lease: Arc::new(haptic::core::guard::AlwaysValid),
-        },
-    );
+    let old = writer(&env, Term(4));
     let other = RenderContent {
         checksum: haptic_journal::render_checksum(b"global\n", &[]),
         config: "global\n".into(),
@@ -391,6 +354,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
             rendered_at: None,
             validated_at: None,
             validation_error: None,
+            conditions: &[],
         })
         .await
         .unwrap_err();
@@ -411,20 +375,10 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
-    let mut env = Env::start().await;
-    let mut cfg = fast_config();
-    cfg.publish_interval = std::time::Duration::from_secs(3600);
-    let p = env.publisher(cfg);
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_throttle(std::time::Duration::from_secs(3600)).await;
     let first = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+        .pass_and_wait(&p, &shared("basic/one-backend.cfg"), "first")
         .await;
-    eventually("first", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
     // Two deploy-driven renders inside the throttle window: they wait.
     let mut last = first;
     for (i, f) in ["backends/two-backends.cfg", "backends/three-backends.cfg"]
@@ -472,16 +426,11 @@ async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cleanup_objects_after_delete_of_owner() {
     // Owner GC: deleting the HAProxyCfg collects the auxiliary objects (owner references).
-    let mut env = Env::start().await;
     let mut cfg = fast_config();
     cfg.self_heal = false;
-    let p = env.publisher(cfg);
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher_config(cfg).await;
     let sum = env.render_and_pass(&p, &corpus("06-crtlist")).await;
-    eventually("published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == sum)
-    })
-    .await;
+    env.wait_spec("published", sum).await;
     term.stop().await;
     env.cfgs()
         .delete(MAIN, &DeleteParams::default())
@@ -494,20 +443,9 @@ async fn cleanup_objects_after_delete_of_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newest() {
-    let mut env = Env::start().await;
-    let mut cfg = fast_config();
-    cfg.publish_interval = std::time::Duration::from_millis(1500);
-    let p = env.publisher(cfg);
-    let term = p.start(Term(1));
-    let first = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
+    let (mut env, p, term) = Env::with_throttle(std::time::Duration::from_millis(1500)).await;
+    env.pass_and_wait(&p, &shared("basic/one-backend.cfg"), "first")
         .await;
-    eventually("first", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
     // Inside the window: two more renders; only the newest is published when it ends.
     let _second = env
         .render_and_pass(&p, &shared("backends/two-backends.cfg"))
@@ -515,20 +453,12 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
     let third = env
         .render_and_pass(&p, &shared("backends/three-backends.cfg"))
         .await;
-    eventually("third", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == third)
-    })
-    .await;
-    eventually("queue empty", || async {
-        env.queue_len(Queue::Publish) == 0
-    })
-    .await;
+    env.wait_spec("third", third).await;
+    env.wait_queue_empty(Queue::Publish, "queue empty").await;
     term.stop().await;
     // Two spec writes (create + one update) and two events: the second render never went out.
     let puts = env
-        .server
+        .server()
         .requests()
         .into_iter()
         .filter(|r| r.method == "PUT" && r.path.ends_with(&format!("haproxycfgs/{MAIN}")))
@@ -540,34 +470,15 @@ async fn throttle_publishes_the_first_at_once_and_coalesces_the_rest_to_the_newe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn term_start_does_not_overwrite_another_leaders_render() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let ours = env
-        .render_and_pass(&p, &shared("basic/one-backend.cfg"))
-        .await;
-    eventually("published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == ours)
-    })
-    .await;
-    eventually("acked", || async {
+    let (env, p, term, _) =
+        Env::with_published(&shared("basic/one-backend.cfg"), "published").await;
+    eventually(bound(), "acked", || async {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
     })
     .await;
     term.stop().await;
     // Another replica leads (term 2) and publishes its render.
-    let theirs_writer = Writer::new(
-        env.client.clone(),
-        WriterConfig {
-            namespace: NS.into(),
-            config_label: CONFIG.into(),
-            owner: None,
-            term: Term(2),
-            compression_threshold_bytes: 1 << 20,
-            request_timeout: std::time::Duration::from_secs(5),
-            lease: Arc::new(haptic::core::guard::AlwaysValid),
-        },
-    );
+    let theirs_writer = writer(&env, Term(2));
     let theirs = RenderContent {
         checksum: haptic_journal::render_checksum(b"global\n# theirs\n", &[]),
         config: "global\n# theirs\n".into(),
@@ -581,6 +492,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
             rendered_at: None,
             validated_at: None,
             validation_error: None,
+            conditions: &[],
         })
         .await
         .unwrap();
@@ -589,11 +501,10 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
         .set_term(Term(3), haptic_journal::Identity::new("replica-0"))
         .unwrap();
     let term = p.start(Term(3));
-    eventually("repeat ran", || async {
+    wait_count("repeat ran", 2, || {
         p.counters()
             .heals
             .load(std::sync::atomic::Ordering::Relaxed)
-            >= 2
     })
     .await;
     term.stop().await;
@@ -611,19 +522,14 @@ async fn discovery_after_restart_clears_pods_that_went_away() {
         sum = env.render_and_pass(&p, &corpus("01-basic")).await;
         env.applied(&p, "pod-a", sum, None).await;
         env.applied(&p, "pod-b", sum, None).await;
-        eventually("two pods", || async {
-            env.cfg(MAIN)
-                .await
-                .and_then(|c| c.status)
-                .is_some_and(|s| s.deployed_to_pods.len() == 2)
-        })
-        .await;
+        env.wait_pods_listed("two pods", 2).await;
         term.stop().await;
     }
-    // A new publisher (fresh memory): the known pods come from the published status.
+    // A new publisher (fresh memory): the known pods are restored from its checkpoint at once
+    // (no seeding read to wait for: a discovery delivered right away must see them).
     let p = env.publisher(fast_config());
     let term = p.start(Term(1));
-    eventually("seeded", || async { p.known_pod_count() == 2 }).await;
+    assert_eq!(p.known_pod_count(), 2, "known pods not restored");
     let c = env.corr();
     let (s, ev) = env.accept(None, |_| Event::HAProxyPodsDiscovered {
         correlation: c,
@@ -635,7 +541,7 @@ async fn discovery_after_restart_clears_pods_that_went_away() {
         authoritative: true,
     });
     env.deliver(&p, s, &ev).await;
-    eventually("pod-b cleared", || async {
+    eventually(bound(), "pod-b cleared", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
             s.deployed_to_pods.len() == 1 && s.deployed_to_pods[0].pod_name == "pod-a"
         })

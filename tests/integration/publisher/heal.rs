@@ -85,7 +85,7 @@ async fn run_stream(publish_interval: Duration) -> (u64, Vec<usize>) {
         env.applied(&p, "pod-a", sum, None).await;
         env.applied(&p, "pod-b", sum, None).await;
         if i % 2 == 1 {
-            eventually("render published", || async {
+            eventually(bound(), "render published", || async {
                 env.journal
                     .published_checkpoints()
                     .unwrap()
@@ -96,7 +96,7 @@ async fn run_stream(publish_interval: Duration) -> (u64, Vec<usize>) {
         }
     }
     let last = *order.last().unwrap();
-    eventually("stream published with status", || async {
+    eventually(bound(), "stream published with status", || async {
         env.queue_len(Queue::Publish) == 0
             && env.cfg(MAIN).await.is_some_and(|c| {
                 c.spec.checksum == last
@@ -151,9 +151,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::ListParams;
 
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), NS);
     let ours = || async {
         secrets
@@ -166,7 +164,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
             .items
     };
     let tls = env.render_and_pass(&p, &corpus("05-tls")).await;
-    eventually("published with its Secret", || async {
+    eventually(bound(), "published with its Secret", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == tls) && ours().await.len() == 1
     })
     .await;
@@ -182,7 +180,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("secret restored", || async {
+    eventually(bound(), "secret restored", || async {
         secrets
             .get_opt(&name)
             .await
@@ -204,7 +202,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("secret data restored", || async {
+    eventually(bound(), "secret data restored", || async {
         secrets.get(&name).await.unwrap().data == want
     })
     .await;
@@ -218,7 +216,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
     // A render without certificates: GC deletes the Secret, and it stays deleted.
     let healed = heals();
     let maps = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("published, Secret collected", || async {
+    eventually(bound(), "published, Secret collected", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == maps) && ours().await.is_empty()
     })
     .await;
@@ -226,8 +224,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
     assert!(ours().await.is_empty(), "a collected Secret came back");
     assert_eq!(heals(), healed, "GC was taken for an outside delete");
     assert_eq!(env.published_events(), 2);
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,10 +237,7 @@ async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back()
     let term = p.start(Term(1));
     let renders = stream(2);
     let a = env.render_and_pass(&p, &renders[0]).await;
-    eventually("first render published at once", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == a)
-    })
-    .await;
+    env.wait_spec("first render published at once", a).await;
     // The next render waits for the throttle; meanwhile someone edits the spec.
     let b = env.render_and_pass(&p, &renders[1]).await;
     let out = env.kubectl(&[
@@ -259,12 +253,16 @@ async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back()
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("newer render published and the edit healed", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == b && !c.spec.content.contains("evil"))
-            && p.counters().heals.load(Ordering::Relaxed) >= 2
-    })
+    eventually(
+        bound(),
+        "newer render published and the edit healed",
+        || async {
+            env.cfg(MAIN)
+                .await
+                .is_some_and(|c| c.spec.checksum == b && !c.spec.content.contains("evil"))
+                && p.counters().heals.load(Ordering::Relaxed) >= 2
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let specs = positions(&seen.lock().unwrap(), &[a, b]);
@@ -282,10 +280,7 @@ async fn outside_edit_while_a_newer_render_is_queued_never_moves_the_spec_back()
 /// gate's conditions and the per-pod entries), not only its spec.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_haproxycfg_is_restored_with_its_conditions_and_pod_status() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let _term = p.start(Term(1));
-    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, _term, sum) = Env::with_render(&corpus("02-maps")).await;
     env.applied(&p, "pod-a", sum, None).await;
     env.applied(&p, "pod-b", sum, None).await;
     let full = |c: &crd::HAProxyCfg| {
@@ -297,11 +292,15 @@ async fn deleted_haproxycfg_is_restored_with_its_conditions_and_pod_status() {
                     .all(|t| s.conditions.iter().any(|c| c.type_ == *t))
         })
     };
-    eventually("published with conditions and 2/2 pods", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == sum && full(&c))
-    })
+    eventually(
+        bound(),
+        "published with conditions and 2/2 pods",
+        || async {
+            env.cfg(MAIN)
+                .await
+                .is_some_and(|c| c.spec.checksum == sum && full(&c))
+        },
+    )
     .await;
     let uid = env.cfg(MAIN).await.unwrap().metadata.uid;
     let out = env.kubectl(&["delete", "haproxycfg", MAIN]);
@@ -310,7 +309,7 @@ async fn deleted_haproxycfg_is_restored_with_its_conditions_and_pod_status() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    eventually("restored with conditions and 2/2 pods", || async {
+    eventually(bound(), "restored with conditions and 2/2 pods", || async {
         env.cfg(MAIN)
             .await
             .is_some_and(|c| c.metadata.uid != uid && c.spec.checksum == sum && full(&c))

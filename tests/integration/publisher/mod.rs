@@ -2,43 +2,38 @@
 //! retry layer off), driven the way the dispatcher will: `journal.accept(...)` first, then
 //! `on_event(seq, &event)`.
 
+mod classes;
 mod crash;
 mod dispatch;
 mod faults;
 mod fence;
 mod flows;
 mod heal;
+mod outage;
+mod pods;
 mod restart;
 mod status;
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use haptic::components::publisher::{ConfigPublisher, PublisherConfig};
+use haptic::components::publisher::{ConfigPublisher, PublisherConfig, TermHandle};
 use haptic::k8s::crd::{self, HAProxyCfg};
 use haptic_journal::{
     AuxKind, Batch, Checksum, ConfigIdentity, Correlation, Event, GateVerdict, Identity, Journal,
     JournalOptions, PodRef, Queue, RuntimeConfigRef, Seq, SyncMetadata, Term,
 };
-use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use haptic_testkit::eventually;
+use haptic_testkit::render::batch_files;
+use haptic_testkit::{Fleet, FleetConfig};
+use haptic_tools::sandbox::apiserver::ApiServer;
 use kube::Api;
-use kube::api::PostParams;
 
 pub const NS: &str = "default";
 pub const CONFIG: &str = "edge";
 pub const MAIN: &str = "edge-haproxycfg";
 pub const INVALID: &str = "edge-haproxycfg-invalid";
-
-const FOLDERS: &[(&str, AuxKind)] = &[
-    ("maps", AuxKind::Map),
-    ("ssl", AuxKind::Ssl),
-    ("ca", AuxKind::Ca),
-    ("general", AuxKind::General),
-    ("crt-lists", AuxKind::CrtList),
-];
 
 /// A render read from a directory of `tests/corpus/renders/` (or a single config file).
 #[derive(Clone)]
@@ -48,26 +43,11 @@ pub struct RenderDir {
 }
 
 pub fn corpus(name: &str) -> RenderDir {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus/renders")
-        .join(name);
-    let config = fs::read(dir.join("haproxy.cfg")).unwrap();
-    let mut files = Vec::new();
-    for (folder, kind) in FOLDERS {
-        let Ok(rd) = fs::read_dir(dir.join(folder)) else {
-            continue;
-        };
-        for e in rd {
-            let e = e.unwrap();
-            let name = e.file_name().into_string().unwrap();
-            files.push((
-                *kind,
-                format!("{folder}/{name}"),
-                fs::read(e.path()).unwrap(),
-            ));
-        }
+    let r = haptic_testkit::render::corpus(name);
+    RenderDir {
+        files: batch_files(&r),
+        config: r.config,
     }
-    RenderDir { config, files }
 }
 
 /// A config-only render from `../shared/corpus/haproxy/<rel>`.
@@ -78,7 +58,7 @@ pub fn shared(rel: &str) -> RenderDir {
     ))
     .join(rel);
     RenderDir {
-        config: fs::read(p).unwrap(),
+        config: std::fs::read(p).unwrap(),
         files: Vec::new(),
     }
 }
@@ -97,12 +77,43 @@ pub fn full_render() -> RenderDir {
 }
 
 pub struct Env {
-    pub server: ApiServer,
+    pub fleet: Fleet,
     pub client: kube::Client,
-    pub dir: tempfile::TempDir,
     pub journal: Arc<Journal>,
-    pub kubeconfig: PathBuf,
     pub seq_corr: u64,
+}
+
+/// A batch storing `r` with its `TemplateRendered` event (correlation `corr`); returns the
+/// render checksum too.
+pub fn rendered(corr: Correlation, r: &RenderDir) -> (Batch, Checksum) {
+    let mut b = Batch::new();
+    let render = b.put_render(r.config.clone(), r.files.clone()).checksum;
+    b.event(Event::TemplateRendered {
+        correlation: corr,
+        render,
+        config_bytes: r.config.len() as u64,
+        auxiliary_file_count: r.files.len() as u32,
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+        coalescible: true,
+    });
+    (b, render)
+}
+
+/// A writer of another replica in `term` (no lease guard, default limits).
+pub fn writer(env: &Env, term: Term) -> haptic::k8s::writer::Writer {
+    haptic::k8s::writer::Writer::new(
+        env.client.clone(),
+        haptic::k8s::writer::WriterConfig {
+            namespace: NS.into(),
+            config_label: CONFIG.into(),
+            owner: None,
+            term,
+            compression_threshold_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(5),
+            lease: Arc::new(haptic::core::guard::AlwaysValid),
+        },
+    )
 }
 
 pub fn identity() -> ConfigIdentity {
@@ -121,6 +132,13 @@ pub fn runtime_config() -> RuntimeConfigRef {
     }
 }
 
+/// Bound of every wait of these tests: fifteen publisher attempts, each a request timeout plus
+/// the longest back-off of [`fast_config`].
+pub fn bound() -> Duration {
+    let c = fast_config();
+    (c.request_timeout + c.retry.max_delay) * 9
+}
+
 pub fn fast_config() -> PublisherConfig {
     let mut c = PublisherConfig::new(identity(), NS);
     c.retry.initial = Duration::from_millis(50);
@@ -131,20 +149,11 @@ pub fn fast_config() -> PublisherConfig {
 
 impl Env {
     pub async fn start() -> Env {
-        let server = ApiServer::start(ApiServerConfig::default()).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig, NS).unwrap();
-        let client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
-            .await
-            .unwrap();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for c in crd::crds() {
-            crds.create(&PostParams::default(), &c).await.unwrap();
-        }
+        let fleet = Fleet::start(FleetConfig::api_only(NS)).await;
+        let client = fleet.client();
         let journal = Arc::new(
             Journal::open(
-                &JournalOptions::new(dir.path().join("j.redb")).trim_every_commits(u32::MAX),
+                &JournalOptions::new(fleet.dir().join("j.redb")).trim_every_commits(u32::MAX),
             )
             .unwrap(),
         );
@@ -152,22 +161,126 @@ impl Env {
             .set_term(Term(1), Identity::new("replica-0"))
             .unwrap();
         Env {
-            server,
+            fleet,
             client,
-            dir,
             journal,
-            kubeconfig,
             seq_corr: 0,
         }
     }
 
+    /// The API emulator (these tests script its faults in-process).
+    pub fn server(&self) -> &ApiServer {
+        self.fleet
+            .emulator()
+            .expect("the publisher tests script the emulator")
+    }
+
+    /// A fresh env with a publisher of [`fast_config`] started in term 1.
+    pub async fn with_publisher() -> (Env, ConfigPublisher, TermHandle) {
+        Env::with_publisher_config(fast_config()).await
+    }
+
+    /// A fresh env with a publisher of `cfg` started in term 1.
+    pub async fn with_publisher_config(cfg: PublisherConfig) -> (Env, ConfigPublisher, TermHandle) {
+        let env = Env::start().await;
+        let p = env.publisher(cfg);
+        let term = p.start(Term(1));
+        (env, p, term)
+    }
+
+    /// [`Env::with_publisher`] with `r` rendered and passed by the gate; returns its checksum.
+    pub async fn with_render(r: &RenderDir) -> (Env, ConfigPublisher, TermHandle, Checksum) {
+        let (mut env, p, term) = Env::with_publisher().await;
+        let sum = env.render_and_pass(&p, r).await;
+        (env, p, term, sum)
+    }
+
+    /// Waits until the main HAProxyCfg's status lists `pods` pods.
+    pub async fn wait_pods_listed(&self, what: &str, pods: usize) {
+        eventually(bound(), what, || async {
+            let listed = self
+                .cfg(MAIN)
+                .await
+                .and_then(|c| c.status)
+                .map(|s| s.deployed_to_pods.len());
+            (listed == Some(pods))
+                .then_some(())
+                .ok_or(format!("{MAIN} lists {listed:?} pods"))
+        })
+        .await;
+    }
+
+    /// Waits until the queue `q` is empty.
+    pub async fn wait_queue_empty(&self, q: Queue, what: &str) {
+        eventually(bound(), what, || async {
+            let n = self.queue_len(q);
+            (n == 0).then_some(()).ok_or(format!("{n} items in {q:?}"))
+        })
+        .await;
+    }
+
+    /// A fresh env with a publisher of [`fast_config`] throttled to one publication per
+    /// `interval`, started in term 1.
+    pub async fn with_throttle(interval: Duration) -> (Env, ConfigPublisher, TermHandle) {
+        let mut cfg = fast_config();
+        cfg.publish_interval = interval;
+        Env::with_publisher_config(cfg).await
+    }
+
+    /// `r` rendered and passed by the gate, then waits until the main HAProxyCfg holds it.
+    pub async fn pass_and_wait(
+        &mut self,
+        p: &ConfigPublisher,
+        r: &RenderDir,
+        what: &str,
+    ) -> Checksum {
+        let sum = self.render_and_pass(p, r).await;
+        self.wait_spec(what, sum).await;
+        sum
+    }
+
+    /// [`Env::with_render`], then waits until the main HAProxyCfg holds it (`what`).
+    pub async fn with_published(
+        r: &RenderDir,
+        what: &str,
+    ) -> (Env, ConfigPublisher, TermHandle, Checksum) {
+        let (env, p, term, sum) = Env::with_render(r).await;
+        env.wait_spec(what, sum).await;
+        (env, p, term, sum)
+    }
+
+    /// Stops `term`, then checks that no write was refused as invalid (422).
+    pub async fn finish(&self, term: TermHandle) {
+        term.stop().await;
+        self.assert_no_422();
+    }
+
+    /// The journal moves to `term` and `p` starts it.
+    pub fn next_term(&self, p: &ConfigPublisher, term: u64) -> TermHandle {
+        self.journal
+            .set_term(Term(term), Identity::new("replica-0"))
+            .unwrap();
+        p.start(Term(term))
+    }
+
+    /// Waits until the main HAProxyCfg's spec is `render`.
+    pub async fn wait_spec(&self, what: &str, render: Checksum) {
+        eventually(bound(), what, || async {
+            match self.cfg(MAIN).await {
+                Some(c) if c.spec.checksum == render => Ok(()),
+                other => Err(format!("{MAIN} spec: {:?}", other.map(|c| c.spec.checksum))),
+            }
+        })
+        .await;
+    }
+
     pub fn reopen_journal(&mut self) {
-        let path = self.dir.path().join("j.redb");
+        let path = self.fleet.dir().join("j.redb");
         // The old Arc must be the last one.
         let old = std::mem::replace(
             &mut self.journal,
             Arc::new(
-                Journal::open(&JournalOptions::new(self.dir.path().join("scratch.redb"))).unwrap(),
+                Journal::open(&JournalOptions::new(self.fleet.dir().join("scratch.redb"))).unwrap(),
             ),
         );
         drop(Arc::try_unwrap(old).expect("journal still shared"));
@@ -298,7 +411,7 @@ impl Env {
     /// No write of ours was ever rejected as invalid by the schema.
     pub fn assert_no_422(&self) {
         let bad: Vec<_> = self
-            .server
+            .server()
             .requests()
             .into_iter()
             .filter(|r| r.status == 422)
@@ -308,7 +421,7 @@ impl Env {
 
     pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
         std::process::Command::new("kubectl")
-            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECONFIG", self.fleet.kubeconfig())
             .env_remove("HTTP_PROXY")
             .env_remove("http_proxy")
             .env("NO_PROXY", "127.0.0.1")
@@ -318,25 +431,18 @@ impl Env {
     }
 }
 
+/// Waits until the publisher counter `read` returns reaches `at_least`.
+pub async fn wait_count(what: &str, at_least: u64, read: impl Fn() -> u64) {
+    eventually(bound(), what, || {
+        let n = read();
+        std::future::ready((n >= at_least).then_some(()).ok_or(format!("{n} so far")))
+    })
+    .await;
+}
+
 pub fn pod_ref(name: &str) -> PodRef {
     PodRef {
         namespace: NS.into(),
         name: name.into(),
     }
-}
-
-/// Polls `cond` until it holds (generous deadline; the deadline is a hang guard, not an
-/// assertion on speed).
-pub async fn eventually<F, Fut>(what: &str, mut cond: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..600 {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("never happened: {what}");
 }

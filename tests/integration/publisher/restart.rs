@@ -10,12 +10,9 @@ use super::*;
 /// Renders 05 and 06 published validation-driven by a first publisher; returns (05, 06).
 async fn publish_05_then_06(env: &mut Env, p: &ConfigPublisher) -> (Checksum, Checksum) {
     let r05 = env.render_and_pass(p, &corpus("05-tls")).await;
-    eventually("05 published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == r05)
-    })
-    .await;
+    env.wait_spec("05 published", r05).await;
     let r06 = env.render_and_pass(p, &corpus("06-crtlist")).await;
-    eventually("06 published", || async {
+    eventually(bound(), "06 published", || async {
         env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == r06)
             && env.queue_len(Queue::Publish) == 0
     })
@@ -81,6 +78,7 @@ async fn restart_then_older_deploy_request(trim: bool) {
     deploy_request(&mut env, &p2, r05, "d05").await;
     env.applied(&p2, "pod-a", r06, None).await;
     eventually(
+        bound(),
         "the 05 request handled and pod-a's status written",
         || async {
             env.queue_len(Queue::PublishDeployed) == 0
@@ -110,8 +108,5 @@ async fn restart_then_older_deploy_request(trim: bool) {
     // A later deploy-driven request for 06 itself is a repeat, and a new render still advances.
     deploy_request(&mut env, &p2, r06, "d06").await;
     let r07 = env.render_and_pass(&p2, &corpus("07-ca")).await;
-    eventually("07 published after the restart", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == r07)
-    })
-    .await;
+    env.wait_spec("07 published after the restart", r07).await;
 }

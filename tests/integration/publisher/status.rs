@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use haptic::k8s::crd::{
     AuxiliaryFileStatus, HAProxyCRTListFile, HAProxyGeneralFile, HAProxyMapFile,
 };
-use haptic_journal::{Event, Term};
+use haptic_journal::Event;
 use kube::Api;
 
 use super::*;
@@ -22,37 +22,26 @@ async fn aux_objects(
     Option<i64>,
     Option<AuxiliaryFileStatus>,
 )> {
+    // The three kinds share their spec's checksum and their status type, not a trait.
+    macro_rules! of_kind {
+        ($out:ident, $kind:ty, $plural:literal) => {
+            let api: Api<$kind> = Api::namespaced(env.client.clone(), NS);
+            for o in api.list(&Default::default()).await.unwrap().items {
+                let name = o.metadata.name.clone().unwrap();
+                $out.push((
+                    $plural,
+                    name,
+                    o.spec.checksum,
+                    o.metadata.generation,
+                    o.status,
+                ));
+            }
+        };
+    }
     let mut out = Vec::new();
-    let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
-    for o in maps.list(&Default::default()).await.unwrap().items {
-        out.push((
-            "haproxymapfiles",
-            o.metadata.name.clone().unwrap(),
-            o.spec.checksum,
-            o.metadata.generation,
-            o.status,
-        ));
-    }
-    let general: Api<HAProxyGeneralFile> = Api::namespaced(env.client.clone(), NS);
-    for o in general.list(&Default::default()).await.unwrap().items {
-        out.push((
-            "haproxygeneralfiles",
-            o.metadata.name.clone().unwrap(),
-            o.spec.checksum,
-            o.metadata.generation,
-            o.status,
-        ));
-    }
-    let lists: Api<HAProxyCRTListFile> = Api::namespaced(env.client.clone(), NS);
-    for o in lists.list(&Default::default()).await.unwrap().items {
-        out.push((
-            "haproxycrtlistfiles",
-            o.metadata.name.clone().unwrap(),
-            o.spec.checksum,
-            o.metadata.generation,
-            o.status,
-        ));
-    }
+    of_kind!(out, HAProxyMapFile, "haproxymapfiles");
+    of_kind!(out, HAProxyGeneralFile, "haproxygeneralfiles");
+    of_kind!(out, HAProxyCRTListFile, "haproxycrtlistfiles");
     out
 }
 
@@ -77,12 +66,10 @@ async fn terminated(env: &mut Env, p: &ConfigPublisher, pod: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
+    let (mut env, p, term) = Env::with_publisher().await;
     let full = full_render();
     let sum = env.render_and_pass(&p, &full).await;
-    eventually("published", || async {
+    eventually(bound(), "published", || async {
         p.counters().config_published.load(Ordering::Relaxed) == 1
     })
     .await;
@@ -93,20 +80,19 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
     env.applied(&p, "pod-b", sum, None).await;
     // A failed deployment is the HAProxyCfg's business only: no aux entry.
     env.applied(&p, "pod-c", sum, Some("reload failed")).await;
-    eventually("every aux object lists pod-a and pod-b", || async {
-        aux_objects(&env)
-            .await
-            .iter()
-            .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-a", "pod-b"])
-    })
+    eventually(
+        bound(),
+        "every aux object lists pod-a and pod-b",
+        || async {
+            aux_objects(&env)
+                .await
+                .iter()
+                .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-a", "pod-b"])
+        },
+    )
     .await;
-    eventually("the HAProxyCfg lists all three", || async {
-        env.cfg(MAIN)
-            .await
-            .and_then(|c| c.status)
-            .is_some_and(|s| s.deployed_to_pods.len() == 3)
-    })
-    .await;
+    env.wait_pods_listed("the HAProxyCfg lists all three", 3)
+        .await;
     for (kind, name, file, generation, st) in aux_objects(&env).await {
         let st = st.unwrap();
         for e in &st.deployed_to_pods {
@@ -127,7 +113,7 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
 
     // Coalescing: no aux object got more status writes than there were status rounds.
     let rounds = p.counters().status_rounds.load(Ordering::Relaxed);
-    let requests = env.server.requests();
+    let requests = env.server().requests();
     for (kind, name, ..) in aux_objects(&env).await {
         let writes = requests
             .iter()
@@ -147,37 +133,27 @@ async fn auxiliary_objects_carry_per_pod_status_one_write_per_object_per_round()
 
     // A terminated pod leaves every object.
     terminated(&mut env, &p, "pod-a").await;
-    eventually("pod-a removed from every aux object", || async {
+    eventually(bound(), "pod-a removed from every aux object", || async {
         aux_objects(&env)
             .await
             .iter()
             .all(|(_, _, _, _, st)| pods_of(st.as_ref()) == ["pod-b"])
     })
     .await;
-    eventually("pod-a removed from the HAProxyCfg", || async {
+    eventually(bound(), "pod-a removed from the HAProxyCfg", || async {
         env.cfg(MAIN)
             .await
             .and_then(|c| c.status)
             .is_some_and(|s| !s.deployed_to_pods.iter().any(|e| e.pod_name == "pod-a"))
     })
     .await;
-    term.stop().await;
-    env.assert_no_422();
+    env.finish(term).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observed_generation_is_the_generation_of_the_published_spec() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let first = env.render_and_pass(&p, &corpus("02-maps")).await;
-    eventually("first published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    })
-    .await;
-    eventually("status describes generation 1", || async {
+    let (mut env, p, term, _) = Env::with_published(&corpus("02-maps"), "first published").await;
+    eventually(bound(), "status describes generation 1", || async {
         let c = env.cfg(MAIN).await.unwrap();
         c.metadata.generation.is_some()
             && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
@@ -186,18 +162,22 @@ async fn observed_generation_is_the_generation_of_the_published_spec() {
     let g1 = env.cfg(MAIN).await.unwrap().metadata.generation.unwrap();
 
     let second = env.render_and_pass(&p, &corpus("03-maps-changed")).await;
-    eventually("second published and its status written", || async {
-        let c = env.cfg(MAIN).await.unwrap();
-        c.spec.checksum == second
-            && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
-            && c.metadata.generation > Some(g1)
-    })
+    eventually(
+        bound(),
+        "second published and its status written",
+        || async {
+            let c = env.cfg(MAIN).await.unwrap();
+            c.spec.checksum == second
+                && c.status.and_then(|s| s.observed_generation) == c.metadata.generation
+                && c.metadata.generation > Some(g1)
+        },
+    )
     .await;
 
     // The map changed with the render: a pod on the new render gets the new file checksum, and
     // the map's status describes its new generation.
     env.applied(&p, "pod-a", second, None).await;
-    eventually("map status on the new generation", || async {
+    eventually(bound(), "map status on the new generation", || async {
         aux_objects(&env)
             .await
             .iter()
@@ -211,6 +191,72 @@ async fn observed_generation_is_the_generation_of_the_published_spec() {
             })
     })
     .await;
+    env.finish(term).await;
+}
+
+/// pod-a's entry in the main HAProxyCfg's status.
+async fn entry_of(env: &Env, pod: &str) -> Option<haptic::k8s::crd::PodDeploymentStatus> {
+    env.cfg(MAIN)
+        .await
+        .and_then(|c| c.status)
+        .and_then(|s| s.deployed_to_pods.into_iter().find(|e| e.pod_name == pod))
+}
+
+fn status_writes(env: &Env) -> usize {
+    env.server()
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.ends_with("/status") && r.status == 200)
+        .count()
+}
+
+/// A pod's entry is written when, and only when, it differs from what the pod runs: the
+/// deployer reports every endpoint it synced, no-op syncs included; a report of the checksum
+/// the entry already names, without error, writes nothing and leaves `deployedAt` as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_of_what_the_entry_already_says_writes_nothing() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
+    env.applied(&p, "pod-a", sum, None).await;
+    eventually(bound(), "pod-a written", || async {
+        entry_of(&env, "pod-a").await.is_some() && env.queue_len(Queue::StatusPending) == 0
+    })
+    .await;
+    let before = entry_of(&env, "pod-a").await.unwrap();
+    let writes = status_writes(&env);
+    let rounds = p.counters().status_rounds.load(Ordering::Relaxed);
+    // The same report again (a no-op sync), later: in the next second of the clock, since
+    // status times (`deployedAt`, `lastReloadAt`) are written with a precision of seconds.
+    let second = haptic_journal::UnixMillis::now().0 / 1000;
+    while haptic_journal::UnixMillis::now().0 / 1000 == second {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    env.applied(&p, "pod-a", sum, None).await;
+    eventually(bound(), "the report handled", || async {
+        env.queue_len(Queue::StatusPending) == 0
+            && p.counters().status_rounds.load(Ordering::Relaxed) > rounds
+    })
+    .await;
+    assert_eq!(status_writes(&env), writes, "a no-op report wrote a status");
+    assert_eq!(
+        entry_of(&env, "pod-a").await.unwrap(),
+        before,
+        "the entry changed (deployedAt moved)"
+    );
+    // A failure is a difference: written, deployedAt kept.
+    env.applied(&p, "pod-a", sum, Some("reload failed")).await;
+    eventually(bound(), "the failure written", || async {
+        entry_of(&env, "pod-a")
+            .await
+            .is_some_and(|e| e.last_error.as_deref() == Some("reload failed"))
+    })
+    .await;
+    assert_eq!(
+        entry_of(&env, "pod-a").await.unwrap().deployed_at,
+        before.deployed_at
+    );
     term.stop().await;
     env.assert_no_422();
 }

@@ -13,36 +13,32 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Emulator, NS};
+use super::{NS, api_server};
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        ..Default::default()
+    }
+}
 
 fn configmap(data: &[(&str, &str)]) -> ConfigMap {
+    let data = data.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
     ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("render".into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
+        metadata: meta("render"),
+        data: Some(data.collect()),
         ..Default::default()
     }
 }
 
 fn secret(data: &[(&str, &str)]) -> Secret {
+    let data = data
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())));
     Secret {
-        metadata: ObjectMeta {
-            name: Some("render-certs".into()),
-            namespace: Some(NS.into()),
-            ..Default::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
-                .collect::<BTreeMap<_, _>>(),
-        ),
+        metadata: meta("render-certs"),
+        data: Some(data.collect::<BTreeMap<_, _>>()),
         ..Default::default()
     }
 }
@@ -82,15 +78,15 @@ fn key_conventions() {
 
 #[tokio::test]
 async fn configmap_and_secret_flow_through_the_emulator() {
-    let emu = Emulator::start().await;
-    let cms: Api<ConfigMap> = Api::namespaced(emu.client.clone(), NS);
-    let secrets: Api<Secret> = Api::namespaced(emu.client.clone(), NS);
+    let emu = api_server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(emu.client(), NS);
+    let secrets: Api<Secret> = Api::namespaced(emu.client(), NS);
     let (tx, mut rx) = mpsc::channel(8);
     let cancel = CancellationToken::new();
     let mut config = ConfigMapSourceConfig::new(NS, "render");
     config.secret = Some("render-certs".into());
     config.debounce = Duration::from_millis(100);
-    let source = ConfigMapSource::new(emu.client.clone(), config);
+    let source = ConfigMapSource::new(emu.client(), config);
     let uid = source.source_uid();
     let task = tokio::spawn(source.run(tx, cancel.clone()));
 
@@ -140,15 +136,7 @@ async fn configmap_and_secret_flow_through_the_emulator() {
     assert!(next(&mut rx, Duration::from_millis(800)).await.is_none());
 
     // A watch restart after compaction (410) relists without sending the same render again.
-    emu.server.compact();
-    emu.server
-        .add_fault(haptic_tools::sandbox::apiserver::Fault {
-            path: "configmaps".into(),
-            end_watch: true,
-            times: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
+    super::force_relist(&emu, "configmaps");
     assert!(next(&mut rx, Duration::from_millis(1500)).await.is_none());
 
     cancel.cancel();

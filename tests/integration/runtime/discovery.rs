@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Emulator, NS};
+use super::{NS, api_server};
 
 async fn create_pod(pods: &Api<Pod>, name: &str, app: &str, annotations: serde_json::Value) {
     let pod: Pod = serde_json::from_value(json!({
@@ -71,8 +71,8 @@ async fn quiet(rx: &mut mpsc::Receiver<Input>) {
 
 #[tokio::test]
 async fn pods_come_and_go_and_relists_terminate_nothing() {
-    let emu = Emulator::start().await;
-    let pods: Api<Pod> = Api::namespaced(emu.client.clone(), NS);
+    let emu = api_server().await;
+    let pods: Api<Pod> = Api::namespaced(emu.client(), NS);
     create_pod(&pods, "hap-0", "haproxy", json!({})).await;
     set_status(&pods, "hap-0", "Running", true, "10.0.0.1").await;
     create_pod(&pods, "other", "web", json!({})).await;
@@ -81,7 +81,7 @@ async fn pods_come_and_go_and_relists_terminate_nothing() {
     let (tx, mut rx) = mpsc::channel(16);
     let cancel = CancellationToken::new();
     let discovery = PodDiscovery::new(
-        emu.client.clone(),
+        emu.client(),
         DiscoveryConfig {
             namespace: NS.into(),
             selector: "app=haproxy".into(),
@@ -125,18 +125,11 @@ async fn pods_come_and_go_and_relists_terminate_nothing() {
     assert_eq!(set.len(), 1);
 
     // A forced 410 relist and an ended watch: no spurious termination, no event at all.
-    emu.server.compact();
-    emu.server
-        .add_fault(haptic_tools::sandbox::apiserver::Fault {
-            path: "pods".into(),
-            end_watch: true,
-            times: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
+    super::force_relist(&emu, "pods");
     quiet(&mut rx).await;
     let lists = emu
-        .server
+        .emulator()
+        .unwrap()
         .requests()
         .iter()
         .filter(|r| r.path.ends_with("/pods") && !r.query.contains("watch=true"))
@@ -157,18 +150,18 @@ async fn pods_come_and_go_and_relists_terminate_nothing() {
 
 #[tokio::test]
 async fn credentials_come_from_the_secret() {
-    let emu = Emulator::start().await;
+    let emu = api_server().await;
     let secret: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "dataplane", "namespace": NS},
         "stringData": {"username": "admin", "password": "s3cret"}
     }))
     .unwrap();
-    Api::<Secret>::namespaced(emu.client.clone(), NS)
+    Api::<Secret>::namespaced(emu.client(), NS)
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    let c = read_credentials(emu.client.clone(), NS, "dataplane")
+    let c = read_credentials(emu.client(), NS, "dataplane")
         .await
         .unwrap();
     assert_eq!(
@@ -176,11 +169,7 @@ async fn credentials_come_from_the_secret() {
         ("admin", "s3cret")
     );
     assert!(!format!("{c:?}").contains("s3cret"));
-    assert!(
-        read_credentials(emu.client.clone(), NS, "absent")
-            .await
-            .is_err()
-    );
+    assert!(read_credentials(emu.client(), NS, "absent").await.is_err());
 }
 
 #[test]

@@ -29,7 +29,7 @@ use reqwest::multipart::{Form, Part};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Emulator, NS};
+use super::{NS, api_server};
 
 const TOKEN: &str = "s3cret-token";
 
@@ -99,13 +99,7 @@ impl Node {
     /// Journals `BecameLeader` through the handle, as the runtime does, and waits for the
     /// dispatcher to see it.
     async fn lead(&self) {
-        let mut b = Batch::new();
-        b.set_term(Term(1), Identity::new("me"));
-        b.event(Event::BecameLeader {
-            correlation: Correlation::new("lead-1"),
-            identity: Identity::new("me"),
-            term: Term(1),
-        });
+        let b = Batch::became_leader(Correlation::new("lead-1"), Identity::new("me"), Term(1));
         self.handle.accept(b).await.unwrap();
         tokio::time::timeout(
             Duration::from_secs(30),
@@ -225,20 +219,21 @@ async fn accepted_only_once_journaled_with_the_directory_checksum_and_idempotent
     assert_eq!(stored, expected, "config and every file, CA included");
 
     // The subscribers get it after the commit.
-    let mut delivered = false;
-    for _ in 0..600 {
-        delivered = node
-            .recorded
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(s, e)| *s == seq && e.kind() == EventKind::TemplateRendered);
-        if delivered {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(delivered, "the recorder never got the TemplateRendered");
+    // (bound: the 30 s the leadership wait above allows)
+    haptic_testkit::eventually(
+        Duration::from_secs(30),
+        "the recorder to get the TemplateRendered",
+        || {
+            let delivered = node
+                .recorded
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(s, e)| *s == seq && e.kind() == EventKind::TemplateRendered);
+            std::future::ready(delivered)
+        },
+    )
+    .await;
 
     // The same render again, as multipart and as a tar: 202 duplicate, nothing journaled.
     let before = node.next_seq();
@@ -284,8 +279,8 @@ async fn accepted_only_once_journaled_with_the_directory_checksum_and_idempotent
 
 #[tokio::test]
 async fn a_follower_answers_503_naming_the_lease_holder_and_the_token_comes_from_a_secret() {
-    let emu = Emulator::start().await;
-    Api::<Lease>::namespaced(emu.client.clone(), NS)
+    let emu = api_server().await;
+    Api::<Lease>::namespaced(emu.client(), NS)
         .create(
             &PostParams::default(),
             &Lease {
@@ -303,7 +298,7 @@ async fn a_follower_answers_503_naming_the_lease_holder_and_the_token_comes_from
         )
         .await
         .unwrap();
-    let secrets = Api::<Secret>::namespaced(emu.client.clone(), NS);
+    let secrets = Api::<Secret>::namespaced(emu.client(), NS);
     for (name, key) in [("ingest", "token"), ("wrong-key", "password")] {
         secrets
             .create(
@@ -327,25 +322,20 @@ async fn a_follower_answers_503_naming_the_lease_holder_and_the_token_comes_from
             .await
             .unwrap();
     }
-    let token = read_token(emu.client.clone(), NS, "ingest").await.unwrap();
+    let token = read_token(emu.client(), NS, "ingest").await.unwrap();
     assert_eq!(token, TOKEN, "trimmed of the trailing newline");
-    let err = read_token(emu.client.clone(), NS, "wrong-key")
-        .await
-        .unwrap_err();
+    let err = read_token(emu.client(), NS, "wrong-key").await.unwrap_err();
     assert!(matches!(err, IngestError::TokenMissing { .. }), "{err:?}");
     assert!(
         err.to_string().contains("wrong-key") && err.to_string().contains("`token`"),
         "{err}"
     );
-    let err = read_token(emu.client.clone(), NS, "absent")
-        .await
-        .unwrap_err();
+    let err = read_token(emu.client(), NS, "absent").await.unwrap_err();
     assert!(matches!(err, IngestError::SecretNotFound { .. }), "{err:?}");
     assert!(err.to_string().contains("absent"), "{err}");
 
     let node =
-        Node::start(IngestConfig::new(Some(token)).lease(emu.client.clone(), NS, "haptic-leader"))
-            .await;
+        Node::start(IngestConfig::new(Some(token)).lease(emu.client(), NS, "haptic-leader")).await;
     let before = node.next_seq();
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/renders", node.url))

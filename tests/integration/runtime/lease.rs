@@ -12,7 +12,7 @@ use kube::Api;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Emulator, NS};
+use super::{NS, api_server};
 
 struct Candidate {
     rx: mpsc::Receiver<Input>,
@@ -66,13 +66,13 @@ async fn lease_transitions(client: kube::Client) -> i32 {
 
 #[tokio::test]
 async fn election_takeover_terms_and_fencing() {
-    let emu = Emulator::start().await;
-    let mut a = candidate(emu.client.clone(), "a");
+    let emu = api_server().await;
+    let mut a = candidate(emu.client(), "a");
     let t1 = became_leader(&mut a, Duration::from_secs(5)).await;
     assert!(a.guard.is_valid());
     assert_eq!(a.guard.term(), Some(t1));
     assert_eq!(
-        i64::from(lease_transitions(emu.client.clone()).await),
+        i64::from(lease_transitions(emu.client()).await),
         t1.0 as i64
     );
 
@@ -98,7 +98,7 @@ async fn election_takeover_terms_and_fencing() {
     // duration minus the margin, and a new candidate takes over only after expiry.
     b.task.abort();
     let paused_at = Instant::now();
-    let mut a2 = candidate(emu.client.clone(), "a");
+    let mut a2 = candidate(emu.client(), "a");
     while b.guard.is_valid() {
         assert!(
             paused_at.elapsed() < Duration::from_millis(1800),
@@ -115,11 +115,11 @@ async fn election_takeover_terms_and_fencing() {
 
     // Re-acquiring its own Lease (a restarted replica with the same identity) is a new term.
     a2.task.abort();
-    let mut a3 = candidate(emu.client.clone(), "a");
+    let mut a3 = candidate(emu.client(), "a");
     let t4 = became_leader(&mut a3, Duration::from_secs(5)).await;
     assert!(t4 > t3);
     assert_eq!(
-        i64::from(lease_transitions(emu.client.clone()).await),
+        i64::from(lease_transitions(emu.client()).await),
         t4.0 as i64
     );
     a3.cancel.cancel();
@@ -128,11 +128,11 @@ async fn election_takeover_terms_and_fencing() {
 
 #[tokio::test]
 async fn a_leader_that_loses_the_lease_rejoins() {
-    let emu = Emulator::start().await;
-    let mut a = candidate(emu.client.clone(), "a");
+    let emu = api_server().await;
+    let mut a = candidate(emu.client(), "a");
     let t1 = became_leader(&mut a, Duration::from_secs(5)).await;
     // Someone else takes the Lease behind the leader's back (a successor after a partition).
-    let api = Api::<Lease>::namespaced(emu.client.clone(), NS);
+    let api = Api::<Lease>::namespaced(emu.client(), NS);
     let mut lease = api.get("haptic-leader").await.unwrap();
     let spec = lease.spec.as_mut().unwrap();
     spec.holder_identity = Some("intruder".into());
@@ -162,7 +162,7 @@ fn identity_prefers_the_flag() {
 /// the next acquisition takes a term above it, and the Lease records it.
 #[tokio::test]
 async fn the_term_grows_past_the_journal_after_the_lease_is_deleted() {
-    let emu = Emulator::start().await;
+    let emu = api_server().await;
     let mut config = LeaseConfig::new(NS, "haptic-leader", "a");
     config.duration = Duration::from_secs(2);
     config.renew_deadline = Duration::from_millis(1200);
@@ -170,7 +170,7 @@ async fn the_term_grows_past_the_journal_after_the_lease_is_deleted() {
     config.margin = Duration::from_millis(600);
     let floor = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(7));
     let f = floor.clone();
-    let elector = LeaderElector::new(emu.client.clone(), config)
+    let elector = LeaderElector::new(emu.client(), config)
         .with_term_floor(move || f.load(std::sync::atomic::Ordering::Relaxed));
     let guard = elector.guard();
     let (tx, rx) = mpsc::channel(8);
@@ -185,9 +185,9 @@ async fn the_term_grows_past_the_journal_after_the_lease_is_deleted() {
     };
     let first = became_leader(&mut cand, Duration::from_secs(10)).await;
     assert_eq!(first, Term(8), "the first term is above the journal's 7");
-    assert_eq!(lease_transitions(emu.client.clone()).await, 8);
+    assert_eq!(lease_transitions(emu.client()).await, 8);
     floor.store(first.0, std::sync::atomic::Ordering::Relaxed);
-    Api::<Lease>::namespaced(emu.client.clone(), NS)
+    Api::<Lease>::namespaced(emu.client(), NS)
         .delete("haptic-leader", &Default::default())
         .await
         .unwrap();

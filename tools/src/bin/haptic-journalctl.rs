@@ -694,20 +694,24 @@ fn summary(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         ))
     );
     outln!();
-    let rows: Vec<Vec<String>> = stats
-        .tables
-        .iter()
-        .map(|t| {
-            vec![
-                t.name.to_string(),
-                t.entries.to_string(),
-                t.live_bytes.to_string(),
-                t.stored_bytes.to_string(),
-            ]
-        })
-        .collect();
+    let rows = table_rows(&stats.tables, false);
     out.table(&["TABLE", "ENTRIES", "LIVE_BYTES", "STORED_BYTES"], &rows);
     Ok(0)
+}
+
+/// One row per table: name, entries, live bytes, stored bytes, and the page slack when `slack`.
+fn table_rows(tables: &[haptic_journal::TableStat], slack: bool) -> Vec<Vec<String>> {
+    tables
+        .iter()
+        .map(|t| {
+            let mut row = vec![t.name.to_string()];
+            row.extend([t.entries, t.live_bytes, t.stored_bytes].map(|n| n.to_string()));
+            if slack {
+                row.push(t.fragmented_bytes.to_string());
+            }
+            row
+        })
+        .collect()
 }
 
 fn pending(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
@@ -779,19 +783,7 @@ fn stats(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         }));
         return Ok(0);
     }
-    let rows: Vec<Vec<String>> = s
-        .tables
-        .iter()
-        .map(|t| {
-            vec![
-                t.name.to_string(),
-                t.entries.to_string(),
-                t.live_bytes.to_string(),
-                t.stored_bytes.to_string(),
-                t.fragmented_bytes.to_string(),
-            ]
-        })
-        .collect();
+    let rows = table_rows(&s.tables, true);
     out.table(
         &[
             "TABLE",

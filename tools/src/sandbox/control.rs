@@ -13,6 +13,24 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// One request as both peers' logs show it (`GET /_sandbox/requests`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RequestRecord {
+    /// HTTP method.
+    pub method: String,
+    /// Path without the query.
+    pub path: String,
+    /// Raw query string (empty when none).
+    pub query: String,
+    /// HTTP status answered; 0 when the connection was dropped by a fault.
+    pub status: u16,
+    /// Arrival time, RFC 3339.
+    pub at: String,
+    /// The client's `User-Agent` ("" when none): tells two controllers' requests apart.
+    #[serde(default)]
+    pub user_agent: String,
+}
+
 /// Parses a control body as JSON regardless of its content type. Errors name the offending field:
 /// serde names unknown fields itself; for a value of the wrong type the fields are tried one by one.
 ///

@@ -5,4 +5,5 @@
 pub mod apiserver;
 pub mod cluster;
 pub mod control;
+pub mod documented;
 pub mod pods;

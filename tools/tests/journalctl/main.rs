@@ -265,23 +265,9 @@ fn blob_redacts_private_keys_unless_revealed() {
     assert_eq!(run(&["blob", &f, "zz"]).code, 2);
 }
 
-/// Flips one byte inside every occurrence of `marker` (inside a stored record).
-fn flip_marker(path: &Path, marker: &[u8]) -> usize {
-    let mut bytes = std::fs::read(path).unwrap();
-    let mut hits = 0;
-    let mut i = 0;
-    while i + marker.len() <= bytes.len() {
-        if &bytes[i..i + marker.len()] == marker {
-            bytes[i + marker.len() / 2] ^= 0x01;
-            hits += 1;
-            i += marker.len();
-        } else {
-            i += 1;
-        }
-    }
-    std::fs::write(path, bytes).unwrap();
-    hits
-}
+#[path = "../../../journal/tests/journal/damage.rs"]
+mod damage;
+use damage::flip_marker;
 
 #[test]
 fn verify_is_clean_on_the_fixture_and_names_table_and_key_when_corrupt() {

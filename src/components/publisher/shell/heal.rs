@@ -98,7 +98,7 @@ impl Inner {
             if kind == "HAProxyCfg" && key.1 == self.cfg.haproxycfg_name() {
                 self.remember_status(&o);
             }
-            let content = content_json(&o);
+            let content = crate::k8s::writer::content_of(&o);
             let seen = if deleted {
                 Seen::Deleted
             } else {
@@ -124,14 +124,20 @@ impl Inner {
 }
 
 impl Inner {
-    /// Keeps the status of the main HAProxyCfg `obj` when it has conditions or pod entries.
+    /// Keeps the status of the main HAProxyCfg `obj` when it has pod entries or conditions
+    /// besides `Published` (which a publication writes itself: a recreated object's first
+    /// status has only that one, and must not replace what the deleted object had).
     fn remember_status<K: serde::Serialize>(&self, obj: &K) {
         let status = serde_json::to_value(obj)
             .ok()
             .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
             .and_then(|s| serde_json::from_value::<crate::k8s::crd::HAProxyCfgStatus>(s).ok());
         if let Some(s) = status
-            && (!s.conditions.is_empty() || !s.deployed_to_pods.is_empty())
+            && (s
+                .conditions
+                .iter()
+                .any(|c| c.type_ != crate::k8s::crd::conditions::PUBLISHED)
+                || !s.deployed_to_pods.is_empty())
         {
             self.cache
                 .lock()
@@ -194,17 +200,6 @@ impl Inner {
             }
         }
     }
-}
-
-fn content_json<K: serde::Serialize>(obj: &K) -> String {
-    let mut v = serde_json::to_value(obj).unwrap_or_default();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-        m.remove("apiVersion");
-        m.remove("kind");
-    }
-    v.to_string()
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@
 //!    until trimmed; at most [`SCAN_LIMIT`] events are read).
 //!
 //! A deploy-driven request whose render none of them knows, while the checkpoint holds another
-//! render, is placed before every published render ([`decide::UNPLACED_RENDER_SEQ`]): a render
+//! render, is placed before every published render ([`decide::UNPLACED_RENDER_SEQ`], decided by
+//! [`decide::route`] from [`decide::Place::Unknown`]): a render
 //! newer than the checkpoint always has a queued publication or a retained render event, unless
 //! its validation-driven publication was given up (then the spec keeps the older render until
 //! the next one; per-pod status is still written).
@@ -27,27 +28,20 @@ const SCAN_LIMIT: usize = 65_536;
 /// Events read per chunk.
 const SCAN_CHUNK: usize = 4_096;
 
-/// The render an event asks the router to place, if any.
-fn render_of(event: &Event) -> Option<Checksum> {
-    match event {
-        Event::RenderGateCompleted { render, .. }
-        | Event::DeployedConfigPublishRequest { render, .. } => Some(*render),
-        Event::ValidationFailed { render, .. } => *render,
-        _ => None,
-    }
-}
-
 impl Inner {
-    /// Teaches the router the place of the render `event` (at `seq`) refers to, when it does
-    /// not know it yet, from the journal. Returns true when `event` is a deploy-driven request
-    /// for a render with no known place while the checkpoint holds another render (the
-    /// caller queues it with [`decide::UNPLACED_RENDER_SEQ`]).
+    /// Where the render `event` (at `seq`) refers to stands in render order, looked up in the
+    /// journal when the router does not know it (`None`: no render, or the router knows it).
+    /// What the router makes of an unknown place is its rule ([`decide::Place::Unknown`]).
     ///
     /// # Errors
     /// [`PublisherError::Read`] when the journal cannot be read.
-    pub(super) fn place_render(&self, seq: Seq, event: &Event) -> Result<bool, PublisherError> {
-        let Some(render) = render_of(event) else {
-            return Ok(false);
+    pub(super) fn place_render(
+        &self,
+        seq: Seq,
+        event: &Event,
+    ) -> Result<Option<decide::Place>, PublisherError> {
+        let Some(render) = decide::render_of(event) else {
+            return Ok(None);
         };
         if self
             .router
@@ -55,20 +49,20 @@ impl Inner {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .knows(&render)
         {
-            return Ok(false);
+            return Ok(None);
         }
         let cp = self.checkpoint(&self.cfg.haproxycfg_name());
-        let found = self.durable_place(render, seq, cp.as_ref())?;
-        if let Some((s, at)) = found {
-            debug!(%render, seq = s.0, "render order restored from the journal");
-            self.router
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remember(render, s, at);
-            return Ok(false);
-        }
-        Ok(matches!(event, Event::DeployedConfigPublishRequest { .. })
-            && cp.is_some_and(|c| c.render != render))
+        Ok(Some(
+            match self.durable_place(render, seq, cp.as_ref())? {
+                Some((s, at)) => {
+                    debug!(%render, seq = s.0, "render order restored from the journal");
+                    decide::Place::At { seq: s, at }
+                }
+                None => decide::Place::Unknown {
+                    published: cp.map(|c| c.render),
+                },
+            },
+        ))
     }
 
     fn durable_place(

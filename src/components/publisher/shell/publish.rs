@@ -1,5 +1,6 @@
 //! The publish worker: validation- and deploy-driven publications of the main HAProxyCfg,
-//! the throttle, retries, and the ack that moves the published checkpoint.
+//! the throttle, retries, and the ack that moves the published checkpoint. The pick, the
+//! spec rule and the retry rule are [`decide`]'s.
 
 use super::*;
 
@@ -117,26 +118,29 @@ impl Inner {
             }
         }
         // The spec never moves backwards in render sequence.
-        if let (Some(e), Some(c)) = (entry, &cp)
-            && render_seq < c.render_seq
-            && render != c.render
+        let moves = decide::publication(
+            render,
+            render_seq,
+            cp.as_ref().map(|c| (c.render, c.render_seq)),
+        );
+        if let Some(e) = entry
+            && moves == decide::Publication::Older
         {
-            {
-                debug!(seq = render_seq.0, "older render: spec left as it is");
-                let mut b = Batch::new();
-                b.ack(e.queue, e.key.clone(), e.record.id);
-                for x in extra_acks {
-                    b.ack(x.queue, x.key.clone(), x.record.id);
-                }
-                self.commit(b).await?;
-                return Ok(true);
+            debug!(seq = render_seq.0, "older render: spec left as it is");
+            let mut b = Batch::new();
+            b.ack(e.queue, e.key.clone(), e.record.id);
+            for x in extra_acks {
+                b.ack(x.queue, x.key.clone(), x.record.id);
             }
+            self.commit(b).await?;
+            return Ok(true);
         }
         let (manifest, content) = match self.load_render(render) {
             Ok(x) => x,
             Err(e) => {
-                warn!(error = %e, "render unavailable; publication released");
-                self.counters.given_up.fetch_add(1, Ordering::Relaxed);
+                // Permanent (Unbuildable): recorded and shown by `failed`, then released.
+                self.failed(writer, Worker::Publish, &e, 1, cancel, entry.is_some())
+                    .await;
                 if let Some(e) = entry {
                     let mut b = Batch::new();
                     b.ack(e.queue, e.key.clone(), e.record.id);
@@ -145,6 +149,13 @@ impl Inner {
                 return Ok(true);
             }
         };
+        // A queued publication that completes sets `Published=True`; a self-healing repeat of
+        // the checkpoint leaves the condition as it is (it may show a rejection of a newer
+        // render, which the repeat does not undo).
+        let published: Vec<Condition> = entry
+            .map(|_| decide::published_condition(&k8s_time(now_ms())))
+            .into_iter()
+            .collect();
         let mut attempt = 0u32;
         loop {
             if cancel.is_cancelled() {
@@ -158,6 +169,7 @@ impl Inner {
                 rendered_at,
                 validated_at,
                 validation_error: None,
+                conditions: &published,
             };
             self.set_in_flight(writer, &spec);
             let result = writer.publish(&spec).await;
@@ -185,9 +197,8 @@ impl Inner {
                     for x in extra_acks {
                         b.ack(x.queue, x.key.clone(), x.record.id);
                     }
-                    let new_content = cp.as_ref().is_none_or(|c| c.render != render);
-                    let advances = cp.as_ref().is_none_or(|c| render_seq >= c.render_seq);
-                    if new_content && advances {
+                    let advances = moves == decide::Publication::Advance;
+                    if advances {
                         b.hold_render(&manifest);
                         if let Some(c) = &cp {
                             b.release_blob(c.render);
@@ -223,7 +234,7 @@ impl Inner {
                     haptic_journal::crash_point!("publisher::before_publish_ack");
                     self.commit(b).await?;
                     self.counters.publications.fetch_add(1, Ordering::Relaxed);
-                    if new_content && advances {
+                    if advances {
                         self.counters
                             .config_published
                             .fetch_add(1, Ordering::Relaxed);
@@ -253,54 +264,56 @@ impl Inner {
                     self.wake.status.notify_one();
                     return Ok(true);
                 }
-                Err(e) => {
-                    if stop_term_on(&e, cancel) {
-                        return Ok(false);
-                    }
-                    match decide::on_failure(&self.cfg.retry, e.kind(), attempt, e.retry_after()) {
-                        Retry::After(d) => {
-                            self.counters.retries.fetch_add(1, Ordering::Relaxed);
-                            warn!(error = %e, attempt, delay_ms = d.as_millis() as u64, "publication failed; retrying");
-                            if !sleep_or_cancel(d, cancel).await {
-                                return Ok(false);
-                            }
-                            // A repeat yields to queued publications (they are complete and
-                            // newer); it runs again after them.
-                            if entry.is_none() && self.publication_queued()? {
-                                self.heal.store(true, Ordering::Release);
-                                return Ok(false);
-                            }
-                            // A newer validation generation supersedes an older validation retry.
-                            if let Some(e) = entry
-                                && e.queue == Queue::Publish
-                                && !drain
-                                && self.newer_validated(render_seq, e)?
-                            {
-                                return Ok(false);
-                            }
+                Err(e) => match self
+                    .failed(
+                        writer,
+                        Worker::Publish,
+                        &e,
+                        attempt,
+                        cancel,
+                        entry.is_some(),
+                    )
+                    .await
+                {
+                    Retry::StopTerm => return Ok(false),
+                    Retry::After(d) => {
+                        if !sleep_or_cancel(d, cancel).await {
+                            return Ok(false);
                         }
-                        Retry::GiveUp => {
-                            self.counters.given_up.fetch_add(1, Ordering::Relaxed);
-                            warn!(error = %e, kind = e.kind().as_str(), "publication rejected; released");
-                            if e.is_too_large() {
-                                let _ = writer.set_too_large(&name, &e.to_string(), now_ms()).await;
-                            }
-                            // The rejected render may have reached the spec before the
-                            // failure: restore the last complete publication (never a
-                            // complete one older than the spec: the rejected render is not).
+                        // A repeat yields to queued publications (they are complete and
+                        // newer); it runs again after them.
+                        if entry.is_none() && self.publication_queued()? {
                             self.heal.store(true, Ordering::Release);
-                            if drain {
-                                return Ok(false);
-                            }
-                            if let Some(e) = entry {
-                                let mut b = Batch::new();
-                                b.ack(e.queue, e.key.clone(), e.record.id);
-                                self.commit(b).await?;
-                            }
-                            return Ok(true);
+                            return Ok(false);
+                        }
+                        // A newer validation generation supersedes an older validation retry.
+                        if let Some(e) = entry
+                            && e.queue == Queue::Publish
+                            && !drain
+                            && self.newer_validated(render_seq, e)?
+                        {
+                            return Ok(false);
                         }
                     }
-                }
+                    Retry::Reject => {
+                        if e.is_too_large() {
+                            let _ = writer.set_too_large(&name, &e.to_string(), now_ms()).await;
+                        }
+                        // The rejected render may have reached the spec before the
+                        // failure: restore the last complete publication (never a
+                        // complete one older than the spec: the rejected render is not).
+                        self.heal.store(true, Ordering::Release);
+                        if drain {
+                            return Ok(false);
+                        }
+                        if let Some(e) = entry {
+                            let mut b = Batch::new();
+                            b.ack(e.queue, e.key.clone(), e.record.id);
+                            self.commit(b).await?;
+                        }
+                        return Ok(true);
+                    }
+                },
             }
         }
     }
@@ -321,10 +334,15 @@ impl Inner {
     }
 
     fn newer_validated(&self, render_seq: Seq, e: &WorkEntry) -> Result<bool, PublisherError> {
-        Ok(self
-            .queue(Queue::Publish)?
-            .iter()
-            .any(|x| x.record.id != e.record.id && item_seq(x) >= render_seq))
+        let validated: Vec<decide::Queued> =
+            self.queue(Queue::Publish)?.iter().map(queued).collect();
+        Ok(decide::superseded(
+            decide::Queued {
+                id: e.record.id,
+                render_seq,
+            },
+            &validated,
+        ))
     }
 
     pub(super) async fn publish_worker(self: Arc<Self>, writer: Writer, cancel: CancellationToken) {
@@ -376,20 +394,17 @@ impl Inner {
             }
             let _g = self.publish_lock.lock().await;
             // Validation work coalesces to the newest render; deploy work keeps arrival order.
-            let newest_v = validated.iter().max_by_key(|e| (item_seq(e), e.record.id));
-            let superseded: Vec<&WorkEntry> = validated
-                .iter()
-                .filter(|e| newest_v.is_some_and(|n| n.record.id != e.record.id))
-                .collect();
-            let oldest_d = deployed.first();
-            let pick = match (newest_v, oldest_d) {
-                (Some(v), Some(d)) => Some(if d.record.id < v.record.id { d } else { v }),
-                (v, d) => v.or(d),
-            };
-            let extra: Vec<&WorkEntry> = match pick {
-                Some(p) if p.queue == Queue::Publish => superseded,
-                _ => Vec::new(),
-            };
+            let v: Vec<decide::Queued> = validated.iter().map(queued).collect();
+            let d: Vec<decide::Queued> = deployed.iter().map(queued).collect();
+            let (pick, extra): (Option<&WorkEntry>, Vec<&WorkEntry>) =
+                match decide::pick_publication(&v, &d) {
+                    Some(decide::Pick::Validated { index, superseded }) => (
+                        Some(&validated[index]),
+                        superseded.into_iter().map(|i| &validated[i]).collect(),
+                    ),
+                    Some(decide::Pick::Deployed { index }) => (Some(&deployed[index]), Vec::new()),
+                    None => (None, Vec::new()),
+                };
             if pick.is_none() {
                 self.heal.store(false, Ordering::Release);
                 self.counters.heals.fetch_add(1, Ordering::Relaxed);
@@ -404,5 +419,13 @@ impl Inner {
                 return Ok(None);
             }
         }
+    }
+}
+
+/// A queued publication as [`decide::pick_publication`] sees it.
+fn queued(e: &WorkEntry) -> decide::Queued {
+    decide::Queued {
+        id: e.record.id,
+        render_seq: item_seq(e),
     }
 }

@@ -1,9 +1,54 @@
-//! The status worker: per-pod status (coalesced, one write per object per round), parking,
-//! and the known pod set seeded from the published status.
+//! The status worker: per-pod status (coalesced, one write per object per round, and only for
+//! an object some entry of which changed), parking, and the term-start step of the router.
 
+use super::failures::Attempts;
 use super::*;
+use crate::k8s::crd::AuxiliaryFileReferences;
 
 impl Inner {
+    /// Term start: the router queues what it owes the new term (status removals of pods that
+    /// went away while this replica did not lead). On a journal that had no checkpoint, the
+    /// pods the published status lists are folded too ([`decide::Input::StatusListed`]; the
+    /// router folds them whatever their order with the first discovery, so nothing waits for
+    /// this read). A journal failure stops the term's workers.
+    pub(super) async fn term_started(self: Arc<Self>, writer: Writer, cancel: CancellationToken) {
+        if let Err(e) = self.step(Input::TermStarted).await {
+            warn!(error = %e, "publisher: journal failure at term start; stopping the term");
+            cancel.cancel();
+            return;
+        }
+        if self.restored || self.listed.load(Ordering::Acquire) {
+            return;
+        }
+        let name = self.cfg.haproxycfg_name();
+        let cfg = match self
+            .with_retries(&writer, Worker::Status, &cancel, || writer.get_cfg(&name))
+            .await
+        {
+            Attempts::Done(cfg) => cfg,
+            Attempts::Rejected | Attempts::Stopped => return,
+        };
+        let pods: Vec<haptic_journal::PodRef> = cfg
+            .iter()
+            .flat_map(|c| c.status.iter().flat_map(|s| s.deployed_to_pods.iter()))
+            .map(|p| haptic_journal::PodRef {
+                namespace: p
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| self.cfg.namespace.clone())
+                    .into(),
+                name: p.pod_name.as_str().into(),
+            })
+            .collect();
+        match self.step(Input::StatusListed { pods: &pods }).await {
+            Ok(()) => self.listed.store(true, Ordering::Release),
+            Err(e) => {
+                warn!(error = %e, "publisher: journal failure folding the listed pods; stopping the term");
+                cancel.cancel();
+            }
+        }
+    }
+
     pub(super) async fn status_worker(self: Arc<Self>, writer: Writer, cancel: CancellationToken) {
         let mut last: Option<Instant> = None;
         let mut attempt = 0u32;
@@ -14,34 +59,33 @@ impl Inner {
                 wait = Some(w);
             } else {
                 match self.status_round(&writer).await {
-                    Ok(true) => {
+                    Ok(wrote) => {
                         attempt = 0;
-                        last = Some(Instant::now());
+                        if wrote {
+                            last = Some(Instant::now());
+                        }
                     }
-                    Ok(false) => {}
                     Err(StatusErr::Journal(e)) => {
                         warn!(error = %e, "status worker: journal failure; stopping");
                         return;
                     }
-                    Err(StatusErr::Write(e)) if stop_term_on(&e, &cancel) => return,
-                    Err(StatusErr::Write(e)) => {
+                    Err(StatusErr::Write { error, items }) => {
                         attempt += 1;
-                        match decide::on_failure(
-                            &self.cfg.retry,
-                            e.kind(),
-                            attempt,
-                            e.retry_after(),
-                        ) {
-                            Retry::After(d) => {
-                                self.counters.retries.fetch_add(1, Ordering::Relaxed);
-                                warn!(error = %e, attempt, "status write failed; retrying");
-                                wait = Some(d);
-                            }
-                            Retry::GiveUp => {
-                                self.counters.given_up.fetch_add(1, Ordering::Relaxed);
-                                warn!(error = %e, "status write rejected; items released");
+                        match self
+                            .failed(&writer, Worker::Status, &error, attempt, &cancel, false)
+                            .await
+                        {
+                            Retry::After(d) => wait = Some(d),
+                            Retry::StopTerm => return,
+                            Retry::Reject => {
+                                // Recorded and shown: the round's items of that object end.
                                 attempt = 0;
-                                if self.drop_pending().await.is_err() {
+                                let mut b = Batch::new();
+                                for (queue, key, id) in items {
+                                    b.ack(queue, key, id);
+                                }
+                                if let Err(e) = self.commit(b).await {
+                                    warn!(error = %e, "status worker: journal failure; stopping");
                                     return;
                                 }
                             }
@@ -65,15 +109,10 @@ impl Inner {
         }
     }
 
-    async fn drop_pending(&self) -> Result<(), PublisherError> {
-        let mut b = Batch::new();
-        for e in self.queue(Queue::StatusPending)? {
-            b.ack(e.queue, e.key.clone(), e.record.id);
-        }
-        self.commit(b).await.map(|_| ())
-    }
-
-    /// One round over every pending status. `Ok(true)` when something was written.
+    /// One round over every pending status, one HAProxyCfg at a time: the round's status
+    /// ([`decide::status_round`]) and each auxiliary object's ([`decide::aux_round`]) are
+    /// written only when some entry changed; then, in one commit, the done items are acked and
+    /// the others parked. `Ok(true)` when something was written.
     async fn status_round(&self, writer: &Writer) -> Result<bool, StatusErr> {
         let pending = self
             .queue(Queue::StatusPending)
@@ -92,43 +131,58 @@ impl Inner {
         }
         let mut wrote = false;
         for (name, entries) in by_cfg {
-            let changes: Vec<PodEntryChange> = entries
+            let changes: Vec<decide::PodChange> = entries
                 .iter()
                 .filter_map(|e| match &e.record.item {
-                    WorkItem::Status(s) => Some(match &s.change {
-                        PodStatusChange::Applied { checksum, .. } => PodEntryChange::Applied {
-                            pod: s.pod.name.as_str().to_owned(),
-                            checksum: *checksum,
-                            merge: decide::merge_pod_entry,
-                            input: Box::new(PodStatusInput {
-                                pod: s.pod.name.as_str().to_owned(),
-                                namespace: s.pod.namespace.as_str().to_owned(),
-                                change: s.change.clone(),
-                            }),
-                        },
-                        PodStatusChange::Removed => PodEntryChange::Removed {
-                            pod: s.pod.name.as_str().to_owned(),
-                        },
+                    WorkItem::Status(s) => Some(decide::PodChange {
+                        pod: s.pod.name.as_str().to_owned(),
+                        namespace: s.pod.namespace.as_str().to_owned(),
+                        change: s.change.clone(),
                     }),
                     _ => None,
                 })
                 .collect();
-            let outcomes = writer
-                .update_pod_statuses(&name, &changes)
+            let failed = |error: WriteError| StatusErr::Write {
+                error,
+                items: entries
+                    .iter()
+                    .map(|e| (e.queue, e.key.clone(), e.record.id))
+                    .collect(),
+            };
+            let read = writer
+                .modify_cfg_status(&name, |cfg| {
+                    let round = decide::status_round(Some(cfg), &changes);
+                    let refs = cfg.status.as_ref().and_then(|s| s.auxiliary_files.clone());
+                    (round.status.clone(), (round, refs))
+                })
                 .await
-                .map_err(StatusErr::Write)?;
+                .map_err(failed)?;
+            let (round, refs) = match read {
+                Some(((round, refs), w)) => {
+                    wrote |= w;
+                    (round, refs)
+                }
+                None => (decide::status_round(None, &changes), None),
+            };
+            if !round.aux.is_empty()
+                && let Some(refs) = refs
+            {
+                wrote |= self
+                    .aux_round(writer, &refs, &changes, &round.aux)
+                    .await
+                    .map_err(failed)?;
+            }
             self.counters.status_rounds.fetch_add(1, Ordering::Relaxed);
             let mut b = Batch::new();
-            for (e, o) in entries.iter().zip(outcomes) {
+            for (e, o) in entries.iter().zip(&round.outcomes) {
                 match (o, &e.key) {
-                    (PodEntryOutcome::Done, k) => {
-                        wrote = true;
+                    (decide::PodOutcome::Done, k) => {
                         b.ack(e.queue, k.clone(), e.record.id);
                     }
-                    (PodEntryOutcome::Park, WorkKey::Pod(k)) => {
+                    (decide::PodOutcome::Park, WorkKey::Pod(k)) => {
                         b.park(k.clone(), e.record.id);
                     }
-                    (PodEntryOutcome::Park, _) => {}
+                    (decide::PodOutcome::Park, _) => {}
                 }
             }
             self.commit(b).await.map_err(StatusErr::Journal)?;
@@ -136,31 +190,44 @@ impl Inner {
         Ok(wrote)
     }
 
-    pub(super) async fn seed_known_pods(self: Arc<Self>, writer: Writer) {
-        let name = self.cfg.haproxycfg_name();
-        let Ok(Some(cfg)) = writer.get_cfg(&name).await else {
-            return;
+    /// The round's changes on every auxiliary object the HAProxyCfg references (one status
+    /// write per object whose entries change). Returns whether something was written.
+    async fn aux_round(
+        &self,
+        writer: &Writer,
+        refs: &AuxiliaryFileReferences,
+        changes: &[decide::PodChange],
+        aux: &[decide::AuxChange],
+    ) -> Result<bool, WriteError> {
+        let f = |file, generation, st: Option<&crate::k8s::crd::AuxiliaryFileStatus>| {
+            decide::aux_round(st, file, generation, changes, aux)
         };
-        let mut r = self
-            .router
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for p in cfg.status.iter().flat_map(|s| s.deployed_to_pods.iter()) {
-            let ns = p
-                .namespace
-                .clone()
-                .unwrap_or_else(|| self.cfg.namespace.clone());
-            r.known_pods
-                .entry(p.pod_name.clone())
-                .or_insert_with(|| haptic_journal::PodRef {
-                    namespace: ns.into(),
-                    name: p.pod_name.as_str().into(),
-                });
+        let mut wrote = false;
+        for r in &refs.map_files {
+            wrote |= writer
+                .modify_aux_status::<HAProxyMapFile>(&r.name, f)
+                .await?;
         }
+        for r in &refs.general_files {
+            wrote |= writer
+                .modify_aux_status::<HAProxyGeneralFile>(&r.name, f)
+                .await?;
+        }
+        for r in &refs.crt_list_files {
+            wrote |= writer
+                .modify_aux_status::<HAProxyCRTListFile>(&r.name, f)
+                .await?;
+        }
+        Ok(wrote)
     }
 }
 
 enum StatusErr {
     Journal(PublisherError),
-    Write(WriteError),
+    /// A write failed; `items` are the round's items of that object (acked when the failure
+    /// is a permanent rejection).
+    Write {
+        error: WriteError,
+        items: Vec<(Queue, WorkKey, haptic_journal::WorkId)>,
+    },
 }

@@ -1,6 +1,8 @@
-//! The invalid worker (`-invalid` HAProxyCfg), the verdict worker (ConfigValidated /
-//! ConfigPinned conditions) and the retry helper they share.
+//! The invalid worker (`-invalid` HAProxyCfg) and the verdict worker (ConfigValidated /
+//! ConfigPinned conditions). Each acks its items only after their write succeeded or was
+//! rejected permanently (recorded and shown); a term that ends leaves them queued.
 
+use super::failures::Attempts;
 use super::*;
 
 impl Inner {
@@ -29,19 +31,23 @@ impl Inner {
         let WorkItem::Invalid(item) = &newest.record.item else {
             return Ok(());
         };
+        // The newest failure wins: the older ones are acked with it.
         let mut ack = Batch::new();
         for e in &items {
             ack.ack(e.queue, e.key.clone(), e.record.id);
         }
         let name = invalid_haproxycfg_name(self.cfg.identity.name.as_str());
         let Some(render) = item.render else {
+            // A failure without a render (nothing rendered) has no bytes to publish.
             self.commit(ack).await?;
             return Ok(());
         };
         let content = match self.load_render(render) {
             Ok((_, c)) => c,
             Err(e) => {
-                warn!(error = %e, "rejected render unavailable");
+                // Permanent: the rejected render is not in the journal (Unbuildable).
+                self.failed(writer, Worker::Invalid, &e, 1, cancel, false)
+                    .await;
                 self.commit(ack).await?;
                 return Ok(());
             }
@@ -53,52 +59,18 @@ impl Inner {
             rendered_at: None,
             validated_at: None,
             validation_error: summarize_validation_errors(&item.errors),
+            conditions: &[],
         };
-        self.with_retries(cancel, || writer.publish(&spec)).await?;
-        if !cancel.is_cancelled() {
-            self.commit(ack).await?;
+        match self
+            .with_retries(writer, Worker::Invalid, cancel, || writer.publish(&spec))
+            .await
+        {
+            Attempts::Done(_) | Attempts::Rejected if !cancel.is_cancelled() => {
+                self.commit(ack).await?;
+            }
+            _ => {}
         }
         Ok(())
-    }
-
-    /// Runs `op` with the retry policy; `Ok(true)` when it succeeded, `Ok(false)` when it was
-    /// released or cancelled.
-    async fn with_retries<T, F, Fut>(
-        &self,
-        cancel: &CancellationToken,
-        mut op: F,
-    ) -> Result<bool, PublisherError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, WriteError>>,
-    {
-        let mut attempt = 0;
-        loop {
-            if cancel.is_cancelled() {
-                return Ok(false);
-            }
-            attempt += 1;
-            match op().await {
-                Ok(_) => return Ok(true),
-                Err(e) if stop_term_on(&e, cancel) => return Ok(false),
-                Err(e) => {
-                    match decide::on_failure(&self.cfg.retry, e.kind(), attempt, e.retry_after()) {
-                        Retry::After(d) => {
-                            self.counters.retries.fetch_add(1, Ordering::Relaxed);
-                            warn!(error = %e, attempt, "write failed; retrying");
-                            if !sleep_or_cancel(d, cancel).await {
-                                return Ok(false);
-                            }
-                        }
-                        Retry::GiveUp => {
-                            self.counters.given_up.fetch_add(1, Ordering::Relaxed);
-                            warn!(error = %e, "write rejected; released");
-                            return Ok(false);
-                        }
-                    }
-                }
-            }
-        }
     }
 
     pub(super) async fn verdict_worker(self: Arc<Self>, writer: Writer, cancel: CancellationToken) {
@@ -127,67 +99,54 @@ impl Inner {
             return Ok(());
         };
         let name = self.cfg.haproxycfg_name();
-        let now = k8s_time(now_ms());
-        let message = v.messages.first().cloned().unwrap_or_default();
-        let conds = [
-            Condition {
-                type_: conditions::CONFIG_VALIDATED.into(),
-                status: if v.passed { "True" } else { "False" }.into(),
-                reason: if v.passed {
-                    reasons::VALIDATION_SUCCEEDED
-                } else {
-                    reasons::VALIDATION_FAILED
-                }
-                .into(),
-                message: if v.passed { String::new() } else { message },
-                last_transition_time: now.clone(),
-                observed_generation: None,
-            },
-            Condition {
-                type_: conditions::CONFIG_PINNED.into(),
-                status: if v.pinned { "True" } else { "False" }.into(),
-                reason: if v.pinned {
-                    reasons::NEWEST_RENDER_REJECTED
-                } else {
-                    reasons::NEWEST_RENDER_PASSED
-                }
-                .into(),
-                message: String::new(),
-                last_transition_time: now,
-                observed_generation: None,
-            },
-        ];
+        let conds =
+            decide::verdict_conditions(v.passed, v.pinned, &v.messages, &k8s_time(now_ms()));
         // The HAProxyCfg may not exist yet: wait (unacked) for a publication to wake us.
-        match writer.get_cfg(&name).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return Ok(()),
-            Err(e) => {
-                warn!(error = %e, "verdict: read failed");
+        match self
+            .with_retries(writer, Worker::Verdict, cancel, || writer.get_cfg(&name))
+            .await
+        {
+            Attempts::Done(Some(_)) => {}
+            Attempts::Done(None) | Attempts::Stopped => return Ok(()),
+            Attempts::Rejected => return self.ack_all(&items).await,
+        }
+        match self
+            .with_retries(writer, Worker::Verdict, cancel, || {
+                writer.set_conditions(&name, &conds)
+            })
+            .await
+        {
+            Attempts::Done(_) => {
+                *self
+                    .last_conditions
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = conds.to_vec();
+            }
+            Attempts::Rejected => return self.ack_all(&items).await,
+            Attempts::Stopped => return Ok(()),
+        }
+        if v.passed {
+            let invalid = invalid_haproxycfg_name(self.cfg.identity.name.as_str());
+            if let Attempts::Stopped = self
+                .with_retries(writer, Worker::Verdict, cancel, || {
+                    writer.delete_cfg(&invalid)
+                })
+                .await
+            {
                 return Ok(());
             }
-        }
-        let ok = self
-            .with_retries(cancel, || writer.set_conditions(&name, &conds))
-            .await?;
-        if ok {
-            *self
-                .last_conditions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = conds.to_vec();
-        }
-        if v.passed && ok {
-            let invalid = invalid_haproxycfg_name(self.cfg.identity.name.as_str());
-            self.with_retries(cancel, || writer.delete_cfg(&invalid))
-                .await?;
         }
         if cancel.is_cancelled() {
             return Ok(());
         }
+        self.ack_all(&items).await
+    }
+
+    async fn ack_all(&self, items: &[WorkEntry]) -> Result<(), PublisherError> {
         let mut b = Batch::new();
-        for e in &items {
+        for e in items {
             b.ack(e.queue, e.key.clone(), e.record.id);
         }
-        self.commit(b).await?;
-        Ok(())
+        self.commit(b).await.map(|_| ())
     }
 }

@@ -83,15 +83,22 @@ pub fn group(types: &[ResourceType], name: &str) -> Option<Value> {
         .map(|(g, vs)| group_doc(&g, &vs))
 }
 
-/// `/api/v1` or `/apis/G/V` (`APIResourceList`), if the group-version exists.
-pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
+/// The types of one group-version, in registration order; `None` when it has none.
+fn of_group_version<'a>(
+    types: &'a [ResourceType],
+    group: &str,
+    version: &str,
+) -> Option<Vec<&'a ResourceType>> {
     let selected: Vec<&ResourceType> = types
         .iter()
         .filter(|t| t.group == group && t.version == version)
         .collect();
-    if selected.is_empty() {
-        return None;
-    }
+    (!selected.is_empty()).then_some(selected)
+}
+
+/// `/api/v1` or `/apis/G/V` (`APIResourceList`), if the group-version exists.
+pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
+    let selected = of_group_version(types, group, version)?;
     let mut resources = Vec::new();
     for t in &selected {
         let mut r = json!({"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced,
@@ -163,13 +170,7 @@ pub fn apis_aggregated(types: &[ResourceType]) -> Value {
 /// The OpenAPI v3 document of one group-version: a PATCH operation with `fieldValidation` per kind
 /// (no `requestBody`, so client-side apply does not build patches from it).
 pub fn openapi_gv(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
-    let selected: Vec<&ResourceType> = types
-        .iter()
-        .filter(|t| t.group == group && t.version == version)
-        .collect();
-    if selected.is_empty() {
-        return None;
-    }
+    let selected = of_group_version(types, group, version)?;
     let mut paths = serde_json::Map::new();
     for t in selected {
         let base = t.gv_path();

@@ -4,8 +4,10 @@ use serde::{Deserialize, Serialize};
 
 /// One scripted fault, as POSTed to `/_sandbox/faults`.
 ///
-/// Regexes are unanchored and match the method and the path without the query. Faults are tried in
-/// the order they were added; the first match applies. `delay_ms` delays, then the fault either
+/// Regexes are unanchored and match the method and the path without the query; a request matches
+/// when its method matches `method`, its path matches `path` and, when `path_not` is given, its
+/// path does not match `path_not` (e.g. every request but the Lease's: `"path_not": "/leases/"`).
+/// Faults are tried in the order they were added; the first match applies. `delay_ms` delays, then the fault either
 /// answers `status` (a Kubernetes `Status` body, with `Retry-After` when `retry_after_s` is set),
 /// closes the connection without an answer (`drop`), or forwards the request.
 /// `end_watch` ends the matching watch streams that are open when the fault is added (up to
@@ -23,6 +25,9 @@ pub struct Fault {
     pub method: String,
     /// Regex on the path; empty matches all.
     pub path: String,
+    /// Regex the path must *not* match; absent or empty excludes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_not: Option<String>,
     /// Status code to answer.
     pub status: Option<u16>,
     /// How many requests the fault applies to; absent or 0 = every time.
@@ -37,24 +42,6 @@ pub struct Fault {
     pub end_watch: bool,
 }
 
-/// One request as the log shows it (`GET /_sandbox/requests`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequestRecord {
-    /// HTTP method.
-    pub method: String,
-    /// Path without the query.
-    pub path: String,
-    /// Raw query string (empty when none).
-    pub query: String,
-    /// HTTP status answered; 0 when the connection was dropped by a fault.
-    pub status: u16,
-    /// Arrival time, RFC 3339.
-    pub at: String,
-    /// The client's `User-Agent` ("" when none): tells two controllers' requests apart.
-    #[serde(default)]
-    pub user_agent: String,
-}
-
 /// A fault with its compiled regexes and remaining count.
 #[derive(Debug, Clone)]
 pub struct ArmedFault {
@@ -62,6 +49,7 @@ pub struct ArmedFault {
     pub spec: Fault,
     method: regex::Regex,
     path: regex::Regex,
+    path_not: Option<regex::Regex>,
     /// Remaining applications; `None` = unlimited.
     pub remaining: Option<u32>,
 }
@@ -81,18 +69,26 @@ impl ArmedFault {
         )?;
         let method = regex::Regex::new(&spec.method).map_err(|e| format!("method: {e}"))?;
         let path = regex::Regex::new(&spec.path).map_err(|e| format!("path: {e}"))?;
+        let path_not = match spec.path_not.as_deref() {
+            None | Some("") => None,
+            Some(p) => Some(regex::Regex::new(p).map_err(|e| format!("path_not: {e}"))?),
+        };
         let remaining = spec.times.filter(|t| *t > 0);
         Ok(Self {
             spec,
             method,
             path,
+            path_not,
             remaining,
         })
     }
 
     /// Whether the fault matches a request.
     pub fn matches(&self, method: &str, path: &str) -> bool {
-        self.remaining != Some(0) && self.method.is_match(method) && self.path.is_match(path)
+        self.remaining != Some(0)
+            && self.method.is_match(method)
+            && self.path.is_match(path)
+            && !self.path_not.as_ref().is_some_and(|n| n.is_match(path))
     }
 
     /// Uses one application.
@@ -122,5 +118,63 @@ impl ArmedFault {
             || self.spec.drop
             || self.spec.delay_ms.is_some_and(|d| d > 0)
             || !self.spec.end_watch
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn fault(path: &str, path_not: Option<&str>) -> Result<ArmedFault, String> {
+        ArmedFault::new(Fault {
+            path: path.into(),
+            path_not: path_not.map(str::to_owned),
+            status: Some(503),
+            ..Fault::default()
+        })
+    }
+
+    #[test]
+    fn path_not_excludes_the_paths_it_matches() {
+        let lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/haptic-leader";
+        let cfg = "/apis/haproxy-haptic.org/v1alpha1/namespaces/ns/haproxycfgs/edge";
+        let cases = [
+            ("", None, lease, true),
+            ("", None, cfg, true),
+            ("", Some("/leases/"), lease, false),
+            ("", Some("/leases/"), cfg, true),
+            ("", Some(""), lease, true),
+            ("haproxycfgs", Some("/status$"), cfg, true),
+            (
+                "haproxycfgs",
+                Some("/status$"),
+                &format!("{cfg}/status"),
+                false,
+            ),
+        ];
+        for (path, not, request, want) in cases {
+            let f = fault(path, not).unwrap();
+            assert_eq!(
+                f.matches("PUT", request),
+                want,
+                "{path:?} {not:?} {request}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_path_not_is_refused_naming_the_field() {
+        let e = fault("", Some("(")).unwrap_err();
+        assert!(e.starts_with("path_not:"), "{e}");
+        // Unknown fields are still refused (the field is spelled as documented).
+        let e = crate::sandbox::control::parse_json::<Fault>(br#"{"pathnot":"x","status":503}"#)
+            .unwrap_err();
+        assert!(e.contains("pathnot"), "{e}");
+        let ok = crate::sandbox::control::parse_json::<Fault>(
+            br#"{"path_not":"/leases/","status":503}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.path_not.as_deref(), Some("/leases/"));
     }
 }

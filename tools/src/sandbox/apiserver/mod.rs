@@ -32,7 +32,8 @@ mod store;
 mod table;
 mod watch;
 
-pub use faults::{Fault, RequestRecord};
+pub use super::control::RequestRecord;
+pub use faults::Fault;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -322,25 +322,11 @@ pub(super) async fn route(
         }
         ("PATCH", Some(name)) => patch(sh, &rt, &ns, name, status_sub, &ct, &body, &opts),
         ("DELETE", Some(name)) => {
-            let v = parse_body(
-                if ct.is_empty() {
-                    "application/json"
-                } else {
-                    &ct
-                },
-                &body,
-            )?;
+            let v = parse_body(delete_content_type(&ct), &body)?;
             ok(lock(&sh.state).delete(&rt, &ns, name, &v, opts.dry_run)?)
         }
         ("DELETE", None) => {
-            let v = parse_body(
-                if ct.is_empty() {
-                    "application/json"
-                } else {
-                    &ct
-                },
-                &body,
-            )?;
+            let v = parse_body(delete_content_type(&ct), &body)?;
             ok(lock(&sh.state).delete_collection(
                 &rt,
                 t.ns.as_deref(),
@@ -406,4 +392,13 @@ fn patch(
         200,
         &st.update(rt, ns, name, status_sub, obj, opts, false)?,
     ))
+}
+
+/// A DELETE's body is read as JSON when it names no content type (kubectl sends none).
+fn delete_content_type(ct: &str) -> &str {
+    if ct.is_empty() {
+        "application/json"
+    } else {
+        ct
+    }
 }

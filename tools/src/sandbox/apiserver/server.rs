@@ -1,10 +1,11 @@
 //! HTTP/1.1 front end: connection handling, the request log, faults, `/_sandbox/` control paths and
 //! routing of the Kubernetes REST paths to the store.
 
-use super::faults::{ArmedFault, Fault, RequestRecord};
+use super::faults::{ArmedFault, Fault};
 use super::status::ApiError;
 use super::store::{self, State};
 use super::watch::OpenWatch;
+use crate::sandbox::control::RequestRecord;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};

@@ -53,22 +53,7 @@ pub struct Settings {
 /// The request log keeps the newest requests only (long benchmark runs).
 pub const MAX_RECORDED_REQUESTS: usize = 100_000;
 
-/// One recorded request (`GET /_sandbox/requests`).
-#[derive(Debug, Clone, Serialize)]
-pub struct RequestRecord {
-    /// HTTP method.
-    pub method: String,
-    /// Path without query.
-    pub path: String,
-    /// Raw query ("" when none).
-    pub query: String,
-    /// Status answered (0 when the connection was dropped).
-    pub status: u16,
-    /// RFC 3339 time.
-    pub at: String,
-    /// The client's `User-Agent` ("" when none): tells two controllers' requests apart.
-    pub user_agent: String,
-}
+pub use crate::sandbox::control::RequestRecord;
 
 #[derive(Debug)]
 struct RequestFault {

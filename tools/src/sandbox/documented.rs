@@ -1,9 +1,15 @@
-//! A fake Dataplane API that answers as ecosystem.md A documents, and client helpers.
+//! A Dataplane endpoint that gives the answers ecosystem.md A documents, verbatim and fixed
+//! (version 7, reload IDs `2026-11-30-N`, 409 with `Configuration-Version`, 202 + `Reload-Id`,
+//! multipart storage, 404/409 for named files), recording every request it was sent: for unit
+//! tests of a Dataplane client's handling of each documented answer, where the sandbox pods'
+//! real behaviour (versions that move, reloads that take time) would blur the case.
+//!
+//! Basic auth `admin:secret`. [`serve`] runs any router on a loopback port (for one-answer
+//! fault servers).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -12,27 +18,35 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane, DataplaneClient, Endpoint};
 use serde_json::json;
 
-pub(super) const CURRENT_VERSION: i64 = 7;
-pub(super) const RUNNING: &str = "# _version=7\n# _md5hash=abc\nglobal\n  daemon\n";
+/// The configuration version the endpoint reports.
+pub const CURRENT_VERSION: i64 = 7;
+/// The raw configuration it answers.
+pub const RUNNING: &str = "# _version=7\n# _md5hash=abc\nglobal\n  daemon\n";
 
 /// One request as the server saw it.
 #[derive(Debug, Clone, Default)]
-pub(super) struct Seen {
-    pub(super) method: String,
-    pub(super) path: String,
-    pub(super) query: HashMap<String, String>,
-    pub(super) content_type: String,
-    pub(super) body: String,
+pub struct Seen {
+    /// HTTP method.
+    pub method: String,
+    /// `raw`, the storage kind, or `<kind>/<name>`.
+    pub path: String,
+    /// Query parameters.
+    pub query: HashMap<String, String>,
+    /// `Content-Type` sent.
+    pub content_type: String,
+    /// The body, as text.
+    pub body: String,
     /// Multipart parts: (field name, file name, content).
-    pub(super) parts: Vec<(String, Option<String>, String)>,
+    pub parts: Vec<(String, Option<String>, String)>,
 }
 
-pub(super) type Log = Arc<Mutex<Vec<Seen>>>;
+/// Every request seen, in order.
+pub type Log = Arc<Mutex<Vec<Seen>>>;
 
-pub(super) fn error_body(status: StatusCode, message: &str) -> Response {
+/// The Dataplane API's error body `{code, message}` with `status`.
+pub fn error_body(status: StatusCode, message: &str) -> Response {
     (
         status,
         axum::Json(json!({"code": status.as_u16(), "message": message})),
@@ -40,7 +54,8 @@ pub(super) fn error_body(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-pub(super) async fn require_auth(req: Request, next: Next) -> Response {
+/// Refuses requests without `admin:secret` (401).
+pub async fn require_auth(req: Request, next: Next) -> Response {
     // admin:secret
     let ok = req.headers().get(header::AUTHORIZATION)
         == Some(&HeaderValue::from_static("Basic YWRtaW46c2VjcmV0"));
@@ -51,7 +66,9 @@ pub(super) async fn require_auth(req: Request, next: Next) -> Response {
     }
 }
 
-pub(super) fn record(log: &Log, seen: Seen) {
+/// Appends a request to the log.
+#[allow(clippy::unwrap_used)]
+pub fn record(log: &Log, seen: Seen) {
     log.lock().unwrap().push(seen);
 }
 
@@ -63,7 +80,9 @@ fn content_type(headers: &HeaderMap) -> String {
         .to_owned()
 }
 
-pub(super) async fn push_raw(
+/// `POST .../configuration/raw`: 409 unless `version=7`, 400 for a body naming `bogus`, else
+/// the documented answer for the flags.
+pub async fn push_raw(
     State(log): State<Log>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
@@ -118,7 +137,8 @@ pub(super) async fn push_raw(
     resp
 }
 
-pub(super) async fn reload(Path(id): Path<String>) -> Response {
+/// `GET .../reloads/{id}`: `-1` succeeded, `-2` failed, `-3` in progress, others 404.
+pub async fn reload(Path(id): Path<String>) -> Response {
     let (status, response) = match id.as_str() {
         "2026-11-30-1" => ("succeeded", ""),
         "2026-11-30-2" => ("failed", "[ALERT] cannot bind socket"),
@@ -129,7 +149,9 @@ pub(super) async fn reload(Path(id): Path<String>) -> Response {
         .into_response()
 }
 
-pub(super) async fn storage_create(
+/// `POST .../storage/{kind}`: 409 for a file named `exists*`; certificates answer 202 +
+/// `Reload-Id`.
+pub async fn storage_create(
     State(log): State<Log>,
     Path(kind): Path<String>,
     mut multipart: Multipart,
@@ -167,12 +189,15 @@ pub(super) async fn storage_create(
     }
 }
 
-pub(super) async fn storage_list(Path(kind): Path<String>) -> Response {
+/// `GET .../storage/{kind}`: one `hosts.map`.
+pub async fn storage_list(Path(kind): Path<String>) -> Response {
     axum::Json(json!([{"storage_name": "hosts.map", "file": format!("/etc/haproxy/{kind}/hosts.map"), "size": 4}]))
         .into_response()
 }
 
-pub(super) async fn storage_get(Path((kind, name)): Path<(String, String)>) -> Response {
+/// `GET .../storage/{kind}/{name}`: 404 for `missing.map`, certificate details for
+/// `ssl_certificates`, else the bytes `a b`.
+pub async fn storage_get(Path((kind, name)): Path<(String, String)>) -> Response {
     if name == "missing.map" {
         return error_body(StatusCode::NOT_FOUND, "file not found");
     }
@@ -193,7 +218,8 @@ pub(super) async fn storage_get(Path((kind, name)): Path<(String, String)>) -> R
         .into_response()
 }
 
-pub(super) async fn storage_put(
+/// `PUT .../storage/{kind}/{name}`: 202 + `Reload-Id`.
+pub async fn storage_put(
     State(log): State<Log>,
     Path((kind, name)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
@@ -217,7 +243,8 @@ pub(super) async fn storage_put(
     r
 }
 
-pub(super) async fn storage_delete(Path((_kind, name)): Path<(String, String)>) -> Response {
+/// `DELETE .../storage/{kind}/{name}`: 409 for `used.map`, else 204.
+pub async fn storage_delete(Path((_kind, name)): Path<(String, String)>) -> Response {
     if name == "used.map" {
         return error_body(
             StatusCode::CONFLICT,
@@ -227,14 +254,20 @@ pub(super) async fn storage_delete(Path((_kind, name)): Path<(String, String)>) 
     StatusCode::NO_CONTENT.into_response()
 }
 
-pub(super) async fn serve(router: Router) -> SocketAddr {
+/// Serves `router` on a free loopback port until the runtime ends.
+///
+/// # Panics
+/// When no loopback port can be bound.
+#[allow(clippy::unwrap_used)]
+pub async fn serve(router: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await });
     addr
 }
 
-pub(super) async fn documented_server() -> (SocketAddr, Log) {
+/// Starts the endpoint; returns its address and its request log.
+pub async fn documented_server() -> (SocketAddr, Log) {
     let log: Log = Arc::default();
     let router = Router::new()
         .route(
@@ -270,26 +303,4 @@ pub(super) async fn documented_server() -> (SocketAddr, Log) {
         .layer(middleware::from_fn(require_auth))
         .with_state(log.clone());
     (serve(router).await, log)
-}
-
-pub(super) fn settings(request_timeout: Duration) -> ClientSettings {
-    ClientSettings {
-        request_timeout,
-        ..ClientSettings::default()
-    }
-}
-
-pub(super) fn client_for(addr: SocketAddr, timeout: Duration, auth: bool) -> DataplaneClient {
-    let credentials = auth.then(|| BasicAuth {
-        username: "admin".into(),
-        password: "secret".into(),
-    });
-    Dataplane::new(&settings(timeout))
-        .unwrap()
-        .client(Endpoint::for_pod(addr.ip(), addr.port(), credentials))
-}
-
-pub(super) async fn documented() -> (DataplaneClient, Log) {
-    let (addr, log) = documented_server().await;
-    (client_for(addr, Duration::from_secs(5), true), log)
 }

@@ -1,5 +1,6 @@
-//! Writing one render into the controller's render directory the way the stable interface of
-//! issue 6 says a writer must: auxiliary folders first, then `haproxy.cfg` renamed into place.
+//! The corpus renders (`tests/corpus/renders/`) and writing a render into a render directory
+//! the way the stable interface of issue 6 says a writer must: auxiliary folders first, then
+//! `haproxy.cfg` renamed into place.
 //!
 //! ```text
 //!  for each folder of FOLDERS (maps, ssl, ca, general, crt-lists):
@@ -18,6 +19,156 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use haptic::core::render::{CONFIG_FILE, FOLDERS, RenderContent};
+use haptic_journal::{AuxKind, Checksum};
+use haptic_tools::sandbox::pods::demo::{Check, checks_for};
+
+/// The corpus of renders, `tests/corpus/renders/` of the workspace.
+pub const RENDERS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/corpus/renders");
+
+/// The folder of the corpus render `name`.
+#[must_use]
+pub fn corpus_dir(name: &str) -> PathBuf {
+    Path::new(RENDERS).join(name)
+}
+
+/// Every render of the corpus stream (sub-folders of [`RENDERS`] holding `haproxy.cfg`), in
+/// name order.
+///
+/// # Panics
+/// When the corpus cannot be read.
+#[must_use]
+pub fn stream() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(RENDERS)
+        .expect("the render corpus")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join(CONFIG_FILE).exists())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The corpus render `name`, read as the directory source reads it.
+///
+/// # Panics
+/// When it cannot be read.
+#[must_use]
+pub fn corpus(name: &str) -> RenderContent {
+    haptic::source::dir::read_render(&corpus_dir(name))
+        .unwrap_or_else(|e| panic!("corpus render {name}: {e}"))
+}
+
+/// The render checksum of the corpus render `name`.
+#[must_use]
+pub fn checksum(name: &str) -> Checksum {
+    corpus(name).checksum()
+}
+
+/// Whether `tests/corpus/renders/README.md` says `name` must be rejected.
+#[must_use]
+pub fn rejected(name: &str) -> bool {
+    !checks_for(name, &corpus_dir(name)).0
+}
+
+/// The requests every pod must answer after `name` (for a rejected render: the last passed
+/// one's), as the README lists them.
+#[must_use]
+pub fn checks(name: &str) -> Vec<Check> {
+    checks_for(name, &corpus_dir(name)).1
+}
+
+/// The auxiliary files of `render` as the journal's `Batch::put_render` takes them: (kind,
+/// render-relative path, content), sorted by path.
+#[must_use]
+pub fn batch_files(render: &RenderContent) -> Vec<(AuxKind, String, Vec<u8>)> {
+    render
+        .files
+        .iter()
+        .map(|f| (f.kind, f.path.clone(), f.content.clone()))
+        .collect()
+}
+
+/// Writes the corpus render `name` into the render directory `dst` ([`write_render`]).
+///
+/// # Panics
+/// When it cannot be read or written.
+pub fn feed(dst: &Path, name: &str) {
+    write_render(&corpus(name), dst).unwrap_or_else(|e| panic!("feeding {name}: {e:?}"));
+}
+
+/// Writes `render` the way the ConfigMap source's doc says writers should: the Secret `secret`
+/// first (the `ssl/` and `ca/` files, keys `<folder>--<name>`), then the ConfigMap `configmap`
+/// (`haproxy.cfg` and everything else), each created or replaced whole, in `ns`.
+///
+/// # Panics
+/// When the API server refuses a read or a write.
+///
+/// # Cancel safety
+/// Not cancel safe: cancelled between the two writes, the Secret is new and the ConfigMap old.
+pub async fn put_configmap_render(
+    client: &kube::Client,
+    ns: &str,
+    configmap: &str,
+    secret: &str,
+    render: &RenderContent,
+) {
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::api::{Api, ObjectMeta};
+    let mut cm_data = std::collections::BTreeMap::new();
+    let mut secret_data = std::collections::BTreeMap::new();
+    cm_data.insert(
+        CONFIG_FILE.to_owned(),
+        String::from_utf8_lossy(&render.config).into_owned(),
+    );
+    for f in &render.files {
+        let key = haptic::source::configmap::path_to_key(&f.path);
+        if matches!(f.kind, AuxKind::Ssl | AuxKind::Ca) {
+            secret_data.insert(key, ByteString(f.content.clone()));
+        } else {
+            cm_data.insert(key, String::from_utf8_lossy(&f.content).into_owned());
+        }
+    }
+    let meta = |name: &str| ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(ns.into()),
+        ..ObjectMeta::default()
+    };
+    let mut s = Secret {
+        metadata: meta(secret),
+        ..Secret::default()
+    };
+    s.data = Some(secret_data);
+    replace_whole(Api::namespaced(client.clone(), ns), secret, s).await;
+    let mut c = ConfigMap {
+        metadata: meta(configmap),
+        ..ConfigMap::default()
+    };
+    c.data = Some(cm_data);
+    replace_whole(Api::namespaced(client.clone(), ns), configmap, c).await;
+}
+
+/// Creates `obj` as `name`, or replaces the stored object whole (its resourceVersion kept).
+///
+/// # Panics
+/// When the API server refuses the read or the write.
+async fn replace_whole<K>(api: kube::Api<K>, name: &str, mut obj: K)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let pp = kube::api::PostParams::default();
+    match api.get_opt(name).await.expect("read the object") {
+        Some(old) => {
+            obj.meta_mut().resource_version = old.meta().resource_version.clone();
+            api.replace(name, &pp, &obj)
+                .await
+                .expect("replace the object");
+        }
+        None => {
+            api.create(&pp, &obj).await.expect("create the object");
+        }
+    }
+}
 
 /// Temporary name of `haproxy.cfg` while it is written (hidden, so the reader skips it).
 const CONFIG_TEMP: &str = ".haproxy.cfg.tmp";
@@ -149,8 +300,6 @@ fn replace_file(dir: &Path, name: &str, content: &[u8]) -> Result<(), FeedError>
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use haptic_journal::AuxKind;
-
     use super::*;
     use haptic::core::render::RenderFile;
     use haptic::source::dir::read_render;
@@ -163,31 +312,32 @@ mod tests {
         }
     }
 
-    fn render(config: &str, files: Vec<RenderFile>) -> RenderContent {
+    fn render(config: &str, files: &[(AuxKind, &str, &str)]) -> RenderContent {
+        let files = files.iter().map(|(k, p, c)| file(*k, p, c)).collect();
         RenderContent::new(config.as_bytes().to_vec(), files)
     }
 
+    /// Four files of three kinds.
     fn first() -> RenderContent {
-        render(
-            "config 1\n",
-            vec![
-                file(AuxKind::Map, "maps/a.map", "a 1\n"),
-                file(AuxKind::Map, "maps/b.map", "b 1\n"),
-                file(AuxKind::Ssl, "ssl/site.pem", "pem 1\n"),
-                file(AuxKind::General, "general/403.http", "403\n"),
-            ],
-        )
+        use AuxKind::{General, Map, Ssl};
+        let files = [
+            (Map, "maps/a.map", "a 1\n"),
+            (Map, "maps/b.map", "b 1\n"),
+            (Ssl, "ssl/site.pem", "pem 1\n"),
+            (General, "general/403.http", "403\n"),
+        ];
+        render("config 1\n", &files)
     }
 
+    /// [`first`] with a.map changed, b.map and the certificate gone, a crt-list added.
     fn second() -> RenderContent {
-        render(
-            "config 2\n",
-            vec![
-                file(AuxKind::Map, "maps/a.map", "a 2\n"),
-                file(AuxKind::General, "general/403.http", "403\n"),
-                file(AuxKind::CrtList, "crt-lists/sites.crtlist", "site\n"),
-            ],
-        )
+        use AuxKind::{CrtList, General, Map};
+        let files = [
+            (Map, "maps/a.map", "a 2\n"),
+            (General, "general/403.http", "403\n"),
+            (CrtList, "crt-lists/sites.crtlist", "site\n"),
+        ];
+        render("config 2\n", &files)
     }
 
     /// Every entry under `dir`, relative, sorted (hidden ones included).
@@ -293,9 +443,9 @@ mod tests {
         use std::os::unix::fs::MetadataExt as _;
         let dir = tempfile::tempdir().unwrap();
         let dst = dir.path().join("render");
-        write_render(&render("config A\n", vec![]), &dst).unwrap();
+        write_render(&render("config A\n", &[]), &dst).unwrap();
         let before = std::fs::metadata(dst.join(CONFIG_FILE)).unwrap().ino();
-        write_render(&render("config B\n", vec![]), &dst).unwrap();
+        write_render(&render("config B\n", &[]), &dst).unwrap();
         let after = std::fs::metadata(dst.join(CONFIG_FILE)).unwrap().ino();
         assert_ne!(before, after);
         assert_eq!(tree(&dst), ["haproxy.cfg"]);

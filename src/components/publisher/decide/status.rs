@@ -1,0 +1,381 @@
+//! The status worker's rules and the conditions: the park rule, the per-pod status merge, one
+//! round of per-pod changes applied to a HAProxyCfg status and to its auxiliary objects, and
+//! the conditions the verdict worker and the publication outcomes write. Pure: the shell reads
+//! the objects, these functions say what their status becomes (`None`: write nothing), the
+//! writer writes it.
+//!
+//! A pod's entry is written when, and only when, it differs from what the pod runs: a report of
+//! the checksum and error the entry already names (the deployer reports every endpoint it
+//! synced, no-op syncs included) leaves the entry as it is, `deployedAt` included; an object is
+//! written only when some entry changed.
+
+use haptic_journal::{Checksum, PodStatusChange};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::core::error::ErrorClass;
+use crate::k8s::crd::{
+    AuxiliaryFileStatus, HAProxyCfg, HAProxyCfgStatus, OperationSummary, PodDeploymentStatus,
+    conditions, reasons,
+};
+use crate::k8s::writer::k8s_time;
+
+/// One queued per-pod change, as the status worker reads it from `status-pending`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodChange {
+    /// Pod name.
+    pub pod: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// What changed (a deployment applied, or the pod removed).
+    pub change: PodStatusChange,
+}
+
+impl PodChange {
+    /// Whether this reports a failed deployment (written even when the pod tried a checksum
+    /// other than `spec.checksum`: the error is what an operator needs to see).
+    #[must_use]
+    pub fn is_failure(&self) -> bool {
+        matches!(&self.change, PodStatusChange::Applied { sync, .. } if sync.error.is_some())
+    }
+
+    fn checksum(&self) -> Option<Checksum> {
+        match &self.change {
+            PodStatusChange::Applied { checksum, .. } => Some(*checksum),
+            PodStatusChange::Removed => None,
+        }
+    }
+}
+
+/// What becomes of one change in a status round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodOutcome {
+    /// Applied (or already as wanted): ack it.
+    Done,
+    /// The HAProxyCfg cannot take it yet (missing, not completely published, another
+    /// `spec.checksum` for a successful deployment): park it until the next publication.
+    Park,
+}
+
+/// The park rule for one change, given the HAProxyCfg as read (`None`: absent).
+///
+/// A successful deployment needs the object completely published (its status has the
+/// publication metadata) with the same `spec.checksum`; a failed one needs the object
+/// completely published; a removal is always done (an absent object has no entry to remove).
+#[must_use]
+pub fn park_rule(cfg: Option<&HAProxyCfg>, change: &PodChange) -> PodOutcome {
+    let Some(checksum) = change.checksum() else {
+        return PodOutcome::Done;
+    };
+    let Some(cfg) = cfg else {
+        return PodOutcome::Park;
+    };
+    let published = cfg.status.as_ref().is_some_and(|s| s.metadata.is_some());
+    if !published || (checksum != cfg.spec.checksum && !change.is_failure()) {
+        PodOutcome::Park
+    } else {
+        PodOutcome::Done
+    }
+}
+
+/// A per-pod change as an auxiliary object takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuxChange {
+    /// The pod runs the HAProxyCfg's `spec.checksum` (so the file's current content); the
+    /// index of its change in the round.
+    Deployed(usize),
+    /// The pod left.
+    Removed(String),
+}
+
+/// One status round over one HAProxyCfg.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusRound {
+    /// One outcome per change, in input order.
+    pub outcomes: Vec<PodOutcome>,
+    /// The status to write; `None` when no entry changed (nothing is written).
+    pub status: Option<HAProxyCfgStatus>,
+    /// What the auxiliary objects the HAProxyCfg references take from the round.
+    pub aux: Vec<AuxChange>,
+}
+
+/// Applies `changes` to the HAProxyCfg `cfg` as read (`None`: absent): outcomes by
+/// [`park_rule`], entries by [`merge_pod_entry`] (sorted by pod name), `podsSynced` and
+/// `observedGeneration` refreshed; a status only when some entry changed.
+#[must_use]
+pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange]) -> StatusRound {
+    let outcomes: Vec<PodOutcome> = changes.iter().map(|c| park_rule(cfg, c)).collect();
+    let Some(cfg) = cfg else {
+        return StatusRound {
+            outcomes,
+            status: None,
+            aux: Vec::new(),
+        };
+    };
+    let spec = cfg.spec.checksum;
+    let before = cfg.status.clone().unwrap_or_default();
+    let mut st = before.clone();
+    let mut aux = Vec::new();
+    for (i, (c, o)) in changes.iter().zip(&outcomes).enumerate() {
+        match (&c.change, o) {
+            (PodStatusChange::Removed, _) => {
+                st.deployed_to_pods.retain(|p| p.pod_name != c.pod);
+                aux.push(AuxChange::Removed(c.pod.clone()));
+            }
+            (PodStatusChange::Applied { checksum, .. }, PodOutcome::Done) => {
+                let pos = st.deployed_to_pods.iter().position(|p| p.pod_name == c.pod);
+                let entry = merge_pod_entry(pos.map(|i| &st.deployed_to_pods[i]), c);
+                match pos {
+                    Some(i) => st.deployed_to_pods[i] = entry,
+                    None => st.deployed_to_pods.push(entry),
+                }
+                if *checksum == spec && !c.is_failure() {
+                    aux.push(AuxChange::Deployed(i));
+                }
+            }
+            (PodStatusChange::Applied { .. }, PodOutcome::Park) => {}
+        }
+    }
+    st.deployed_to_pods
+        .sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
+    let status = (st.deployed_to_pods != before.deployed_to_pods).then(|| {
+        st.refresh_pods_synced(&spec);
+        st.observed_generation = cfg.metadata.generation;
+        st
+    });
+    StatusRound {
+        outcomes,
+        status,
+        aux,
+    }
+}
+
+/// The status of one auxiliary object (whose own checksum is `file`, at `generation`) after a
+/// round's `aux` changes ([`merge_aux_pod_entry`]); `None` when no entry changed.
+#[must_use]
+pub fn aux_round(
+    before: Option<&AuxiliaryFileStatus>,
+    file: Checksum,
+    generation: Option<i64>,
+    changes: &[PodChange],
+    aux: &[AuxChange],
+) -> Option<AuxiliaryFileStatus> {
+    let mut st = before.cloned().unwrap_or_default();
+    for a in aux {
+        match a {
+            AuxChange::Deployed(i) => {
+                let Some(c) = changes.get(*i) else { continue };
+                let pos = st.deployed_to_pods.iter().position(|p| p.pod_name == c.pod);
+                let entry = merge_aux_pod_entry(pos.map(|i| &st.deployed_to_pods[i]), c, file);
+                match pos {
+                    Some(i) => st.deployed_to_pods[i] = entry,
+                    None => st.deployed_to_pods.push(entry),
+                }
+            }
+            AuxChange::Removed(pod) => st.deployed_to_pods.retain(|p| &p.pod_name != pod),
+        }
+    }
+    st.deployed_to_pods
+        .sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
+    let unchanged = before.map_or(&[][..], |b| &b.deployed_to_pods[..]) == &st.deployed_to_pods[..];
+    if unchanged {
+        return None;
+    }
+    st.observed_generation = generation;
+    Some(st)
+}
+
+/// A pod's new `deployedToPods[]` entry from the old one and a change
+/// (upstream-behaviour.md 10.4, without zero timestamps: `deployedAt` only on success, or the
+/// old one kept). An old entry that already names the reported checksum with the reported
+/// error (none, or the same text) is returned as it is: the pod runs what it says, nothing to
+/// write. A removal returns the old entry (removals are applied by [`status_round`]).
+#[must_use]
+pub fn merge_pod_entry(
+    old: Option<&PodDeploymentStatus>,
+    change: &PodChange,
+) -> PodDeploymentStatus {
+    let PodStatusChange::Applied {
+        checksum,
+        sync,
+        observed_at,
+        ..
+    } = &change.change
+    else {
+        return old.cloned().unwrap_or_default();
+    };
+    if let Some(o) = old
+        && o.checksum == Some(*checksum)
+        && o.last_error == sync.error
+    {
+        return o.clone();
+    }
+    let ok = sync.error.is_none();
+    let c = &sync.operation_counts;
+    let summary = (c.total_api_operations > 0).then(|| OperationSummary {
+        total_api_operations: i64::from(c.total_api_operations),
+        backends_added: i64::from(c.backends.added),
+        backends_removed: i64::from(c.backends.removed),
+        backends_modified: i64::from(c.backends.modified),
+        servers_added: i64::from(c.servers.added),
+        servers_removed: i64::from(c.servers.removed),
+        servers_modified: i64::from(c.servers.modified),
+        frontends_added: i64::from(c.frontends.added),
+        frontends_removed: i64::from(c.frontends.removed),
+        frontends_modified: i64::from(c.frontends.modified),
+    });
+    let old_errors = old.and_then(|o| o.consecutive_errors).unwrap_or(0);
+    PodDeploymentStatus {
+        pod_name: change.pod.clone(),
+        namespace: Some(change.namespace.clone()),
+        checksum: Some(*checksum),
+        deployed_at: if ok {
+            Some(k8s_time(*observed_at))
+        } else {
+            old.and_then(|o| o.deployed_at.clone())
+        },
+        last_reload_at: if sync.reload_triggered {
+            Some(k8s_time(*observed_at))
+        } else {
+            old.and_then(|o| o.last_reload_at.clone())
+        },
+        last_reload_id: if sync.reload_triggered {
+            sync.reload_id.clone()
+        } else {
+            old.and_then(|o| o.last_reload_id.clone())
+        },
+        sync_duration: Some(format!("{}ms", sync.sync_duration_ms)),
+        version_conflict_retries: Some(i64::from(sync.version_conflict_retries)),
+        fallback_used: Some(sync.fallback_used),
+        sync_mode: sync
+            .sync_mode
+            .map(|m| m.as_str().to_owned())
+            .or_else(|| old.and_then(|o| o.sync_mode.clone())),
+        last_operation_summary: summary
+            .or_else(|| old.and_then(|o| o.last_operation_summary.clone())),
+        last_error: sync.error.clone(),
+        consecutive_errors: Some(if ok { 0 } else { old_errors + 1 }),
+        last_error_at: (!ok).then(|| k8s_time(*observed_at)),
+    }
+}
+
+/// The pod entry of an auxiliary object (upstream-behaviour.md section 10.5): an entry that
+/// already has `file_checksum` is kept as it is (its `deployedAt` included); otherwise a fresh
+/// entry {podName, namespace, checksum = the file's own checksum, deployedAt = when the
+/// deployment was applied, or the old entry's}. Aux entries carry no reload, sync or error
+/// fields.
+#[must_use]
+pub fn merge_aux_pod_entry(
+    old: Option<&PodDeploymentStatus>,
+    change: &PodChange,
+    file_checksum: Checksum,
+) -> PodDeploymentStatus {
+    if let Some(o) = old
+        && o.checksum == Some(file_checksum)
+    {
+        return o.clone();
+    }
+    let deployed_at = match &change.change {
+        PodStatusChange::Applied { observed_at, .. } => Some(k8s_time(*observed_at)),
+        PodStatusChange::Removed => None,
+    };
+    PodDeploymentStatus {
+        pod_name: change.pod.clone(),
+        namespace: Some(change.namespace.clone()),
+        checksum: Some(file_checksum),
+        deployed_at: deployed_at.or_else(|| old.and_then(|o| o.deployed_at.clone())),
+        ..PodDeploymentStatus::default()
+    }
+}
+
+/// The gate's conditions for a verdict: `ConfigValidated` (True/False, reason
+/// `ValidationSucceeded`/`ValidationFailed`, the first message on a failure) and
+/// `ConfigPinned` (True while pinned, reason `NewestRenderRejected`, else
+/// `NewestRenderPassed`), stamped `now` (the writer keeps the old transition time when the
+/// status does not change).
+#[must_use]
+pub fn verdict_conditions(
+    passed: bool,
+    pinned: bool,
+    messages: &[String],
+    now: &Time,
+) -> [Condition; 2] {
+    let message = messages.first().cloned().unwrap_or_default();
+    [
+        Condition {
+            type_: conditions::CONFIG_VALIDATED.into(),
+            status: if passed { "True" } else { "False" }.into(),
+            reason: if passed {
+                reasons::VALIDATION_SUCCEEDED
+            } else {
+                reasons::VALIDATION_FAILED
+            }
+            .into(),
+            message: if passed { String::new() } else { message },
+            last_transition_time: now.clone(),
+            observed_generation: None,
+        },
+        Condition {
+            type_: conditions::CONFIG_PINNED.into(),
+            status: if pinned { "True" } else { "False" }.into(),
+            reason: if pinned {
+                reasons::NEWEST_RENDER_REJECTED
+            } else {
+                reasons::NEWEST_RENDER_PASSED
+            }
+            .into(),
+            message: String::new(),
+            last_transition_time: now.clone(),
+            observed_generation: None,
+        },
+    ]
+}
+
+/// `Published=True` (reason `PublicationSucceeded`): the newest publication of the main
+/// HAProxyCfg is complete.
+#[must_use]
+pub fn published_condition(now: &Time) -> Condition {
+    Condition {
+        type_: conditions::PUBLISHED.into(),
+        status: "True".into(),
+        reason: reasons::PUBLICATION_SUCCEEDED.into(),
+        message: String::new(),
+        last_transition_time: now.clone(),
+        observed_generation: None,
+    }
+}
+
+/// `Published=False` for a failure of class `class` that is shown on the HAProxyCfg: a
+/// permanent rejection (`PublicationRejected`, `ObjectTooLarge`, `ContentUnavailable`) or a
+/// failure an operator must fix (`Forbidden`, `Unauthorized`, `ResourceTypeMissing`), with
+/// `message` (what failed and the fix). `None` for classes that are not shown this way.
+#[must_use]
+pub fn failure_condition(class: ErrorClass, message: &str, now: &Time) -> Option<Condition> {
+    let reason = match class {
+        ErrorClass::Rejected => reasons::PUBLICATION_REJECTED,
+        ErrorClass::TooLarge => reasons::OBJECT_TOO_LARGE,
+        ErrorClass::Unbuildable => reasons::CONTENT_UNAVAILABLE,
+        ErrorClass::Forbidden => reasons::FORBIDDEN,
+        ErrorClass::Unauthorized => reasons::UNAUTHORIZED,
+        ErrorClass::MissingResourceType => reasons::RESOURCE_TYPE_MISSING,
+        _ => return None,
+    };
+    Some(Condition {
+        type_: conditions::PUBLISHED.into(),
+        status: "False".into(),
+        reason: reason.into(),
+        message: truncate(message, 1024),
+        last_transition_time: now.clone(),
+        observed_generation: None,
+    })
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max - 3;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}

@@ -1,0 +1,246 @@
+//! The known pod set survives restarts and leadership changes exactly (DESIGN.md J11, issue 11
+//! part 3): a pod that goes away while this replica follows, or while the controller is down,
+//! leaves the HAProxyCfg status once it leads again, with no seeding read to wait for; and a
+//! replayed delivery the checkpoint already folded queues nothing twice.
+
+use haptic::components::publisher::subscribe_options;
+use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
+use haptic_journal::{Endpoint, EventKind, Identity, Term};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+
+/// A publisher running on the real dispatcher (leadership from the event stream).
+struct OnDispatcher {
+    h: DispatchHandle,
+    cancel: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl OnDispatcher {
+    /// Starts the dispatcher and `p.run`; returns once the dispatcher delivers live events
+    /// (a `BecameLeader` committed before would count as replayed and change nothing).
+    async fn start(env: &mut Env, p: &ConfigPublisher) -> OnDispatcher {
+        let mut d = Dispatcher::new(Arc::clone(&env.journal));
+        let sub = d.subscribe(subscribe_options());
+        let mut probe = d.subscribe(
+            SubscribeOptions::new("probe").kinds(&[EventKind::DriftPreventionTriggered]),
+        );
+        let h = d.handle();
+        p.attach(h.clone());
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        let dt = tokio::spawn(async move { d.run(c).await.unwrap() });
+        let (pc, c) = (p.clone(), cancel.clone());
+        let pt = tokio::spawn(async move { pc.run(sub, c).await.unwrap() });
+        h.publish(Event::DriftPreventionTriggered {
+            correlation: env.corr(),
+            time_since_last_deployment_ms: 0,
+        })
+        .await
+        .unwrap();
+        probe.recv().await.unwrap().done();
+        OnDispatcher {
+            h,
+            cancel,
+            tasks: vec![dt, pt],
+        }
+    }
+
+    async fn lead(&self, env: &mut Env, term: u64) {
+        let mut b = Batch::new();
+        b.set_term(Term(term), Identity::new("replica-0"));
+        b.event(Event::BecameLeader {
+            correlation: env.corr(),
+            identity: Identity::new("replica-0"),
+            term: Term(term),
+        });
+        self.h.accept(b).await.unwrap();
+    }
+
+    async fn follow(&self, env: &mut Env) {
+        self.h
+            .publish(Event::LostLeadership {
+                correlation: env.corr(),
+                identity: Identity::new("replica-0"),
+                reason: "lease_lost".into(),
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn stop(self) {
+        self.cancel.cancel();
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+    }
+}
+
+fn discovered(c: Correlation, pods: &[&str]) -> Event {
+    Event::HAProxyPodsDiscovered {
+        correlation: c,
+        endpoints: pods
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Endpoint {
+                url: format!("http://10.0.0.{}:5555", i + 1).into(),
+                pod: pod_ref(n),
+                detected_version: None,
+            })
+            .collect(),
+        authoritative: true,
+    }
+}
+
+fn applied(c: Correlation, pod: &str, checksum: Checksum) -> Event {
+    Event::ConfigAppliedToPod {
+        correlation: c,
+        runtime_config: runtime_config(),
+        pod: pod_ref(pod),
+        checksum,
+        is_drift_check: false,
+        sync: SyncMetadata::default(),
+    }
+}
+
+async fn status_pods(env: &Env) -> Vec<String> {
+    env.cfg(MAIN)
+        .await
+        .and_then(|c| c.status)
+        .map(|s| s.deployed_to_pods.into_iter().map(|e| e.pod_name).collect())
+        .unwrap_or_default()
+}
+
+/// A first publisher publishes 01-basic, learns pods a and b from a discovery and writes their
+/// status, then goes away (no drain, as a killed process).
+async fn two_pods_published(env: &mut Env) -> Checksum {
+    let p = env.publisher(fast_config());
+    let term = p.start(Term(1));
+    let c = env.corr();
+    let (s, ev) = env.accept(None, |_| discovered(c, &["pod-a", "pod-b"]));
+    env.deliver(&p, s, &ev).await;
+    let sum = env.render_and_pass(&p, &corpus("01-basic")).await;
+    env.applied(&p, "pod-a", sum, None).await;
+    env.applied(&p, "pod-b", sum, None).await;
+    eventually(bound(), "pods a and b in the status", || async {
+        status_pods(env).await == ["pod-a", "pod-b"] && env.queue_len(Queue::StatusPending) == 0
+    })
+    .await;
+    term.stop().await;
+    sum
+}
+
+/// The controller was down while pod-b went away. The restarted process follows first; its
+/// first discovery (before it leads, as discovery starts before the Lease is won) lists pod-a
+/// only. Once it leads, pod-b leaves the status, without waiting for any seeding step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_removed_while_down_leaves_the_status_after_the_restart() {
+    let mut env = Env::start().await;
+    two_pods_published(&mut env).await;
+    let p = env.publisher(fast_config());
+    let d = OnDispatcher::start(&mut env, &p).await;
+    d.h.publish(discovered(env.corr(), &["pod-a"]))
+        .await
+        .unwrap();
+    d.lead(&mut env, 2).await;
+    eventually(bound(), "pod-b left the status", || async {
+        status_pods(&env).await == ["pod-a"]
+    })
+    .await;
+    d.stop().await;
+    env.assert_no_422();
+}
+
+/// pod-b terminates while this replica follows (its event is journaled, no work is queued).
+/// At the next term pod-b leaves the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
+    let mut env = Env::start().await;
+    let p = env.publisher(fast_config());
+    let d = OnDispatcher::start(&mut env, &p).await;
+    d.lead(&mut env, 2).await;
+    d.h.publish(discovered(env.corr(), &["pod-a", "pod-b"]))
+        .await
+        .unwrap();
+    let r = corpus("01-basic");
+    let mut b = Batch::new();
+    let sum = b.put_render(r.config.clone(), r.files.clone()).checksum;
+    b.event(Event::TemplateRendered {
+        correlation: env.corr(),
+        render: sum,
+        config_bytes: r.config.len() as u64,
+        auxiliary_file_count: 0,
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+        coalescible: true,
+    });
+    d.h.accept(b).await.unwrap();
+    d.h.publish(Event::RenderGateCompleted {
+        correlation: env.corr(),
+        render: sum,
+        verdict: GateVerdict::Pass,
+        messages: vec![],
+        pinned_to: None,
+    })
+    .await
+    .unwrap();
+    d.h.publish(applied(env.corr(), "pod-a", sum))
+        .await
+        .unwrap();
+    d.h.publish(applied(env.corr(), "pod-b", sum))
+        .await
+        .unwrap();
+    eventually(bound(), "pods a and b in the status", || async {
+        status_pods(&env).await == ["pod-a", "pod-b"]
+    })
+    .await;
+    d.follow(&mut env).await;
+    d.h.publish(Event::HAProxyPodTerminated {
+        correlation: env.corr(),
+        pod: pod_ref("pod-b"),
+    })
+    .await
+    .unwrap();
+    d.lead(&mut env, 3).await;
+    eventually(bound(), "pod-b left the status", || async {
+        status_pods(&env).await == ["pod-a"]
+    })
+    .await;
+    d.stop().await;
+    env.assert_no_422();
+}
+
+/// An event whose work was committed (with the checkpoint) but not marked dispatched when the
+/// process died is replayed at the restart: the checkpoint already folded it, so its work is
+/// not queued a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_event_the_checkpoint_folded_queues_nothing_twice() {
+    let mut env = Env::start().await;
+    {
+        let p = env.publisher(fast_config());
+        let render = env.render(&p, &corpus("02-maps")).await;
+        let c = env.corr();
+        let (s, ev) = env.accept(None, |_| Event::RenderGateCompleted {
+            correlation: c,
+            render,
+            verdict: GateVerdict::Pass,
+            messages: vec![],
+            pinned_to: None,
+        });
+        // Handled (its work journaled) but never marked dispatched: the process dies here.
+        p.on_event(s, &ev).await.unwrap();
+    }
+    assert_eq!(env.queue_len(Queue::Publish), 1);
+    assert_eq!(env.queue_len(Queue::Verdict), 1);
+    let undispatched = env.journal.meta().unwrap().next_seq;
+    let p = env.publisher(fast_config());
+    let d = OnDispatcher::start(&mut env, &p).await;
+    eventually(bound(), "the replay was handled", || async {
+        env.journal.meta().unwrap().dispatched_through >= undispatched
+    })
+    .await;
+    assert_eq!(env.queue_len(Queue::Publish), 1, "publication queued twice");
+    assert_eq!(env.queue_len(Queue::Verdict), 1, "verdict queued twice");
+    d.stop().await;
+}

@@ -1,0 +1,611 @@
+//! The peers a test runs against, chosen by one switch ([`Peers`]): the sandbox's stand-ins (the
+//! Kubernetes API emulator and HAProxy pods behind sandbox Dataplane endpoints) or the real
+//! programs (kube-apiserver + etcd, real dataplaneapi; issue 18).
+//!
+//! ```text
+//!  FleetConfig ──Fleet::start──► Peers::Emulator: ApiServer (+ Sandbox pods, registered as Pod
+//!                                 objects, credentials Secret)  ── kubeconfig, namespace
+//!                                 Peers::Real:     not wired yet (issue 18): fails, never skips
+//!  Fleet ─► kubeconfig(), namespace(), client(), pods() [Pod: dataplane URL, credentials,
+//!           traffic address], api_faults() / Pod::faults() [absent on real peers: PeerError],
+//!           api_requests() / Faults::requests(), hpcfg(), lease_holder(), eventually()
+//! ```
+//!
+//! Every request log starts empty: what the kit did to set the fleet up is cleared.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use haptic::k8s::crd::HAProxyCfg;
+use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
+use haptic_tools::sandbox::cluster::{Cluster, ClusterConfig, NAMESPACE, POD_LABEL, SECRET};
+use haptic_tools::sandbox::control::RequestRecord;
+use haptic_tools::sandbox::pods::{Sandbox, SandboxConfig};
+use kube::Api;
+
+use crate::controller::{Controller, ControllerOpts};
+pub use crate::pod::{Faults, Pod, http};
+use crate::wait::{Logs, Probe, eventually_with};
+
+/// Environment variable choosing the peer set: `emulator` (default) or `real`.
+pub const PEERS_ENV: &str = "HAPTIC_TEST_PEERS";
+
+/// Which programs play the Kubernetes API server and the Dataplane API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peers {
+    /// The sandbox's stand-ins: the API emulator and sandbox HAProxy pods (in-process, with the
+    /// faults API and request logs).
+    Emulator,
+    /// The real programs (kube-apiserver + etcd, dataplaneapi) built by `tests/peers/build.sh`.
+    /// Not wired yet: starting a fleet on them fails with [`PeerError::NotWired`].
+    Real,
+}
+
+impl Peers {
+    /// The peer set `HAPTIC_TEST_PEERS` names (`emulator`, `real`); [`Peers::Emulator`] when
+    /// unset.
+    ///
+    /// # Panics
+    /// On any other value (a misspelt switch must not silently test the other set).
+    #[must_use]
+    pub fn from_env() -> Peers {
+        match std::env::var(PEERS_ENV).as_deref() {
+            Err(_) | Ok("" | "emulator") => Peers::Emulator,
+            Ok("real") => Peers::Real,
+            Ok(other) => panic!("{PEERS_ENV}={other}: expected `emulator` or `real`"),
+        }
+    }
+}
+
+/// Why a fleet could not start or a peer cannot do what was asked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeerError {
+    /// The real peers are not wired into the kit yet.
+    #[error("real peers: not wired yet (issue 18)")]
+    NotWired,
+    /// The peer has no sandbox control paths (faults, request logs): real programs do not.
+    #[error("{peer} has no {what} (only the sandbox's stand-ins do)")]
+    Unsupported {
+        /// Which peer, e.g. `the API server` or a pod name.
+        peer: String,
+        /// The missing facility, e.g. `faults API`.
+        what: &'static str,
+    },
+    /// A peer did not start.
+    #[error("the peers did not start: {0:#}")]
+    Start(anyhow::Error),
+    /// A control request failed or was refused.
+    #[error("{what}: {message}")]
+    Control {
+        /// The request, e.g. `POST http://.../_sandbox/faults`.
+        what: String,
+        /// The transport error or the peer's answer.
+        message: String,
+    },
+}
+
+/// What fleet to start.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    /// Peer set. Default: [`Peers::from_env`].
+    pub peers: Peers,
+    /// HAProxy pods (each with a Dataplane endpoint). With no pods and no stand-ins only the API
+    /// server runs (no Pod objects, no credentials Secret). Default: 0.
+    pub pods: usize,
+    /// Dataplane endpoints without HAProxy (emulator only; fan-out benchmarks). Default: 0.
+    pub stand_in_pods: usize,
+    /// Delay before each answer of a stand-in pod. Default: 0.
+    pub stand_in_delay: Duration,
+    /// Namespace of the Pod objects, the Secret and the kubeconfig's context. Default:
+    /// `haptic-sandbox`.
+    pub namespace: String,
+    /// Install the controller's four CRDs. Default: true.
+    pub crds: bool,
+    /// Dataplane reload batching (the real agent's default is 5 s). Default: 100 ms.
+    pub reload_delay: Duration,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        FleetConfig {
+            peers: Peers::from_env(),
+            pods: 0,
+            stand_in_pods: 0,
+            stand_in_delay: Duration::ZERO,
+            namespace: NAMESPACE.to_owned(),
+            crds: true,
+            reload_delay: Duration::from_millis(100),
+        }
+    }
+}
+
+impl FleetConfig {
+    /// `n` HAProxy pods registered in the default namespace, the CRDs installed.
+    #[must_use]
+    pub fn pods(n: usize) -> FleetConfig {
+        FleetConfig {
+            pods: n,
+            ..FleetConfig::default()
+        }
+    }
+
+    /// Only the API server, objects in `namespace`, the CRDs installed.
+    #[must_use]
+    pub fn api_only(namespace: &str) -> FleetConfig {
+        FleetConfig {
+            namespace: namespace.to_owned(),
+            ..FleetConfig::default()
+        }
+    }
+
+    /// The same, without the CRDs.
+    #[must_use]
+    pub fn without_crds(mut self) -> FleetConfig {
+        self.crds = false;
+        self
+    }
+}
+
+/// The emulator side of a fleet.
+#[derive(Debug)]
+struct EmulatorPeers {
+    api: ApiServer,
+    sandbox: Option<Sandbox>,
+}
+
+/// A running fleet: the API server, the pods, a kubeconfig and a client, a work directory.
+pub struct Fleet {
+    peers: Peers,
+    emulator: Option<EmulatorPeers>,
+    kubeconfig: PathBuf,
+    namespace: String,
+    client: kube::Client,
+    pods: Vec<Pod>,
+    dir: tempfile::TempDir,
+    /// Logs of the controllers started through [`Fleet::controller`], for failed waits.
+    logs: Arc<Mutex<Vec<PathBuf>>>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("kubeconfig", &self.kubeconfig)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    /// Starts the fleet `cfg` describes.
+    ///
+    /// # Panics
+    /// When a peer does not start, with the reason; on [`Peers::Real`] with "real peers: not
+    /// wired yet (issue 18)".
+    ///
+    /// # Cancel safety
+    /// Dropping it midway drops (stops) the peers started so far.
+    pub async fn start(cfg: FleetConfig) -> Fleet {
+        Fleet::try_start(cfg)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Fleet::start`] returning the error.
+    ///
+    /// # Errors
+    /// [`PeerError::NotWired`] for [`Peers::Real`], [`PeerError::Start`] when a peer does not
+    /// start or a registration is refused.
+    ///
+    /// # Cancel safety
+    /// As [`Fleet::start`].
+    pub async fn try_start(cfg: FleetConfig) -> Result<Fleet, PeerError> {
+        match cfg.peers {
+            Peers::Emulator => Fleet::start_emulator(cfg).await,
+            Peers::Real => Err(PeerError::NotWired),
+        }
+    }
+
+    async fn start_emulator(cfg: FleetConfig) -> Result<Fleet, PeerError> {
+        let crds = if cfg.crds {
+            haptic::k8s::crd::crds()
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| PeerError::Start(e.into()))?
+        } else {
+            Vec::new()
+        };
+        let dir = tempfile::tempdir().map_err(|e| PeerError::Start(e.into()))?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        let (api, sandbox) = if cfg.pods + cfg.stand_in_pods == 0 {
+            let api = ApiServer::start(ApiServerConfig::default())
+                .await
+                .map_err(PeerError::Start)?;
+            let kube = haptic_tools::sandbox::cluster::Kube::new(api.url(), cfg.namespace.clone());
+            for crd in crds {
+                kube.send(
+                    reqwest::Method::POST,
+                    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                    crd,
+                )
+                .await
+                .map_err(PeerError::Start)?;
+            }
+            (api, None)
+        } else {
+            let cluster = Cluster::start(ClusterConfig {
+                sandbox: SandboxConfig {
+                    pods: cfg.pods,
+                    stand_in_pods: cfg.stand_in_pods,
+                    stand_in_delay: cfg.stand_in_delay,
+                    reload_delay: cfg.reload_delay,
+                    ..SandboxConfig::default()
+                },
+                namespace: cfg.namespace.clone(),
+                crds,
+            })
+            .await
+            .map_err(PeerError::Start)?;
+            (cluster.api, Some(cluster.sandbox))
+        };
+        api.write_kubeconfig(&kubeconfig, &cfg.namespace)
+            .map_err(PeerError::Start)?;
+        api.clear_requests();
+        let client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
+            .await
+            .map_err(|e| PeerError::Start(e.into()))?;
+        let pods = sandbox.as_ref().map_or_else(Vec::new, |sb| {
+            sb.pods()
+                .into_iter()
+                .map(|info| Pod {
+                    info,
+                    username: sb.username().to_owned(),
+                    password: sb.password().to_owned(),
+                    sandbox: true,
+                })
+                .collect()
+        });
+        Ok(Fleet {
+            peers: Peers::Emulator,
+            emulator: Some(EmulatorPeers { api, sandbox }),
+            kubeconfig,
+            namespace: cfg.namespace,
+            client,
+            pods,
+            dir,
+            logs: Arc::default(),
+        })
+    }
+
+    /// Which peer set runs.
+    #[must_use]
+    pub fn peers(&self) -> Peers {
+        self.peers
+    }
+
+    /// A kubeconfig for the API server (context namespace = [`Fleet::namespace`]).
+    #[must_use]
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Writes another kubeconfig for the same API server to `path` (context namespace `ns`).
+    ///
+    /// # Panics
+    /// When the file cannot be written.
+    pub fn write_kubeconfig(&self, path: &Path, ns: &str) {
+        match &self.emulator {
+            Some(e) => e
+                .api
+                .write_kubeconfig(path, ns)
+                .expect("kubeconfig written"),
+            None => panic!("{}", PeerError::NotWired),
+        }
+    }
+
+    /// The namespace of the Pod objects and the Secret.
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// A kube client for the API server (retry layer off, as the controller builds it).
+    #[must_use]
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// A second, independent client (its own connection pool; a second controller replica).
+    ///
+    /// # Panics
+    /// When the client cannot be built.
+    pub async fn another_client(&self) -> kube::Client {
+        haptic::k8s::client::from_kubeconfig(&self.kubeconfig)
+            .await
+            .expect("a second client")
+    }
+
+    /// The pods, in start order (stand-ins last).
+    #[must_use]
+    pub fn pods(&self) -> Vec<Pod> {
+        self.pods.clone()
+    }
+
+    /// The pods' label selector (the controller's `--pod-selector`).
+    #[must_use]
+    pub fn selector(&self) -> String {
+        format!("{}={}", POD_LABEL.0, POD_LABEL.1)
+    }
+
+    /// The Dataplane credentials Secret (keys `username`, `password`; the controller's
+    /// `--dataplane-secret`).
+    #[must_use]
+    pub fn dataplane_secret(&self) -> &'static str {
+        SECRET
+    }
+
+    /// A scratch directory that lives as long as the fleet (journals, render directories, logs).
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The API emulator, for what only it can do (compaction, resource versions); `None` on
+    /// real peers.
+    #[must_use]
+    pub fn emulator(&self) -> Option<&ApiServer> {
+        self.emulator.as_ref().map(|e| &e.api)
+    }
+
+    /// The sandbox running the pods (`None` on real peers or without pods).
+    #[must_use]
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.emulator.as_ref().and_then(|e| e.sandbox.as_ref())
+    }
+
+    fn api(&self, what: &'static str) -> Result<&ApiServer, PeerError> {
+        self.emulator().ok_or_else(|| PeerError::Unsupported {
+            peer: "the API server".into(),
+            what,
+        })
+    }
+
+    /// Every request the API server logged since set-up (or the last clear), oldest first.
+    ///
+    /// # Errors
+    /// [`PeerError::Unsupported`] on real peers.
+    pub fn api_requests(&self) -> Result<Vec<RequestRecord>, PeerError> {
+        Ok(self.api("request log")?.requests())
+    }
+
+    /// Empties the API server's request log.
+    ///
+    /// # Errors
+    /// [`PeerError::Unsupported`] on real peers.
+    pub fn clear_api_requests(&self) -> Result<(), PeerError> {
+        self.api("request log")?.clear_requests();
+        Ok(())
+    }
+
+    /// The API server's faults API (`/_sandbox/faults` over HTTP, as a test would use it).
+    #[must_use]
+    pub fn api_faults(&self) -> Faults {
+        Faults {
+            peer: "the API server".into(),
+            base: self.emulator().map(ApiServer::url),
+        }
+    }
+
+    /// The HAProxyCfg `name` in the fleet's namespace, if it exists (read errors count as
+    /// absent).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn hpcfg(&self, name: &str) -> Option<HAProxyCfg> {
+        Api::<HAProxyCfg>::namespaced(self.client(), &self.namespace)
+            .get_opt(name)
+            .await
+            .unwrap_or(None)
+    }
+
+    /// The holder of the Lease `lease`, when one holds it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn lease_holder(&self, lease: &str) -> Option<String> {
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(self.client(), &self.namespace)
+            .get_opt(lease)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty())
+    }
+
+    /// What each pod answers that differs from what `tests/corpus/renders/README.md` lists for
+    /// the corpus render `render` (for a rejected render: the last passed one's answers).
+    ///
+    /// # Errors
+    /// Every wrong answer, `pod: check -> got (want ...)`, joined by `; `.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (requests only).
+    pub async fn pods_answer(&self, render: &str) -> Result<(), String> {
+        let checks = crate::render::checks(render);
+        let mut wrong = Vec::new();
+        for pod in &self.pods {
+            for c in &checks {
+                let body = haptic_tools::sandbox::pods::demo::run_check(pod, c).await;
+                if !haptic_tools::sandbox::pods::demo::matches(c, &body) {
+                    wrong.push(format!(
+                        "{}: {} -> {body:?} (want {:?})",
+                        pod.name, c.what, c.expect
+                    ));
+                }
+            }
+        }
+        if wrong.is_empty() {
+            Ok(())
+        } else {
+            Err(wrong.join("; "))
+        }
+    }
+
+    /// Successful reloads of every pod, in pod order.
+    ///
+    /// # Panics
+    /// When a pod does not answer.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (reads).
+    pub async fn reload_counts(&self) -> Vec<usize> {
+        futures::future::join_all(self.pods.iter().map(Pod::reload_count)).await
+    }
+
+    /// Starts `haptic run` as a child process against this fleet (see [`ControllerOpts`]); its
+    /// log is attached to [`Fleet::eventually`].
+    #[must_use]
+    pub fn controller(&self, opts: ControllerOpts) -> Controller {
+        let c = Controller::spawn(self, opts);
+        self.logs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(c.log.clone());
+        c
+    }
+
+    /// [`crate::eventually`] printing, on failure, the log tails of every controller started
+    /// through [`Fleet::controller`].
+    ///
+    /// # Panics
+    /// When `bound` passes first (see [`crate::wait::eventually_with`]).
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn eventually<T, P, F, Fut>(&self, bound: Duration, what: &str, f: F) -> T
+    where
+        P: Probe<T>,
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = P>,
+    {
+        let logs = Logs(
+            self.logs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        );
+        eventually_with(&logs, bound, what, f).await
+    }
+
+    /// Kills the pod `name` the way `POST /_sandbox/kill` does (processes gone, Pod object
+    /// deleted).
+    ///
+    /// # Errors
+    /// [`PeerError`] from the pod's control path.
+    ///
+    /// # Cancel safety
+    /// As [`Faults::call`].
+    pub async fn kill_pod(&self, name: &str) -> Result<(), PeerError> {
+        let pod = self
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| PeerError::Control {
+                what: format!("kill {name}"),
+                message: "no such pod".into(),
+            })?;
+        pod.faults()
+            .call(reqwest::Method::POST, "kill", None)
+            .await
+            .map(drop)
+    }
+
+    /// Deletes the Pod object of `name`, keeping its HAProxy running: the pod leaves discovery
+    /// (as if it were rescheduled) until [`Fleet::register_pod`] lists it again.
+    ///
+    /// # Errors
+    /// [`PeerError::Unsupported`] on real peers (a test writes Pod objects itself there).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (one request).
+    pub async fn unregister_pod(&self, name: &str) -> Result<(), PeerError> {
+        let kube = self.kube_rest("unregister a Pod object")?;
+        kube.delete_pod(name).await;
+        Ok(())
+    }
+
+    /// Registers the Pod object of the fleet's pod `name` again (Running, Ready, with its pod
+    /// IP), as the kubelet would report a pod that (re)appeared.
+    ///
+    /// # Errors
+    /// [`PeerError::Unsupported`] on real peers; [`PeerError::Control`] for an unknown pod or a
+    /// refused registration.
+    ///
+    /// # Cancel safety
+    /// Cancel safe before the first request returns; otherwise the object may exist.
+    pub async fn register_pod(&self, name: &str) -> Result<(), PeerError> {
+        let kube = self.kube_rest("register a Pod object")?;
+        let pod = self
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| PeerError::Control {
+                what: format!("register {name}"),
+                message: "no such pod".into(),
+            })?;
+        kube.register_pod(&pod.info)
+            .await
+            .map_err(|e| PeerError::Control {
+                what: format!("register {name}"),
+                message: format!("{e:#}"),
+            })
+    }
+
+    fn kube_rest(
+        &self,
+        what: &'static str,
+    ) -> Result<haptic_tools::sandbox::cluster::Kube, PeerError> {
+        let e = self
+            .emulator
+            .as_ref()
+            .ok_or_else(|| PeerError::Unsupported {
+                peer: "the API server".to_owned(),
+                what,
+            })?;
+        Ok(haptic_tools::sandbox::cluster::Kube::new(
+            e.api.url(),
+            self.namespace.clone(),
+        ))
+    }
+
+    /// Stops the pods, then the API server.
+    ///
+    /// # Cancel safety
+    /// Cancelling leaves the rest to the peers' destructors.
+    pub async fn shutdown(self) {
+        if let Some(e) = self.emulator {
+            if let Some(sb) = e.sandbox {
+                sb.shutdown().await;
+            }
+            e.api.shutdown().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn real_peers_fail_naming_issue_18_rather_than_skip() {
+        let cfg = FleetConfig {
+            peers: Peers::Real,
+            ..FleetConfig::pods(1)
+        };
+        let err = Fleet::try_start(cfg).await.unwrap_err();
+        assert!(matches!(err, PeerError::NotWired), "{err:?}");
+        assert_eq!(err.to_string(), "real peers: not wired yet (issue 18)");
+    }
+}
