@@ -3,7 +3,8 @@
 //! endpoints).
 //!
 //! ```text
-//!  sandbox: 2 x 10 pods (real HAProxy, reload batching 50 ms)
+//!  fleet (haptic-testkit, the sandbox's emulator peers): 2 x 10 pods (real HAProxy, reload
+//!  batching 50 ms)
 //!  a stream of renders, each changing one existing server (weight, port, state in turn):
 //!    group A: the deployer's per-pod sync (haptic::components::deployer::sync_endpoint:
 //!             read, plan, execute) -> server PUTs at runtime
@@ -22,11 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use haptic::components::deployer::{LoadedRender, SyncLimits, SyncPolicy, sync_endpoint};
 use haptic::core::guard::AlwaysValid;
-use haptic::dataplane::{
-    BasicAuth, ClientSettings, ConfigVersion, Dataplane, DataplaneClient, Endpoint, PushOptions,
-};
+use haptic::dataplane::{ConfigVersion, DataplaneClient, PushOptions, ReloadStatus};
 use haptic_journal::{Checksum, SyncMode};
-use haptic_tools::sandbox::pods::{PodInfo, Sandbox, SandboxConfig};
+use haptic_testkit::{Fleet, FleetConfig, Pod};
 use tokio::sync::Semaphore;
 
 use super::Ctx;
@@ -67,7 +66,9 @@ fn render(i: usize) -> String {
          frontend fe_s2\n    bind 127.0.0.1:9102\n    http-request return status 200 content-type text/plain string s2\n\
          backend be_app\n    balance roundrobin\n",
     );
-    s.push_str(&format!("    server web-1 127.0.0.1:{port} weight {weight}\n"));
+    s.push_str(&format!(
+        "    server web-1 127.0.0.1:{port} weight {weight}\n"
+    ));
     let off = if web2_off { " disabled" } else { "" };
     s.push_str(&format!("    server web-2 127.0.0.1:9102{off}\n"));
     s.push_str("    server web-3 127.0.0.1:1 disabled\n    server web-4 127.0.0.1:1 disabled\n");
@@ -83,15 +84,14 @@ fn loaded(config: &str) -> LoadedRender {
     }
 }
 
-async fn reload_count(http: &reqwest::Client, sb: &Sandbox, pod: &PodInfo) -> Result<usize> {
-    let v: Vec<serde_json::Value> = http
-        .get(format!("{}/v3/services/haproxy/reloads", pod.dataplane_url))
-        .basic_auth(sb.username(), Some(sb.password()))
-        .send()
+/// Succeeded reloads of one pod (`GET .../reloads`; the sandbox keeps every reload).
+async fn reload_count(client: &DataplaneClient) -> Result<usize> {
+    Ok(client
+        .reloads()
         .await?
-        .json()
-        .await?;
-    Ok(v.iter().filter(|r| r["status"] == "succeeded").count())
+        .iter()
+        .filter(|r| r.status == ReloadStatus::Succeeded)
+        .count())
 }
 
 /// What every deployment did before issue 14: one raw push of the render, then its reload.
@@ -110,29 +110,14 @@ async fn raw_push(client: &DataplaneClient, config: &str) -> Result<()> {
 
 async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     let changes = ctx.pick(20, 100);
-    let dir = ctx.subdir("fig8")?;
-    let sb = Sandbox::start(SandboxConfig {
+    let sb = Fleet::try_start(FleetConfig {
         pods: 2 * PODS,
         reload_delay: Duration::from_millis(50),
-        dir: Some(dir),
-        ..SandboxConfig::default()
+        ..FleetConfig::default().without_crds()
     })
     .await
-    .context("sandbox (needs haproxy; root for namespaces)")?;
-    let http = reqwest::Client::builder().no_proxy().build()?;
-    let dataplane = Dataplane::new(&ClientSettings::default())?;
-    let auth = BasicAuth {
-        username: sb.username().to_owned(),
-        password: sb.password().to_owned(),
-    };
-    let pods = sb.pods();
-    let clients: Vec<DataplaneClient> = pods
-        .iter()
-        .map(|p| {
-            let url = reqwest::Url::parse(&p.dataplane_url)?;
-            Ok(dataplane.client(Endpoint::new(url, Some(auth.clone()))))
-        })
-        .collect::<Result<_>>()?;
+    .context("fleet (needs haproxy; root for namespaces)")?;
+    let clients: Vec<DataplaneClient> = sb.pods().iter().map(Pod::dataplane).collect();
     let (fine, raw) = clients.split_at(PODS);
     let permits = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
     let limits = SyncLimits {
@@ -150,8 +135,8 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
         raw_push(c, &base.config).await?;
     }
     let mut before = Vec::new();
-    for p in &pods {
-        before.push(reload_count(&http, &sb, p).await?);
+    for c in &clients {
+        before.push(reload_count(c).await?);
     }
     let (mut fine_time, mut raw_time) = (Duration::ZERO, Duration::ZERO);
     let mut modes = std::collections::BTreeMap::<&'static str, usize>::new();
@@ -178,8 +163,8 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
         raw_time += t.elapsed();
     }
     let mut after = Vec::new();
-    for p in &pods {
-        after.push(reload_count(&http, &sb, p).await?);
+    for c in &clients {
+        after.push(reload_count(c).await?);
     }
     sb.shutdown().await;
     let per_pod: Vec<usize> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
