@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use haptic::components::deployer::structure;
-use haptic_journal::{Checksum, Event, SyncMetadata, SyncMode};
+use haptic_journal::{Checksum, SyncMode};
 use haptic_testkit::http;
 use haptic_tools::sandbox::pods::{Mode, PodInfo};
 
@@ -95,26 +95,6 @@ async fn running_config(pod: &Pod) -> String {
         .text()
         .await
         .unwrap()
-}
-
-/// The sync metadata each pod reported for `render` (last one per pod).
-fn syncs(h: &Harness, render: Checksum) -> Vec<(String, SyncMetadata)> {
-    let mut out: Vec<(String, SyncMetadata)> = Vec::new();
-    for e in h.events() {
-        if let Event::ConfigAppliedToPod {
-            pod,
-            checksum,
-            sync,
-            ..
-        } = e
-            && checksum == render
-        {
-            out.retain(|(p, _)| p != pod.name.as_str());
-            out.push((pod.name.to_string(), sync));
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
 }
 
 fn count(reqs: &[(String, String)], method: &str, suffix: &str) -> usize {

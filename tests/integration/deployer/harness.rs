@@ -13,7 +13,8 @@ use haptic::core::guard::{AlwaysValid, LeaseGuard};
 use haptic::dataplane::{ClientSettings, Dataplane};
 use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
 use haptic_journal::{
-    AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Identity, Journal, JournalOptions, Term,
+    AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Identity, Journal, JournalOptions,
+    SyncMetadata, Term,
 };
 pub use haptic_testkit::{Fleet, Pod, eventually};
 use haptic_tools::sandbox::pods::PodInfo;
@@ -456,6 +457,26 @@ pub fn read_render(name: &str) -> (Vec<u8>, RenderFiles) {
     let r = haptic_testkit::render::corpus(name);
     let files = haptic_testkit::render::batch_files(&r);
     (r.config, files)
+}
+
+/// The sync metadata each pod reported for `render` (last one per pod).
+pub fn syncs(h: &Harness, render: Checksum) -> Vec<(String, SyncMetadata)> {
+    let mut out: Vec<(String, SyncMetadata)> = Vec::new();
+    for e in h.events() {
+        if let Event::ConfigAppliedToPod {
+            pod,
+            checksum,
+            sync,
+            ..
+        } = e
+            && checksum == render
+        {
+            out.retain(|(p, _)| p != pod.name.as_str());
+            out.push((pod.name.to_string(), sync));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }
 
 /// `/v3` requests a pod saw: (method, path).
