@@ -8,7 +8,9 @@
 //! - `dataplane`: the Dataplane API client against the sandbox's documented-answers endpoint
 //!   (answers as ecosystem.md A documents);
 //! - `deployer`, `e2e`, `runtime`, `telemetry`: the components, the binary and the runtime against
-//!   fleets of the test kit (`haptic-testkit`).
+//!   fleets of the test kit (`haptic-testkit`);
+//! - `peers`, `real_peers`: the real helm, etcd and kube-apiserver (tests/peers/build.sh), and
+//!   the chart applied to a real API server (`cargo test ... real_peers` selects them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,7 +21,9 @@ mod crds;
 mod dataplane;
 mod deployer;
 mod e2e;
+mod peers;
 mod publisher;
+mod real_peers;
 mod restart_equivalence;
 mod runtime;
 mod telemetry;

@@ -4,6 +4,7 @@
 //! every pod must answer what `tests/corpus/renders/README.md` lists for each render (issue 6
 //! "Tests").
 
+mod install;
 mod rbac;
 mod replicas;
 mod restart;
