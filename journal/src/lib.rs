@@ -84,7 +84,7 @@ pub use error::{
 };
 pub use events::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint, Event,
-    EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata,
+    EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata, SyncMode,
 };
 pub use ids::{
     BlobRefs, Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId,

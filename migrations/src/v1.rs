@@ -208,6 +208,23 @@ pub struct OperationCounts {
     pub general_files: ChangeCounts,
 }
 
+/// How one endpoint sync applied a configuration change (frozen copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SyncMode {
+    /// One transaction.
+    FineGrained,
+    /// Runtime server updates.
+    Runtime,
+    /// Raw push at version 1.
+    RawInitial,
+    /// Raw push above the threshold.
+    RawThreshold,
+    /// Raw push after a failure.
+    RawFallback,
+    /// Raw push of an unmodelled change.
+    RawUnmodelled,
+}
+
 /// What one endpoint sync did (HAPTIC `SyncMetadata`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncMetadata {
@@ -219,8 +236,12 @@ pub struct SyncMetadata {
     pub sync_duration_ms: u64,
     /// 409 version conflicts retried.
     pub version_conflict_retries: u32,
-    /// Whether a raw configuration push was used.
+    /// Whether a raw configuration push was used as the fallback of a failed fine-grained
+    /// attempt (true only for `SyncMode::RawFallback`).
     pub fallback_used: bool,
+    /// How the configuration was applied; `None` for a failed sync or an event that reports
+    /// no sync (a deployment given up).
+    pub sync_mode: Option<SyncMode>,
     /// Operation counts.
     pub operation_counts: OperationCounts,
     /// The error, when the sync failed.

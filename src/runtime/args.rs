@@ -123,6 +123,10 @@ pub struct RunArgs {
     /// Dataplane API requests in flight across one deployment; 0 = unlimited.
     #[arg(long, env = "HAPTIC_MAX_PARALLEL", default_value_t = 0)]
     pub max_parallel: usize,
+    /// A configuration change of more operations than this is pushed whole (one raw push)
+    /// instead of through fine-grained Dataplane operations; 0 = never by count.
+    #[arg(long, env = "HAPTIC_RAW_PUSH_THRESHOLD", default_value_t = 100)]
+    pub raw_push_threshold: u32,
     /// Content larger than this many bytes is stored zstd-compressed in the custom resources
     /// (only when shorter); 0 = never compress.
     #[arg(

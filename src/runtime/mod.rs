@@ -343,6 +343,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         dataplane,
         DeployerSettings {
             max_parallel: args.max_parallel,
+            raw_push_threshold: args.raw_push_threshold,
             endpoint_timeout: args
                 .deployment_timeout
                 .saturating_sub(Duration::from_secs(5))

@@ -42,6 +42,7 @@
 //! | `haptic_deployments_deposed_total` | counter | | `DeployerStats::deposed` |
 //! | `haptic_endpoint_syncs_total` | counter | `result` = `success`, `failure` | `DeployerStats` |
 //! | `haptic_reloads_total` | counter | | `DeployerStats::reloads` |
+//! | `haptic_endpoint_sync_modes_total` | counter | `mode` = `fine_grained`, `runtime`, `raw_initial`, `raw_threshold`, `raw_fallback`, `raw_unmodelled` | `DeployerStats::mode` |
 //! | `haptic_drift_detected_total` | counter | | `DeployerStats::drift_detected` |
 //! | `haptic_managed_pods` | gauge | | last `haproxy.pods.discovered` ([`super::fleet`]) |
 //! | `haptic_fleet_pinned` | gauge 0/1 | | `render.gate.completed` latch ([`super::fleet`]) |

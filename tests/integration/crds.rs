@@ -147,6 +147,7 @@ fn full_pod(name: &str, checksum: Checksum) -> PodDeploymentStatus {
         sync_duration: Some("1s 250ms".into()),
         version_conflict_retries: Some(1),
         fallback_used: Some(false),
+        sync_mode: Some("runtime".into()),
         last_operation_summary: Some(OperationSummary {
             total_api_operations: 3,
             backends_added: 1,

@@ -15,7 +15,7 @@ use crate::ids::{BlobRefs, Checksum, DeploymentId, Identity, Term};
 
 pub use values::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint,
-    GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata,
+    GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata, SyncMode,
 };
 
 /// The stable record kind of each event (HAPTIC's dotted type string).

@@ -180,6 +180,64 @@ pub struct OperationCounts {
     pub general_files: ChangeCounts,
 }
 
+/// How one endpoint sync applied a configuration change (HAPTIC `SyncMode`, plus
+/// `raw_unmodelled`). `fallback_used` is true only for [`SyncMode::RawFallback`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SyncMode {
+    /// One configuration transaction (exactly one reload at commit), or nothing to change.
+    FineGrained,
+    /// Server updates through the Dataplane API's server endpoints, outside a transaction,
+    /// applied at runtime by the API (no reload).
+    Runtime,
+    /// A raw push because the pod was at configuration version 1 (fresh).
+    RawInitial,
+    /// A raw push because the change had more operations than `raw_push_threshold`.
+    RawThreshold,
+    /// A raw push after the fine-grained attempt failed (transaction aborted).
+    RawFallback,
+    /// A raw push because the change touches an object the structural comparison does not
+    /// model (never guessed).
+    RawUnmodelled,
+}
+
+impl SyncMode {
+    /// The stable name (`fine_grained`, `runtime`, `raw_initial`, `raw_threshold`,
+    /// `raw_fallback`, `raw_unmodelled`), used in the pod status and as a metric label.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncMode::FineGrained => "fine_grained",
+            SyncMode::Runtime => "runtime",
+            SyncMode::RawInitial => "raw_initial",
+            SyncMode::RawThreshold => "raw_threshold",
+            SyncMode::RawFallback => "raw_fallback",
+            SyncMode::RawUnmodelled => "raw_unmodelled",
+        }
+    }
+
+    /// Every mode, in declaration order.
+    pub const ALL: [SyncMode; 6] = [
+        SyncMode::FineGrained,
+        SyncMode::Runtime,
+        SyncMode::RawInitial,
+        SyncMode::RawThreshold,
+        SyncMode::RawFallback,
+        SyncMode::RawUnmodelled,
+    ];
+
+    /// True for the raw-push modes.
+    #[must_use]
+    pub fn is_raw(self) -> bool {
+        !matches!(self, SyncMode::FineGrained | SyncMode::Runtime)
+    }
+}
+
+impl fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What one endpoint sync did (HAPTIC `SyncMetadata`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SyncMetadata {
@@ -191,8 +249,12 @@ pub struct SyncMetadata {
     pub sync_duration_ms: u64,
     /// 409 version conflicts retried.
     pub version_conflict_retries: u32,
-    /// Whether a raw configuration push was used.
+    /// Whether a raw configuration push was used as the fallback of a failed fine-grained
+    /// attempt (true only for `SyncMode::RawFallback`).
     pub fallback_used: bool,
+    /// How the configuration was applied; `None` for a failed sync or an event that reports
+    /// no sync (a deployment given up).
+    pub sync_mode: Option<SyncMode>,
     /// Operation counts.
     pub operation_counts: OperationCounts,
     /// The error, when the sync failed.

@@ -126,6 +126,7 @@ fn sync() -> SyncMetadata {
         sync_duration_ms: 42,
         version_conflict_retries: 1,
         fallback_used: false,
+        sync_mode: Some(SyncMode::Runtime),
         operation_counts: OperationCounts {
             total_api_operations: 3,
             servers: ChangeCounts {

@@ -20,7 +20,28 @@
 //!   is computed from its PEM ([`crate::dataplane::cert`]);
 //! - CA files by their entries (`count`, then each certificate's serial, issuer and SHA-1
 //!   fingerprint as HAProxy's runtime reports them), matched in any order;
-//! - the configuration by content ([`raw_configs_equal`]), never by version alone.
+//! - the configuration structurally ([`structure::equal`]: sections and the objects in them;
+//!   comments, layout, the API's header lines and orderings HAProxy ignores never count),
+//!   never by version alone.
+//!
+//! How a configuration difference is applied ([`SyncPolicy`], in priority order, as upstream
+//! does, plus the unmodelled case):
+//! 1. the pod is at configuration version 1 (fresh): one raw push, [`SyncMode::RawInitial`];
+//! 2. the difference touches something [`structure`] does not model: one raw push,
+//!    [`SyncMode::RawUnmodelled`] (never a guessed model);
+//! 3. more changes than `raw_push_threshold` (> 0): one raw push, [`SyncMode::RawThreshold`];
+//! 4. only updates of existing servers in fields the real Dataplane API applies at runtime
+//!    (weight, address, port, maintenance, agent, health-check port), and no file to write or
+//!    load: one [`Operation::UpdateServer`] each, outside a transaction, [`SyncMode::Runtime`]
+//!    (the API answers 200 and does not reload; whether it does is its rule, not ours);
+//! 5. anything else: one [`Operation::Transaction`] with the changes in apply order (deletes
+//!    children first, creates parents first, then updates) and exactly one reload at commit,
+//!    [`SyncMode::FineGrained`]. Files written before it with `skip_reload` are loaded by that
+//!    reload, so a render that changes files and servers makes one reload and no pod serves the
+//!    new files with the old servers.
+//!
+//! A failed fine-grained attempt falls back to [`fallback`] (one raw push,
+//! [`SyncMode::RawFallback`]); that is the executor's to call.
 //!
 //! A pod that reports nothing to compare a certificate by gets it uploaded again (the safe side).
 //!
@@ -40,10 +61,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use haptic_journal::{AuxKind, Checksum, ConfigVersion};
+use haptic_journal::{AuxKind, Checksum, ConfigVersion, OperationCounts, SyncMode};
 
+use super::structure::{
+    self, ChildKind, ConfigChange, ConfigDiff, ObjectBody, ParentKind, ParsedConfig,
+};
 use crate::dataplane::cert::{self, PemSummary};
-use crate::dataplane::{RawConfiguration, SslCertificateInfo, StorageKind, raw_configs_equal};
+use crate::dataplane::{RawConfiguration, SslCertificateInfo, StorageKind};
 
 /// One auxiliary file of the render being deployed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,6 +238,30 @@ pub enum Operation {
     PushRawConfig {
         /// The version the pod reported (409 when it moved: re-read, bounded retries).
         version: ConfigVersion,
+        /// Why the whole configuration is pushed (a raw mode of [`SyncMode`]).
+        mode: SyncMode,
+    },
+    /// `PUT .../backends/{backend}/servers/{name}?version=N` outside a transaction: an existing
+    /// server whose changed fields the real Dataplane API applies through HAProxy's runtime API
+    /// (200, no reload). The executor takes the version the pod reported for the first one and
+    /// the version each answer reports for the next; a 409 re-reads the pod and decides again.
+    UpdateServer {
+        /// The backend.
+        backend: String,
+        /// The server's name.
+        name: String,
+        /// The render's `server` model (the whole object: the API replaces it).
+        body: ObjectBody,
+        /// The model fields that differ (sorted).
+        changed_fields: Vec<String>,
+    },
+    /// `POST .../transactions?version=N`, every change with `transaction_id`, then
+    /// `PUT .../transactions/{id}` (one reload). Aborted (`DELETE`) on every failure path.
+    Transaction {
+        /// The version the pod reported (409 when it moved: re-read and decide again).
+        version: ConfigVersion,
+        /// The changes, in apply order.
+        changes: Vec<ConfigChange>,
     },
     /// The configuration is already the render's but files need loading: the same
     /// configuration is pushed at `version`, the API's way to reload everything on disk
@@ -244,7 +292,8 @@ impl Operation {
     #[must_use]
     pub fn reloads(&self) -> bool {
         match self {
-            Operation::PushRawConfig { .. } => true,
+            Operation::PushRawConfig { .. } | Operation::Transaction { .. } => true,
+            Operation::UpdateServer { .. } => false,
             Operation::Reload {
                 unless_reloaded, ..
             } => !unless_reloaded,
@@ -262,6 +311,11 @@ impl Operation {
                 format!("file {path}")
             }
             Operation::PushRawConfig { .. } => "config".to_owned(),
+            Operation::UpdateServer { backend, name, .. } => format!("server {backend}/{name}"),
+            Operation::Transaction { changes, .. } => {
+                let what: Vec<String> = changes.iter().map(ConfigChange::describe).collect();
+                format!("config: {}", what.join(", "))
+            }
             Operation::Reload { .. } => "reload".to_owned(),
             Operation::DeleteFile { name, .. } => format!("stale file {name}"),
         }
@@ -291,14 +345,174 @@ pub fn read_plan(
     out.into_iter().collect()
 }
 
-/// What to do on a pod reporting `running` so it runs `render` (module doc).
+/// The deployer's settings that shape a sync's operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncPolicy {
+    /// More configuration changes than this go by one raw push ([`SyncMode::RawThreshold`]);
+    /// 0 = never by count. Default: 100 (upstream's default).
+    pub raw_push_threshold: u32,
+}
+
+impl Default for SyncPolicy {
+    fn default() -> Self {
+        SyncPolicy {
+            raw_push_threshold: 100,
+        }
+    }
+}
+
+/// The raw push after a failed fine-grained attempt, at `version` (re-read after the failure).
+#[must_use]
+pub fn fallback(version: ConfigVersion) -> Operation {
+    Operation::PushRawConfig {
+        version,
+        mode: SyncMode::RawFallback,
+    }
+}
+
+/// How a list of operations applies the configuration: the raw push's mode, `runtime` for
+/// server updates, else `fine_grained` (a transaction, files only, or nothing).
+#[must_use]
+pub fn mode_of(ops: &[Operation]) -> SyncMode {
+    ops.iter()
+        .find_map(|o| match o {
+            Operation::PushRawConfig { mode, .. } => Some(*mode),
+            Operation::UpdateServer { .. } => Some(SyncMode::Runtime),
+            Operation::Transaction { .. } => Some(SyncMode::FineGrained),
+            _ => None,
+        })
+        .unwrap_or(SyncMode::FineGrained)
+}
+
+/// Adds what `changes` do to backends, servers and frontends to `counts` (a section whose
+/// children other than servers change counts as modified once).
+pub fn count_changes(changes: &[ConfigChange], counts: &mut OperationCounts) {
+    let mut touched: BTreeSet<(ParentKind, &str)> = BTreeSet::new();
+    for c in changes {
+        fn section(
+            counts: &mut OperationCounts,
+            k: ParentKind,
+        ) -> &mut haptic_journal::ChangeCounts {
+            match k {
+                ParentKind::Backend => &mut counts.backends,
+                ParentKind::Frontend => &mut counts.frontends,
+            }
+        }
+        match c {
+            ConfigChange::CreateSection { kind, .. } => section(counts, *kind).added += 1,
+            ConfigChange::DeleteSection { kind, .. } => section(counts, *kind).removed += 1,
+            ConfigChange::ReplaceSection { kind, name, .. } => {
+                if touched.insert((*kind, name)) {
+                    section(counts, *kind).modified += 1;
+                }
+            }
+            ConfigChange::CreateChild {
+                kind: ChildKind::Server,
+                ..
+            } => counts.servers.added += 1,
+            ConfigChange::DeleteChild {
+                kind: ChildKind::Server,
+                ..
+            } => counts.servers.removed += 1,
+            ConfigChange::ReplaceChild {
+                kind: ChildKind::Server,
+                ..
+            } => counts.servers.modified += 1,
+            ConfigChange::CreateChild { parent, .. }
+            | ConfigChange::DeleteChild { parent, .. }
+            | ConfigChange::ReplaceChild { parent, .. } => {
+                if touched.insert((parent.kind, &parent.name)) {
+                    section(counts, parent.kind).modified += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The configuration changes between what the pod runs and the render, when modelled.
+#[must_use]
+pub fn config_changes(running: &RunningPod, render: &LoadedRender) -> Option<Vec<ConfigChange>> {
+    match structure::diff(
+        &structure::parse(&running.config.text),
+        &structure::parse(&render.config),
+    ) {
+        ConfigDiff::Changes(c) => Some(c),
+        ConfigDiff::Unmodelled { .. } => None,
+    }
+}
+
+/// How to apply a configuration difference (module doc, steps 1-5). `files_pending`: files are
+/// written or need loading in this sync, so the change must reload once.
+fn config_operation(
+    version: ConfigVersion,
+    running: &ParsedConfig,
+    render: &ParsedConfig,
+    policy: &SyncPolicy,
+    files_pending: bool,
+) -> Vec<Operation> {
+    let raw = |mode| vec![Operation::PushRawConfig { version, mode }];
+    if version.0 == 1 {
+        return raw(SyncMode::RawInitial);
+    }
+    let changes = match structure::diff(running, render) {
+        ConfigDiff::Changes(c) if !c.is_empty() => c,
+        // Equal to the model but not to the comparison (e.g. a repeated attribute line):
+        // nothing to model it with.
+        ConfigDiff::Changes(_) | ConfigDiff::Unmodelled { .. } => {
+            return raw(SyncMode::RawUnmodelled);
+        }
+    };
+    if policy.raw_push_threshold > 0 && changes.len() > policy.raw_push_threshold as usize {
+        return raw(SyncMode::RawThreshold);
+    }
+    if !files_pending && changes.iter().all(ConfigChange::is_runtime_server_update) {
+        return changes
+            .into_iter()
+            .filter_map(|c| match c {
+                ConfigChange::ReplaceChild {
+                    parent,
+                    key: structure::ChildKey::Name(name),
+                    body,
+                    changed_fields,
+                    ..
+                } => Some(Operation::UpdateServer {
+                    backend: parent.name,
+                    name,
+                    body,
+                    changed_fields,
+                }),
+                _ => None,
+            })
+            .collect();
+    }
+    vec![Operation::Transaction { version, changes }]
+}
+
+/// What to do on a pod reporting `running` so it runs `render` (module doc), with the default
+/// [`SyncPolicy`].
 #[must_use]
 pub fn decide(
     running: &RunningPod,
     render: &LoadedRender,
     known: Option<&KnownRun>,
 ) -> Vec<Operation> {
-    let config_equal = raw_configs_equal(&running.config.text, &render.config);
+    plan(running, render, known, &SyncPolicy::default())
+}
+
+/// What to do on a pod reporting `running` so it runs `render` (module doc) under `policy`.
+///
+/// Shape: file writes (sorted by kind and name), then at most one configuration step (a raw
+/// push, a transaction, server updates, or a reload), then deletes of stale files.
+#[must_use]
+pub fn plan(
+    running: &RunningPod,
+    render: &LoadedRender,
+    known: Option<&KnownRun>,
+    policy: &SyncPolicy,
+) -> Vec<Operation> {
+    let parsed_running = structure::parse(&running.config.text);
+    let parsed_render = structure::parse(&render.config);
+    let config_equal = structure::equal(&parsed_running, &parsed_render);
     let mut writes: Vec<Operation> = Vec::new();
     let mut not_loaded: Vec<String> = Vec::new();
     let mut files: Vec<&LoadedFile> = render.files.iter().collect();
@@ -335,7 +549,14 @@ pub fn decide(
     let mut ops = writes;
     not_loaded.sort();
     if !config_equal {
-        ops.push(Operation::PushRawConfig { version });
+        let files_pending = written > 0 || !not_loaded.is_empty();
+        ops.extend(config_operation(
+            version,
+            &parsed_running,
+            &parsed_render,
+            policy,
+            files_pending,
+        ));
     } else if let Some(last) = ops.last_mut() {
         // Files only: the last write reloads, and a push follows when it did not although
         // earlier writes or files on disk still need loading.

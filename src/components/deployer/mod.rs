@@ -7,9 +7,14 @@
 //!     DeploymentStarted ──► journal+dispatch
 //!     per endpoint (at most max_parallel Dataplane requests in flight, own timeout):
 //!        sync_endpoint: read what the pod reports (listings, the render's files, raw config)
-//!          ─► decide::decide(running, render, known) ─► Vec<Operation>
-//!          ─► execute: files (skip_reload), POST raw?version=N or reload (409: re-read,
-//!             bounded), poll Reload-ID (bounded), delete unreferenced files
+//!          ─► decide::plan(running, render, known, policy) ─► Vec<Operation>
+//!             (structure.rs: the configuration compared section by section, object by object)
+//!          ─► execute: files (skip_reload), then one of: POST raw?version=N (raw_initial,
+//!             raw_unmodelled, raw_threshold) | PUT servers at runtime (runtime, no reload) |
+//!             one transaction (fine_grained, one reload at commit, aborted on every failure);
+//!             a 409 re-reads and plans again (bounded), another fine-grained failure falls
+//!             back to one raw push (raw_fallback); poll Reload-ID (bounded), delete
+//!             unreferenced files
 //!        ──► one batch: endpoint_applied state + InstanceDeployed/InstanceDeploymentFailed
 //!            + ConfigAppliedToPod (every synced endpoint, no-ops included)
 //!     one batch: DeploymentCompleted + DeployedConfigPublishRequest (when >= 1 pod took it)
@@ -38,8 +43,10 @@
 //! - per endpoint, one batch after its sync returned: table `endpoint_applied` (put on success:
 //!   render, configuration version, reload id; removed on failure) with `instance.deployed` or
 //!   `instance.deployment.failed`, and `config.applied.to.pod` for every synced endpoint, a
-//!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done, its
-//!   `operation_counts` are zero for a no-op, `error` is set on a failure). A resumed deployment
+//!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done: its
+//!   `sync_mode` (how the configuration was applied), `fallback_used` (only for
+//!   `raw_fallback`), `operation_counts` (backends, servers and frontends from the structural
+//!   diff, files from the writes; zero for a no-op); `error` is set on a failure, with no mode). A resumed deployment
 //!   whose writes landed before a crash therefore still reports each pod's new state; the
 //!   publisher writes a pod's status only when it differs from what that pod runs;
 //! - after the last endpoint, one batch: `deployment.completed`,
@@ -52,9 +59,13 @@
 //!
 //! # Metrics
 //! [`DeployerStats`]: deployments (and those with a failed endpoint), endpoint
-//! successes/failures, reloads, drift detections, deposed runs.
+//! successes/failures, reloads, drift detections, deposed runs, successful syncs by
+//! [`SyncMode`] (`haptic_endpoint_sync_modes_total`).
 
 pub mod decide;
+pub mod structure;
+#[cfg(test)]
+mod structure_tests;
 pub mod sync;
 #[cfg(test)]
 mod tests;
@@ -68,7 +79,7 @@ use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use haptic_journal::{
     Batch, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
-    SyncMetadata, UnixMillis, WorkId, WorkKey,
+    SyncMetadata, SyncMode, UnixMillis, WorkId, WorkKey,
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -76,7 +87,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dataplane::{BasicAuth, Dataplane, Endpoint as DpEndpoint};
 use crate::dispatch::{DispatchError, DispatchHandle};
 
-pub use decide::{KnownRun, LoadedFile, LoadedRender, Operation};
+pub use decide::{KnownRun, LoadedFile, LoadedRender, Operation, SyncPolicy};
 pub use sync::{SyncError, SyncLimits, SyncReport, sync_endpoint};
 
 /// Component identifier (logs, metrics, health).
@@ -91,8 +102,9 @@ pub struct DeployerSettings {
     pub max_parallel: usize,
     /// Bound of one endpoint's whole sync. Default: 25 s (below the 30 s deployment timeout).
     pub endpoint_timeout: Duration,
-    /// Accepted and documented; fine-grained sync is a later issue, every push is raw today.
-    /// Default: 0.
+    /// A configuration change of more operations than this goes by one raw push
+    /// (`raw_threshold`) instead of a transaction; 0 = never by count (`--raw-push-threshold`).
+    /// Default: 100 (upstream's default).
     pub raw_push_threshold: u32,
     /// Bounds of one sync.
     pub limits: SyncLimits,
@@ -113,7 +125,7 @@ impl Default for DeployerSettings {
         DeployerSettings {
             max_parallel: 0,
             endpoint_timeout: Duration::from_secs(25),
-            raw_push_threshold: 0,
+            raw_push_threshold: 100,
             limits: SyncLimits::default(),
             credentials: None,
             credentials_source: None,
@@ -170,6 +182,26 @@ pub struct DeployerStats {
     pub drift_detected: AtomicU64,
     /// Runs stopped because the Lease was no longer valid.
     pub deposed: AtomicU64,
+    /// Successful endpoint syncs by [`SyncMode`], in [`SyncMode::ALL`] order.
+    pub modes: [AtomicU64; 6],
+}
+
+impl DeployerStats {
+    /// Counts one successful sync in `mode`.
+    pub fn count_mode(&self, mode: SyncMode) {
+        if let Some(i) = SyncMode::ALL.iter().position(|m| *m == mode) {
+            self.modes[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Successful syncs in `mode` so far.
+    #[must_use]
+    pub fn mode(&self, mode: SyncMode) -> u64 {
+        SyncMode::ALL
+            .iter()
+            .position(|m| *m == mode)
+            .map_or(0, |i| self.modes[i].load(Ordering::Relaxed))
+    }
 }
 
 /// How a run ended.
@@ -395,7 +427,6 @@ impl Deployer {
             let mut b = Batch::new();
             let mut sync = SyncMetadata {
                 sync_duration_ms: r.duration.as_millis() as u64,
-                fallback_used: true,
                 ..SyncMetadata::default()
             };
             match &r.result {
@@ -415,6 +446,9 @@ impl Deployer {
                     sync.reload_id = rep.reload_id.clone();
                     sync.version_conflict_retries = rep.conflict_retries;
                     sync.operation_counts = rep.ops;
+                    sync.fallback_used = rep.fallback_used;
+                    sync.sync_mode = Some(rep.mode);
+                    self.stats.count_mode(rep.mode);
                     if drift && rep.changed {
                         self.stats.drift_detected.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(
@@ -588,6 +622,9 @@ impl Deployer {
                 permits,
                 self.lease.as_ref(),
                 &self.settings.limits,
+                &SyncPolicy {
+                    raw_push_threshold: self.settings.raw_push_threshold,
+                },
             )
             .await
         };

@@ -11,6 +11,19 @@
 //!           DELETE stale files (failures logged)
 //! ```
 //!
+//! Configuration steps (which one is [`plan`]'s, module doc of [`super::decide`]):
+//! - a raw push at the version read (409: re-read the version, bounded);
+//! - server updates outside a transaction, `PUT .../servers/{name}?version=N`, the version
+//!   taken from each answer for the next (200: applied at runtime, no reload; 202: the API
+//!   reloads, waited for);
+//! - one transaction: start at the version read, each change with `transaction_id`, commit
+//!   (one reload, waited for). Every failure path aborts it (`DELETE`), also a dropped future
+//!   (a guard sends the abort), so no transaction is left open (dataplaneapi#339).
+//!
+//! A 409 (the version moved under the sync) re-reads the pod and plans again, bounded by
+//! `max_conflict_retries`; any other failure of a fine-grained step falls back to one raw
+//! push ([`fallback`], mode `raw_fallback`) of the render at the version re-read.
+//!
 //! No rule lives here: which files differ, whether the configuration is pushed or only reloaded,
 //! and what is deleted are [`decide`]'s. The executor only maps each operation to its requests,
 //! with the transport-level fallbacks an idempotent write needs (an upload answered 409 is
@@ -21,16 +34,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use haptic_journal::{ConfigVersion, OperationCounts, ReloadId};
+use haptic_journal::{ConfigVersion, OperationCounts, ReloadId, SyncMode};
+use reqwest::Method;
 use tokio::sync::Semaphore;
 
 use crate::dataplane::{
     DataplaneClient, DataplaneError, PushOptions, StorageKind, StorageWriteOptions,
-    StorageWriteOutcome,
+    StorageWriteOutcome, Target, TransactionId,
 };
 
-use super::decide::{CaFileEntries, KnownRun, Operation, RunningPod, Stored, decide, read_plan};
+use super::decide::{
+    CaFileEntries, KnownRun, Operation, RunningPod, Stored, SyncPolicy, config_changes,
+    count_changes, fallback, mode_of, plan, read_plan,
+};
 pub use super::decide::{LoadedFile, LoadedRender};
+use super::structure::{ChildKey, ConfigChange};
 use crate::core::guard::LeaseGuard;
 
 /// CA-file entries read at most per CA file. A pod reporting more is not read entry by entry:
@@ -60,7 +78,7 @@ impl Default for SyncLimits {
 }
 
 /// What a successful sync did.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SyncReport {
     /// Whether anything was written.
     pub changed: bool,
@@ -76,8 +94,33 @@ pub struct SyncReport {
     pub ops: OperationCounts,
     /// What differed (`config`, `file maps/x.map`, `reload`), for drift reports.
     pub differed: Vec<String>,
-    /// The operations [`decide`] listed, in order (empty: the pod already ran the render).
+    /// The operations [`decide`] listed, in order (empty: the pod already ran the render);
+    /// the last plan's when a conflict made the sync plan again.
     pub operations: Vec<Operation>,
+    /// How the configuration was applied (`fine_grained` also for files only or nothing).
+    pub mode: SyncMode,
+    /// True only when a fine-grained attempt failed and a raw push replaced it.
+    pub fallback_used: bool,
+    /// Configuration changes applied or pushed (each one API call in fine-grained modes).
+    pub config_changes: u32,
+}
+
+impl Default for SyncReport {
+    fn default() -> Self {
+        SyncReport {
+            changed: false,
+            reload_triggered: false,
+            reload_id: None,
+            version_after: None,
+            conflict_retries: 0,
+            ops: OperationCounts::default(),
+            differed: Vec::new(),
+            operations: Vec::new(),
+            mode: SyncMode::FineGrained,
+            fallback_used: false,
+            config_changes: 0,
+        }
+    }
 }
 
 /// Why a sync failed.
@@ -183,22 +226,91 @@ pub async fn sync_endpoint(
     permits: &Arc<Semaphore>,
     lease: &dyn LeaseGuard,
     limits: &SyncLimits,
+    policy: &SyncPolicy,
 ) -> Result<SyncReport, SyncError> {
     let calls = Calls { client, permits };
     let mut report = SyncReport::default();
-    let running = read_running(&calls, render, &mut report).await?;
-    report.version_after = Some(running.config.version);
-    let ops = decide(&running, render, known);
-    report.operations.clone_from(&ops);
+    let mut conflicts = 0;
+    loop {
+        let running = read_running(&calls, render, &mut report).await?;
+        report.version_after = Some(running.config.version);
+        let ops = plan(&running, render, known, policy);
+        report.operations.clone_from(&ops);
+        report.mode = mode_of(&ops);
+        if let Some(changes) = config_changes(&running, render) {
+            report.ops.backends = Default::default();
+            report.ops.servers = Default::default();
+            report.ops.frontends = Default::default();
+            count_changes(&changes, &mut report.ops);
+            report.config_changes = changes.len() as u32;
+        }
+        match execute(&calls, render, &ops, lease, limits, &mut report).await {
+            Ok(()) => return Ok(report),
+            Err(Failure::Conflict) if conflicts < limits.max_conflict_retries => {
+                conflicts += 1;
+                report.conflict_retries = conflicts;
+                tracing::debug!(conflicts, "configuration version moved: planning again");
+            }
+            Err(Failure::Conflict) => {
+                return Err(SyncError::ConflictsExhausted { retries: conflicts });
+            }
+            Err(Failure::FineGrained(e)) => {
+                tracing::warn!(error = %e, "fine-grained sync failed: raw push fallback");
+                let version = call!(
+                    calls,
+                    "read version",
+                    report.conflict_retries,
+                    client.configuration_version()
+                )?;
+                push_config(&calls, render, version, lease, limits, &mut report).await?;
+                report.mode = SyncMode::RawFallback;
+                report.fallback_used = true;
+                report.operations.push(fallback(version));
+                report.differed.push("config".to_owned());
+                return Ok(report);
+            }
+            Err(Failure::Fatal(e)) => return Err(e),
+        }
+    }
+}
+
+/// How one execution of a plan failed.
+enum Failure {
+    /// A 409/406: the version moved; plan again from what the pod reports.
+    Conflict,
+    /// A fine-grained step failed otherwise (transaction aborted): fall back to a raw push.
+    FineGrained(SyncError),
+    /// Anything else (file writes, raw pushes, reload failures, the Lease).
+    Fatal(SyncError),
+}
+
+impl From<SyncError> for Failure {
+    fn from(e: SyncError) -> Self {
+        Failure::Fatal(e)
+    }
+}
+
+/// Runs one plan's operations in order (module doc).
+async fn execute(
+    calls: &Calls<'_>,
+    render: &LoadedRender,
+    ops: &[Operation],
+    lease: &dyn LeaseGuard,
+    limits: &SyncLimits,
+    report: &mut SyncReport,
+) -> Result<(), Failure> {
+    let client = calls.client;
     // Reload IDs answered to `skip_reload` writes (certificate POST before v3.2): waited for
     // after the push, which the same reload agent batches with them.
     let mut pending_reloads: Vec<ReloadId> = Vec::new();
     // Whether the last file write reloaded (answered a Reload-ID): a conditional reload is
     // then not needed.
     let mut write_reloaded = false;
-    for op in &ops {
+    // The version the next runtime server update is conditional on.
+    let mut next_version: Option<ConfigVersion> = None;
+    for op in ops {
         if !lease.is_valid() {
-            return Err(SyncError::LeaseLost);
+            return Err(SyncError::LeaseLost.into());
         }
         match op {
             Operation::UploadFile {
@@ -218,7 +330,7 @@ pub async fn sync_endpoint(
                 let content = render_content(render, path);
                 let exists = matches!(op, Operation::ReplaceFile { .. });
                 let (outcome, replaced) =
-                    write_file(&calls, *kind, name, content, exists, *skip_reload).await?;
+                    write_file(calls, *kind, name, content, exists, *skip_reload).await?;
                 let counts = section(&mut report.ops, *kind);
                 if replaced {
                     counts.modified += 1;
@@ -231,7 +343,7 @@ pub async fn sync_endpoint(
                 match (skip_reload, outcome.reload_id) {
                     (false, Some(id)) => {
                         // Loads every file on disk, the skipped ones too.
-                        wait_reload(&calls, &id, limits, 0).await?;
+                        wait_reload(calls, &id, limits, 0).await?;
                         report.reload_triggered = true;
                         report.reload_id = Some(id);
                         write_reloaded = true;
@@ -244,8 +356,60 @@ pub async fn sync_endpoint(
                 unless_reloaded: true,
                 ..
             } if write_reloaded => {}
-            Operation::PushRawConfig { version } | Operation::Reload { version, .. } => {
-                push_config(&calls, render, *version, lease, limits, &mut report).await?;
+            Operation::PushRawConfig { version, .. } | Operation::Reload { version, .. } => {
+                push_config(calls, render, *version, lease, limits, report).await?;
+                report.differed.push(op.describe());
+            }
+            Operation::UpdateServer {
+                backend,
+                name,
+                body,
+                ..
+            } => {
+                let version = match next_version {
+                    Some(v) => v,
+                    None => report.version_after.unwrap_or(ConfigVersion(1)),
+                };
+                let path = ["backends", backend.as_str(), "servers", name.as_str()];
+                let answer = {
+                    let _permit = calls.permits.acquire().await;
+                    client
+                        .configuration_object(
+                            Method::PUT,
+                            &path,
+                            Target::Version(version),
+                            Some(&body.0),
+                        )
+                        .await
+                };
+                report.ops.total_api_operations += 1;
+                let outcome = match answer {
+                    Ok(o) => o,
+                    Err(DataplaneError::Conflict { .. }) => return Err(Failure::Conflict),
+                    Err(source) => {
+                        return Err(Failure::FineGrained(SyncError::Dataplane {
+                            step: "update server",
+                            source,
+                            conflict_retries: report.conflict_retries,
+                        }));
+                    }
+                };
+                report.changed = true;
+                report.differed.push(op.describe());
+                let after = outcome
+                    .version_after
+                    .unwrap_or(ConfigVersion(version.0 + 1));
+                next_version = Some(after);
+                report.version_after = Some(after);
+                if let Some(id) = outcome.reload_id {
+                    // The API decided this change needs a reload (e.g. no runtime socket).
+                    wait_reload(calls, &id, limits, report.conflict_retries).await?;
+                    report.reload_triggered = true;
+                    report.reload_id = Some(id);
+                }
+            }
+            Operation::Transaction { version, changes } => {
+                transaction(calls, *version, changes, lease, limits, report).await?;
                 report.differed.push(op.describe());
             }
             Operation::DeleteFile { kind, name } => {
@@ -272,11 +436,192 @@ pub async fn sync_endpoint(
     }
     for id in pending_reloads.drain(..) {
         if report.reload_id.as_ref() != Some(&id) {
-            wait_reload(&calls, &id, limits, report.conflict_retries).await?;
+            wait_reload(calls, &id, limits, report.conflict_retries).await?;
         }
         report.reload_triggered = true;
     }
-    Ok(report)
+    Ok(())
+}
+
+/// Aborts the transaction when dropped armed: a sync cancelled (timeout, drain) between the
+/// start and the commit must not leave it open (dataplaneapi#339). The abort runs on the
+/// runtime, bounded; its failure is logged (the API drops outdated transactions' files only at
+/// its own restart, so an abort that cannot reach the pod leaves what a crash would).
+struct AbortGuard {
+    client: DataplaneClient,
+    id: Option<TransactionId>,
+}
+
+/// Bound of one abort (upstream: a fresh 5 s context).
+const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl AbortGuard {
+    async fn abort(&mut self) {
+        if let Some(id) = self.id.take() {
+            abort(&self.client, &id).await;
+        }
+    }
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let client = self.client.clone();
+            rt.spawn(async move { abort(&client, &id).await });
+        }
+    }
+}
+
+async fn abort(client: &DataplaneClient, id: &TransactionId) {
+    match tokio::time::timeout(ABORT_TIMEOUT, client.delete_transaction(id)).await {
+        Ok(Ok(())) => tracing::debug!(txn_id = %id, "transaction aborted"),
+        Ok(Err(e)) => tracing::warn!(txn_id = %id, error = %e, "transaction abort failed"),
+        Err(_) => tracing::warn!(txn_id = %id, "transaction abort timed out"),
+    }
+}
+
+/// One configuration transaction (module doc): start at `version`, apply `changes` in order,
+/// commit, wait for the reload. Aborted on every failure.
+async fn transaction(
+    calls: &Calls<'_>,
+    version: ConfigVersion,
+    changes: &[ConfigChange],
+    lease: &dyn LeaseGuard,
+    limits: &SyncLimits,
+    report: &mut SyncReport,
+) -> Result<(), Failure> {
+    let client = calls.client;
+    let retries = report.conflict_retries;
+    let fine = |step, source| {
+        Failure::FineGrained(SyncError::Dataplane {
+            step,
+            source,
+            conflict_retries: retries,
+        })
+    };
+    let started = {
+        let _permit = calls.permits.acquire().await;
+        client.start_transaction(version).await
+    };
+    report.ops.total_api_operations += 1;
+    let txn = match started {
+        Ok(t) => t,
+        Err(DataplaneError::Conflict { .. }) => return Err(Failure::Conflict),
+        Err(e) => return Err(fine("start transaction", e)),
+    };
+    let mut guard = AbortGuard {
+        client: client.clone(),
+        id: Some(txn.id.clone()),
+    };
+    for change in changes {
+        if !lease.is_valid() {
+            guard.abort().await;
+            return Err(SyncError::LeaseLost.into());
+        }
+        let (method, path, body) = change_request(change);
+        let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+        let applied = {
+            let _permit = calls.permits.acquire().await;
+            client
+                .configuration_object(method, &segments, Target::Transaction(&txn.id), body)
+                .await
+        };
+        report.ops.total_api_operations += 1;
+        if let Err(e) = applied {
+            guard.abort().await;
+            return Err(fine("apply configuration change", e));
+        }
+    }
+    if !lease.is_valid() {
+        guard.abort().await;
+        return Err(SyncError::LeaseLost.into());
+    }
+    let committed = {
+        let _permit = calls.permits.acquire().await;
+        client.commit_transaction(&txn.id, version).await
+    };
+    report.ops.total_api_operations += 1;
+    let outcome = match committed {
+        Ok(o) => {
+            guard.id = None;
+            o
+        }
+        Err(DataplaneError::Conflict { .. }) => {
+            guard.abort().await;
+            return Err(Failure::Conflict);
+        }
+        Err(e) => {
+            guard.abort().await;
+            return Err(fine("commit transaction", e));
+        }
+    };
+    report.changed = true;
+    report.version_after = outcome.version_after.or(Some(ConfigVersion(version.0 + 1)));
+    if let Some(id) = outcome.reload_id {
+        wait_reload(calls, &id, limits, retries).await?;
+        report.reload_triggered = true;
+        report.reload_id = Some(id);
+    }
+    Ok(())
+}
+
+/// The request of one configuration change: method, path under `.../configuration/`, body.
+fn change_request(change: &ConfigChange) -> (Method, Vec<String>, Option<&serde_json::Value>) {
+    let child_path = |parent: &super::structure::Parent, kind: super::structure::ChildKind| {
+        vec![
+            parent.kind.collection().to_owned(),
+            parent.name.clone(),
+            kind.collection().to_owned(),
+        ]
+    };
+    match change {
+        ConfigChange::CreateSection { kind, body, .. } => (
+            Method::POST,
+            vec![kind.collection().to_owned()],
+            Some(&body.0),
+        ),
+        ConfigChange::ReplaceSection { kind, name, body } => (
+            Method::PUT,
+            vec![kind.collection().to_owned(), name.clone()],
+            Some(&body.0),
+        ),
+        ConfigChange::DeleteSection { kind, name } => (
+            Method::DELETE,
+            vec![kind.collection().to_owned(), name.clone()],
+            None,
+        ),
+        ConfigChange::CreateChild {
+            parent,
+            kind,
+            key,
+            body,
+        } => {
+            let mut p = child_path(parent, *kind);
+            // Rules are created at their index; named objects in their collection.
+            if let ChildKey::Index(i) = key {
+                p.push(i.to_string());
+            }
+            (Method::POST, p, Some(&body.0))
+        }
+        ConfigChange::ReplaceChild {
+            parent,
+            kind,
+            key,
+            body,
+            ..
+        } => {
+            let mut p = child_path(parent, *kind);
+            p.push(key.to_string());
+            (Method::PUT, p, Some(&body.0))
+        }
+        ConfigChange::DeleteChild { parent, kind, key } => {
+            let mut p = child_path(parent, *kind);
+            p.push(key.to_string());
+            (Method::DELETE, p, None)
+        }
+    }
 }
 
 /// Reads what [`decide`] compares: every listing, the render's files present on the pod, the

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use haptic_journal::{AuxKind, Checksum, ConfigVersion};
+use haptic_journal::{AuxKind, Checksum, ConfigVersion, SyncMode};
 
 use super::decide::{
     CaFileEntries, FileReason, KnownRun, LoadedFile, LoadedRender, Operation, ReloadReason,
@@ -252,9 +252,10 @@ fn an_empty_pod_gets_every_file_then_one_push_for_every_corpus_render() {
         assert_eq!(
             ops.last(),
             Some(&Operation::PushRawConfig {
-                version: ConfigVersion(1)
+                version: ConfigVersion(1),
+                mode: SyncMode::RawInitial,
             }),
-            "{name}: files first, one push last: {ops:?}"
+            "{name}: files first, one push last (a fresh pod): {ops:?}"
         );
         assert_eq!(ops.iter().filter(|o| o.reloads()).count(), 1, "{name}");
     }
@@ -272,7 +273,10 @@ fn corpus_stream_each_step_writes_only_what_changed_and_reloads_once() {
         let config_at = ops.iter().position(|o| {
             matches!(
                 o,
-                Operation::PushRawConfig { .. } | Operation::Reload { .. }
+                Operation::PushRawConfig { .. }
+                    | Operation::Reload { .. }
+                    | Operation::Transaction { .. }
+                    | Operation::UpdateServer { .. }
             )
         });
         let last_write = ops.iter().rposition(|o| {
@@ -414,17 +418,27 @@ fn files_only_the_last_write_reloads_and_a_push_covers_the_rest() {
     assert_eq!(ops.iter().filter(|o| o.reloads()).count(), 1);
 }
 
+/// Compared by structure, not by version or text: the API's header lines and comments never
+/// count (issue 14; a comment edited out of band used to cause a push), a changed directive
+/// does.
 #[test]
 fn configuration_is_compared_by_content_not_version() {
     let r = corpus("01-basic");
     let mut pod = pod_running(&r, 9);
     assert_eq!(decide(&pod, &r, None), vec![], "header lines ignored");
     pod.config.text.push_str("    # edited out of band\n");
+    assert_eq!(decide(&pod, &r, None), vec![], "a comment is no change");
+    pod.config.text = pod
+        .config
+        .text
+        .replace("timeout client 5s", "timeout client 9s");
     assert_eq!(
         decide(&pod, &r, None),
         vec![Operation::PushRawConfig {
-            version: ConfigVersion(9)
-        }]
+            version: ConfigVersion(9),
+            mode: SyncMode::RawUnmodelled,
+        }],
+        "a changed directive in defaults (not modelled) is pushed whole"
     );
 }
 

@@ -45,9 +45,13 @@ pub struct PodDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub version_conflict_retries: Option<i64>,
-    /// True when the last sync fell back to a raw push.
+    /// True when the last sync fell back to a raw push after a failed fine-grained attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_used: Option<bool>,
+    /// How the last successful sync applied the configuration: `fine_grained`, `runtime`,
+    /// `raw_initial`, `raw_threshold`, `raw_fallback` or `raw_unmodelled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync_mode: Option<String>,
     /// What the last sync changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_operation_summary: Option<OperationSummary>,

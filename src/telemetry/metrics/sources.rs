@@ -69,7 +69,13 @@ counts!(DeployerCounts {
     endpoint_failures,
     reloads,
     drift_detected,
-    deposed
+    deposed,
+    mode_fine_grained,
+    mode_runtime,
+    mode_raw_initial,
+    mode_raw_threshold,
+    mode_raw_fallback,
+    mode_raw_unmodelled
 });
 counts!(PublisherCounts {
     publications,
@@ -147,6 +153,12 @@ impl Source for Arc<Deployer> {
             reloads: s.reloads.load(Relaxed),
             drift_detected: s.drift_detected.load(Relaxed),
             deposed: s.deposed.load(Relaxed),
+            mode_fine_grained: s.mode(haptic_journal::SyncMode::FineGrained),
+            mode_runtime: s.mode(haptic_journal::SyncMode::Runtime),
+            mode_raw_initial: s.mode(haptic_journal::SyncMode::RawInitial),
+            mode_raw_threshold: s.mode(haptic_journal::SyncMode::RawThreshold),
+            mode_raw_fallback: s.mode(haptic_journal::SyncMode::RawFallback),
+            mode_raw_unmodelled: s.mode(haptic_journal::SyncMode::RawUnmodelled),
         }
     }
     fn same(&self, other: &Self) -> bool {
@@ -564,6 +576,20 @@ impl Collector for SourcesCollector {
             "haptic_reloads",
             "HAProxy reloads triggered",
             dep.reloads,
+        )?;
+        counter_family(
+            &mut enc,
+            "haptic_endpoint_sync_modes",
+            "Successful endpoint syncs, by how the configuration was applied",
+            "mode",
+            &[
+                ("fine_grained", dep.mode_fine_grained),
+                ("runtime", dep.mode_runtime),
+                ("raw_initial", dep.mode_raw_initial),
+                ("raw_threshold", dep.mode_raw_threshold),
+                ("raw_fallback", dep.mode_raw_fallback),
+                ("raw_unmodelled", dep.mode_raw_unmodelled),
+            ],
         )?;
         counter(
             &mut enc,

@@ -13,7 +13,8 @@ use haptic::core::guard::{AlwaysValid, LeaseGuard};
 use haptic::dataplane::{ClientSettings, Dataplane};
 use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
 use haptic_journal::{
-    AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Identity, Journal, JournalOptions, Term,
+    AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Identity, Journal, JournalOptions,
+    SyncMetadata, Term,
 };
 pub use haptic_testkit::{Fleet, Pod, eventually};
 use haptic_tools::sandbox::pods::PodInfo;
@@ -43,6 +44,7 @@ pub struct Knobs {
     pub timeout: Duration,
     pub drift: Duration,
     pub max_parallel: usize,
+    pub raw_push_threshold: u32,
     pub lease: Arc<dyn LeaseGuard>,
 }
 
@@ -71,6 +73,7 @@ impl Default for Knobs {
             timeout: Duration::from_secs(20),
             drift: Duration::from_secs(600),
             max_parallel: 4,
+            raw_push_threshold: 100,
             lease: Arc::new(AlwaysValid),
         }
     }
@@ -157,6 +160,7 @@ impl Harness {
             dataplane,
             DeployerSettings {
                 max_parallel: knobs.max_parallel,
+                raw_push_threshold: knobs.raw_push_threshold,
                 endpoint_timeout: Duration::from_secs(15),
                 credentials: sb.pods().first().map(Pod::credentials),
                 ..DeployerSettings::default()
@@ -251,6 +255,22 @@ impl Harness {
             authoritative: true,
         })
         .await;
+    }
+
+    /// Journals a render of `config` (no files) as validated.
+    pub async fn feed_config(&self, config: &str, tag: &str) -> Checksum {
+        let mut b = Batch::new();
+        let r = b.put_render(config.as_bytes().to_vec(), vec![]);
+        b.event(Event::ValidationCompleted {
+            correlation: Correlation::new(format!("render-{tag}")),
+            render: r.checksum,
+            warnings: vec![],
+            duration_ms: 1,
+            trigger_reason: "test".into(),
+            coalescible: false,
+        });
+        self.dispatch.accept(b).await.expect("feed");
+        r.checksum
     }
 
     /// Stores a corpus render and journals TemplateRendered + the validation verdict.
@@ -439,6 +459,26 @@ pub fn read_render(name: &str) -> (Vec<u8>, RenderFiles) {
     (r.config, files)
 }
 
+/// The sync metadata each pod reported for `render` (last one per pod).
+pub fn syncs(h: &Harness, render: Checksum) -> Vec<(String, SyncMetadata)> {
+    let mut out: Vec<(String, SyncMetadata)> = Vec::new();
+    for e in h.events() {
+        if let Event::ConfigAppliedToPod {
+            pod,
+            checksum,
+            sync,
+            ..
+        } = e
+            && checksum == render
+        {
+            out.retain(|(p, _)| p != pod.name.as_str());
+            out.push((pod.name.to_string(), sync));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 /// `/v3` requests a pod saw: (method, path).
 pub async fn requests(pod: &Pod) -> Vec<(String, String)> {
     pod.faults()
@@ -476,6 +516,16 @@ pub async fn clear_faults(pod: &Pod) {
 /// Writes (method, path) pairs that change a pod: raw pushes and storage writes.
 pub fn writes(reqs: &[(String, String)]) -> Vec<(String, String)> {
     reqs.iter().filter(|(m, _)| m != "GET").cloned().collect()
+}
+
+/// Configuration writes that reload: raw pushes plus transaction commits (a fine-grained repair
+/// is one commit).
+pub fn config_writes(reqs: &[(String, String)]) -> usize {
+    raw_pushes(reqs)
+        + reqs
+            .iter()
+            .filter(|(m, p)| m == "PUT" && p.contains("/services/haproxy/transactions/"))
+            .count()
 }
 
 pub fn raw_pushes(reqs: &[(String, String)]) -> usize {

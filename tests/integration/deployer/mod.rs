@@ -8,6 +8,7 @@ mod drift;
 mod drift_event;
 mod failover;
 mod faults;
+mod fine_grained;
 mod harness;
 mod one_reload;
 mod parallel;

@@ -246,6 +246,10 @@ pub fn merge_pod_entry(
         sync_duration: Some(format!("{}ms", sync.sync_duration_ms)),
         version_conflict_retries: Some(i64::from(sync.version_conflict_retries)),
         fallback_used: Some(sync.fallback_used),
+        sync_mode: sync
+            .sync_mode
+            .map(|m| m.as_str().to_owned())
+            .or_else(|| old.and_then(|o| o.sync_mode.clone())),
         last_operation_summary: summary
             .or_else(|| old.and_then(|o| o.last_operation_summary.clone())),
         last_error: sync.error.clone(),

@@ -1,6 +1,6 @@
 //! The figure registry: each figure of issue 12 part 2 is one [`Figure`], run in number order.
 //!
-//! Adding a figure (8 reloads) is one
+//! Adding a figure is one
 //! module here and one entry in [`FIGURES`]: a `run` function that measures the figure and its
 //! reference side by side and returns [`Row`]s.
 
@@ -15,6 +15,7 @@ pub mod e2e;
 pub mod fanout;
 pub mod floor;
 pub mod recovery;
+pub mod reloads;
 pub mod size;
 pub mod status;
 
@@ -95,5 +96,10 @@ pub const FIGURES: &[Figure] = &[
         id: 7,
         name: "fan-out",
         run: fanout::run,
+    },
+    Figure {
+        id: 8,
+        name: "reloads per 100 server changes, fine-grained vs raw push",
+        run: reloads::run,
     },
 ];

@@ -3,6 +3,7 @@
 //! connection without an answer.
 
 mod certinfo;
+mod config;
 mod hooks;
 mod raw;
 mod storage;
@@ -155,6 +156,10 @@ pub struct PodCore {
     pub master: tokio::sync::Mutex<Option<Master>>,
     cfg: tokio::sync::Mutex<CfgState>,
     version: AtomicU64,
+    /// Open configuration transactions (config.rs).
+    transactions: config::Transactions,
+    /// Counter behind transaction ids.
+    txn_counter: AtomicU64,
     reloads: Mutex<ReloadAgent>,
     faults: Mutex<Faults>,
     requests: Mutex<Vec<RequestRecord>>,
@@ -249,6 +254,8 @@ impl PodCore {
             master: tokio::sync::Mutex::new(master),
             cfg: tokio::sync::Mutex::new(CfgState { lkg: text }),
             version: AtomicU64::new(version),
+            transactions: config::Transactions::default(),
+            txn_counter: AtomicU64::new(0),
             reloads: Mutex::new(ReloadAgent::default()),
             faults: Mutex::new(Faults::default()),
             requests: Mutex::new(Vec::new()),
@@ -264,6 +271,20 @@ impl PodCore {
     /// Current (in-memory parser) configuration version.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::SeqCst)
+    }
+
+    /// A fresh number for a transaction id.
+    fn next_txn_id(&self) -> u64 {
+        self.txn_counter.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Transactions still open (`in_progress` or `outdated`, not committed or deleted): what a
+    /// real API would keep under `--transaction-dir` (dataplaneapi#339).
+    pub fn open_transactions(&self) -> usize {
+        self.transactions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// Replaces the basic-auth credentials this pod accepts (from the next request on).
@@ -648,6 +669,7 @@ fn router(core: Arc<PodCore>) -> Router {
         .route("/v3/services/haproxy/reloads", get(raw::list_reloads))
         .route("/v3/services/haproxy/reloads/{id}", get(raw::get_reload))
         .merge(storage::routes())
+        .merge(config::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(core.clone(), auth));
     let sandbox = Router::new()
