@@ -22,9 +22,20 @@ use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "haptic-test";
 
-/// A fleet of `pods` HAProxy pods (the harness needs no CRDs: it runs no publisher).
+/// A fleet of `pods` HAProxy pods on the emulator, objects in [`NS`] (the harness needs no CRDs:
+/// it runs no publisher).
 pub async fn sandbox(pods: usize) -> Fleet {
-    Fleet::start(haptic_testkit::FleetConfig::pods(pods).without_crds()).await
+    sandbox_on(haptic_testkit::Peers::Emulator, pods).await
+}
+
+/// [`sandbox`] on `peers`.
+pub async fn sandbox_on(peers: haptic_testkit::Peers, pods: usize) -> Fleet {
+    Fleet::start(haptic_testkit::FleetConfig {
+        peers,
+        namespace: NS.to_owned(),
+        ..haptic_testkit::FleetConfig::pods(pods).without_crds()
+    })
+    .await
 }
 
 /// Where [`Harness::on`] keeps the journal: `<fleet dir>/j.redb`.

@@ -3,20 +3,37 @@
 //! Dataplane endpoints, or the real peers), fed the render stream of `tests/corpus/renders/`;
 //! every pod must answer what `tests/corpus/renders/README.md` lists for each render (issue 6
 //! "Tests").
+//!
+//! Each scenario is one body taking the peer set ([`Peers`]); [`on_peers!`] makes its test entry
+//! point: here on the emulator, in `crate::real_peers` on the real kube-apiserver (issue 18).
 
-mod rbac;
-mod replicas;
-mod restart;
-mod sources;
-mod startup;
-mod stream;
-mod telemetry;
+/// The test entry point `$test` running the scenario body `$body(Peers::$peers)` (multi-thread
+/// runtime, 2 workers, as every e2e test): one body, one entry point per peer set.
+macro_rules! on_peers {
+    ($peers:ident, $($test:ident => $body:path),+ $(,)?) => { $(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            $body(haptic_testkit::Peers::$peers).await
+        }
+    )+ };
+}
+pub(crate) use on_peers;
+
+pub mod rbac;
+pub mod replicas;
+pub mod restart;
+pub mod sources;
+pub mod startup;
+pub mod stream;
+pub mod telemetry;
 
 use std::path::Path;
 
 use haptic::k8s::crd::HAProxyCfg;
 pub use haptic_testkit::render::{checksum, feed, rejected, stream};
-pub use haptic_testkit::{Controller, ControllerOpts, Fleet, FleetConfig, Intervals, Published};
+pub use haptic_testkit::{
+    Controller, ControllerOpts, Fleet, FleetConfig, Intervals, Peers, Published,
+};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_haptic");
 /// `--config-name` of every e2e controller.
@@ -30,9 +47,13 @@ pub fn bounds() -> Intervals {
     Intervals::default()
 }
 
-/// A fleet of `pods` HAProxy pods with the CRDs installed.
-pub async fn start(pods: usize) -> Fleet {
-    Fleet::start(FleetConfig::pods(pods)).await
+/// A fleet of `pods` HAProxy pods on `peers` with the CRDs installed.
+pub async fn start(peers: Peers, pods: usize) -> Fleet {
+    Fleet::start(FleetConfig {
+        peers,
+        ..FleetConfig::pods(pods)
+    })
+    .await
 }
 
 /// The `haptic` binary as `identity` on the render directory `render_dir`.
@@ -40,10 +61,10 @@ pub fn opts(fleet: &Fleet, identity: &str, render_dir: &Path) -> ControllerOpts 
     ControllerOpts::dir(fleet, Path::new(BIN), identity, CONFIG, render_dir)
 }
 
-/// A fleet of `pods` pods and one controller `solo` on `<fleet dir>/render`, fed `01-basic`
-/// first; returns the render directory too.
-pub async fn solo(pods: usize) -> (Fleet, std::path::PathBuf, Controller) {
-    let world = start(pods).await;
+/// A fleet of `pods` pods on `peers` and one controller `solo` on `<fleet dir>/render`, fed
+/// `01-basic` first; returns the render directory too.
+pub async fn solo(peers: Peers, pods: usize) -> (Fleet, std::path::PathBuf, Controller) {
+    let world = start(peers, pods).await;
     let render_dir = world.dir().join("render");
     feed(&render_dir, "01-basic");
     let ctl = world.controller(opts(&world, "solo", &render_dir));

@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 
 use haptic_testkit::{eventually, http};
 
-use super::{bounds, feed_and_check, opts, solo, stop_cleanly};
+use super::{Peers, bounds, feed_and_check, opts, solo, stop_cleanly};
+
+on_peers!(Emulator, metrics_and_health_of_the_real_binary => metrics_and_health);
 
 /// One `/metrics` scrape: `# TYPE` families and every sample (`name{labels}` as written).
 #[derive(Debug, Default)]
@@ -166,9 +168,10 @@ fn unmoved(m: &Scrape) -> Option<Vec<String>> {
     if bad.is_empty() { None } else { Some(bad) }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_and_health_of_the_real_binary() {
-    let (world, render_dir, mut ctl) = solo(3).await;
+/// A short run's counters moved, the dashboard's metrics exported, `/readyz` and `/healthz`
+/// 200; a stalled replica's `/healthz` 503 names the component.
+pub async fn metrics_and_health(peers: Peers) {
+    let (world, render_dir, mut ctl) = solo(peers, 3).await;
     feed_and_check(
         &world,
         &render_dir,

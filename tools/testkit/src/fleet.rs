@@ -370,6 +370,21 @@ impl Fleet {
         }
     }
 
+    /// Runs `kubectl` as the admin ([`Fleet::admin_kubeconfig`]) with `args` (and `stdin`, when
+    /// given, for `-f -`), its discovery cache in the fleet's directory; returns whether it
+    /// exited 0 and its stdout followed by its stderr.
+    ///
+    /// # Panics
+    /// When `kubectl` cannot be started (not installed: the tests need it, README "Set-up").
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+        crate::real::kubectl(
+            &self.admin_kubeconfig,
+            &self.dir().join("kubectl-cache"),
+            args,
+            stdin,
+        )
+    }
+
     /// The namespace of the Pod objects and the Secret.
     #[must_use]
     pub fn namespace(&self) -> &str {

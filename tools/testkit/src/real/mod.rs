@@ -115,6 +115,72 @@ pub fn check_bin_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The peer binary `name` (`kube-apiserver`, `etcd`, `helm`) in [`bin_dir`].
+///
+/// # Errors
+/// [`PeerError::Missing`] naming `bash tests/peers/build.sh` when it is not there.
+pub fn peer_bin(name: &str) -> Result<PathBuf, PeerError> {
+    let path = bin_dir()?.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(PeerError::Missing(format!(
+            "{} is missing: run `bash tests/peers/build.sh`",
+            path.display()
+        )))
+    }
+}
+
+/// Runs `kubectl --kubeconfig <kubeconfig> --cache-dir <cache> <args>` (with `stdin` piped in
+/// when given; proxy variables removed); returns whether it exited 0 and its stdout followed by
+/// its stderr. The dispatcher installed here runs its newest build (1.32 or 1.33) against a
+/// v1.37 server, with a version-skew warning on stderr.
+///
+/// # Panics
+/// When `kubectl` cannot be started.
+#[must_use]
+pub fn kubectl(
+    kubeconfig: &Path,
+    cache: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String) {
+    use std::io::Write as _;
+    let mut cmd = Command::new("kubectl");
+    cmd.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for v in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ] {
+        cmd.env_remove(v);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("kubectl starts (README: the tests need kubectl): {e}"));
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        let _ = pipe.write_all(text.as_bytes());
+    }
+    let out = child.wait_with_output().expect("kubectl runs");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
 /// A running etcd + kube-apiserver pair on loopback; dropping it kills both.
 #[derive(Debug)]
 pub struct ApiPeers {
