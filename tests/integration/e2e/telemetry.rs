@@ -1,5 +1,5 @@
 //! Health and metrics of the real binary (issue 6 "Tests"): after a short end-to-end run the
-//! counters it should move are non-zero, every query of `deploy/grafana-dashboard.json` names
+//! counters it should move are non-zero, every query of `deploy/grafana/haptic-dashboard.json` names
 //! a metric its `/metrics` exports, `/readyz` and `/healthz` answer 200; a second controller
 //! started with a component blocked by the test hook (`HAPTIC_TEST_STALL`, feature
 //! `failpoints`) answers `/healthz` 503 naming it, while the first stays 200.
@@ -128,7 +128,10 @@ fn dashboard_metric_names() -> BTreeSet<String> {
             _ => {}
         }
     }
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana-dashboard.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana/haptic-dashboard.json"
+    );
     let dash: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut names = BTreeSet::new();
