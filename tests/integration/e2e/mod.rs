@@ -148,9 +148,20 @@ pub fn stop_cleanly(ctl: &mut Controller) {
 /// rejected one: for `last_passed`). Returns the last passed render.
 pub async fn check_render(fleet: &Fleet, render: &str, last_passed: &str) -> String {
     if !rejected(render) {
-        let p = Published::of(&published(fleet, render, fleet.pods().len()).await);
-        assert!(p.has("ConfigValidated", "True"), "{render}: {p:?}");
-        assert!(p.has("ConfigPinned", "False"), "{render}: {p:?}");
+        let want = Published::of(&published(fleet, render, fleet.pods().len()).await).spec;
+        // The verdict's conditions are the verdict worker's write, woken by the publication:
+        // they follow it, and may land after the pods' status (seen on the real API server,
+        // where the deployer's status writes won the race; the emulator answered the verdict
+        // first). Still on `render`, with every pod on it, once they are there.
+        let what = format!("{render}: ConfigValidated=True, ConfigPinned=False");
+        let p = object_until(fleet, MAIN, bounds().follow_up(), &what, |c| {
+            let p = Published::of(c);
+            (p.has("ConfigValidated", "True") && p.has("ConfigPinned", "False"))
+                .then(|| p.clone())
+                .ok_or(format!("{p:?}"))
+        })
+        .await;
+        assert!(p.on(&want, fleet.pods().len()), "{render}: {p:?}");
         answers(fleet, render).await;
         return render.to_owned();
     }
