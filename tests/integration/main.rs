@@ -8,7 +8,9 @@
 //! - `dataplane`: the Dataplane API client against the sandbox's documented-answers endpoint
 //!   (answers as ecosystem.md A documents);
 //! - `deployer`, `e2e`, `runtime`, `telemetry`: the components, the binary and the runtime against
-//!   fleets of the test kit (`haptic-testkit`).
+//!   fleets of the test kit (`haptic-testkit`);
+//! - `real_peers`: the e2e scenarios and the API-server checks on the real kube-apiserver and etcd
+//!   (`tests/peers/build.sh`), the controller on deploy/'s Role.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,6 +22,7 @@ mod dataplane;
 mod deployer;
 mod e2e;
 mod publisher;
+mod real_peers;
 mod restart_equivalence;
 mod runtime;
 mod telemetry;
