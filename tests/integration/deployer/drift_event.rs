@@ -30,7 +30,7 @@ crate::e2e::on_peers!(
 pub async fn drift_event(peers: haptic_testkit::Peers) {
     let sb = sandbox_on(peers, 3).await;
     let client = sb.controller_client();
-    let api: Api<K8sEvent> = Api::namespaced(sb.client(), NS);
+    let api: Api<K8sEvent> = Api::namespaced(sb.client(), sb.namespace());
     let knobs = Knobs::drift(Duration::from_millis(700));
     let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
     // The HAProxyCfg does not exist in the emulator: the Event is written with its reference.
@@ -38,7 +38,7 @@ pub async fn drift_event(peers: haptic_testkit::Peers) {
         client,
         "replica-a",
         &RuntimeConfigRef {
-            namespace: NS.into(),
+            namespace: sb.namespace().into(),
             name: "test-haproxycfg".into(),
         },
         Duration::from_secs(5),
@@ -95,7 +95,7 @@ pub async fn drift_event(peers: haptic_testkit::Peers) {
     let regarding = e.regarding.as_ref().expect("regarding");
     assert_eq!(regarding.kind.as_deref(), Some("HAProxyCfg"));
     assert_eq!(regarding.name.as_deref(), Some("test-haproxycfg"));
-    assert_eq!(regarding.namespace.as_deref(), Some(NS));
+    assert_eq!(regarding.namespace.as_deref(), Some(sb.namespace()));
     assert_eq!(
         h.deployer
             .stats

@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "haptic-test";
 
-/// A fleet of `pods` HAProxy pods on the emulator, objects in [`NS`] (the harness needs no CRDs:
-/// it runs no publisher).
+/// A fleet of `pods` HAProxy pods on the emulator, objects in [`NS`] (on real peers
+/// `NS-<n>`: [`Fleet::namespace`]; the harness needs no CRDs: it runs no publisher).
 pub async fn sandbox(pods: usize) -> Fleet {
     sandbox_on(haptic_testkit::Peers::Emulator, pods).await
 }
@@ -45,7 +45,10 @@ pub fn journal_path(sb: &Fleet) -> std::path::PathBuf {
 
 /// The journal's endpoints of every pod of `sb`, in pod order.
 pub fn endpoints(sb: &Fleet) -> Vec<Endpoint> {
-    sb.pods().iter().map(|p| p.endpoint(NS)).collect()
+    sb.pods()
+        .iter()
+        .map(|p| p.endpoint(sb.namespace()))
+        .collect()
 }
 
 /// Settings with short intervals.
@@ -208,7 +211,7 @@ impl Harness {
         h.publish(Event::ConfigPublished {
             correlation: Correlation::new("cp"),
             runtime_config: haptic_journal::RuntimeConfigRef {
-                namespace: NS.into(),
+                namespace: sb.namespace().into(),
                 name: "test-haproxycfg".into(),
             },
             render: h.empty_render().await,

@@ -8,6 +8,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::Value;
 
+/// The namespace asked for (the fleet suffixes it: [`Fleet::namespace`]).
 const NS: &str = "haptic-real-api";
 
 async fn fleet() -> Fleet {
@@ -34,9 +35,10 @@ async fn create_with_status(
     crd: &CustomResourceDefinition,
     example: &Value,
 ) -> Value {
-    let api: Api<DynamicObject> = Api::namespaced_with(world.client(), NS, &resource(crd));
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(world.client(), world.namespace(), &resource(crd));
     let mut obj: DynamicObject = serde_json::from_value(example.clone()).unwrap();
-    obj.metadata.namespace = Some(NS.into());
+    obj.metadata.namespace = Some(world.namespace().into());
     let name = obj.metadata.name.clone().unwrap();
     let created = api.create(&PostParams::default(), &obj).await.unwrap();
     assert!(
@@ -79,7 +81,7 @@ async fn kubectl_get_hpcfg_prints_our_columns() {
         .unwrap();
     create_with_status(&world, &crd, &example).await;
     let checksum = example["spec"]["checksum"].as_str().unwrap();
-    let (ok, out) = world.kubectl(&["get", "hpcfg", "-n", NS], None);
+    let (ok, out) = world.kubectl(&["get", "hpcfg", "-n", world.namespace()], None);
     assert!(ok, "{out}");
     let lines: Vec<Vec<&str>> = out
         .lines()
@@ -103,7 +105,10 @@ async fn kubectl_get_hpcfg_prints_our_columns() {
         ["web-haproxycfg", checksum, "1/2", "True", "False"],
         "{out}"
     );
-    let (ok, wide) = world.kubectl(&["get", "hpcfg", "-n", NS, "-o", "wide"], None);
+    let (ok, wide) = world.kubectl(
+        &["get", "hpcfg", "-n", world.namespace(), "-o", "wide"],
+        None,
+    );
     assert!(ok, "{wide}");
     let header: Vec<&str> = wide
         .lines()

@@ -5,7 +5,8 @@
 //! ```text
 //!  FleetConfig ──Fleet::start──► Peers::Emulator: ApiServer (+ Sandbox pods, registered as Pod
 //!                                 objects, credentials Secret)  ── kubeconfig, namespace
-//!                                 Peers::Real: etcd + kube-apiserver (crate::real), namespace,
+//!                                 Peers::Real: the process's shared etcd + kube-apiserver
+//!                                 (crate::real::shared), a namespace of the fleet's own,
 //!                                 CRDs, deploy/'s RBAC, the controller's token; the sandbox's
 //!                                 HAProxy pods registered as Pod objects through the admin
 //!                                 (the real dataplaneapi cannot be built here)
@@ -108,8 +109,9 @@ pub struct FleetConfig {
     pub stand_in_pods: usize,
     /// Delay before each answer of a stand-in pod. Default: 0.
     pub stand_in_delay: Duration,
-    /// Namespace of the Pod objects, the Secret and the kubeconfig's context. Default:
-    /// `haptic-sandbox`.
+    /// Namespace of the Pod objects, the Secret and the kubeconfig's context; on real peers,
+    /// which share one API server per process, suffixed `-<n>` ([`Fleet::namespace`] says the
+    /// one in use). Default: `haptic-sandbox`.
     pub namespace: String,
     /// Install the controller's four CRDs. Default: true.
     pub crds: bool,
@@ -220,10 +222,10 @@ impl Fleet {
     }
 
     async fn start_real(cfg: FleetConfig) -> Result<Fleet, PeerError> {
-        let bin = crate::real::bin_dir()?;
+        let api = crate::real::shared()?;
         let dir = tempfile::tempdir().map_err(|e| PeerError::Start(e.into()))?;
         let kubeconfig = dir.path().join("kubeconfig");
-        let real = RealCluster::start(&bin, dir.path(), &kubeconfig, &cfg)
+        let real = RealCluster::start(api, dir.path(), &kubeconfig, &cfg)
             .await
             .map_err(PeerError::Start)?;
         let controller_client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
@@ -246,9 +248,9 @@ impl Fleet {
             emulator: None,
             client: real.admin.clone(),
             admin_kubeconfig: real.admin_kubeconfig.clone(),
+            namespace: real.namespace.clone(),
             real: Some(real),
             kubeconfig,
-            namespace: cfg.namespace,
             controller_client,
             pods,
             dir,
@@ -720,7 +722,8 @@ impl Fleet {
         ))
     }
 
-    /// Stops the pods, then the API server.
+    /// Stops the pods, then the API server (the emulator; the real one is shared by the
+    /// process's fleets and stays until the process ends).
     ///
     /// # Cancel safety
     /// Cancelling leaves the rest to the peers' destructors.
@@ -731,11 +734,11 @@ impl Fleet {
             }
             e.api.shutdown().await;
         }
-        if let Some(mut r) = self.real {
-            if let Some(sb) = r.sandbox.take() {
-                sb.shutdown().await;
-            }
-            r.api.kill();
+        // On real peers only the pods stop: the API server is shared by the process's fleets.
+        if let Some(mut r) = self.real
+            && let Some(sb) = r.sandbox.take()
+        {
+            sb.shutdown().await;
         }
     }
 }

@@ -1,9 +1,12 @@
 //! The real peers (issue 18): the unmodified etcd and kube-apiserver built by
-//! `tests/peers/build.sh`, started on loopback for one fleet, with RBAC and admission on.
+//! `tests/peers/build.sh`, started on loopback once per test process and shared by its fleets
+//! (each in a namespace of its own), with RBAC and admission on.
 //!
 //! ```text
 //!  bin_dir(): $HAPTIC_PEERS_BIN, else the last line of `tests/peers/build.sh --check
 //!             kube-apiserver etcd` (cached binaries only: never a build inside a test)
+//!  shared(): the first real-peer fleet starts ApiPeers in /tmp/haptic-peers-*; every later
+//!            one reuses it; the janitor kills both and removes the directory at exit
 //!  ApiPeers::start(bin, dir):
 //!    dir/sa.key (EC P-256, service-account signing), dir/tokens.csv (the admin token,
 //!    system:masters), dir/audit-policy.yaml
@@ -12,7 +15,8 @@
 //!                   (ServiceAccount included), --endpoint-reconciler-type=none, self-signed
 //!                   serving cert in dir/certs, audit log dir/audit.log ─► GET /readyz = ok
 //!    a port taken between picking it and binding it: both restarted on new ports (3 tries)
-//!  setup::Cluster::set_up(api, cfg) (setup.rs): namespace + `default` ServiceAccount, CRDs
+//!  setup::RealCluster::start(api, ...) (setup.rs): namespace `<cfg.namespace>-<n>` + `default`
+//!    ServiceAccount, CRDs
 //!    (Established), deploy/'s ServiceAccount/Role/RoleBinding, the controller's token
 //!    (TokenRequest), the two kubeconfigs, sandbox pods registered as Pod objects
 //!  audit.rs: the audit log read as the fleet's request log
@@ -179,6 +183,54 @@ pub fn kubectl(
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
+}
+
+/// The test process's one etcd + kube-apiserver pair, started by the first real-peer fleet (in
+/// a temporary directory) and shared by every later one: each fleet gets its own namespace
+/// ([`setup::RealCluster::start`]), so tests in one binary share the API server and never
+/// its objects. It lives until the process ends; the janitor then kills both and removes the
+/// directory (a test binary runs no destructors of statics).
+///
+/// Started on a thread of its own (with its own runtime): it outlives the runtime of the test
+/// that started it, and holds nothing bound to one.
+///
+/// # Errors
+/// [`PeerError::Missing`] without the binaries; [`PeerError::Start`] when they did not start
+/// (every later caller gets the same error: one failed start fails every real-peer test).
+pub fn shared() -> Result<&'static ApiPeers, PeerError> {
+    static PEERS: OnceLock<Result<ApiPeers, String>> = OnceLock::new();
+    let bin = bin_dir()?;
+    PEERS
+        .get_or_init(|| {
+            std::thread::spawn(move || -> Result<ApiPeers, String> {
+                let dir = tempfile::Builder::new()
+                    .prefix("haptic-peers-")
+                    .tempdir()
+                    .map_err(|e| format!("a directory for the shared API server: {e}"))?
+                    .keep();
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("a runtime for the shared API server: {e}"))?;
+                let started = rt.block_on(ApiPeers::start(&bin, &dir));
+                match started {
+                    Ok(mut p) => {
+                        if let Some(j) = p.janitor.as_mut() {
+                            j.watch_dir(&dir);
+                        }
+                        Ok(p)
+                    }
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        Err(format!("{e:#}"))
+                    }
+                }
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the thread starting the API server panicked".into()))
+        })
+        .as_ref()
+        .map_err(|e| PeerError::Start(anyhow!("{e}")))
 }
 
 /// A running etcd + kube-apiserver pair on loopback; dropping it kills both.

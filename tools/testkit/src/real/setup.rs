@@ -342,8 +342,11 @@ pub async fn start_pods(admin: &kube::Client, ns: &str, cfg: &FleetConfig) -> Re
 
 /// The API server, its objects and pods of a real-peer fleet.
 pub struct RealCluster {
-    /// etcd and kube-apiserver.
-    pub api: ApiPeers,
+    /// etcd and kube-apiserver: the process's shared pair ([`super::shared`]).
+    pub api: &'static ApiPeers,
+    /// The fleet's own namespace: the one asked for, suffixed `-<n>` (the n-th real-peer fleet
+    /// of the process), since every fleet shares the API server.
+    pub namespace: String,
     /// The HAProxy pods (sandbox Dataplane stand-ins: the real dataplaneapi cannot be built
     /// here, tests/peers/README.md).
     pub sandbox: Option<Sandbox>,
@@ -369,23 +372,27 @@ impl std::fmt::Debug for RealCluster {
 }
 
 impl RealCluster {
-    /// Starts the API server under `dir/peers` from the binaries in `bin` and sets it up as the
-    /// module doc says; writes the controller's kubeconfig to `kubeconfig`.
+    /// Sets up a namespace of its own on the process's shared API server (`api`, started by the
+    /// first caller: [`super::shared`]) as the module doc says; writes the admin's kubeconfig
+    /// to `dir` and the controller's to `kubeconfig`.
     ///
     /// # Errors
-    /// When a peer does not start or a set-up write is refused.
+    /// When a set-up write is refused.
     ///
     /// # Cancel safety
-    /// Dropping it midway stops what was started.
+    /// Dropping it midway stops the pods started so far; objects written stay (in a namespace
+    /// no later fleet uses).
     pub async fn start(
-        bin: &Path,
+        api: &'static ApiPeers,
         dir: &Path,
         kubeconfig: &Path,
         cfg: &FleetConfig,
     ) -> Result<RealCluster> {
-        let api = ApiPeers::start(bin, &dir.join("peers")).await?;
+        static FLEETS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = FLEETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let namespace = format!("{}-{n}", cfg.namespace);
         let admin = api.admin_client().await?;
-        let ns = cfg.namespace.as_str();
+        let ns = namespace.as_str();
         ensure_namespace(&admin, ns).await?;
         if cfg.crds {
             install_crds(&admin, &haptic::k8s::crd::crds()).await?;
@@ -408,6 +415,7 @@ impl RealCluster {
         let audit_offset = super::audit::end(&api.audit_log).into();
         Ok(RealCluster {
             api,
+            namespace,
             sandbox,
             admin,
             admin_kubeconfig,
@@ -423,7 +431,17 @@ impl RealCluster {
     /// When the log cannot be read or parsed.
     pub fn audit(&self) -> Result<Vec<super::audit::AuditEvent>> {
         let offset = self.audit_offset.load(std::sync::atomic::Ordering::SeqCst);
-        super::audit::read(&self.api.audit_log, offset)
+        // The log is the shared API server's: this fleet's requests are those in its
+        // namespace and those of its controller's ServiceAccount (whose name holds the
+        // namespace), cluster-scoped ones included.
+        let sa = format!(
+            "system:serviceaccount:{}:{}",
+            self.namespace, self.service_account
+        );
+        Ok(super::audit::read(&self.api.audit_log, offset)?
+            .into_iter()
+            .filter(|e| e.namespace == self.namespace || e.user == sa)
+            .collect())
     }
 
     /// Forgets what the audit log holds so far.
