@@ -9,6 +9,8 @@
 //!   (answers as ecosystem.md A documents);
 //! - `deployer`, `e2e`, `runtime`, `telemetry`: the components, the binary and the runtime against
 //!   fleets of the test kit (`haptic-testkit`);
+//! - `manifests`: the CRDs and `deploy/` on an API server (`kubectl get`, status read-back,
+//!   `kubectl apply --server-side`);
 //! - `real_peers`: the e2e scenarios and the API-server checks on the real kube-apiserver and etcd
 //!   (`tests/peers/build.sh`), the controller on deploy/'s Role.
 
@@ -21,6 +23,7 @@ mod crds;
 mod dataplane;
 mod deployer;
 mod e2e;
+mod manifests;
 mod publisher;
 mod real_peers;
 mod restart_equivalence;

@@ -1,19 +1,30 @@
-//! What only the real API server can show: `kubectl get hpcfg` prints our printer columns; a
+//! Our CRDs and `deploy/` on an API server: `kubectl get hpcfg` prints our printer columns; a
 //! fully populated status of each of our four kinds reads back equal (the structural schema
-//! prunes nothing we write); `kubectl apply --server-side -f deploy/` passes.
+//! prunes nothing we write); `kubectl apply --server-side -f deploy/` passes. Each scenario runs on
+//! the emulator here and on the real kube-apiserver in `crate::real_peers` (issue 18), where it
+//! means most: the real server prunes and prints by the CRD itself.
 
 use haptic_testkit::{Fleet, FleetConfig, Peers};
+
+use crate::e2e::on_peers;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::Value;
 
 /// The namespace asked for (the fleet suffixes it: [`Fleet::namespace`]).
-const NS: &str = "haptic-real-api";
+const NS: &str = "haptic-manifests";
 
-async fn fleet() -> Fleet {
+on_peers!(
+    Emulator,
+    a_full_status_of_each_kind_reads_back_unpruned => full_status_read_back,
+    kubectl_get_hpcfg_prints_our_columns => kubectl_get_hpcfg,
+    kubectl_apply_server_side_of_deploy_crds_passes => kubectl_apply_crds,
+);
+
+async fn fleet(peers: Peers) -> Fleet {
     Fleet::start(FleetConfig {
-        peers: Peers::Real,
+        peers,
         ..FleetConfig::api_only(NS)
     })
     .await
@@ -53,9 +64,10 @@ async fn create_with_status(
     serde_json::to_value(api.get(&name).await.unwrap()).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_status_of_each_kind_reads_back_unpruned() {
-    let world = fleet().await;
+/// Each kind created from `crds::examples`, its full status written through `/status`, read
+/// back equal.
+pub async fn full_status_read_back(peers: Peers) {
+    let world = fleet(peers).await;
     for (crd, example) in crate::crds::examples() {
         let back = create_with_status(&world, &crd, &example).await;
         assert_eq!(
@@ -72,9 +84,9 @@ async fn a_full_status_of_each_kind_reads_back_unpruned() {
     world.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_get_hpcfg_prints_our_columns() {
-    let world = fleet().await;
+/// `kubectl get hpcfg` (and `-o wide`) with a full status: our columns and values.
+pub async fn kubectl_get_hpcfg(peers: Peers) {
+    let world = fleet(peers).await;
     let (crd, example) = crate::crds::examples()
         .into_iter()
         .find(|(c, _)| c.spec.names.kind == "HAProxyCfg")
@@ -130,17 +142,33 @@ async fn kubectl_get_hpcfg_prints_our_columns() {
     world.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_apply_server_side_of_deploy_passes() {
-    let world = fleet().await;
-    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
-    let crds = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
-    for dir in [crds, deploy] {
+const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
+
+/// `kubectl apply --server-side -f <dir>` for each of `dirs`, then the last one again (unchanged,
+/// no conflicts).
+async fn kubectl_apply(peers: Peers, dirs: &[&str]) {
+    let world = fleet(peers).await;
+    for dir in dirs {
         let (ok, out) = world.kubectl(&["apply", "--server-side", "-f", dir], None);
         assert!(ok, "kubectl apply --server-side -f {dir}:\n{out}");
     }
-    // Applied again: unchanged, no conflicts.
-    let (ok, out) = world.kubectl(&["apply", "--server-side", "-f", deploy], None);
-    assert!(ok, "the second apply:\n{out}");
+    let last = dirs.last().unwrap();
+    let (ok, out) = world.kubectl(&["apply", "--server-side", "-f", last], None);
+    assert!(ok, "the second apply of {last}:\n{out}");
     world.shutdown().await;
+}
+
+/// `kubectl apply --server-side -f deploy/crds` over the CRDs the fleet created (another field
+/// manager: co-owned, equal values, no conflict).
+pub async fn kubectl_apply_crds(peers: Peers) {
+    kubectl_apply(peers, &[CRDS]).await;
+}
+
+/// `kubectl apply --server-side -f deploy/crds`, then `-f deploy/` (twice). Real peers only: the
+/// emulator serves no OpenAPI documents (kubectl's validation) and none of the kinds deploy/
+/// holds besides ours (Namespace, ServiceAccount, Role, RoleBinding, StatefulSet,
+/// PodDisruptionBudget, Service): it emulates what the controller calls.
+pub async fn kubectl_apply_deploy(peers: Peers) {
+    kubectl_apply(peers, &[CRDS, DEPLOY]).await;
 }

@@ -12,11 +12,10 @@
 //! cases, `telemetry::*` fault counters, and the deployer scenarios that script Dataplane faults
 //! on pods only (they touch no API server: `deployer::{faults, timeout, drift, ...}`).
 //!
-//! - `api`: what only the real server can show: `kubectl get hpcfg` printer columns, a full
-//!   status read back equal (no pruning), `kubectl apply --server-side -f deploy/`;
-//! - `rbac`: the RBAC test against the real authorizer.
+//! Also the `manifests` scenarios (`kubectl get hpcfg` printer columns, a full status read back
+//! equal: no pruning, `kubectl apply --server-side -f deploy/`), and `rbac`: the RBAC test against
+//! the real authorizer.
 
-mod api;
 mod rbac;
 
 use crate::e2e::on_peers;
@@ -37,4 +36,8 @@ on_peers!(
     a_damaged_journal_is_refused_then_rebuilt => crate::e2e::startup::damaged_journal,
     drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none =>
         crate::deployer::drift_event::drift_event,
+    a_full_status_of_each_kind_reads_back_unpruned => crate::manifests::full_status_read_back,
+    kubectl_get_hpcfg_prints_our_columns => crate::manifests::kubectl_get_hpcfg,
+    kubectl_apply_server_side_of_deploy_crds_passes => crate::manifests::kubectl_apply_crds,
+    kubectl_apply_server_side_of_deploy_passes => crate::manifests::kubectl_apply_deploy,
 );
