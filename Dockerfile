@@ -1,9 +1,20 @@
-# Multi-stage build of the haptic controller (deploy/statefulset.yaml runs it as `haptic:0.1.0-dev`,
-# the workspace version). Build:  docker build -t haptic:0.1.0-dev .
+# Multi-stage build of the haptic controller, one image per HAProxy release line: the runtime
+# stage's Debian `haproxy` is what `haproxy -c` validates renders with, so it must be the fleet's
+# major.minor (a different one is reported: condition ValidatorVersionMismatch).
+#
+#   DEBIAN_SUITE  haproxy  image tag (deploy/helm/haptic: haproxyVersion)
+#   bookworm      2.6      haptic:0.1.0-dev-haproxy2.6   (the default)
+#   trixie        3.0      haptic:0.1.0-dev-haproxy3.0
+#
+#   docker build --build-arg DEBIAN_SUITE=bookworm -t haptic:0.1.0-dev-haproxy2.6 .
+#   docker build --build-arg DEBIAN_SUITE=trixie -t haptic:0.1.0-dev-haproxy3.0 .
+#
 # The build context is filtered by .dockerignore; tests/integration/runtime/deploy.rs checks that
-# every COPY source exists, is not ignored, and that the copied tree is a loadable workspace.
+# every COPY source exists, is not ignored, that the copied tree is a loadable workspace, and this
+# table against the chart and the version check.
+ARG DEBIAN_SUITE=bookworm
 
-FROM rust:1.90-bookworm AS build
+FROM rust:1.90-${DEBIAN_SUITE} AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src src
@@ -16,8 +27,9 @@ COPY demo demo
 COPY benches benches
 RUN cargo build --release --locked -p haptic
 
-# Runtime: Debian's haproxy for `haproxy -c` validation (the same 2.6 the corpus is checked with).
-FROM debian:bookworm-slim
+# Runtime: the suite's haproxy for `haproxy -c` validation (built against the same glibc as the
+# build stage, which used the same suite).
+FROM debian:${DEBIAN_SUITE}-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends haproxy ca-certificates \
     && rm -rf /var/lib/apt/lists/* \

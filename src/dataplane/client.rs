@@ -133,6 +133,30 @@ impl DataplaneClient {
         self.json(resp, "info body").await
     }
 
+    /// `GET /v3/services/haproxy/runtime/info`: the HAProxy version the pod runs, as
+    /// `show info` reports it (`3.0.11-1`, `2.6.12-1+deb12u4`); ecosystem.md A.7. The v3 API
+    /// answers one `process_info` object (`{"info": {"version": ...}, "runtimeAPI": ...}`), v2
+    /// an array of them: both are read. `None` when the answer has no version.
+    ///
+    /// # Errors
+    /// As [`DataplaneClient::info`].
+    pub async fn haproxy_version(&self) -> Result<Option<String>, DataplaneError> {
+        let resp = self
+            .send(self.request(Method::GET, &["services", "haproxy", "runtime", "info"]))
+            .await?;
+        let resp = self.expect_success(resp).await?;
+        let body: serde_json::Value = self.json(resp, "runtime info body").await?;
+        let first = match &body {
+            serde_json::Value::Array(items) => items.first().cloned().unwrap_or_default(),
+            other => other.clone(),
+        };
+        Ok(first["info"]["version"]
+            .as_str()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned))
+    }
+
     /// `GET /v3/health`: `{"haproxy": "up|down|unknown"}` (ecosystem.md A.7).
     ///
     /// # Errors

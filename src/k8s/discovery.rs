@@ -4,12 +4,13 @@
 //! ```text
 //!  kube watcher (Pods, labelSelector) --Init..InitApply..InitDone--> fresh snapshot replaces the store
 //!                                     --Apply/Delete--------------> store update
-//!     -> admitted set (Running, Ready, podIP) differs from the last one sent?
+//!     -> admitted set (Running, podIP, Dataplane container ready) differs from the last one sent?
 //!        -> HAProxyPodTerminated for each pod that left, then HAProxyPodsDiscovered{full set, authoritative}
 //! ```
 //!
 //! # Inputs
-//! Pod watch events; the Dataplane credentials Secret (`username`, `password`) on request.
+//! Pod watch events; the Dataplane credentials Secret ([`CREDENTIAL_KEYS`]) on request (the
+//! watched, rotating copy is [`crate::k8s::credentials`]).
 //!
 //! # Effects
 //! [`Input::Event`]s on the caller's channel; nothing before the first complete list, so a
@@ -71,8 +72,11 @@ pub enum DiscoveryError {
         #[source]
         source: kube::Error,
     },
-    /// The Secret lacks a key.
-    #[error("the dataplane secret {name} has no `{key}` key")]
+    /// The Secret holds neither complete key pair of [`CREDENTIAL_KEYS`].
+    #[error(
+        "the dataplane secret {name} has no `{key}` key: it needs `username` and `password` \
+         (or upstream's `dataplane_username` and `dataplane_password`)"
+    )]
     SecretKey {
         /// Secret name.
         name: String,
@@ -99,11 +103,54 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// Reads the Dataplane credentials from the Secret's `username` and `password` keys.
+/// The key pairs a Dataplane credentials Secret may hold, tried in this order: ours
+/// (`username`/`password`, as the sandbox and `deploy/` write them) and upstream HAPTIC's chart's
+/// (`dataplane_username`/`dataplane_password`), so a Secret written for upstream works unchanged.
+pub const CREDENTIAL_KEYS: [(&str, &str); 2] = [
+    ("username", "password"),
+    ("dataplane_username", "dataplane_password"),
+];
+
+/// The Dataplane credentials a Secret holds: the first complete pair of [`CREDENTIAL_KEYS`],
+/// from `data` or `stringData`.
+///
+/// # Errors
+/// [`DiscoveryError::SecretKey`] when neither pair is complete (naming the first missing key).
+pub fn credentials_from_secret(secret: &Secret) -> Result<Credentials, DiscoveryError> {
+    let get = |key: &str| {
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+            .or_else(|| {
+                secret
+                    .string_data
+                    .as_ref()
+                    .and_then(|d| d.get(key).cloned())
+            })
+    };
+    for (user_key, pass_key) in CREDENTIAL_KEYS {
+        if let (Some(username), Some(password)) = (get(user_key), get(pass_key)) {
+            return Ok(Credentials { username, password });
+        }
+    }
+    let key = if get("username").is_some() || get("dataplane_username").is_none() {
+        "password"
+    } else {
+        "dataplane_password"
+    };
+    Err(DiscoveryError::SecretKey {
+        name: secret.metadata.name.clone().unwrap_or_default(),
+        key,
+    })
+}
+
+/// Reads the Dataplane credentials from the Secret (keys: [`CREDENTIAL_KEYS`]).
 ///
 /// # Errors
 /// [`DiscoveryError::Secret`] on an API error (404 included), [`DiscoveryError::SecretKey`]
-/// when a key is missing.
+/// when no key pair is complete.
 ///
 /// # Cancel safety
 /// Cancel safe.
@@ -120,35 +167,27 @@ pub async fn read_credentials(
             name: name.to_owned(),
             source,
         })?;
-    let get = |key: &'static str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .map(|v| String::from_utf8_lossy(&v.0).into_owned())
-            .or_else(|| {
-                secret
-                    .string_data
-                    .as_ref()
-                    .and_then(|d| d.get(key).cloned())
-            })
-            .ok_or(DiscoveryError::SecretKey {
-                name: name.to_owned(),
-                key,
-            })
-    };
-    Ok(Credentials {
-        username: get("username")?,
-        password: get("password")?,
+    credentials_from_secret(&secret).map_err(|e| match e {
+        DiscoveryError::SecretKey { key, .. } => DiscoveryError::SecretKey {
+            name: name.to_owned(),
+            key,
+        },
+        other => other,
     })
 }
 
-/// The endpoint of an admitted pod: Running, condition Ready=True, with a `status.podIP`;
-/// `None` otherwise.
+/// The endpoint of an admitted pod, `None` otherwise. Admitted: phase Running, a `status.podIP`,
+/// not being deleted (no deletionTimestamp), and ready for the Dataplane API: the container that
+/// declares the pod's Dataplane port in `spec.containers[].ports` is ready in
+/// `status.containerStatuses` (as upstream HAPTIC selects pods); when no container declares that
+/// port, the pod's `Ready` condition is True.
+///
+/// The container rule matters because HAProxy pods are commonly NotReady until they hold a
+/// configuration (a readiness probe on HAProxy's own health endpoint answers 503 before one is
+/// loaded): waiting for `Ready` would wait for pods that wait for the controller.
 ///
 /// URL `http://<podIP>:<port>` (IPv6 in brackets), the port from [`DATAPLANE_PORT_ANNOTATION`]
-/// when it parses as a port, else `default_port`. A pod being deleted (deletionTimestamp set)
-/// is not admitted.
+/// when it parses as a port, else `default_port`.
 #[must_use]
 pub fn admitted_endpoint(pod: &Pod, default_port: u16) -> Option<Endpoint> {
     if pod.metadata.deletion_timestamp.is_some() {
@@ -158,15 +197,7 @@ pub fn admitted_endpoint(pod: &Pod, default_port: u16) -> Option<Endpoint> {
     if status.phase.as_deref() != Some("Running") {
         return None;
     }
-    let ready = status
-        .conditions
-        .iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
     let ip = status.pod_ip.as_deref().filter(|ip| !ip.is_empty())?;
-    if !ready {
-        return None;
-    }
     let port = pod
         .metadata
         .annotations
@@ -175,6 +206,9 @@ pub fn admitted_endpoint(pod: &Pod, default_port: u16) -> Option<Endpoint> {
         .and_then(|p| p.trim().parse::<u16>().ok())
         .filter(|p| *p != 0)
         .unwrap_or(default_port);
+    if !dataplane_ready(pod, port) {
+        return None;
+    }
     let host = if ip.contains(':') {
         format!("[{ip}]")
     } else {
@@ -188,6 +222,32 @@ pub fn admitted_endpoint(pod: &Pod, default_port: u16) -> Option<Endpoint> {
         },
         detected_version: None,
     })
+}
+
+/// Whether the pod can take a deployment on `port`: the container declaring `port` is ready;
+/// without such a container, the pod's `Ready` condition is True.
+fn dataplane_ready(pod: &Pod, port: u16) -> bool {
+    let status = pod.status.as_ref();
+    let declaring = pod.spec.as_ref().and_then(|spec| {
+        spec.containers.iter().find(|c| {
+            c.ports
+                .iter()
+                .flatten()
+                .any(|p| p.container_port == i32::from(port))
+        })
+    });
+    match declaring {
+        Some(container) => status
+            .and_then(|s| s.container_statuses.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|cs| cs.name == container.name && cs.ready),
+        None => status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True"),
+    }
 }
 
 /// The events for a move from `old` to `new` admitted sets: one `HAProxyPodTerminated` per pod

@@ -85,13 +85,16 @@ pub struct RunArgs {
     /// directory's base name, or `haptic`); the HAProxyCfg is `<config-name>-haproxycfg`.
     #[arg(long, env = "HAPTIC_CONFIG_NAME")]
     pub config_name: Option<String>,
-    /// Label selector of the HAProxy pods.
+    /// Label selector of the HAProxy pods. A pod is deployed to once it is Running with an IP
+    /// and its container declaring the Dataplane port is ready (else: its Ready condition).
     #[arg(long, env = "HAPTIC_POD_SELECTOR")]
     pub pod_selector: String,
     /// Dataplane API port (per pod: annotation `haproxy-haptic.org/dataplane-port`).
     #[arg(long, env = "HAPTIC_DATAPLANE_PORT", default_value_t = 5555)]
     pub dataplane_port: u16,
-    /// Secret holding the Dataplane API credentials under the keys `username` and `password`.
+    /// Secret holding the Dataplane API credentials under the keys `username` and `password` (or
+    /// upstream HAPTIC's `dataplane_username` and `dataplane_password`); watched, so a rotated
+    /// password is used without a restart.
     #[arg(long, env = "HAPTIC_DATAPLANE_SECRET")]
     pub dataplane_secret: String,
     /// Minimum time between the end of one deployment and the start of the next.

@@ -32,6 +32,7 @@ pub mod inputs;
 pub mod notify;
 pub mod open;
 pub mod settings;
+pub mod version_check;
 mod wiring;
 
 use std::future::Future;
@@ -186,36 +187,29 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     info!(settings = ?settings.args, config_name = %settings.config_name, "haptic starting");
     let signal = shutdown_signal()?;
     tokio::pin!(signal);
-    let validator = Validator::new(&args.haproxy_bin, args.validation_timeout).await?;
-    info!(haproxy = validator.version(), "validation uses haproxy -c");
-    let (path, recovery, concurrency) = (
-        args.journal.clone(),
-        args.journal_recovery,
-        args.journal_concurrency,
-    );
-    let opened = tokio::task::spawn_blocking(move || open::open(&path, recovery, concurrency))
-        .await
-        .map_err(|_| RuntimeError::Join)??;
-    let journal = Arc::new(opened.journal);
-    info!(journal = %args.journal.display(), "journal open");
-    let start_next_seq = journal.meta().map_or(1, |m| m.next_seq.0);
+    // `/healthz` and `/readyz` from the first moment (issue 16): the server is up before the
+    // journal opens, which after a kill -9 can take seconds (redb's repair of a large file; the
+    // StatefulSet's startupProbe budget covers it). Liveness has no failing check meanwhile;
+    // readiness says the journal is opening.
     let metrics = crate::telemetry::Metrics::new();
     let health = crate::telemetry::HealthRegistry::new();
-    metrics.register_journal(journal.clone());
-    health.add_liveness(
-        "journal",
-        crate::telemetry::journal_writable_check(journal.clone()),
-    );
+    let opened_slot: Arc<std::sync::OnceLock<(Arc<haptic_journal::Journal>, u64)>> =
+        Arc::new(std::sync::OnceLock::new());
     {
-        let j = journal.clone();
-        health.add_readiness("journal", move || match j.meta() {
-            Ok(m) if m.dispatched_through.0 + 1 >= start_next_seq => Ok(()),
-            Ok(m) => Err(format!(
-                "replaying: dispatched through {} of {}",
-                m.dispatched_through.0,
-                start_next_seq - 1
+        let (slot, path) = (opened_slot.clone(), args.journal.display().to_string());
+        health.add_readiness("journal", move || match slot.get() {
+            None => Err(format!(
+                "journal opening: {path} (open, repair after a crash, verify)"
             )),
-            Err(e) => Err(format!("journal not readable: {e}")),
+            Some((j, start_next_seq)) => match j.meta() {
+                Ok(m) if m.dispatched_through.0 + 1 >= *start_next_seq => Ok(()),
+                Ok(m) => Err(format!(
+                    "replaying: dispatched through {} of {}",
+                    m.dispatched_through.0,
+                    start_next_seq - 1
+                )),
+                Err(e) => Err(format!("journal not readable: {e}")),
+            },
         });
     }
     let telemetry_cancel = CancellationToken::new();
@@ -234,6 +228,27 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         health.clone(),
         telemetry_cancel.clone(),
     ));
+
+    let validator = Validator::new(&args.haproxy_bin, args.validation_timeout).await?;
+    info!(haproxy = validator.version(), "validation uses haproxy -c");
+    let validator_version = validator.version().to_owned();
+    let (path, recovery, concurrency) = (
+        args.journal.clone(),
+        args.journal_recovery,
+        args.journal_concurrency,
+    );
+    let opened = tokio::task::spawn_blocking(move || open::open(&path, recovery, concurrency))
+        .await
+        .map_err(|_| RuntimeError::Join)??;
+    let journal = Arc::new(opened.journal);
+    info!(journal = %args.journal.display(), "journal open");
+    let start_next_seq = journal.meta().map_or(1, |m| m.next_seq.0);
+    let _ = opened_slot.set((journal.clone(), start_next_seq));
+    metrics.register_journal(journal.clone());
+    health.add_liveness(
+        "journal",
+        crate::telemetry::journal_writable_check(journal.clone()),
+    );
     let identity = default_identity(args.identity.as_deref());
     let client = kube_client(&args, &identity).await?;
     let namespace = args
@@ -268,10 +283,27 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
             }
         });
     }
-    let stop = CancellationToken::new();
+    // The credentials Secret is watched for the process's life: a rotated password is used from
+    // the deployer's next endpoint sync on (issue 16).
+    let credentials_cancel = CancellationToken::new();
+    let credentials_watch = crate::k8s::credentials::CredentialsWatch::new(
+        client.clone(),
+        &namespace,
+        &args.dataplane_secret,
+    );
+    let mut credentials_rx = credentials_watch.subscribe();
+    let credentials_task = tokio::spawn(
+        credentials_watch
+            .run(credentials_cancel.clone())
+            .instrument(info_span!("dataplane-credentials")),
+    );
     let credentials = tokio::select! {
-        c = wait_for_credentials(&client, &namespace, &args.dataplane_secret, &stop) => c,
-        s = &mut signal => { info!(signal = s, "stopping before start-up completed"); return Ok(()); }
+        c = wait_for_credentials(&mut credentials_rx, &credentials_cancel) => c,
+        s = &mut signal => {
+            info!(signal = s, "stopping before start-up completed");
+            credentials_cancel.cancel();
+            return Ok(());
+        }
     };
 
     let (config_identity, owner) = identity_and_owner(&client, &settings, &namespace).await;
@@ -292,6 +324,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     let pub_sub = dispatcher.subscribe(publisher::subscribe_options());
     let val_sub = dispatcher.subscribe(validator::subscribe_options());
     let notify_sub = dispatcher.subscribe(notify::subscribe_options());
+    let fleet_sub = dispatcher.subscribe(crate::telemetry::fleet::subscribe_options());
     let dispatch = dispatcher.handle();
 
     let floor_journal = journal.clone();
@@ -315,6 +348,8 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
                 .saturating_sub(Duration::from_secs(5))
                 .max(args.deployment_timeout / 2),
             credentials,
+            credentials_source: Some(credentials_rx.clone()),
+            validator_version: Some(validator_version.clone()),
             ..DeployerSettings::default()
         },
         Arc::new(guard.clone()),
@@ -409,6 +444,27 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         crate::telemetry::component_stall_check(validation_stats.health.clone()),
     );
     tracker.spawn(notify::run(notify_sub, dispatch.clone(), notifier.clone()));
+    tracker.spawn(
+        version_check::run(
+            deployer.version_report(),
+            notifier.clone(),
+            client.clone(),
+            runtime_config.clone(),
+            metrics.clone(),
+            Arc::new(guard.clone()),
+            work.clone(),
+        )
+        .instrument(info_span!("version-check")),
+    );
+    {
+        let (j, m) = (journal.clone(), metrics.clone());
+        let _ = tokio::task::spawn_blocking(move || crate::telemetry::fleet::fold_journal(&j, &m))
+            .await;
+    }
+    tracker.spawn(
+        crate::telemetry::fleet::run(fleet_sub, dispatch.clone(), metrics.clone())
+            .instrument(info_span!("telemetry")),
+    );
     if let Some((aside, reason)) = &opened.rebuilt_from {
         notifier.emit(
             kube::runtime::events::EventType::Warning,
@@ -522,6 +578,8 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     {
         warn!("some tasks did not stop within 15s");
     }
+    credentials_cancel.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), credentials_task).await;
     telemetry_cancel.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), telemetry_task).await;
     info!("haptic stopped");

@@ -31,6 +31,9 @@ pub mod reasons {
     pub const LEADERSHIP_LOST: &str = "LeadershipLost";
     /// The journal was damaged and rebuilt empty.
     pub const JOURNAL_REBUILT: &str = "JournalRebuilt";
+    /// Pods run another HAProxy major.minor than the validator (see
+    /// [`crate::k8s::crd::conditions::VALIDATOR_VERSION_MISMATCH`]).
+    pub const VALIDATOR_VERSION_MISMATCH: &str = "ValidatorVersionMismatch";
 }
 
 /// Writes Events on one HAProxyCfg.

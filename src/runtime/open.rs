@@ -1,6 +1,10 @@
 //! Opening the journal at start-up (DESIGN.md J8, J10): create the directory, open, and on a
 //! damaged file either stop with the problem and the fix (`refuse`) or move the file aside and
 //! start empty (`rebuild`).
+//!
+//! # Failpoints
+//! With the feature `failpoints`, `HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS=<ms>` makes the open that much
+//! slower (tests of the probes while the journal opens).
 
 use std::path::{Path, PathBuf};
 
@@ -92,6 +96,15 @@ pub fn open(
     if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
         tracing::info!(journal = %path.display(), "journal file is empty: creating the journal in it");
         let _ = std::fs::remove_file(path);
+    }
+    // Test hook (feature `failpoints`): a slow open, as redb's repair of a large journal after a
+    // kill -9 is, so the probes' behaviour during it can be checked.
+    #[cfg(feature = "failpoints")]
+    if let Some(ms) = std::env::var("HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
     }
     let options = JournalOptions::new(path).concurrency(match concurrency {
         JournalConcurrency::Exclusive => haptic_journal::Concurrency::Exclusive,

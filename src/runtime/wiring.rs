@@ -16,10 +16,11 @@ use tracing::{info, warn};
 
 use super::args::{RunArgs, SourceKind};
 use super::{Critical, RuntimeError, Settings};
+use crate::components::deployer::basic_auth;
 use crate::components::publisher::ConfigPublisher;
 use crate::dataplane::BasicAuth;
 use crate::dispatch::input::Input;
-use crate::k8s::discovery::read_credentials;
+use crate::k8s::credentials::CredentialsReceiver;
 
 /// Builds the kube client (retry layer off, DESIGN.md section 2): from `--kubeconfig`, else
 /// the in-cluster service account.
@@ -37,32 +38,15 @@ pub(super) async fn kube_client(
         .map_err(|e| RuntimeError::Kube(Box::new(e)))
 }
 
-/// Reads the Dataplane credentials, retrying every 2 s (logging each failure) until they can be
-/// read or `cancel` fires (`None`).
+/// Waits until the watched credentials Secret was read once (the watcher logs what is missing)
+/// or `cancel` fires (`None`).
 pub(super) async fn wait_for_credentials(
-    client: &kube::Client,
-    namespace: &str,
-    secret: &str,
+    rx: &mut CredentialsReceiver,
     cancel: &CancellationToken,
 ) -> Option<BasicAuth> {
-    loop {
-        match read_credentials(client.clone(), namespace, secret).await {
-            Ok(c) => {
-                return Some(BasicAuth {
-                    username: c.username,
-                    password: c.password,
-                });
-            }
-            Err(error) => warn!(
-                error = %super::error_chain(&error),
-                "dataplane credentials not readable yet: create the Secret with keys `username` and \
-                 `password` (--dataplane-secret); retrying in 2s"
-            ),
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return None,
-            () = tokio::time::sleep(Duration::from_secs(2)) => {}
-        }
+    tokio::select! {
+        () = cancel.cancelled() => None,
+        r = rx.wait_for(Option::is_some) => r.ok().and_then(|c| c.as_ref().map(basic_auth)),
     }
 }
 

@@ -61,7 +61,7 @@
 //!
 //! # Metrics
 //! The acceptor counts each journaled render in `haptic_renders_total{source="ingest"}`, its
-//! events in `haptic_events_accepted_total`, its commit in
+//! events in `haptic_events_published_total`, its commit in
 //! `haptic_journal_commit_duration_seconds`. [`IngestStats`] (renders accepted,
 //! duplicates, rejected requests, not-leader answers, journal failures) through
 //! [`IngestServer::stats`] (not exported on `/metrics` yet).

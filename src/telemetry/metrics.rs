@@ -14,9 +14,10 @@
 //!
 //! | family | type | labels | from |
 //! |---|---|---|---|
-//! | `haptic_events_accepted_total` | counter | | runtime |
+//! | `haptic_events_published_total` (upstream name) | counter | | runtime |
 //! | `haptic_renders_total` | counter | `source` = `dir`, `configmap`, `ingest` | runtime |
-//! | `haptic_validations_total` | counter | `result` = `passed`, `failed` | runtime |
+//! | `haptic_validation_total` (upstream name) | counter | | `ValidationStats` (passed + failed) |
+//! | `haptic_validation_errors_total` (upstream name) | counter | | `ValidationStats::failed` |
 //! | `haptic_journal_commit_duration_seconds` | histogram | | runtime ([`Metrics::observe_commit`]) |
 //! | `haptic_journal_commits_total` | counter | | `Journal::commit_stats` |
 //! | `haptic_journal_failed_commits_total` | counter | | `Journal::commit_stats` |
@@ -29,14 +30,23 @@
 //! | `haptic_journal_undispatched_events` | gauge | | `Journal::pending` |
 //! | `haptic_parked_statuses` | gauge | | depth of `status-parked` |
 //! | `haptic_term` | gauge | | journaled leadership term |
-//! | `haptic_leader` | gauge 0/1 | | `DispatchHandle::leadership` |
+//! | `haptic_leader_election_is_leader` (upstream name) | gauge 0/1 | | `DispatchHandle::leadership` |
+//! | `haptic_leader_election_transitions_total` (upstream name) | counter | | [`Metrics::leadership`] |
+//! | `haptic_leader_election_time_as_leader_seconds_total` (upstream name) | counter | | [`Metrics::leadership`] |
 //! | `haptic_dispatch_deliveries_total` | counter | | `DispatchStats::delivered` |
 //! | `haptic_dispatch_replayed_events_total` | counter | | `DispatchStats::replayed` |
 //! | `haptic_dispatch_overflow_waits_total` | counter | | `DispatchStats::overflow_waits` |
-//! | `haptic_deployments_total` | counter | `result` = `completed`, `deposed` | `DeployerStats` |
+//! | `haptic_deployment_total` (upstream name) | counter | | `DeployerStats::deployments` |
+//! | `haptic_deployment_errors_total` (upstream name) | counter | | `DeployerStats::failed_deployments` |
+//! | `haptic_deployment_duration_seconds` (upstream name) | histogram | | live `deployment.completed` ([`Metrics::observe_event`]) |
+//! | `haptic_deployments_deposed_total` | counter | | `DeployerStats::deposed` |
 //! | `haptic_endpoint_syncs_total` | counter | `result` = `success`, `failure` | `DeployerStats` |
 //! | `haptic_reloads_total` | counter | | `DeployerStats::reloads` |
 //! | `haptic_drift_detected_total` | counter | | `DeployerStats::drift_detected` |
+//! | `haptic_managed_pods` | gauge | | last `haproxy.pods.discovered` ([`super::fleet`]) |
+//! | `haptic_fleet_pinned` | gauge 0/1 | | `render.gate.completed` latch ([`super::fleet`]) |
+//! | `haptic_pods_not_on_spec_checksum` | gauge | | discovered pods off the newest passed render ([`super::fleet`]) |
+//! | `haptic_validator_version_mismatch_pods` | gauge | | [`Metrics::set_version_mismatch_pods`] |
 //! | `haptic_publishes_total` | counter | `result` = `success`, `given_up` (ended by a permanent rejection) | publisher `Counters` |
 //! | `haptic_publisher_blocked_attempts_total` | counter | | publisher `Counters::blocked` (401, 403, missing CRD; retried) |
 //! | `haptic_retries_total` | counter | `component` = `config-publisher`, `deployment-scheduler` | publisher retries, scheduler timeouts |
@@ -48,6 +58,10 @@
 //! | `haptic_scheduler_endpoints_given_up_total` | counter | | `SchedulerStats::given_up` |
 //! | `haptic_drift_triggers_total` | counter | | `DriftHandle::triggers` |
 //!
+//! Names: `haptic_<component>_<noun>` (STYLE.md 2.10), except where a family means what an
+//! upstream HAPTIC metric means: then it has upstream's name (marked above; README "Metrics"
+//! lists the mapping), so upstream's dashboards and alerts read it.
+//!
 //! A family whose source is not registered yet reports 0 (gauges and counters alike), so
 //! dashboards and alerts see every family on followers too.
 
@@ -55,7 +69,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use haptic_journal::Journal;
+use haptic_journal::{Event, Journal};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -77,7 +91,13 @@ const COMMIT_BUCKETS_SECS: [f64; 14] = [
     4.096,
 ];
 
-/// Outcome of one `haproxy -c` validation (label `result` of `haptic_validations_total`).
+/// Upper bounds (seconds) of the deployment duration histogram: upstream HAPTIC's buckets
+/// (10 ms to 10 s, so its dashboards' quantiles read the same) plus 30 s and 60 s, because a
+/// deployment here includes the reload poll and is bounded by the 30 s deployment timeout.
+const DEPLOYMENT_BUCKETS_SECS: [f64; 11] =
+    [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+/// Outcome of one `haproxy -c` validation (`haptic_validation_total` counts both, `haptic_validation_errors_total` the failures).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum ValidationResult {
     /// `ValidationCompleted`.
@@ -123,6 +143,7 @@ pub struct Metrics {
     renders: Family<SourceLabels, Counter>,
     events_accepted: Counter,
     commit_duration: Histogram,
+    deployment_duration: Histogram,
 }
 
 impl Metrics {
@@ -134,13 +155,15 @@ impl Metrics {
         let renders = Family::<SourceLabels, Counter>::default();
         let events_accepted = Counter::default();
         let commit_duration = Histogram::new(COMMIT_BUCKETS_SECS);
+        let deployment_duration = Histogram::new(DEPLOYMENT_BUCKETS_SECS);
         // Create every bounded label value up front, so each series exists from the first scrape.
         for source in RenderSource::ALL {
             drop(renders.get_or_create(&SourceLabels { source }));
         }
         registry.register(
-            "haptic_events_accepted",
-            "Events committed to the journal through the dispatcher",
+            "haptic_events_published",
+            "Events committed to the journal through the dispatcher (upstream HAPTIC's name: \
+             events published on its bus)",
             events_accepted.clone(),
         );
         registry.register(
@@ -154,6 +177,12 @@ impl Metrics {
             Unit::Seconds,
             commit_duration.clone(),
         );
+        registry.register_with_unit(
+            "haptic_deployment_duration",
+            "Duration of one deployment run, start to DeploymentCompleted (upstream HAPTIC's name)",
+            Unit::Seconds,
+            deployment_duration.clone(),
+        );
         let sources = Arc::new(Sources::default());
         registry.register_collector(Box::new(SourcesCollector(sources.clone())));
         Arc::new(Metrics {
@@ -162,10 +191,11 @@ impl Metrics {
             renders,
             events_accepted,
             commit_duration,
+            deployment_duration,
         })
     }
 
-    /// Counts `n` events committed (`haptic_events_accepted_total`).
+    /// Counts `n` events committed (`haptic_events_published_total`).
     pub fn events_accepted(&self, n: u64) {
         self.events_accepted.inc_by(n);
     }
@@ -180,6 +210,32 @@ impl Metrics {
     /// The journal's own `CommitStats` carry counts only, no latency.
     pub fn observe_commit(&self, duration: Duration) {
         self.commit_duration.observe(duration.as_secs_f64());
+    }
+
+    /// Folds one journal event into the fleet gauges (`haptic_managed_pods`,
+    /// `haptic_fleet_pinned`, `haptic_pods_not_on_spec_checksum`); a live (not `replayed`)
+    /// `DeploymentCompleted` is observed in `haptic_deployment_duration_seconds`.
+    pub fn observe_event(&self, event: &Event, replayed: bool) {
+        if let Event::DeploymentCompleted { duration_ms, .. } = event
+            && !replayed
+        {
+            self.deployment_duration
+                .observe(Duration::from_millis(*duration_ms).as_secs_f64());
+        }
+        lock(&self.sources.fleet).apply(event);
+    }
+
+    /// Records this replica's leadership now (`haptic_leader_election_transitions_total`,
+    /// `haptic_leader_election_time_as_leader_seconds_total`).
+    pub fn leadership(&self, leading: bool) {
+        lock(&self.sources.leader_clock).set(leading, std::time::Instant::now());
+    }
+
+    /// Sets `haptic_validator_version_mismatch_pods`.
+    pub fn set_version_mismatch_pods(&self, pods: u64) {
+        self.sources
+            .version_mismatch_pods
+            .store(pods, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Reads term, queue depths and commit counters from `journal` at each scrape (one read
@@ -215,7 +271,7 @@ impl Metrics {
         lock(&self.sources.scheduler).replace(stats);
     }
 
-    /// Reads the validator's counters (`haptic_validations_total{result}`) at each scrape.
+    /// Reads the validator's counters (`haptic_validation_total`, `haptic_validation_errors_total`) at each scrape.
     /// Replaces those of an earlier validator (carried over).
     pub fn register_validator(&self, stats: Arc<ValidationStats>) {
         lock(&self.sources.validator).replace(stats);

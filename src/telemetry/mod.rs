@@ -12,7 +12,12 @@
 //!                       \--- GET /healthz  <-- HealthRegistry liveness checks (stalls, journal)
 //!                        \-- GET /readyz   <-- HealthRegistry readiness checks (replayed, synced)
 //!   logging::init_tracing(text | json) -> stderr, EnvFilter from RUST_LOG (default `info`)
+//!   fleet::run: journal events (pods, gate, applied, completed) + leadership -> fleet gauges,
+//!   deployment histogram, leader-election counters
 //! ```
+//!
+//! The server is started before the journal opens, so the probes answer from the first moment
+//! (`/readyz`: `journal opening` until then).
 //!
 //! Invariants: every label value is a bounded enum (no object names or IDs); a scrape never
 //! writes to the journal (it reads meta and queue summaries in one read transaction); counters
@@ -38,6 +43,7 @@
 //! # Metrics
 //! See [`metrics`] for the full list of `haptic_*` families.
 
+pub mod fleet;
 pub mod health;
 pub mod logging;
 pub mod metrics;

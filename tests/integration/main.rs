@@ -11,8 +11,10 @@
 //!   fleets of the test kit (`haptic-testkit`);
 //! - `manifests`: the CRDs and `deploy/` on an API server (`kubectl get`, status read-back,
 //!   `kubectl apply --server-side`);
+//! - `peers`: the stop-gap helm + kube-apiserver harness of the chart test (issue 16);
 //! - `real_peers`: the e2e scenarios and the API-server checks on the real kube-apiserver and etcd
-//!   (`tests/peers/build.sh`), the controller on deploy/'s Role.
+//!   (`tests/peers/build.sh`), the controller on deploy/'s Role; the chart applied to a real API
+//!   server (`cargo test ... real_peers` selects them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,6 +26,7 @@ mod dataplane;
 mod deployer;
 mod e2e;
 mod manifests;
+mod peers;
 mod publisher;
 mod real_peers;
 mod restart_equivalence;

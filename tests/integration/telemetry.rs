@@ -30,7 +30,7 @@ use haptic_journal::{
 use haptic_testkit::eventually;
 use tokio_util::sync::CancellationToken;
 
-mod openmetrics;
+pub(crate) mod openmetrics;
 
 use openmetrics::parse_openmetrics;
 
@@ -158,6 +158,66 @@ fn park_one_status(journal: &Journal) {
     assert!(journal.park(key, id).unwrap());
 }
 
+/// Two pods discovered, a render that passes and reaches one of them, a completed deployment
+/// of 1.5 s, then a rejected render (the gate pins to the first).
+fn fleet_events() -> Vec<Event> {
+    let pod = |n: &str| PodRef {
+        namespace: Namespace::new("haptic-test"),
+        name: ObjectName::new(n),
+    };
+    let render = haptic_journal::Checksum::of(b"render-1");
+    vec![
+        Event::HAProxyPodsDiscovered {
+            correlation: Correlation::new("d"),
+            endpoints: ["haproxy-0", "haproxy-1"]
+                .iter()
+                .map(|n| haptic_journal::Endpoint {
+                    url: haptic_journal::EndpointUrl::new(format!("http://{n}:5555")),
+                    pod: pod(n),
+                    detected_version: None,
+                })
+                .collect(),
+            authoritative: true,
+        },
+        Event::RenderGateCompleted {
+            correlation: Correlation::new("g1"),
+            render,
+            verdict: haptic_journal::GateVerdict::Pass,
+            messages: Vec::new(),
+            pinned_to: None,
+        },
+        Event::ConfigAppliedToPod {
+            correlation: Correlation::new("a"),
+            runtime_config: RuntimeConfigRef {
+                namespace: Namespace::new("haptic-test"),
+                name: ObjectName::new("telemetry-haproxycfg"),
+            },
+            pod: pod("haproxy-0"),
+            checksum: render,
+            is_drift_check: false,
+            sync: haptic_journal::SyncMetadata::default(),
+        },
+        Event::DeploymentCompleted {
+            correlation: Correlation::new("c"),
+            deployment: haptic_journal::DeploymentId::new("dep-1"),
+            total: 2,
+            succeeded: 1,
+            failed: 1,
+            duration_ms: 1500,
+            reloads_triggered: 1,
+            total_api_operations: 3,
+            operation_breakdown: std::collections::BTreeMap::new(),
+        },
+        Event::RenderGateCompleted {
+            correlation: Correlation::new("g2"),
+            render: haptic_journal::Checksum::of(b"render-2"),
+            verdict: haptic_journal::GateVerdict::Fail,
+            messages: vec!["bad".into()],
+            pinned_to: Some(render),
+        },
+    ]
+}
+
 // ----- tests -----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -186,13 +246,17 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     assert_eq!(ct, METRICS_CONTENT_TYPE);
     let exp = parse_openmetrics(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
     assert_eq!(exp.value("haptic_journal_readable"), 0.0);
-    assert_eq!(exp.value("haptic_leader"), 0.0);
+    assert_eq!(exp.value("haptic_leader_election_is_leader"), 0.0);
 
     // Registration after the server started, as the runtime does at each term.
     metrics.register_journal(journal.clone());
     metrics.register_dispatch(handle.clone());
     let deployer = idle_deployer(&handle);
     deployer.stats.deployments.store(3, Ordering::Relaxed);
+    deployer
+        .stats
+        .failed_deployments
+        .store(1, Ordering::Relaxed);
     deployer.stats.deposed.store(1, Ordering::Relaxed);
     deployer
         .stats
@@ -241,12 +305,20 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     validations.passed.fetch_add(1, Ordering::Relaxed);
     validations.failed.fetch_add(1, Ordering::Relaxed);
     metrics.register_validator(validations);
+    // Issue 16: the fleet gauges and the deployment histogram, folded from journal events.
+    for e in fleet_events() {
+        metrics.observe_event(&e, false);
+    }
+    // A replayed completion is not observed again (it was, before the restart).
+    metrics.observe_event(&fleet_events()[3], true);
+    metrics.set_version_mismatch_pods(1);
 
     // The leader gauge follows the dispatcher's live stream: poll until it saw BecameLeader.
     let exp = eventually(DEADLINE, "the leader gauge at 1", || async {
         let (_, _, body) = server.get("/metrics").await;
         let exp = parse_openmetrics(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
-        if exp.value("haptic_leader") == 1.0 && exp.value("haptic_dispatch_deliveries_total") >= 5.0
+        if exp.value("haptic_leader_election_is_leader") == 1.0
+            && exp.value("haptic_dispatch_deliveries_total") >= 5.0
         {
             Ok(exp)
         } else {
@@ -258,15 +330,16 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     for (key, want) in [
         ("haptic_journal_readable", 1.0),
         ("haptic_term", 7.0),
-        ("haptic_events_accepted_total", 5.0),
+        ("haptic_events_published_total", 5.0),
         ("haptic_journal_commit_duration_seconds_count", 5.0),
         ("haptic_journal_commits_total", commits.commits as f64),
         ("haptic_journal_committed_events_total", 5.0),
         ("haptic_journal_queue_depth{queue=\"status-parked\"}", 1.0),
         ("haptic_journal_queue_depth{queue=\"status-pending\"}", 0.0),
         ("haptic_parked_statuses", 1.0),
-        ("haptic_deployments_total{result=\"completed\"}", 3.0),
-        ("haptic_deployments_total{result=\"deposed\"}", 1.0),
+        ("haptic_deployment_total", 3.0),
+        ("haptic_deployment_errors_total", 1.0),
+        ("haptic_deployments_deposed_total", 1.0),
         ("haptic_endpoint_syncs_total{result=\"success\"}", 8.0),
         ("haptic_endpoint_syncs_total{result=\"failure\"}", 1.0),
         ("haptic_reloads_total", 2.0),
@@ -279,8 +352,16 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
         ),
         ("haptic_scheduler_deployments_started_total", 6.0),
         ("haptic_renders_total{source=\"dir\"}", 2.0),
-        ("haptic_validations_total{result=\"passed\"}", 1.0),
-        ("haptic_validations_total{result=\"failed\"}", 1.0),
+        ("haptic_validation_total", 2.0),
+        ("haptic_validation_errors_total", 1.0),
+        ("haptic_managed_pods", 2.0),
+        ("haptic_pods_not_on_spec_checksum", 1.0),
+        ("haptic_fleet_pinned", 1.0),
+        ("haptic_validator_version_mismatch_pods", 1.0),
+        ("haptic_deployment_duration_seconds_count", 1.0),
+        ("haptic_deployment_duration_seconds_bucket{le=\"2.5\"}", 1.0),
+        ("haptic_deployment_duration_seconds_bucket{le=\"1.0\"}", 0.0),
+        ("haptic_leader_election_transitions_total", 0.0),
     ] {
         assert_eq!(exp.value(key), want, "{key}");
     }
@@ -293,6 +374,9 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
         !exp.samples
             .contains_key("haptic_journal_queue_oldest_age_seconds{queue=\"publish\"}")
     );
+    // Issue 16: every alert of the chart's PrometheusRule selects series this full scrape has
+    // (label values it matches on, labels it groups by), not only metric names.
+    crate::runtime::helm::alerts_select_exported_series(&exp);
 
     // A new term's deployer replaces the old one; the counters stay monotonic.
     let next = idle_deployer(&handle);
@@ -300,10 +384,7 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     metrics.register_deployer(next);
     let (_, _, body) = server.get("/metrics").await;
     let exp = parse_openmetrics(&body).unwrap();
-    assert_eq!(
-        exp.value("haptic_deployments_total{result=\"completed\"}"),
-        4.0
-    );
+    assert_eq!(exp.value("haptic_deployment_total"), 4.0);
 
     server.stop().await;
     cancel.cancel();
@@ -453,17 +534,24 @@ fn dashboard_queries_name_only_exported_metrics() {
         }
     }
     // The issue's panels: commit latency, events, queues, deployments, publishes, retries,
-    // parked statuses, term.
+    // parked statuses, term; issue 16: deployment duration and the fleet (upstream names where
+    // upstream has the metric).
     for want in [
         "haptic_journal_commit_duration_seconds_bucket",
-        "haptic_events_accepted_total",
+        "haptic_events_published_total",
         "haptic_journal_queue_depth",
-        "haptic_deployments_total",
+        "haptic_deployment_total",
+        "haptic_deployment_errors_total",
         "haptic_publishes_total",
         "haptic_retries_total",
         "haptic_parked_statuses",
         "haptic_term",
-        "haptic_leader",
+        "haptic_leader_election_is_leader",
+        "haptic_deployment_duration_seconds_bucket",
+        "haptic_managed_pods",
+        "haptic_fleet_pinned",
+        "haptic_pods_not_on_spec_checksum",
+        "haptic_validator_version_mismatch_pods",
     ] {
         assert!(used.contains(want), "no panel uses {want}");
     }

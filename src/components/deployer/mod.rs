@@ -51,8 +51,8 @@
 //! `deployer::before_completed`.
 //!
 //! # Metrics
-//! [`DeployerStats`]: deployments, endpoint successes/failures, reloads, drift detections,
-//! deposed runs.
+//! [`DeployerStats`]: deployments (and those with a failed endpoint), endpoint
+//! successes/failures, reloads, drift detections, deposed runs.
 
 pub mod decide;
 pub mod sync;
@@ -96,8 +96,16 @@ pub struct DeployerSettings {
     pub raw_push_threshold: u32,
     /// Bounds of one sync.
     pub limits: SyncLimits,
-    /// Dataplane credentials for every endpoint (from the runtime's Secret), if any.
+    /// Dataplane credentials for every endpoint, if any, when [`Self::credentials_source`] is
+    /// unset or holds none yet. Default: none.
     pub credentials: Option<BasicAuth>,
+    /// The watched credentials Secret ([`crate::k8s::credentials`]): read at each endpoint sync,
+    /// so a rotated password is used from the next sync on. Default: none.
+    pub credentials_source: Option<crate::k8s::credentials::CredentialsReceiver>,
+    /// The validator's `haproxy -v` first line; each pod's HAProxy version (read once per
+    /// endpoint through `/v3/services/haproxy/runtime/info`) is compared with it by
+    /// major.minor ([`Deployer::version_report`]). Default: none (no comparison).
+    pub validator_version: Option<String>,
 }
 
 impl Default for DeployerSettings {
@@ -108,8 +116,41 @@ impl Default for DeployerSettings {
             raw_push_threshold: 0,
             limits: SyncLimits::default(),
             credentials: None,
+            credentials_source: None,
+            validator_version: None,
         }
     }
+}
+
+impl DeployerSettings {
+    /// The credentials to use now: the watched source's newest, else [`Self::credentials`].
+    #[must_use]
+    pub fn current_credentials(&self) -> Option<BasicAuth> {
+        self.credentials_source
+            .as_ref()
+            .and_then(|rx| rx.borrow().as_ref().map(basic_auth))
+            .or_else(|| self.credentials.clone())
+    }
+}
+
+/// The Dataplane client's basic auth for credentials read from the Secret.
+#[must_use]
+pub fn basic_auth(c: &crate::k8s::discovery::Credentials) -> BasicAuth {
+    BasicAuth {
+        username: c.username.clone(),
+        password: c.password.clone(),
+    }
+}
+
+/// Pods whose HAProxy release line differs from the validator's (issue 16), as of the last
+/// completed deployment. Shape: `mismatched` sorted by pod, each with the version the pod
+/// reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VersionReport {
+    /// The validator's `haproxy -v` first line, when known.
+    pub validator: Option<String>,
+    /// Pods of the last completed deployment whose major.minor differs from the validator's.
+    pub mismatched: Vec<(haptic_journal::PodRef, String)>,
 }
 
 /// Counters.
@@ -117,6 +158,8 @@ impl Default for DeployerSettings {
 pub struct DeployerStats {
     /// Deployments run to completion.
     pub deployments: AtomicU64,
+    /// Deployments run to completion with at least one failed endpoint.
+    pub failed_deployments: AtomicU64,
     /// Endpoints synced successfully.
     pub endpoint_successes: AtomicU64,
     /// Endpoints failed.
@@ -161,6 +204,10 @@ pub struct Deployer {
     drift_hook: std::sync::RwLock<Option<DriftHook>>,
     /// `/v3/info` per endpoint URL, read once.
     info: Mutex<HashMap<String, crate::dataplane::Info>>,
+    /// The HAProxy version each endpoint URL reported (`None`: it reported none), read once.
+    versions: Mutex<HashMap<String, Option<String>>>,
+    /// The version comparison of the last completed deployment.
+    version_report: tokio::sync::watch::Sender<VersionReport>,
     /// Counters.
     pub stats: DeployerStats,
     /// Stall check (a run longer than [`crate::core::health::STALL_AFTER`] is unhealthy).
@@ -201,6 +248,8 @@ impl Deployer {
             lease,
             drift_hook: std::sync::RwLock::new(drift_hook),
             info: Mutex::new(HashMap::new()),
+            versions: Mutex::new(HashMap::new()),
+            version_report: tokio::sync::watch::Sender::new(VersionReport::default()),
             stats: DeployerStats::default(),
             health: crate::core::health::Health::default(),
         }
@@ -217,6 +266,48 @@ impl Deployer {
 
     fn journal(&self) -> &Arc<Journal> {
         self.dispatch.journal()
+    }
+
+    /// The version comparison, updated after each completed deployment (changes only).
+    #[must_use]
+    pub fn version_report(&self) -> tokio::sync::watch::Receiver<VersionReport> {
+        self.version_report.subscribe()
+    }
+
+    /// Compares the versions of `endpoints` with the validator's and publishes a changed
+    /// [`VersionReport`].
+    fn report_versions(&self, endpoints: &[haptic_journal::Endpoint]) {
+        use crate::core::version::HaproxyVersion;
+        let validator = self.settings.validator_version.clone();
+        let Some(want) = validator.as_deref().and_then(HaproxyVersion::parse) else {
+            return;
+        };
+        let mut mismatched: Vec<(haptic_journal::PodRef, String)> = {
+            let versions = self
+                .versions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            endpoints
+                .iter()
+                .filter_map(|ep| {
+                    let v = versions.get(ep.url.as_str())?.as_ref()?;
+                    (HaproxyVersion::parse(v)? != want).then(|| (ep.pod.clone(), v.clone()))
+                })
+                .collect()
+        };
+        mismatched.sort();
+        let report = VersionReport {
+            validator,
+            mismatched,
+        };
+        self.version_report.send_if_modified(|cur| {
+            if *cur == report {
+                false
+            } else {
+                *cur = report;
+                true
+            }
+        });
     }
 
     /// Runs one deployment to the end (or until `cancel`).
@@ -402,7 +493,13 @@ impl Deployer {
         }
         b.ack(Queue::DeployInflight, WorkKey::Slot, inflight);
         self.dispatch.accept(b).await?;
+        self.report_versions(&request.endpoints);
         self.stats.deployments.fetch_add(1, Ordering::Relaxed);
+        if failed > 0 {
+            self.stats
+                .failed_deployments
+                .fetch_add(1, Ordering::Relaxed);
+        }
         Ok(RunOutcome::Completed {
             succeeded: ok,
             failed,
@@ -427,7 +524,7 @@ impl Deployer {
         };
         let client = self
             .dataplane
-            .client(DpEndpoint::new(url, self.settings.credentials.clone()));
+            .client(DpEndpoint::new(url, self.settings.current_credentials()));
         let timeout = self.settings.endpoint_timeout;
         let work = async {
             let cached = self
@@ -449,6 +546,31 @@ impl Deployer {
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .insert(ep.url.to_string(), info);
+            }
+            let version_known = self
+                .versions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains_key(ep.url.as_str());
+            if !version_known && self.settings.validator_version.is_some() {
+                // Best effort: the comparison is a warning, never a reason to fail a sync. A
+                // failed read is tried again at the next sync; an API without the endpoint
+                // (404) counts as "reports no version".
+                let read = {
+                    let _p = permits.acquire().await;
+                    client.haproxy_version().await
+                };
+                let known = match read {
+                    Ok(v) => Some(v),
+                    Err(crate::dataplane::DataplaneError::NotFound { .. }) => Some(None),
+                    Err(_) => None,
+                };
+                if let Some(v) = known {
+                    self.versions
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(ep.url.to_string(), v);
+                }
             }
             sync_endpoint(
                 &client,

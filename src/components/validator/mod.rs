@@ -19,7 +19,7 @@
 //! None.
 //! # Metrics
 //! [`ValidationStats`] (passed, failed, skipped), read by telemetry at each scrape
-//! (`haptic_validations_total{result}`).
+//! (`haptic_validation_total`, `haptic_validation_errors_total`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -19,7 +19,8 @@
 //! - `content`/`entries` have no `minLength` (an empty map file is a valid file);
 //! - the status has `podsSynced` (`<pods on spec.checksum>/<pods listed>`) and conditions
 //!   [`conditions::CONFIG_VALIDATED`], [`conditions::CONFIG_PINNED`] and
-//!   [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`;
+//!   [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`, plus
+//!   [`conditions::VALIDATOR_VERSION_MISMATCH`];
 //! - auxiliary references include `caFiles`.
 //!
 //! Serialisation: empty lists and `None` fields are omitted. Write spec and status by replace
@@ -68,6 +69,10 @@ pub mod conditions {
     /// permanent rejection, or while a failure that needs an operator (RBAC, credentials)
     /// keeps the publisher retrying.
     pub const PUBLISHED: &str = "Published";
+    /// True when a pod's HAProxy major.minor (read through the Dataplane API) differs from the
+    /// validator's `haproxy -v`: renders are checked by another HAProxy than the one that runs
+    /// them (issue 16). Written by the runtime's version check, not by the publisher.
+    pub const VALIDATOR_VERSION_MISMATCH: &str = "ValidatorVersionMismatch";
 }
 
 /// Condition reasons (CamelCase).
@@ -96,6 +101,12 @@ pub mod reasons {
     pub const UNAUTHORIZED: &str = "Unauthorized";
     /// `Published=False`: a resource type is not served (CRDs not installed); retried.
     pub const RESOURCE_TYPE_MISSING: &str = "ResourceTypeMissing";
+    /// `ValidatorVersionMismatch=True`: some pods run another HAProxy major.minor than the
+    /// validator; the message names both versions and the fix.
+    pub const HAPROXY_VERSION_DIFFERS: &str = "HAProxyVersionDiffers";
+    /// `ValidatorVersionMismatch=False`: every pod that reports a version runs the validator's
+    /// major.minor.
+    pub const HAPROXY_VERSION_MATCHES: &str = "HAProxyVersionMatches";
 }
 
 /// Label and annotation keys.

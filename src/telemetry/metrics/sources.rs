@@ -20,6 +20,7 @@ use crate::components::publisher::ConfigPublisher;
 use crate::components::scheduler::SchedulerStats;
 use crate::components::validator::ValidationStats;
 use crate::dispatch::{DispatchHandle, Leadership};
+use crate::telemetry::fleet::{FleetView, LeaderClock};
 
 /// A poisoned lock only means a thread panicked while registering; the slot is still valid.
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -63,6 +64,7 @@ counts!(DispatchCounts {
 });
 counts!(DeployerCounts {
     deployments,
+    failed_deployments,
     endpoint_successes,
     endpoint_failures,
     reloads,
@@ -139,6 +141,7 @@ impl Source for Arc<Deployer> {
         let s = &self.stats;
         DeployerCounts {
             deployments: s.deployments.load(Relaxed),
+            failed_deployments: s.failed_deployments.load(Relaxed),
             endpoint_successes: s.endpoint_successes.load(Relaxed),
             endpoint_failures: s.endpoint_failures.load(Relaxed),
             reloads: s.reloads.load(Relaxed),
@@ -258,6 +261,13 @@ pub(super) struct Sources {
     pub(super) scheduler: Mutex<Slot<Arc<SchedulerStats>>>,
     pub(super) drift: Mutex<Slot<DriftHandle>>,
     pub(super) validator: Mutex<Slot<Arc<ValidationStats>>>,
+    /// The fleet folded from journal events ([`super::Metrics::observe_event`]).
+    pub(super) fleet: Mutex<FleetView>,
+    /// Leadership transitions and time as leader ([`super::Metrics::leadership`]).
+    pub(super) leader_clock: Mutex<LeaderClock>,
+    /// Pods whose HAProxy major.minor differs from the validator's
+    /// ([`super::Metrics::set_version_mismatch_pods`]).
+    pub(super) version_mismatch_pods: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Sources {
@@ -431,10 +441,59 @@ impl Collector for SourcesCollector {
         )?;
         gauge(
             &mut enc,
-            "haptic_leader",
-            "1 while this replica leads (as the dispatcher saw the live event stream), else 0",
+            "haptic_leader_election_is_leader",
+            "1 while this replica leads (as the dispatcher saw the live event stream), else 0 \
+             (upstream HAPTIC's name)",
             None,
             u64::from(leader),
+        )?;
+        let (transitions, led_secs) = {
+            let c = lock(&s.leader_clock);
+            (c.transitions, c.led_secs_at(std::time::Instant::now()))
+        };
+        counter(
+            &mut enc,
+            "haptic_leader_election_transitions",
+            "Leadership changes of this replica, acquired or lost (upstream HAPTIC's name)",
+            transitions,
+        )?;
+        ConstCounter::new(led_secs).encode(enc.encode_descriptor(
+            "haptic_leader_election_time_as_leader_seconds",
+            "Seconds this replica has led since it started (upstream HAPTIC's name)",
+            None,
+            MetricType::Counter,
+        )?)?;
+        let fleet = lock(&s.fleet).clone();
+        gauge(
+            &mut enc,
+            "haptic_managed_pods",
+            "HAProxy pods of the last discovery (the pods deployments target)",
+            None,
+            fleet.managed_pods(),
+        )?;
+        gauge(
+            &mut enc,
+            "haptic_fleet_pinned",
+            "1 while the render gate is pinned (the newest render was rejected; the fleet keeps \
+             the last render that passed), else 0",
+            None,
+            u64::from(fleet.pinned()),
+        )?;
+        gauge(
+            &mut enc,
+            "haptic_pods_not_on_spec_checksum",
+            "Discovered pods not known to run the newest render that passed the gate (the \
+             render HAProxyCfg.spec.checksum converges to); meaningful on the leader",
+            None,
+            fleet.pods_not_on_target(),
+        )?;
+        gauge(
+            &mut enc,
+            "haptic_validator_version_mismatch_pods",
+            "Pods whose HAProxy major.minor differs from the validator's haproxy -v \
+             (condition ValidatorVersionMismatch)",
+            None,
+            s.version_mismatch_pods.load(Relaxed),
         )?;
 
         // Dispatcher.
@@ -458,24 +517,37 @@ impl Collector for SourcesCollector {
         )?;
 
         // Validator.
-        counter_family(
+        counter(
             &mut enc,
-            "haptic_validations",
-            "Render validations (haproxy -c), by result",
-            "result",
-            &[
-                (super::ValidationResult::Passed.as_str(), validator.passed),
-                (super::ValidationResult::Failed.as_str(), validator.failed),
-            ],
+            "haptic_validation",
+            "Render validations (haproxy -c), passed or failed (upstream HAPTIC's name)",
+            validator.passed.saturating_add(validator.failed),
+        )?;
+        counter(
+            &mut enc,
+            "haptic_validation_errors",
+            "Render validations that rejected the render (upstream HAPTIC's name)",
+            validator.failed,
         )?;
 
         // Deployer.
-        counter_family(
+        counter(
             &mut enc,
-            "haptic_deployments",
-            "Deployment runs, by result",
-            "result",
-            &[("completed", dep.deployments), ("deposed", dep.deposed)],
+            "haptic_deployment",
+            "Deployment runs completed (upstream HAPTIC's name)",
+            dep.deployments,
+        )?;
+        counter(
+            &mut enc,
+            "haptic_deployment_errors",
+            "Deployment runs completed with at least one failed pod (upstream HAPTIC's name)",
+            dep.failed_deployments,
+        )?;
+        counter(
+            &mut enc,
+            "haptic_deployments_deposed",
+            "Deployment runs stopped because the Lease was no longer valid",
+            dep.deposed,
         )?;
         counter_family(
             &mut enc,

@@ -143,11 +143,14 @@ fn dashboard_metric_names() -> BTreeSet<String> {
 /// and the gauges of a leader; `None` when all hold, else the ones that do not.
 fn unmoved(m: &Scrape) -> Option<Vec<String>> {
     let positive = [
-        "haptic_events_accepted_total",
+        "haptic_events_published_total",
         "haptic_renders_total{source=\"dir\"}",
-        "haptic_validations_total{result=\"passed\"}",
-        "haptic_validations_total{result=\"failed\"}",
-        "haptic_deployments_total{result=\"completed\"}",
+        "haptic_validation_total",
+        "haptic_validation_errors_total",
+        "haptic_deployment_total",
+        "haptic_deployment_duration_seconds_count",
+        "haptic_leader_election_transitions_total",
+        "haptic_managed_pods",
         "haptic_endpoint_syncs_total{result=\"success\"}",
         "haptic_publishes_total{result=\"success\"}",
         "haptic_journal_commit_duration_seconds_count",
@@ -155,18 +158,27 @@ fn unmoved(m: &Scrape) -> Option<Vec<String>> {
         "haptic_config_published_total",
         "haptic_reloads_total",
         "haptic_term",
-        "haptic_leader",
+        "haptic_leader_election_is_leader",
     ];
     let mut bad: Vec<String> = positive
         .iter()
         .filter(|k| m.value(k) < 1.0)
         .map(|k| format!("{k} = {}", m.value(k)))
         .collect();
-    if m.value("haptic_leader") != 1.0 {
-        bad.push(format!("haptic_leader = {}", m.value("haptic_leader")));
+    if m.value("haptic_leader_election_is_leader") != 1.0 {
+        bad.push(format!(
+            "haptic_leader_election_is_leader = {}",
+            m.value("haptic_leader_election_is_leader")
+        ));
     }
-    if m.value("haptic_validations_total{result=\"passed\"}") < 3.0 {
+    if m.value("haptic_validation_total") - m.value("haptic_validation_errors_total") < 3.0 {
         bad.push("fewer than 3 passed validations (01, 02, 10)".to_owned());
+    }
+    if m.value("haptic_managed_pods") != 3.0 {
+        bad.push(format!(
+            "haptic_managed_pods = {}",
+            m.value("haptic_managed_pods")
+        ));
     }
     if bad.is_empty() { None } else { Some(bad) }
 }

@@ -112,10 +112,40 @@ fn statefulset() -> StatefulSet {
     strict(&file, &doc)
 }
 
-/// The Dockerfile's instructions (continuation lines joined, comments dropped), per stage.
+/// The Dockerfile's instructions (continuation lines joined, comments dropped), per stage;
+/// the global `ARG`s before the first `FROM` are [`dockerfile_global_args`].
 fn dockerfile_stages() -> Vec<Vec<String>> {
+    dockerfile_instructions()
+        .into_iter()
+        .skip_while(|i| !i.starts_with("FROM "))
+        .fold(Vec::new(), |mut stages: Vec<Vec<String>>, i| {
+            if i.starts_with("FROM ") {
+                stages.push(Vec::new());
+            }
+            if let Some(stage) = stages.last_mut() {
+                stage.push(i);
+            }
+            stages
+        })
+}
+
+/// The `ARG name=default` instructions before the first `FROM`.
+fn dockerfile_global_args() -> Vec<(String, String)> {
+    dockerfile_instructions()
+        .into_iter()
+        .take_while(|i| !i.starts_with("FROM "))
+        .filter_map(|i| {
+            let arg = i.strip_prefix("ARG ")?;
+            let (name, default) = arg.split_once('=').unwrap_or((arg, ""));
+            Some((name.trim().to_owned(), default.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// Every instruction of the Dockerfile, continuation lines joined, comments dropped.
+fn dockerfile_instructions() -> Vec<String> {
     let text = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
-    let mut stages: Vec<Vec<String>> = Vec::new();
+    let mut out = Vec::new();
     let mut current = String::new();
     for line in text.lines().map(str::trim) {
         if line.starts_with('#') || (line.is_empty() && current.is_empty()) {
@@ -127,16 +157,9 @@ fn dockerfile_stages() -> Vec<Vec<String>> {
             continue;
         }
         current.push_str(line);
-        let instruction = std::mem::take(&mut current);
-        if instruction.starts_with("FROM ") {
-            stages.push(Vec::new());
-        }
-        stages
-            .last_mut()
-            .expect("the Dockerfile starts with FROM")
-            .push(instruction);
+        out.push(std::mem::take(&mut current));
     }
-    stages
+    out
 }
 
 /// The `.dockerignore` patterns (plain names anchored at the root, or `**/name`).
@@ -313,9 +336,10 @@ fn the_statefulset_runs_the_image_as_the_dockerfile_builds_it() {
     );
     let pod = sts.template.spec.unwrap();
     let c = &pod.containers[0];
+    // The default image validates with HAProxy 2.6 (the Dockerfile's default suite, bookworm).
     assert_eq!(
         c.image.as_deref(),
-        Some(format!("haptic:{}", env!("CARGO_PKG_VERSION")).as_str())
+        Some(format!("haptic:{}-haproxy2.6", env!("CARGO_PKG_VERSION")).as_str())
     );
     assert!(
         std::fs::read_to_string(root().join("Dockerfile"))
@@ -395,6 +419,7 @@ fn the_statefulset_runs_the_image_as_the_dockerfile_builds_it() {
     for (probe, path) in [
         (&c.liveness_probe, "/healthz"),
         (&c.readiness_probe, "/readyz"),
+        (&c.startup_probe, "/readyz"),
     ] {
         let get = probe.as_ref().unwrap().http_get.as_ref().unwrap();
         assert_eq!(get.path.as_deref(), Some(path));
@@ -409,5 +434,125 @@ fn the_statefulset_runs_the_image_as_the_dockerfile_builds_it() {
     assert!(
         grace >= sleep + drain + 10,
         "grace {grace}s, preStop {sleep}s, drain {drain}s"
+    );
+}
+
+/// The slowest reopen of a 1 GiB journal after a kill -9 the README's "Performance" section
+/// reports (every row of haptic-bench figure 4.2, e.g. `| 4.2 reopen after kill -9 ... | 4.62 s
+/// (repair ...`), in seconds.
+fn measured_reopen_secs() -> f64 {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let figures: Vec<f64> = readme
+        .lines()
+        .filter(|l| l.starts_with("| 4.2 reopen after kill -9"))
+        .filter_map(|l| {
+            let measured = l.split('|').nth(2)?.trim();
+            measured.split(" s").next()?.trim().parse().ok()
+        })
+        .collect();
+    assert!(
+        !figures.is_empty(),
+        "README's Performance section has no figure 4.2 row"
+    );
+    figures.into_iter().fold(0.0, f64::max)
+}
+
+/// Issue 16: the startupProbe's budget covers the measured reopen of a large journal after a
+/// kill -9 (haptic-bench figure 4.2, read from the README) at least 15 times over, so a slow
+/// open is not a restart loop; liveness starts only after it.
+#[test]
+fn the_startup_probe_covers_a_slow_journal_open() {
+    let reopen = measured_reopen_secs();
+    let sts = statefulset().spec.unwrap();
+    let c = &sts.template.spec.unwrap().containers[0];
+    let startup = c.startup_probe.as_ref().expect("a startupProbe");
+    let budget = startup.period_seconds.unwrap() * startup.failure_threshold.unwrap();
+    assert!(
+        f64::from(budget) >= 15.0 * reopen,
+        "startup budget {budget}s is under 15x the measured 1 GiB reopen ({reopen} s)"
+    );
+    assert!(
+        budget <= 600,
+        "startup budget {budget}s hides a hung start for too long"
+    );
+    let liveness = c.liveness_probe.as_ref().unwrap();
+    assert!(
+        liveness.period_seconds.unwrap() * liveness.failure_threshold.unwrap() < budget,
+        "the startupProbe is what covers the open, not a long liveness budget"
+    );
+}
+
+/// Issue 16: one image per HAProxy release line. The Dockerfile takes the Debian suite as a
+/// build argument (both stages), its table maps suites to HAProxy versions and image tags as the
+/// version check (`core::version`) and the chart's `haproxyVersion` do, and the default suite is
+/// the default image's.
+#[test]
+fn the_dockerfile_builds_one_image_per_haproxy_release_line() {
+    use haptic::core::version::HaproxyVersion;
+    let args = dockerfile_global_args();
+    let suite_default = args
+        .iter()
+        .find(|(n, _)| n == "DEBIAN_SUITE")
+        .map(|(_, d)| d.clone())
+        .expect("ARG DEBIAN_SUITE=<default> before the first FROM");
+    assert_eq!(suite_default, "bookworm");
+    let stages = dockerfile_stages();
+    for stage in &stages {
+        assert!(
+            stage[0].contains("${DEBIAN_SUITE}"),
+            "every stage's base follows the suite: {}",
+            stage[0]
+        );
+    }
+    // The table in the Dockerfile's header: `#   <suite>  <haproxy>  <tag>`.
+    let text = std::fs::read_to_string(root().join("Dockerfile")).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    let rows: Vec<(String, String, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.trim_start_matches('#').split_whitespace().collect();
+            (w.len() >= 3 && w[2].starts_with("haptic:"))
+                .then(|| (w[0].to_owned(), w[1].to_owned(), w[2].to_owned()))
+        })
+        .collect();
+    assert!(rows.len() >= 2, "the suite table: {rows:?}");
+    let mut lines = Vec::new();
+    for (suite, haproxy, tag) in &rows {
+        let v = HaproxyVersion::parse(haproxy).unwrap();
+        assert_eq!(
+            v.debian_suite(),
+            Some(suite.as_str()),
+            "{suite} ships {haproxy}"
+        );
+        assert_eq!(tag, &format!("haptic:{version}-haproxy{haproxy}"));
+        assert!(
+            text.contains(&format!("--build-arg DEBIAN_SUITE={suite} -t {tag}")),
+            "the build command for {suite}"
+        );
+        lines.push(haproxy.clone());
+    }
+    // The chart builds image tags for exactly these versions and defaults to the default suite's.
+    let helpers =
+        std::fs::read_to_string(root().join("deploy/helm/haptic/templates/_helpers.tpl")).unwrap();
+    let supported = format!(
+        "list {}",
+        lines
+            .iter()
+            .map(|l| format!("{l:?}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    assert!(
+        helpers.contains(&supported),
+        "_helpers.tpl has `{supported}`"
+    );
+    let values: serde_json::Value = serde_norway::from_str(
+        &std::fs::read_to_string(root().join("deploy/helm/haptic/values.yaml")).unwrap(),
+    )
+    .unwrap();
+    let default_line = &rows.iter().find(|(s, _, _)| *s == suite_default).unwrap().1;
+    assert_eq!(
+        values["haproxyVersion"].as_str(),
+        Some(default_line.as_str())
     );
 }

@@ -172,6 +172,116 @@ async fn credentials_come_from_the_secret() {
     assert!(read_credentials(emu.client(), NS, "absent").await.is_err());
 }
 
+/// Issue 16: a Secret written by upstream HAPTIC's chart (`dataplane_username`,
+/// `dataplane_password`) works unchanged; a Secret with neither pair names both.
+#[tokio::test]
+async fn upstream_credential_keys_are_accepted() {
+    let emu = api_server().await;
+    let api = Api::<Secret>::namespaced(emu.client(), NS);
+    for (name, data) in [
+        (
+            "upstream",
+            json!({"dataplane_username": "YWRtaW4=", "dataplane_password": "dXBzdHJlYW0="}),
+        ),
+        ("neither", json!({"user": "YWRtaW4="})),
+    ] {
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": NS},
+            "data": data
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &secret).await.unwrap();
+    }
+    let c = read_credentials(emu.client(), NS, "upstream")
+        .await
+        .unwrap();
+    assert_eq!(
+        (c.username.as_str(), c.password.as_str()),
+        ("admin", "upstream")
+    );
+    let e = read_credentials(emu.client(), NS, "neither")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`username` and `password`") && e.contains("dataplane_password"),
+        "{e}"
+    );
+}
+
+/// Issue 16: the watched Secret publishes its credentials, then a rotated password, without
+/// a restart; a deleted Secret keeps the last credentials.
+#[tokio::test]
+async fn a_rotated_secret_reaches_the_watchers() {
+    use haptic::k8s::credentials::CredentialsWatch;
+    let emu = api_server().await;
+    let api = Api::<Secret>::namespaced(emu.client(), NS);
+    let watch = CredentialsWatch::new(emu.client(), NS, "dataplane");
+    let mut rx = watch.subscribe();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(watch.run(cancel.clone()));
+    // Absent at first: nothing published.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.borrow().is_none());
+    let secret = |pass: &str| -> Secret {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "dataplane", "namespace": NS},
+            "stringData": {"username": "admin", "password": pass}
+        }))
+        .unwrap()
+    };
+    api.create(&PostParams::default(), &secret("one"))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), rx.wait_for(Option::is_some))
+        .await
+        .expect("credentials within 10s")
+        .unwrap()
+        .clone()
+        .unwrap();
+    assert_eq!(got.password, "one");
+    let mut current = api.get("dataplane").await.unwrap();
+    current.string_data = None;
+    current.data = Some(
+        [
+            (
+                "username".to_owned(),
+                k8s_openapi::ByteString(b"admin".to_vec()),
+            ),
+            (
+                "password".to_owned(),
+                k8s_openapi::ByteString(b"two".to_vec()),
+            ),
+        ]
+        .into(),
+    );
+    api.replace("dataplane", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(
+        Duration::from_secs(10),
+        rx.wait_for(|c| c.as_ref().is_some_and(|c| c.password == "two")),
+    )
+    .await
+    .expect("the rotated password within 10s")
+    .unwrap()
+    .clone()
+    .unwrap();
+    assert_eq!(got.username, "admin");
+    api.delete("dataplane", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        rx.borrow().as_ref().map(|c| c.password.as_str()),
+        Some("two")
+    );
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}
+
 #[test]
 fn admission_rules() {
     let pod = |phase: &str, ready: &str, ip: Option<&str>, deleting: bool| -> Pod {
@@ -190,4 +300,42 @@ fn admission_rules() {
     assert!(admitted_endpoint(&pod("Running", "False", Some("10.0.0.1"), false), 5555).is_none());
     assert!(admitted_endpoint(&pod("Running", "True", None, false), 5555).is_none());
     assert!(admitted_endpoint(&pod("Running", "True", Some("10.0.0.1"), true), 5555).is_none());
+}
+
+/// Issue 16: a pod whose Dataplane container (the one declaring the Dataplane port) is ready is
+/// admitted although the pod is NotReady (HAProxy's own readiness waits for a configuration);
+/// without a container declaring the port, the pod's Ready condition decides as before.
+#[test]
+fn admission_follows_the_dataplane_container() {
+    let pod = |pod_ready: &str,
+               dataplane_ready: bool,
+               port: i32,
+               annotation: Option<&str>|
+     -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": NS,
+                "annotations": annotation.map_or(json!({}), |a| json!({"haproxy-haptic.org/dataplane-port": a}))},
+            "spec": {"containers": [
+                {"name": "haproxy", "image": "haproxy", "ports": [{"containerPort": 80}]},
+                {"name": "dataplane", "image": "dataplaneapi", "ports": [{"containerPort": port}]}
+            ]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1",
+                "conditions": [{"type": "Ready", "status": pod_ready}],
+                "containerStatuses": [
+                    {"name": "haproxy", "ready": false, "restartCount": 0, "image": "haproxy", "imageID": ""},
+                    {"name": "dataplane", "ready": dataplane_ready, "restartCount": 0, "image": "dataplaneapi", "imageID": ""}
+                ]}
+        }))
+        .unwrap()
+    };
+    // NotReady (HAProxy waits for a config), Dataplane container ready: admitted.
+    let ok = admitted_endpoint(&pod("False", true, 5555, None), 5555).unwrap();
+    assert_eq!(ok.url.0, "http://10.0.0.1:5555");
+    // Ready, but the Dataplane container is not: not admitted.
+    assert!(admitted_endpoint(&pod("True", false, 5555, None), 5555).is_none());
+    // The port that counts is the pod's own (annotation) port.
+    assert!(admitted_endpoint(&pod("False", true, 6000, Some("6000")), 5555).is_some());
+    // No container declares the Dataplane port: the Ready condition decides.
+    assert!(admitted_endpoint(&pod("False", true, 6000, None), 5555).is_none());
+    assert!(admitted_endpoint(&pod("True", true, 6000, None), 5555).is_some());
 }

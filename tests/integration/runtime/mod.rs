@@ -5,6 +5,7 @@ mod configmap_source;
 mod deploy;
 mod dir_source;
 mod discovery;
+pub(crate) mod helm;
 mod ingest;
 mod lease;
 mod validate;

@@ -42,6 +42,8 @@
 //!        back and reloaded; the version moves only with bump_version
 //! POST   /_sandbox/edit-file?path=/etc/haproxy/maps/x.map   body = new content (no reload)
 //! POST   /_sandbox/kill                    HAProxy killed, endpoint closed, Pod object deleted
+//! POST   /_sandbox/credentials  {"username":U,"password":P}   the endpoint accepts these
+//!        basic-auth credentials from the next request on (a rotated password), the old ones no more
 //! ```
 //! Example: `curl -X POST $URL/_sandbox/faults -d '{"path":"configuration/raw","status":500,"times":1}'`.
 //! Bodies are JSON whatever the content type; `POST /_sandbox/faults` answers
@@ -67,6 +69,9 @@
 //! - Loopback mode only: renders naming non-loopback targets are refused with 400 (the real API
 //!   would accept them); ports below 1024 listen at port + 10000 when not root.
 //! - `/_sandbox/requests` lists `/v3` requests only (not the `/_sandbox` calls themselves).
+//! - `GET /services/haproxy/runtime/info` answers `info.version` (the first word after `HAProxy
+//!   version` of the pod binary's `haproxy -v`), `pid` and `uptime` only; the real one has all of
+//!   `show info`.
 
 pub mod dataplane;
 pub mod demo;
@@ -124,6 +129,9 @@ pub struct SandboxConfig {
     pub stand_in_pods: usize,
     /// Delay before each answer of a stand-in pod.
     pub stand_in_delay: Duration,
+    /// Stand-in pods check pushed configurations with `haproxy -c` as the real Dataplane API
+    /// does. Default: true (false for fan-out benchmarks: see `dataplane::Settings`).
+    pub stand_in_validate: bool,
     /// Working directory (a temporary one when `None`).
     pub dir: Option<PathBuf>,
     /// Dataplane port.
@@ -161,6 +169,7 @@ impl Default for SandboxConfig {
             pods: 1,
             stand_in_pods: 0,
             stand_in_delay: Duration::ZERO,
+            stand_in_validate: true,
             dir: None,
             dataplane_port: DEFAULT_DATAPLANE_PORT,
             username: "admin".into(),
@@ -412,6 +421,7 @@ impl Sandbox {
             reload_delay: cfg.reload_delay,
             haproxy_bin: cfg.haproxy_bin.clone(),
             loopback: mode == Mode::Loopback,
+            stand_in_validate: cfg.stand_in_validate,
         });
         let mut janitor = netns::Janitor::start()?;
         let echo_cancel = tokio_util::sync::CancellationToken::new();

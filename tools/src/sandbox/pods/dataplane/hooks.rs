@@ -184,6 +184,29 @@ pub(super) async fn bump_version(State(core): State<Arc<PodCore>>) -> Response {
     axum::Json(json!({"version": v})).into_response()
 }
 
+/// `POST /_sandbox/credentials` `{"username": U, "password": P}`: the pod accepts these
+/// basic-auth credentials from the next request on (and no longer the old ones), as a Dataplane
+/// sidecar restarted with a rotated password would.
+pub(super) async fn set_credentials(
+    State(core): State<Arc<PodCore>>,
+    body: axum::body::Bytes,
+) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Creds {
+        username: String,
+        password: String,
+    }
+    match serde_json::from_slice::<Creds>(&body) {
+        Ok(c) if !c.username.is_empty() => {
+            core.set_credentials(&c.username, &c.password);
+            axum::Json(json!({"ok": true})).into_response()
+        }
+        Ok(_) => error(400, "username must not be empty"),
+        Err(e) => error(400, format!("body: {e}")),
+    }
+}
+
 /// `POST /_sandbox/edit-config[?bump_version=true]`: replaces the file behind the API's back and
 /// reloads HAProxy; with `bump_version` the version also moves (the real API's inotify watcher;
 /// ecosystem.md §A.3), otherwise only the content changes.

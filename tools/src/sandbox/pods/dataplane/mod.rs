@@ -47,6 +47,10 @@ pub struct Settings {
     pub haproxy_bin: String,
     /// Loopback mode: refuse renders naming outbound targets (safety.rs).
     pub loopback: bool,
+    /// Stand-in pods validate pushed configurations with `haproxy -c`, as the real Dataplane
+    /// API does (false: they take any configuration, so a fan-out benchmark measures the
+    /// controller, not 100 concurrent `haproxy -c` runs).
+    pub stand_in_validate: bool,
 }
 
 /// The request log keeps the newest requests only (long benchmark runs).
@@ -159,6 +163,11 @@ pub struct PodCore {
     killed: AtomicBool,
     on_kill: Option<KillHook>,
     started: Instant,
+    /// Basic-auth (user, password) this pod accepts; starts as the sandbox's, replaced by
+    /// `POST /_sandbox/credentials` (a rotated password, as a restarted sidecar would take it).
+    credentials: std::sync::RwLock<(String, String)>,
+    /// `show info`'s `Version` of the pod's HAProxy (`haproxy -v`), read once.
+    haproxy_version: tokio::sync::OnceCell<String>,
 }
 
 impl std::fmt::Debug for PodCore {
@@ -229,6 +238,7 @@ impl PodCore {
     ) -> anyhow::Result<Arc<PodCore>> {
         let text = std::fs::read_to_string(fs.config())?;
         let version = parse_version(&text).unwrap_or(1);
+        let credentials = (settings.username.clone(), settings.password.clone());
         Ok(Arc::new(PodCore {
             name,
             fs,
@@ -246,12 +256,47 @@ impl PodCore {
             killed: AtomicBool::new(false),
             on_kill,
             started: Instant::now(),
+            credentials: std::sync::RwLock::new(credentials),
+            haproxy_version: tokio::sync::OnceCell::new(),
         }))
     }
 
     /// Current (in-memory parser) configuration version.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::SeqCst)
+    }
+
+    /// Replaces the basic-auth credentials this pod accepts (from the next request on).
+    pub fn set_credentials(&self, username: &str, password: &str) {
+        *self
+            .credentials
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            (username.to_owned(), password.to_owned());
+    }
+
+    /// The HAProxy version as `show info` reports it (`2.6.12-1+deb12u4`): the first line of
+    /// `haproxy -v` of the pod's binary, read once; empty when it cannot be run.
+    pub async fn haproxy_version(&self) -> String {
+        self.haproxy_version
+            .get_or_init(|| async {
+                let out = tokio::process::Command::new(&self.settings.haproxy_bin)
+                    .arg("-v")
+                    .output()
+                    .await;
+                out.ok()
+                    .and_then(|o| {
+                        String::from_utf8_lossy(&o.stdout)
+                            .lines()
+                            .next()
+                            .and_then(|l| l.strip_prefix("HAProxy version "))
+                            .and_then(|r| r.split_whitespace().next())
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_default()
+            })
+            .await
+            .clone()
     }
 
     /// Whether `POST /_sandbox/kill` was called.
@@ -269,6 +314,9 @@ impl PodCore {
 
     /// Validates a candidate with `haproxy -c` (and, in loopback mode, the outbound refusal).
     pub(crate) async fn validate(&self, text: &str) -> Result<(), String> {
+        if self.stand_in && !self.settings.stand_in_validate {
+            return Ok(());
+        }
         if self.settings.loopback {
             super::safety::check_outbound(text)?;
         }
@@ -512,13 +560,16 @@ impl std::fmt::Display for Dropped {
 impl std::error::Error for Dropped {}
 
 async fn auth(State(core): State<Arc<PodCore>>, req: Request, next: Next) -> Response {
-    let expected = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!(
-            "{}:{}",
-            core.settings.username, core.settings.password
-        ))
-    );
+    let expected = {
+        let (user, pass) = &*core
+            .credentials
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
+        )
+    };
     let ok = req
         .headers()
         .get("authorization")
@@ -552,6 +603,22 @@ async fn info(State(core): State<Arc<PodCore>>) -> Response {
     .into_response()
 }
 
+/// `GET /v3/services/haproxy/runtime/info`: the v3 `process_info` model (HAProxy's `show info`
+/// subset: `version`, `release_date`, `pid`, `uptime`) with the runtime socket it was read from.
+async fn runtime_info(State(core): State<Arc<PodCore>>) -> Response {
+    let version = core.haproxy_version().await;
+    let pid = core.master.lock().await.as_ref().map(|m| m.pid);
+    axum::Json(json!({
+        "runtimeAPI": "/var/run/haproxy/master.sock",
+        "info": {
+            "version": version,
+            "pid": pid,
+            "uptime": core.started.elapsed().as_secs(),
+        }
+    }))
+    .into_response()
+}
+
 async fn health(State(core): State<Arc<PodCore>>) -> Response {
     // ecosystem.md §A.7: always 200.
     let up = core.stand_in
@@ -569,6 +636,7 @@ fn router(core: Arc<PodCore>) -> Router {
     let v3 = Router::new()
         .route("/v3/info", get(info))
         .route("/v3/health", get(health))
+        .route("/v3/services/haproxy/runtime/info", get(runtime_info))
         .route(
             "/v3/services/haproxy/configuration/version",
             get(raw::get_version),
@@ -596,7 +664,8 @@ fn router(core: Arc<PodCore>) -> Router {
         .route("/_sandbox/bump-version", post(hooks::bump_version))
         .route("/_sandbox/edit-config", post(hooks::edit_config))
         .route("/_sandbox/edit-file", post(hooks::edit_file))
-        .route("/_sandbox/kill", post(hooks::kill));
+        .route("/_sandbox/kill", post(hooks::kill))
+        .route("/_sandbox/credentials", post(hooks::set_credentials));
     v3.merge(sandbox)
         .layer(DefaultBodyLimit::max(1 << 30))
         .with_state(core)
