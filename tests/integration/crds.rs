@@ -202,7 +202,7 @@ fn reference(kind: &str, name: &str) -> ResourceReference {
     }
 }
 
-fn examples() -> Vec<(CustomResourceDefinition, Value)> {
+pub(crate) fn examples() -> Vec<(CustomResourceDefinition, Value)> {
     let checksum = render_checksum(b"global\n", &[]);
     let mut cfg = HAProxyCfg::new(
         "web-haproxycfg",

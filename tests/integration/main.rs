@@ -9,8 +9,12 @@
 //!   (answers as ecosystem.md A documents);
 //! - `deployer`, `e2e`, `runtime`, `telemetry`: the components, the binary and the runtime against
 //!   fleets of the test kit (`haptic-testkit`);
-//! - `peers`, `real_peers`: the real helm, etcd and kube-apiserver (tests/peers/build.sh), and
-//!   the chart applied to a real API server (`cargo test ... real_peers` selects them).
+//! - `manifests`: the CRDs and `deploy/` on an API server (`kubectl get`, status read-back,
+//!   `kubectl apply --server-side`);
+//! - `peers`: the stop-gap helm + kube-apiserver harness of the chart test (issue 16);
+//! - `real_peers`: the e2e scenarios and the API-server checks on the real kube-apiserver and etcd
+//!   (`tests/peers/build.sh`), the controller on deploy/'s Role; the chart applied to a real API
+//!   server (`cargo test ... real_peers` selects them).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,6 +25,7 @@ mod crds;
 mod dataplane;
 mod deployer;
 mod e2e;
+mod manifests;
 mod peers;
 mod publisher;
 mod real_peers;

@@ -6,7 +6,7 @@
 //! - a failing liveness check (and, with `failpoints`, the test hook) turns `/healthz` to 503
 //!   naming it, and back to 200;
 //! - `/readyz` answers 503 until a readiness check passes;
-//! - every PromQL expression in `deploy/grafana-dashboard.json` names only series `/metrics`
+//! - every PromQL expression in `deploy/grafana/haptic-dashboard.json` names only series `/metrics`
 //!   exports.
 
 use std::collections::BTreeSet;
@@ -504,7 +504,10 @@ fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
 
 #[test]
 fn dashboard_queries_name_only_exported_metrics() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana-dashboard.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana/haptic-dashboard.json"
+    );
     let dash: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert_eq!(dash["schemaVersion"], 39);

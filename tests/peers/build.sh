@@ -15,6 +15,8 @@
 #       PEER: kube-apiserver etcd dataplaneapi helm (default: $HAPTIC_PEERS, else all but
 #       dataplaneapi, whose module the Go module proxy refuses (403) for now: ask for it by name)
 #   --force   rebuild even if cached
+#   --check   build nothing: print the bin dir when the peers are cached, else fail naming
+#             this script (what the test kit runs, so a test never starts a 13-minute build)
 #   --regen   rewrite the go.mod/go.sum files from the pins (after a pin bump; commit the
 #             result), then build
 # Exit status: non-zero, with the module and the go error named, when a requested peer fails.
@@ -41,12 +43,13 @@ default_peers=(kube-apiserver etcd helm)
 log() { printf 'peers: %s\n' "$*" >&2; }
 die() { printf 'peers: error: %s\n' "$*" >&2; exit 1; }
 
-force=0 regen=0 peers=()
+force=0 regen=0 check=0 peers=()
 for a in "$@"; do
   case $a in
     --force) force=1 ;;
+    --check) check=1 ;;
     --regen) regen=1; force=1 ;;
-    -h|--help) sed -n '2,22p' "$script" >&2; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$script" >&2; exit 0 ;;
     kube-apiserver|etcd|dataplaneapi|helm) peers+=("$a") ;;
     *) die "unknown argument: $a (see --help)" ;;
   esac
@@ -174,6 +177,9 @@ todo=()
 for p in "${peers[@]}"; do
   if (( force )) || [[ ! -x $bin/$p ]]; then todo+=("$p"); fi
 done
+if (( check && ${#todo[@]} > 0 )); then
+  die "not built: ${todo[*]} (no binary in $bin): run bash tests/peers/build.sh first (cold: about 13.5 minutes on 2 cores; then cached)"
+fi
 if (( ${#todo[@]} == 0 )); then
   log "cached: ${peers[*]} in $bin ($goversion, pins $key)"
   echo "$bin"

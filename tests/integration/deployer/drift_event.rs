@@ -20,11 +20,17 @@ async fn drift_events(api: &Api<K8sEvent>) -> Vec<K8sEvent> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() {
-    let sb = sandbox(3).await;
-    let client = sb.client();
-    let api: Api<K8sEvent> = Api::namespaced(client.clone(), NS);
+crate::e2e::on_peers!(
+    Emulator,
+    drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none => drift_event,
+);
+
+/// Drift on one of 3 pods: one DriftDetected Event naming the pod and the file, written with
+/// the controller's identity; idle rounds write none.
+pub async fn drift_event(peers: haptic_testkit::Peers) {
+    let sb = sandbox_on(peers, 3).await;
+    let client = sb.controller_client();
+    let api: Api<K8sEvent> = Api::namespaced(sb.client(), sb.namespace());
     let knobs = Knobs::drift(Duration::from_millis(700));
     let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
     // The HAProxyCfg does not exist in the emulator: the Event is written with its reference.
@@ -32,7 +38,7 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
         client,
         "replica-a",
         &RuntimeConfigRef {
-            namespace: NS.into(),
+            namespace: sb.namespace().into(),
             name: "test-haproxycfg".into(),
         },
         Duration::from_secs(5),
@@ -89,7 +95,7 @@ async fn drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none() 
     let regarding = e.regarding.as_ref().expect("regarding");
     assert_eq!(regarding.kind.as_deref(), Some("HAProxyCfg"));
     assert_eq!(regarding.name.as_deref(), Some("test-haproxycfg"));
-    assert_eq!(regarding.namespace.as_deref(), Some(NS));
+    assert_eq!(regarding.namespace.as_deref(), Some(sb.namespace()));
     assert_eq!(
         h.deployer
             .stats

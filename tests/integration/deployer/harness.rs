@@ -23,9 +23,20 @@ use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "haptic-test";
 
-/// A fleet of `pods` HAProxy pods (the harness needs no CRDs: it runs no publisher).
+/// A fleet of `pods` HAProxy pods on the emulator, objects in [`NS`] (on real peers
+/// `NS-<n>`: [`Fleet::namespace`]; the harness needs no CRDs: it runs no publisher).
 pub async fn sandbox(pods: usize) -> Fleet {
-    Fleet::start(haptic_testkit::FleetConfig::pods(pods).without_crds()).await
+    sandbox_on(haptic_testkit::Peers::Emulator, pods).await
+}
+
+/// [`sandbox`] on `peers`.
+pub async fn sandbox_on(peers: haptic_testkit::Peers, pods: usize) -> Fleet {
+    Fleet::start(haptic_testkit::FleetConfig {
+        peers,
+        namespace: NS.to_owned(),
+        ..haptic_testkit::FleetConfig::pods(pods).without_crds()
+    })
+    .await
 }
 
 /// Where [`Harness::on`] keeps the journal: `<fleet dir>/j.redb`.
@@ -35,7 +46,10 @@ pub fn journal_path(sb: &Fleet) -> std::path::PathBuf {
 
 /// The journal's endpoints of every pod of `sb`, in pod order.
 pub fn endpoints(sb: &Fleet) -> Vec<Endpoint> {
-    sb.pods().iter().map(|p| p.endpoint(NS)).collect()
+    sb.pods()
+        .iter()
+        .map(|p| p.endpoint(sb.namespace()))
+        .collect()
 }
 
 /// Settings with short intervals.
@@ -201,7 +215,7 @@ impl Harness {
         h.publish(Event::ConfigPublished {
             correlation: Correlation::new("cp"),
             runtime_config: haptic_journal::RuntimeConfigRef {
-                namespace: NS.into(),
+                namespace: sb.namespace().into(),
                 name: "test-haproxycfg".into(),
             },
             render: h.empty_render().await,

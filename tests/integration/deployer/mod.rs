@@ -5,7 +5,7 @@
 mod corpus;
 mod drain;
 mod drift;
-mod drift_event;
+pub mod drift_event;
 mod failover;
 mod faults;
 mod fine_grained;

@@ -15,7 +15,7 @@ use serde_json::json;
 use haptic_testkit::{Fleet, http};
 
 use super::telemetry::scrape;
-use super::{MAIN, answers, bounds, feed, opts, published, solo, start, stop_cleanly};
+use super::{MAIN, Peers, answers, bounds, feed, opts, published, solo, start, stop_cleanly};
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let resp = http()
@@ -55,7 +55,7 @@ async fn not_ready_until_configured(fleet: &Fleet) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_not_ready_until_configured_get_their_first_render() {
-    let fleet = start(2).await;
+    let fleet = start(Peers::Emulator, 2).await;
     not_ready_until_configured(&fleet).await;
     let render_dir = fleet.dir().join("render");
     feed(&render_dir, "01-basic");
@@ -73,7 +73,7 @@ fn after<'a>(log: &'a str, marker: &str) -> Vec<&'a str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_password_is_used_without_a_restart() {
-    let (fleet, render_dir, mut ctl) = solo(2).await;
+    let (fleet, render_dir, mut ctl) = solo(Peers::Emulator, 2).await;
     published(&fleet, "01-basic", 2).await;
 
     // Rotate: every pod's Dataplane API takes the new password (a restarted sidecar), then the
@@ -131,7 +131,7 @@ const OPEN_DELAY_MS: u64 = 6000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_and_readyz_answer_while_the_journal_opens() {
-    let fleet = start(1).await;
+    let fleet = start(Peers::Emulator, 1).await;
     let render_dir = fleet.dir().join("render");
     feed(&render_dir, "01-basic");
     let mut o = opts(&fleet, "solo", &render_dir);
@@ -190,7 +190,7 @@ fn validator_reporting(dir: &Path, version: &str) -> std::path::PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_validator_of_another_haproxy_version_is_named() {
-    let fleet = start(2).await;
+    let fleet = start(Peers::Emulator, 2).await;
     let render_dir = fleet.dir().join("render");
     feed(&render_dir, "01-basic");
     let fake = validator_reporting(fleet.dir(), "3.2.9");

@@ -2,7 +2,7 @@
 //! real `haptic run` processes (the directory source over the whole render stream, then the
 //! ConfigMap source with a certificate Secret) write everything they write (maps, general files,
 //! crt-lists, certificate Secrets, `-invalid` creation and deletion, GC deletes, status, the Lease,
-//! Events created and patched), stop on SIGTERM (the Lease release), and the emulator's request log
+//! Events created and patched), stop on SIGTERM (the Lease release), and the API server's request log
 //! is mapped to `(apiGroup, resource[/subresource], verb)` the way the API server's authorizer
 //! does. Every observed triple must be granted by the Role(s) in `deploy/`, and every granted
 //! triple must have been observed (or sit on [`NOT_EXERCISED`], with the reason).
@@ -23,12 +23,12 @@ use haptic_journal::Checksum;
 use haptic_testkit::render::put_configmap_render;
 
 use super::{
-    Fleet, INVALID, LEASE, MAIN, Published, answers, bounds, check_render, checksum, feed,
+    Fleet, INVALID, LEASE, MAIN, Peers, Published, answers, bounds, check_render, checksum, feed,
     object_until, opts, published, start, stop_cleanly, stream,
 };
 
 /// `(apiGroup, resource[/subresource], verb)`; the core group is `""`.
-type Triple = (String, String, String);
+pub type Triple = (String, String, String);
 
 /// Identities of the two runs; their `User-Agent` is `haptic/<version> (<identity>)`.
 const DIR_ID: &str = "rbac-dir";
@@ -41,7 +41,7 @@ const NOT_EXERCISED: &[(&str, &str, &str, &str)] = &[];
 
 /// The authorizer's view of one request, or why it has none (a non-resource URL or a
 /// cluster-scoped resource, which a namespaced Role cannot grant).
-fn classify(r: &RequestRecord, namespace: &str) -> Result<Triple, String> {
+pub fn classify(r: &RequestRecord, namespace: &str) -> Result<Triple, String> {
     let segs: Vec<&str> = r.path.trim_matches('/').split('/').collect();
     let (group, mut rest) = match segs.as_slice() {
         ["api", _version, rest @ ..] => ("", rest),
@@ -90,7 +90,7 @@ fn classify(r: &RequestRecord, namespace: &str) -> Result<Triple, String> {
 }
 
 /// Every `(group, resource, verb)` the Role(s) in `deploy/` grant.
-fn granted() -> BTreeSet<Triple> {
+pub fn granted() -> BTreeSet<Triple> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
     let mut out = BTreeSet::new();
     let mut roles = 0;
@@ -269,13 +269,24 @@ async fn configmap_run(world: &Fleet) {
     stop_cleanly(&mut ctl);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_role_grants_exactly_what_the_controller_calls() {
-    let world = start(3).await;
+on_peers!(Emulator, the_role_grants_exactly_what_the_controller_calls => role_grants_exactly);
+
+/// [`observed_and_checked`], then the fleet stops.
+pub async fn role_grants_exactly(peers: Peers) {
+    let (world, _) = observed_and_checked(peers).await;
+    world.shutdown().await;
+}
+
+/// Both runs on a fleet of 3 pods on `peers`, then the check of every call against deploy/'s
+/// Role: every observed triple granted, every grant observed (or on [`NOT_EXERCISED`]). Returns
+/// the fleet, still up, and the first request seen of each observed triple.
+pub async fn observed_and_checked(peers: Peers) -> (Fleet, BTreeMap<Triple, RequestRecord>) {
+    let world = start(peers, 3).await;
     dir_run(&world).await;
     configmap_run(&world).await;
 
     let mut observed: BTreeMap<Triple, usize> = BTreeMap::new();
+    let mut first: BTreeMap<Triple, RequestRecord> = BTreeMap::new();
     let mut unauthorizable = Vec::new();
     let mut seen = BTreeSet::new();
     for r in world.api_requests().unwrap() {
@@ -288,11 +299,13 @@ async fn the_role_grants_exactly_what_the_controller_calls() {
             }
         }
         match classify(&r, world.namespace()) {
-            Ok(t) => *observed.entry(t).or_default() += 1,
+            Ok(t) => {
+                *observed.entry(t.clone()).or_default() += 1;
+                first.entry(t).or_insert(r);
+            }
             Err(e) => unauthorizable.push(e),
         }
     }
-    world.shutdown().await;
     assert_eq!(seen.len(), 2, "both runs are in the request log");
     let table: Vec<String> = observed
         .iter()
@@ -326,6 +339,7 @@ async fn the_role_grants_exactly_what_the_controller_calls() {
         assert!(grants.contains(t), "allow-listed but not granted: {t:?}");
         assert!(!observed.contains(t), "allow-listed but called: {t:?}");
     }
+    (world, first)
 }
 
 #[test]

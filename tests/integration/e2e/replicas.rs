@@ -5,7 +5,13 @@
 use haptic_testkit::RequestRecord;
 use nix::sys::signal::Signal;
 
-use super::{Controller, Fleet, LEASE, answers, bounds, feed, opts, published, start};
+use super::{Controller, Fleet, LEASE, Peers, answers, bounds, feed, opts, published, start};
+
+on_peers!(
+    Emulator,
+    the_follower_takes_over_when_the_leader_dies => follower_takes_over,
+    a_frozen_leader_writes_nothing_after_it_thaws => frozen_leader,
+);
 
 async fn leader_of(world: &World) -> String {
     world
@@ -44,8 +50,8 @@ fn pick(a: &mut Controller, b: &mut Controller, leader: &str) -> (usize, usize) 
 
 /// Two replicas on 3 pods with 01-basic published; returns them and the indexes of the leader
 /// and the follower.
-async fn two() -> (World, Vec<Controller>, usize, usize) {
-    let world = start(3).await;
+async fn two(peers: Peers) -> (World, Vec<Controller>, usize, usize) {
+    let world = start(peers, 3).await;
     let render_dir = world.dir().join("render");
     feed(&render_dir, "01-basic");
     let a = world.controller(opts(&world, "alpha", &render_dir));
@@ -60,9 +66,10 @@ async fn two() -> (World, Vec<Controller>, usize, usize) {
     (world, ctls, l, f)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_follower_takes_over_when_the_leader_dies() {
-    let (world, mut ctls, l, f) = two().await;
+/// The leader is SIGKILLed: the follower takes over without reloading pods already on the newest
+/// render, then deploys the next one.
+pub async fn follower_takes_over(peers: Peers) {
+    let (world, mut ctls, l, f) = two(peers).await;
     let reloads_before = world.reload_counts().await;
     ctls[l].kill();
     let follower = ctls[f].opts.identity.clone();
@@ -104,9 +111,10 @@ fn writes_by<'a>(records: impl Iterator<Item = &'a RequestRecord>, identity: &st
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_leader_writes_nothing_after_it_thaws() {
-    let (world, ctls, l, f) = two().await;
+/// The leader is frozen (SIGSTOP) until the follower took over and deployed; thawed, it writes
+/// nothing to the cluster or the pods.
+pub async fn frozen_leader(peers: Peers) {
+    let (world, ctls, l, f) = two(peers).await;
     let leader = ctls[l].opts.identity.clone();
     ctls[l].signal(Signal::SIGSTOP);
     let follower = ctls[f].opts.identity.clone();

@@ -7,9 +7,18 @@ use std::collections::BTreeMap;
 use haptic_journal::{Event, Journal, JournalOptions, Seq};
 
 use super::{
-    Fleet, MAIN, Published, answers, bounds, checksum, feed, invalid_removed, opts, published,
-    rejected, start, stop_cleanly, stream,
+    Fleet, MAIN, Peers, Published, answers, bounds, checksum, feed, invalid_removed, opts,
+    published, rejected, start, stop_cleanly, stream,
 };
+
+on_peers!(
+    Emulator,
+    sigkill_mid_stream_resumes_from_the_journal => sigkill_mid_stream,
+    after_a_graceful_restart_with_an_unchanged_render_drift_is_still_repaired =>
+        graceful_restart_drift,
+    after_a_graceful_restart_a_new_pod_and_a_rejected_render_get_the_last_passed_one =>
+        graceful_restart_new_pod,
+);
 
 /// A drift interval no restart test can wait for (drift must not rescue a restart bug).
 const SLOW_DRIFT: [&str; 2] = ["--drift-prevention-interval", "10m"];
@@ -34,9 +43,10 @@ fn deployments_started(log: &str) -> usize {
     log.matches("deployment started").count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_mid_stream_resumes_from_the_journal() {
-    let world = start(3).await;
+/// SIGKILL during the deployment of 06; the restarted controller resumes from its journal and
+/// ends where an uninterrupted run ends, with one ConfigPublished per render.
+pub async fn sigkill_mid_stream(peers: Peers) {
+    let world = start(peers, 3).await;
     let render_dir = world.dir().join("render");
     let mut opts = opts(&world, "solo", &render_dir);
     // Drift must not be what repairs the fleet after the restart.
@@ -141,11 +151,12 @@ async fn gracefully_restarted(
     world.controller(opts)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_graceful_restart_with_an_unchanged_render_drift_is_still_repaired() {
+/// After a graceful restart with an unchanged render, an out-of-band edit is still repaired by
+/// the drift check (the deployer's drift repair, driven by the binary).
+pub async fn graceful_restart_drift(peers: Peers) {
     // Before: the scheduler's last validated render came back only from a pending or in-flight
     // slot, so after a clean stop the drift check had nothing to compare the pods with.
-    let world = start(2).await;
+    let world = start(peers, 2).await;
     let drift = std::time::Duration::from_secs(6);
     let ctl =
         gracefully_restarted(&world, "02-maps", 2, &["--drift-prevention-interval", "6s"]).await;
@@ -174,9 +185,10 @@ async fn after_a_graceful_restart_with_an_unchanged_render_drift_is_still_repair
     world.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_graceful_restart_a_new_pod_and_a_rejected_render_get_the_last_passed_one() {
-    let world = start(3).await;
+/// After a graceful restart, a pod registered late gets the last passed render, and a rejected
+/// render makes a validation_fallback deployment of it.
+pub async fn graceful_restart_new_pod(peers: Peers) {
+    let world = start(peers, 3).await;
     // The third pod's Pod object appears only after the restart.
     let late = world.pods()[2].name.clone();
     world.unregister_pod(&late).await.unwrap();

@@ -16,7 +16,7 @@ use reqwest::multipart::{Form, Part};
 
 use super::telemetry::scrape;
 use super::{
-    Controller, Fleet, MAIN, bounds, check_render, checksum, invalid_removed, opts, start,
+    Controller, Fleet, MAIN, Peers, bounds, check_render, checksum, invalid_removed, opts, start,
     stop_cleanly, stream,
 };
 use haptic_testkit::http;
@@ -41,9 +41,16 @@ async fn put_render(world: &Fleet, render: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn configmap_source_carries_the_stream() {
-    let world = start(3).await;
+on_peers!(
+    Emulator,
+    configmap_source_carries_the_stream => configmap_stream,
+    ingest_carries_the_stream_and_a_202_survives_sigkill => ingest_stream,
+);
+
+/// The stream through the ConfigMap source (certificates in a Secret); the HAProxyCfg owned by
+/// the ConfigMap.
+pub async fn configmap_stream(peers: Peers) {
+    let world = start(peers, 3).await;
     put_render(&world, "01-basic").await;
     let cm_uid = Api::<ConfigMap>::namespaced(world.client(), world.namespace())
         .get(CONFIGMAP)
@@ -145,9 +152,10 @@ async fn post_render(ctl: &Controller, addr: SocketAddr, render: &str) -> serde_
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ingest_carries_the_stream_and_a_202_survives_sigkill() {
-    let world = start(3).await;
+/// The stream through the ingest endpoint; a follower refuses naming the leader; a render
+/// answered 202 survives a SIGKILL.
+pub async fn ingest_stream(peers: Peers) {
+    let world = start(peers, 3).await;
     create_token_secret(&world).await;
     // The directory source stays empty: every render comes through the endpoint.
     let render_dir = world.dir().join("render");

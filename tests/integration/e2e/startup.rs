@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use super::{BIN, answers, bounds, feed, opts, published, start, stop_cleanly};
+use super::{BIN, Peers, answers, bounds, feed, opts, published, start, stop_cleanly};
 
 fn run_args(extra: &[&str]) -> std::process::Output {
     Command::new(BIN)
@@ -49,9 +49,12 @@ fn missing_haproxy_and_bad_flags_are_named() {
     assert!(err.contains("--min-deployment-interval"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_journal_is_refused_then_rebuilt() {
-    let world = start(1).await;
+on_peers!(Emulator, a_damaged_journal_is_refused_then_rebuilt => damaged_journal);
+
+/// A damaged journal: refused naming `--journal-recovery=rebuild`, then rebuilt from the cluster
+/// and the pods.
+pub async fn damaged_journal(peers: Peers) {
+    let world = start(peers, 1).await;
     let render_dir = world.dir().join("render");
     feed(&render_dir, "02-maps");
     let mut opts = opts(&world, "solo", &render_dir);

@@ -5,11 +5,14 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::ListParams;
 
-use super::{LEASE, check_render, feed, invalid_removed, solo, stop_cleanly, stream};
+use super::{LEASE, Peers, check_render, feed, invalid_removed, solo, stop_cleanly, stream};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn render_stream_reaches_every_pod_and_is_published() {
-    let (world, render_dir, mut ctl) = solo(3).await;
+on_peers!(Emulator, render_stream_reaches_every_pod_and_is_published => render_stream);
+
+/// The stream through the directory source to 3 pods; the objects published on the way; the
+/// Lease released on SIGTERM; the journal verifies.
+pub async fn render_stream(peers: Peers) {
+    let (world, render_dir, mut ctl) = solo(peers, 3).await;
     let mut last_passed = String::new();
     for render in stream() {
         feed(&render_dir, &render);

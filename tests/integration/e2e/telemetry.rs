@@ -1,5 +1,5 @@
 //! Health and metrics of the real binary (issue 6 "Tests"): after a short end-to-end run the
-//! counters it should move are non-zero, every query of `deploy/grafana-dashboard.json` names
+//! counters it should move are non-zero, every query of `deploy/grafana/haptic-dashboard.json` names
 //! a metric its `/metrics` exports, `/readyz` and `/healthz` answer 200; a second controller
 //! started with a component blocked by the test hook (`HAPTIC_TEST_STALL`, feature
 //! `failpoints`) answers `/healthz` 503 naming it, while the first stays 200.
@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 
 use haptic_testkit::{eventually, http};
 
-use super::{bounds, feed_and_check, opts, solo, stop_cleanly};
+use super::{Peers, bounds, feed_and_check, opts, solo, stop_cleanly};
+
+on_peers!(Emulator, metrics_and_health_of_the_real_binary => metrics_and_health);
 
 /// One `/metrics` scrape: `# TYPE` families and every sample (`name{labels}` as written).
 #[derive(Debug, Default)]
@@ -126,7 +128,10 @@ fn dashboard_metric_names() -> BTreeSet<String> {
             _ => {}
         }
     }
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana-dashboard.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/grafana/haptic-dashboard.json"
+    );
     let dash: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut names = BTreeSet::new();
@@ -178,9 +183,10 @@ fn unmoved(m: &Scrape) -> Option<Vec<String>> {
     if bad.is_empty() { None } else { Some(bad) }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_and_health_of_the_real_binary() {
-    let (world, render_dir, mut ctl) = solo(3).await;
+/// A short run's counters moved, the dashboard's metrics exported, `/readyz` and `/healthz`
+/// 200; a stalled replica's `/healthz` 503 names the component.
+pub async fn metrics_and_health(peers: Peers) {
+    let (world, render_dir, mut ctl) = solo(peers, 3).await;
     feed_and_check(
         &world,
         &render_dir,

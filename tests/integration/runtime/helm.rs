@@ -136,9 +136,9 @@ fn deploy_manifests_are_the_chart_rendered() {
         );
     }
     assert_eq!(
-        std::fs::read(root().join("deploy/grafana-dashboard.json")).unwrap(),
+        std::fs::read(root().join("deploy/grafana/haptic-dashboard.json")).unwrap(),
         std::fs::read(root().join("deploy/helm/haptic/files/grafana-dashboard.json")).unwrap(),
-        "the chart's dashboard copy differs from deploy/grafana-dashboard.json"
+        "the chart's dashboard copy differs from deploy/grafana/haptic-dashboard.json"
     );
 }
 

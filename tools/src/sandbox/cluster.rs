@@ -23,6 +23,87 @@ pub const SECRET: &str = "haproxy-dataplane-credentials";
 /// Default namespace of the Pod objects and the Secret.
 pub const NAMESPACE: &str = "haptic-sandbox";
 
+/// The Pod object of the sandbox pod `pod` in namespace `ns`, as created (no status): labels
+/// [`POD_LABEL`], the `haproxy-haptic.org/dataplane-port` annotation when the port is not the
+/// default, two containers (`haproxy`, `dataplane`), bound to the node `haptic-sandbox`. The same
+/// object goes to the emulator and to a real kube-apiserver (`haptic-testkit`).
+#[must_use]
+pub fn pod_manifest(pod: &PodInfo, ns: &str) -> serde_json::Value {
+    let mut annotations = serde_json::Map::new();
+    if pod.dataplane_port != DEFAULT_DATAPLANE_PORT {
+        annotations.insert(
+            "haproxy-haptic.org/dataplane-port".into(),
+            json!(pod.dataplane_port.to_string()),
+        );
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod.name,
+            "namespace": ns,
+            "labels": {POD_LABEL.0: POD_LABEL.1, "app.kubernetes.io/instance": "haptic-sandbox"},
+            "annotations": annotations,
+        },
+        "spec": {
+            "nodeName": "haptic-sandbox",
+            "containers": [
+                {"name": "haproxy", "image": "haproxy:2.6", "ports": [{"name": "http", "containerPort": 80}, {"name": "https", "containerPort": 443}]},
+                {"name": "dataplane", "image": "haproxytech/dataplaneapi:3", "ports": [{"name": "dataplane", "containerPort": pod.dataplane_port}]}
+            ]
+        }
+    })
+}
+
+/// The `status` a kubelet reports for the running sandbox pod `pod` (`now`: RFC 3339): Running,
+/// Ready, its pod IP, both containers running and ready (so `kubectl get pods` prints READY 2/2).
+#[must_use]
+pub fn pod_status(pod: &PodInfo, now: &str) -> serde_json::Value {
+    json!({
+        "phase": "Running",
+        "podIP": pod.pod_ip.to_string(),
+        "podIPs": [{"ip": pod.pod_ip.to_string()}],
+        "hostIP": "127.0.0.1",
+        "startTime": now,
+        "conditions": [
+            {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
+            {"type": "Ready", "status": "True", "lastTransitionTime": now}
+        ],
+        "containerStatuses": [
+            {"name": "dataplane", "image": "haproxytech/dataplaneapi:3",
+             "imageID": "", "containerID": format!("sandbox://{}/dataplane", pod.name),
+             "ready": true, "started": true, "restartCount": 0,
+             "state": {"running": {"startedAt": now}}},
+            {"name": "haproxy", "image": "haproxy:2.6",
+             "imageID": "", "containerID": format!("sandbox://{}/haproxy", pod.name),
+             "ready": true, "started": true, "restartCount": 0,
+             "state": {"running": {"startedAt": now}}}
+        ],
+    })
+}
+
+/// The Dataplane credentials Secret [`SECRET`] in `ns` (keys `username`, `password`).
+#[must_use]
+pub fn secret_manifest(ns: &str, user: &str, pass: &str) -> serde_json::Value {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SECRET, "namespace": ns},
+        "type": "Opaque",
+        "data": {"username": b64(user), "password": b64(pass)},
+    })
+}
+
+/// The DeleteOptions of a Pod whose containers are gone (`gracePeriodSeconds: 0`): what the
+/// kubelet sends after a pod's processes died. A bound pod deleted with the default grace period
+/// only gets a `deletionTimestamp` on a real API server, and no kubelet here finishes it.
+#[must_use]
+pub fn pod_gone() -> serde_json::Value {
+    json!({"gracePeriodSeconds": 0})
+}
+
 /// The emulator's REST API, as kubectl would use it (plain HTTP on loopback).
 #[derive(Debug, Clone)]
 pub struct Kube {
@@ -57,61 +138,17 @@ impl Kube {
         Ok(v)
     }
 
-    /// Registers `pod` as a Running, Ready Pod object.
+    /// Registers `pod` as a Running, Ready Pod object: [`pod_manifest`] created, then
+    /// [`pod_status`] written through `/status`, as the kubelet would.
     ///
     /// # Errors
     /// The API answer when it is not a success.
     pub async fn register_pod(&self, pod: &PodInfo) -> Result<()> {
-        let mut annotations = serde_json::Map::new();
-        if pod.dataplane_port != DEFAULT_DATAPLANE_PORT {
-            annotations.insert(
-                "haproxy-haptic.org/dataplane-port".into(),
-                json!(pod.dataplane_port.to_string()),
-            );
-        }
-        let obj = json!({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": pod.name,
-                "namespace": self.ns,
-                "labels": {POD_LABEL.0: POD_LABEL.1, "app.kubernetes.io/instance": "haptic-sandbox"},
-                "annotations": annotations,
-            },
-            "spec": {
-                "nodeName": "haptic-sandbox",
-                "containers": [
-                    {"name": "haproxy", "image": "haproxy:2.6", "ports": [{"name": "http", "containerPort": 80}, {"name": "https", "containerPort": 443}]},
-                    {"name": "dataplane", "image": "haproxytech/dataplaneapi:3", "ports": [{"name": "dataplane", "containerPort": pod.dataplane_port}]}
-                ]
-            }
-        });
         let path = format!("/api/v1/namespaces/{}/pods", self.ns);
-        let mut created = self.send(reqwest::Method::POST, &path, obj).await?;
-        let now = jiff::Timestamp::now().to_string();
-        created["status"] = json!({
-            "phase": "Running",
-            "podIP": pod.pod_ip.to_string(),
-            "podIPs": [{"ip": pod.pod_ip.to_string()}],
-            "hostIP": "127.0.0.1",
-            "startTime": now,
-            "conditions": [
-                {"type": "Initialized", "status": "True", "lastTransitionTime": now},
-                {"type": "ContainersReady", "status": "True", "lastTransitionTime": now},
-                {"type": "Ready", "status": "True", "lastTransitionTime": now}
-            ],
-            // as the kubelet reports them, so `kubectl get pods` prints READY 2/2
-            "containerStatuses": [
-                {"name": "dataplane", "image": "haproxytech/dataplaneapi:3",
-                 "imageID": "", "containerID": format!("sandbox://{}/dataplane", pod.name),
-                 "ready": true, "started": true, "restartCount": 0,
-                 "state": {"running": {"startedAt": now}}},
-                {"name": "haproxy", "image": "haproxy:2.6",
-                 "imageID": "", "containerID": format!("sandbox://{}/haproxy", pod.name),
-                 "ready": true, "started": true, "restartCount": 0,
-                 "state": {"running": {"startedAt": now}}}
-            ],
-        });
+        let mut created = self
+            .send(reqwest::Method::POST, &path, pod_manifest(pod, &self.ns))
+            .await?;
+        created["status"] = pod_status(pod, &jiff::Timestamp::now().to_string());
         self.send(
             reqwest::Method::PUT,
             &format!("{path}/{}/status", pod.name),
@@ -121,32 +158,25 @@ impl Kube {
         Ok(())
     }
 
-    /// Creates the credentials Secret [`SECRET`].
+    /// Creates the credentials Secret [`SECRET`] ([`secret_manifest`]).
     ///
     /// # Errors
     /// The API answer when it is not a success.
     pub async fn create_secret(&self, user: &str, pass: &str) -> Result<()> {
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let obj = json!({
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": SECRET, "namespace": self.ns},
-            "type": "Opaque",
-            "data": {"username": b64(user), "password": b64(pass)},
-        });
         self.send(
             reqwest::Method::POST,
             &format!("/api/v1/namespaces/{}/secrets", self.ns),
-            obj,
+            secret_manifest(&self.ns, user, pass),
         )
         .await?;
         Ok(())
     }
 
-    /// Deletes a Pod object (logged, never fails).
+    /// Deletes a Pod object (logged, never fails) with [`pod_gone`], as the kubelet does once
+    /// the containers are dead.
     pub async fn delete_pod(&self, name: &str) {
         let path = format!("/api/v1/namespaces/{}/pods/{name}", self.ns);
-        if let Err(e) = self.send(reqwest::Method::DELETE, &path, json!({})).await {
+        if let Err(e) = self.send(reqwest::Method::DELETE, &path, pod_gone()).await {
             tracing::warn!("deleting Pod {name}: {e:#}");
         }
     }

@@ -1,14 +1,21 @@
 //! The peers a test runs against, chosen by one switch ([`Peers`]): the sandbox's stand-ins (the
 //! Kubernetes API emulator and HAProxy pods behind sandbox Dataplane endpoints) or the real
-//! programs (kube-apiserver + etcd, real dataplaneapi; issue 18).
+//! programs (etcd + the unmodified kube-apiserver with RBAC and admission on; issue 18).
 //!
 //! ```text
 //!  FleetConfig ──Fleet::start──► Peers::Emulator: ApiServer (+ Sandbox pods, registered as Pod
 //!                                 objects, credentials Secret)  ── kubeconfig, namespace
-//!                                 Peers::Real:     not wired yet (issue 18): fails, never skips
-//!  Fleet ─► kubeconfig(), namespace(), client(), pods() [Pod: dataplane URL, credentials,
-//!           traffic address], api_faults() / Pod::faults() [absent on real peers: PeerError],
-//!           api_requests() / Faults::requests(), hpcfg(), lease_holder(), eventually()
+//!                                 Peers::Real: the process's shared etcd + kube-apiserver
+//!                                 (crate::real::shared), a namespace of the fleet's own,
+//!                                 CRDs, deploy/'s RBAC, the controller's token; the sandbox's
+//!                                 HAProxy pods registered as Pod objects through the admin
+//!                                 (the real dataplaneapi cannot be built here)
+//!  Fleet ─► kubeconfig() [the controller's: exactly deploy/'s Role on real peers],
+//!           admin_kubeconfig(), client() [the test's own: admin], controller_client(),
+//!           namespace(), pods() [Pod: dataplane URL, credentials, traffic address],
+//!           api_faults() [emulator only: PeerError::Unsupported on real peers], Pod::faults(),
+//!           api_requests() [the emulator's log, or the real API server's audit log], audit()
+//!           [real only], hpcfg(), lease_holder(), eventually()
 //! ```
 //!
 //! Every request log starts empty: what the kit did to set the fleet up is cleared.
@@ -26,6 +33,8 @@ use kube::Api;
 
 use crate::controller::{Controller, ControllerOpts};
 pub use crate::pod::{Faults, Pod, http};
+use crate::real::audit::AuditEvent;
+use crate::real::setup::RealCluster;
 use crate::wait::{Logs, Probe, eventually_with};
 
 /// Environment variable choosing the peer set: `emulator` (default) or `real`.
@@ -37,8 +46,10 @@ pub enum Peers {
     /// The sandbox's stand-ins: the API emulator and sandbox HAProxy pods (in-process, with the
     /// faults API and request logs).
     Emulator,
-    /// The real programs (kube-apiserver + etcd, dataplaneapi) built by `tests/peers/build.sh`.
-    /// Not wired yet: starting a fleet on them fails with [`PeerError::NotWired`].
+    /// The real programs built by `tests/peers/build.sh`: etcd and kube-apiserver (RBAC and
+    /// admission on; no faults API). The pods stay the sandbox's (HAProxy behind sandbox
+    /// Dataplane endpoints): the real dataplaneapi cannot be built here (tests/peers/README.md).
+    /// Starting fails naming `bash tests/peers/build.sh` when the binaries are missing.
     Real,
 }
 
@@ -62,9 +73,9 @@ impl Peers {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PeerError {
-    /// The real peers are not wired into the kit yet.
-    #[error("real peers: not wired yet (issue 18)")]
-    NotWired,
+    /// The real peers' binaries are missing (the message names `bash tests/peers/build.sh`).
+    #[error("real peers: {0}")]
+    Missing(String),
     /// The peer has no sandbox control paths (faults, request logs): real programs do not.
     #[error("{peer} has no {what} (only the sandbox's stand-ins do)")]
     Unsupported {
@@ -98,8 +109,9 @@ pub struct FleetConfig {
     pub stand_in_pods: usize,
     /// Delay before each answer of a stand-in pod. Default: 0.
     pub stand_in_delay: Duration,
-    /// Namespace of the Pod objects, the Secret and the kubeconfig's context. Default:
-    /// `haptic-sandbox`.
+    /// Namespace of the Pod objects, the Secret and the kubeconfig's context; on real peers,
+    /// which share one API server per process, suffixed `-<n>` ([`Fleet::namespace`] says the
+    /// one in use). Default: `haptic-sandbox`.
     pub namespace: String,
     /// Install the controller's four CRDs. Default: true.
     pub crds: bool,
@@ -155,13 +167,16 @@ struct EmulatorPeers {
     sandbox: Option<Sandbox>,
 }
 
-/// A running fleet: the API server, the pods, a kubeconfig and a client, a work directory.
+/// A running fleet: the API server, the pods, kubeconfigs and clients, a work directory.
 pub struct Fleet {
     peers: Peers,
     emulator: Option<EmulatorPeers>,
+    real: Option<RealCluster>,
     kubeconfig: PathBuf,
+    admin_kubeconfig: PathBuf,
     namespace: String,
     client: kube::Client,
+    controller_client: kube::Client,
     pods: Vec<Pod>,
     dir: tempfile::TempDir,
     /// Logs of the controllers started through [`Fleet::controller`], for failed waits.
@@ -180,8 +195,8 @@ impl Fleet {
     /// Starts the fleet `cfg` describes.
     ///
     /// # Panics
-    /// When a peer does not start, with the reason; on [`Peers::Real`] with "real peers: not
-    /// wired yet (issue 18)".
+    /// When a peer does not start, with the reason; on [`Peers::Real`] without the binaries,
+    /// naming `bash tests/peers/build.sh`.
     ///
     /// # Cancel safety
     /// Dropping it midway drops (stops) the peers started so far.
@@ -194,16 +209,53 @@ impl Fleet {
     /// [`Fleet::start`] returning the error.
     ///
     /// # Errors
-    /// [`PeerError::NotWired`] for [`Peers::Real`], [`PeerError::Start`] when a peer does not
-    /// start or a registration is refused.
+    /// [`PeerError::Missing`] for [`Peers::Real`] without the binaries, [`PeerError::Start`]
+    /// when a peer does not start or a registration is refused.
     ///
     /// # Cancel safety
     /// As [`Fleet::start`].
     pub async fn try_start(cfg: FleetConfig) -> Result<Fleet, PeerError> {
         match cfg.peers {
             Peers::Emulator => Fleet::start_emulator(cfg).await,
-            Peers::Real => Err(PeerError::NotWired),
+            Peers::Real => Fleet::start_real(cfg).await,
         }
+    }
+
+    async fn start_real(cfg: FleetConfig) -> Result<Fleet, PeerError> {
+        let api = crate::real::shared()?;
+        let dir = tempfile::tempdir().map_err(|e| PeerError::Start(e.into()))?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        let real = RealCluster::start(api, dir.path(), &kubeconfig, &cfg)
+            .await
+            .map_err(PeerError::Start)?;
+        let controller_client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
+            .await
+            .map_err(|e| PeerError::Start(e.into()))?;
+        let pods = real.sandbox.as_ref().map_or_else(Vec::new, |sb| {
+            sb.pods()
+                .into_iter()
+                .map(|info| Pod {
+                    info,
+                    username: sb.username().to_owned(),
+                    password: sb.password().to_owned(),
+                    sandbox: true,
+                })
+                .collect()
+        });
+        real.clear_audit();
+        Ok(Fleet {
+            peers: Peers::Real,
+            emulator: None,
+            client: real.admin.clone(),
+            admin_kubeconfig: real.admin_kubeconfig.clone(),
+            namespace: real.namespace.clone(),
+            real: Some(real),
+            kubeconfig,
+            controller_client,
+            pods,
+            dir,
+            logs: Arc::default(),
+        })
     }
 
     async fn start_emulator(cfg: FleetConfig) -> Result<Fleet, PeerError> {
@@ -269,8 +321,11 @@ impl Fleet {
         Ok(Fleet {
             peers: Peers::Emulator,
             emulator: Some(EmulatorPeers { api, sandbox }),
+            real: None,
+            admin_kubeconfig: kubeconfig.clone(),
             kubeconfig,
             namespace: cfg.namespace,
+            controller_client: client.clone(),
             client,
             pods,
             dir,
@@ -284,24 +339,52 @@ impl Fleet {
         self.peers
     }
 
-    /// A kubeconfig for the API server (context namespace = [`Fleet::namespace`]).
+    /// The controller's kubeconfig (context namespace = [`Fleet::namespace`]): on real peers the
+    /// token of deploy/'s ServiceAccount, so it may do exactly what deploy/'s Role grants.
     #[must_use]
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
     }
 
-    /// Writes another kubeconfig for the same API server to `path` (context namespace `ns`).
+    /// The admin's kubeconfig (`system:masters` on real peers; on the emulator, which has no
+    /// authorization, the same as [`Fleet::kubeconfig`]).
+    #[must_use]
+    pub fn admin_kubeconfig(&self) -> &Path {
+        &self.admin_kubeconfig
+    }
+
+    /// Writes another controller kubeconfig for the same API server to `path` (context
+    /// namespace `ns`).
     ///
     /// # Panics
     /// When the file cannot be written.
     pub fn write_kubeconfig(&self, path: &Path, ns: &str) {
-        match &self.emulator {
-            Some(e) => e
+        match (&self.emulator, &self.real) {
+            (Some(e), _) => e
                 .api
                 .write_kubeconfig(path, ns)
                 .expect("kubeconfig written"),
-            None => panic!("{}", PeerError::NotWired),
+            (None, Some(r)) => {
+                std::fs::write(path, r.api.kubeconfig(&r.service_account, &r.token, ns))
+                    .expect("kubeconfig written")
+            }
+            (None, None) => unreachable!("a fleet has an API server"),
         }
+    }
+
+    /// Runs `kubectl` as the admin ([`Fleet::admin_kubeconfig`]) with `args` (and `stdin`, when
+    /// given, for `-f -`), its discovery cache in the fleet's directory; returns whether it
+    /// exited 0 and its stdout followed by its stderr.
+    ///
+    /// # Panics
+    /// When `kubectl` cannot be started (not installed: the tests need it, README "Set-up").
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
+        crate::real::kubectl(
+            &self.admin_kubeconfig,
+            &self.dir().join("kubectl-cache"),
+            args,
+            stdin,
+        )
     }
 
     /// The namespace of the Pod objects and the Secret.
@@ -310,13 +393,22 @@ impl Fleet {
         &self.namespace
     }
 
-    /// A kube client for the API server (retry layer off, as the controller builds it).
+    /// The test's own kube client (retry layer off, as the controller builds it): the admin on
+    /// real peers, for writing what an operator or a kubelet writes and reading anything.
     #[must_use]
     pub fn client(&self) -> kube::Client {
         self.client.clone()
     }
 
-    /// A second, independent client (its own connection pool; a second controller replica).
+    /// A client with the controller's identity ([`Fleet::kubeconfig`]): for product components
+    /// a test runs in-process, so that they meet the Role the controller gets.
+    #[must_use]
+    pub fn controller_client(&self) -> kube::Client {
+        self.controller_client.clone()
+    }
+
+    /// A second, independent client with the controller's identity (its own connection pool; a
+    /// second controller replica).
     ///
     /// # Panics
     /// When the client cannot be built.
@@ -358,10 +450,38 @@ impl Fleet {
         self.emulator.as_ref().map(|e| &e.api)
     }
 
-    /// The sandbox running the pods (`None` on real peers or without pods).
+    /// The sandbox running the pods (`None` without pods).
     #[must_use]
     pub fn sandbox(&self) -> Option<&Sandbox> {
-        self.emulator.as_ref().and_then(|e| e.sandbox.as_ref())
+        match (&self.emulator, &self.real) {
+            (Some(e), _) => e.sandbox.as_ref(),
+            (None, Some(r)) => r.sandbox.as_ref(),
+            (None, None) => None,
+        }
+    }
+
+    /// The real API server's side of the fleet (its processes, admin, the controller's
+    /// ServiceAccount and token, the audit log); `None` on the emulator.
+    #[must_use]
+    pub fn real(&self) -> Option<&RealCluster> {
+        self.real.as_ref()
+    }
+
+    /// Every request the real API server audited since set-up (or the last clear), with the
+    /// authenticated user and the authorizer's decision and reason.
+    ///
+    /// # Errors
+    /// [`PeerError::Unsupported`] on the emulator (it has no authorizer: use
+    /// [`Fleet::api_requests`]); [`PeerError::Control`] when the log cannot be read.
+    pub fn audit(&self) -> Result<Vec<AuditEvent>, PeerError> {
+        let real = self.real.as_ref().ok_or_else(|| PeerError::Unsupported {
+            peer: "the API emulator".into(),
+            what: "audit log",
+        })?;
+        real.audit().map_err(|e| PeerError::Control {
+            what: format!("reading {}", real.api.audit_log.display()),
+            message: format!("{e:#}"),
+        })
     }
 
     fn api(&self, what: &'static str) -> Result<&ApiServer, PeerError> {
@@ -371,24 +491,34 @@ impl Fleet {
         })
     }
 
-    /// Every request the API server logged since set-up (or the last clear), oldest first.
+    /// Every request the API server logged since set-up (or the last clear), oldest first: the
+    /// emulator's request log, or the real API server's audit log ([`Fleet::audit`]) in the same
+    /// form (the method derived from the verb; the API server's own requests left out).
     ///
     /// # Errors
-    /// [`PeerError::Unsupported`] on real peers.
+    /// [`PeerError::Control`] when the real API server's audit log cannot be read.
     pub fn api_requests(&self) -> Result<Vec<RequestRecord>, PeerError> {
+        if self.real.is_some() {
+            return Ok(self.audit()?.iter().map(AuditEvent::record).collect());
+        }
         Ok(self.api("request log")?.requests())
     }
 
-    /// Empties the API server's request log.
+    /// Empties the API server's request log (on real peers: the audit log is read from here on).
     ///
     /// # Errors
-    /// [`PeerError::Unsupported`] on real peers.
+    /// None today; kept for peers that may lack a log.
     pub fn clear_api_requests(&self) -> Result<(), PeerError> {
+        if let Some(r) = &self.real {
+            r.clear_audit();
+            return Ok(());
+        }
         self.api("request log")?.clear_requests();
         Ok(())
     }
 
-    /// The API server's faults API (`/_sandbox/faults` over HTTP, as a test would use it).
+    /// The API server's faults API (`/_sandbox/faults` over HTTP, as a test would use it); on
+    /// real peers every call answers [`PeerError::Unsupported`].
     #[must_use]
     pub fn api_faults(&self) -> Faults {
         Faults {
@@ -522,15 +652,24 @@ impl Fleet {
             .map(drop)
     }
 
-    /// Deletes the Pod object of `name`, keeping its HAProxy running: the pod leaves discovery
-    /// (as if it were rescheduled) until [`Fleet::register_pod`] lists it again.
+    /// Deletes the Pod object of `name` (gracePeriodSeconds 0), keeping its HAProxy running:
+    /// the pod leaves discovery (as if it were rescheduled) until [`Fleet::register_pod`] lists
+    /// it again.
     ///
     /// # Errors
-    /// [`PeerError::Unsupported`] on real peers (a test writes Pod objects itself there).
+    /// [`PeerError::Control`] when the real API server refuses the delete.
     ///
     /// # Cancel safety
     /// Cancel safe (one request).
     pub async fn unregister_pod(&self, name: &str) -> Result<(), PeerError> {
+        if let Some(r) = &self.real {
+            return crate::real::setup::delete_pod(&r.admin, &self.namespace, name)
+                .await
+                .map_err(|e| PeerError::Control {
+                    what: format!("unregister {name}"),
+                    message: format!("{e:#}"),
+                });
+        }
         let kube = self.kube_rest("unregister a Pod object")?;
         kube.delete_pod(name).await;
         Ok(())
@@ -540,13 +679,11 @@ impl Fleet {
     /// IP), as the kubelet would report a pod that (re)appeared.
     ///
     /// # Errors
-    /// [`PeerError::Unsupported`] on real peers; [`PeerError::Control`] for an unknown pod or a
-    /// refused registration.
+    /// [`PeerError::Control`] for an unknown pod or a refused registration.
     ///
     /// # Cancel safety
     /// Cancel safe before the first request returns; otherwise the object may exist.
     pub async fn register_pod(&self, name: &str) -> Result<(), PeerError> {
-        let kube = self.kube_rest("register a Pod object")?;
         let pod = self
             .pods
             .iter()
@@ -555,12 +692,17 @@ impl Fleet {
                 what: format!("register {name}"),
                 message: "no such pod".into(),
             })?;
-        kube.register_pod(&pod.info)
-            .await
-            .map_err(|e| PeerError::Control {
-                what: format!("register {name}"),
-                message: format!("{e:#}"),
-            })
+        let control = |e: anyhow::Error| PeerError::Control {
+            what: format!("register {name}"),
+            message: format!("{e:#}"),
+        };
+        if let Some(r) = &self.real {
+            return crate::real::setup::register_pod(&r.admin, &self.namespace, &pod.info)
+                .await
+                .map_err(control);
+        }
+        let kube = self.kube_rest("register a Pod object")?;
+        kube.register_pod(&pod.info).await.map_err(control)
     }
 
     fn kube_rest(
@@ -580,7 +722,8 @@ impl Fleet {
         ))
     }
 
-    /// Stops the pods, then the API server.
+    /// Stops the pods, then the API server (the emulator; the real one is shared by the
+    /// process's fleets and stays until the process ends).
     ///
     /// # Cancel safety
     /// Cancelling leaves the rest to the peers' destructors.
@@ -591,6 +734,12 @@ impl Fleet {
             }
             e.api.shutdown().await;
         }
+        // On real peers only the pods stop: the API server is shared by the process's fleets.
+        if let Some(mut r) = self.real
+            && let Some(sb) = r.sandbox.take()
+        {
+            sb.shutdown().await;
+        }
     }
 }
 
@@ -598,14 +747,14 @@ impl Fleet {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn real_peers_fail_naming_issue_18_rather_than_skip() {
-        let cfg = FleetConfig {
-            peers: Peers::Real,
-            ..FleetConfig::pods(1)
-        };
-        let err = Fleet::try_start(cfg).await.unwrap_err();
-        assert!(matches!(err, PeerError::NotWired), "{err:?}");
-        assert_eq!(err.to_string(), "real peers: not wired yet (issue 18)");
+    #[test]
+    fn missing_real_peers_fail_naming_build_sh_rather_than_skip() {
+        let empty = tempfile::tempdir().unwrap();
+        let err = crate::real::check_bin_dir(empty.path()).unwrap_err();
+        let err = PeerError::Missing(err);
+        let msg = err.to_string();
+        assert!(msg.starts_with("real peers: "), "{msg}");
+        assert!(msg.contains("run `bash tests/peers/build.sh`"), "{msg}");
+        assert!(msg.contains("kube-apiserver is missing"), "{msg}");
     }
 }

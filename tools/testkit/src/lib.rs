@@ -4,7 +4,8 @@
 //! ```text
 //!  Peers (HAPTIC_TEST_PEERS=emulator|real) ─► Fleet::start(FleetConfig { pods, namespace, .. })
 //!        Emulator: the sandbox (API emulator + HAProxy pods, faults API, request logs)
-//!        Real:     kube-apiserver + etcd, dataplaneapi (issue 18; fails until wired)
+//!        Real:     etcd + kube-apiserver (RBAC, admission, audit log), the sandbox's pods
+//!                  registered through the admin (issue 18; no dataplaneapi: see crate::real)
 //!  Fleet ─► kubeconfig / namespace / client / pods (Pod: product Dataplane client, reload
 //!           count, Faults) / api_faults / api_requests / hpcfg / lease_holder / pods_answer
 //!  Fleet::controller(ControllerOpts) ─► Controller (child process, log file, stop / kill / wait)
@@ -26,6 +27,7 @@
 pub mod controller;
 pub mod fleet;
 pub mod pod;
+pub mod real;
 pub mod render;
 pub mod wait;
 

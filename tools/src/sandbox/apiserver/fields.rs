@@ -160,6 +160,26 @@ fn step_mut<'a>(v: &'a mut Value, k: &str) -> Option<&'a mut Value> {
     }
 }
 
+/// Equal as the API server's decoder sees them: numbers by value, so `0` and `0.0` are one
+/// value (kubectl sends YAML's `minimum: 0.0` as `0`; a client serializing an f64 sends `0.0`;
+/// the real server decodes both into the same float64 and finds no conflict).
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y || ((x.is_f64() || y.is_f64()) && x.as_f64() == y.as_f64())
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same_value(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
 fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
@@ -444,7 +464,10 @@ pub fn apply(
     for p in &set {
         let value = get(applied, p);
         // An empty map sets nothing, so it cannot take anything away from another manager.
-        if get(live, p) == value || value.is_some_and(|v| v.as_object().is_some_and(Map::is_empty))
+        if get(live, p)
+            .zip(value)
+            .is_some_and(|(l, v)| same_value(l, v))
+            || value.is_some_and(|v| v.as_object().is_some_and(Map::is_empty))
         {
             continue;
         }
@@ -562,6 +585,17 @@ mod tests {
         assert_eq!(forced["spec"]["h"], "b");
         let dropped = apply(&forced, &json!({"spec": {}}), &W1, false).unwrap();
         assert_eq!(dropped["spec"], json!({"h": "b"}));
+    }
+
+    #[test]
+    fn numbers_are_compared_by_value_as_the_api_server_decodes_them() {
+        // Found by `kubectl apply --server-side -f deploy/crds` over CRDs a client created with
+        // `minimum: 0.0`: kubectl sends `0`; the real kube-apiserver finds no conflict.
+        let base = json!({"metadata": {"name": "x"}});
+        let one = apply(&base, &json!({"spec": {"min": 0.0, "n": 2}}), &W1, false).unwrap();
+        apply(&one, &json!({"spec": {"min": 0, "n": 2.0}}), &W2, false).unwrap();
+        let err = apply(&one, &json!({"spec": {"min": 0.5}}), &W2, false).unwrap_err();
+        assert_eq!(err[0].field, ".spec.min");
     }
 
     #[test]

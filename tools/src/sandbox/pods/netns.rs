@@ -241,8 +241,8 @@ pub fn bind_in_netns(ns: &str, addr: SocketAddr) -> Result<TcpListener> {
     .map_err(|_| anyhow::anyhow!("netns helper thread panicked"))?
 }
 
-/// A helper process that removes this sandbox's namespaces and kills its processes if the sandbox
-/// dies without cleaning up (it sees end-of-file on its stdin when our process is gone, whatever
+/// A helper process that removes this sandbox's namespaces, kills its processes and removes the
+/// directories it was told about if the sandbox dies without cleaning up (it sees end-of-file on its stdin when our process is gone, whatever
 /// killed it). It runs in its own session so a Ctrl-C to our process group does not reach it.
 #[derive(Debug)]
 pub struct Janitor {
@@ -250,12 +250,13 @@ pub struct Janitor {
 }
 
 const JANITOR_SCRIPT: &str = r#"
-NS=; P=
+NS=; P=; D=
 while read kind val; do
   case "$kind" in
     ns) NS="$NS $val" ;;
     pid) P="$P $val" ;;
-    forget) NS=; P= ;;
+    dir) D="$D $val" ;;
+    forget) NS=; P=; D= ;;
   esac
 done
 for p in $P; do kill -9 "$p" 2>/dev/null; done
@@ -263,6 +264,8 @@ for n in $NS; do
   for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
   ip netns del "$n" 2>/dev/null
 done
+sleep 0.2
+for d in $D; do rm -rf "$d"; done
 exit 0
 "#;
 
@@ -299,6 +302,12 @@ impl Janitor {
     /// Registers a pid to kill if we die.
     pub fn watch_pid(&mut self, pid: u32) {
         self.say(&format!("pid {pid}"));
+    }
+
+    /// Registers a directory (a path without whitespace) to remove, after the pids are killed,
+    /// if we die.
+    pub fn watch_dir(&mut self, dir: &std::path::Path) {
+        self.say(&format!("dir {}", dir.display()));
     }
 
     /// Orderly end: everything was cleaned up already; the janitor forgets it and exits.
