@@ -19,6 +19,7 @@ macro_rules! on_peers {
 }
 pub(crate) use on_peers;
 
+pub mod down;
 mod install;
 pub mod rbac;
 pub mod replicas;

@@ -1,0 +1,275 @@
+//! What happens while the leader is down, with the real binary (issue 11, "What must be shown"):
+//! a pod removed while the only controller is dead leaves the HAProxyCfg status after the
+//! restart; the same across a failover of three replicas; and a failover onto pods that already
+//! run a render with certificates, a CA file, a map, a crt-list and an error page uploads nothing
+//! and reloads nothing (counted through the sandbox's request logs). Every controller runs with a
+//! drift interval no bound here can meet, so drift cannot rescue a bug.
+
+use haptic::core::render::{RenderContent, RenderFile};
+use haptic_journal::AuxKind;
+use haptic_testkit::render::{RENDERS, write_render};
+
+use super::{Controller, Fleet, LEASE, MAIN, Peers, bounds, opts, start};
+
+on_peers!(
+    Emulator,
+    a_pod_removed_while_the_controller_is_down_leaves_the_status =>
+        pod_removed_while_down,
+    a_pod_removed_while_the_leader_is_down_leaves_the_status_after_a_failover_of_three =>
+        pod_removed_during_failover,
+    a_failover_onto_pods_running_a_render_with_files_uploads_and_reloads_nothing =>
+        failover_uploads_nothing,
+);
+
+/// A drift interval no test here waits for.
+const SLOW_DRIFT: [&str; 2] = ["--drift-prevention-interval", "10m"];
+
+const FIXTURES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/integration/deployer/fixtures"
+);
+
+/// Certificates (two, through a crt-list), a client CA, a map and an error page: every kind of
+/// file a render carries (the deployer failover test's render).
+const CONFIG: &str = "global
+    log stdout format raw local0
+    stats socket /var/run/haproxy.sock mode 600 level admin
+defaults
+    log global
+    mode http
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+    errorfile 503 /etc/haproxy/general/503.http
+frontend fe_http
+    bind *:80
+    bind *:443 ssl crt-list /etc/haproxy/general/sites.crtlist ca-file /etc/haproxy/ssl/clients-ca.pem verify optional
+    http-request return status 200 content-type text/plain lf-string \"down sni=%[ssl_fc_sni] %[req.hdr(host),lower,map(/etc/haproxy/maps/hosts.map,no-route)]\"
+";
+
+const CRT_LIST: &str = "/etc/haproxy/ssl/site.pem [alpn h2,http/1.1] site.haptic.test
+/etc/haproxy/ssl/alt.pem alt.haptic.test
+";
+
+fn read(dir: &str, path: &str) -> Vec<u8> {
+    std::fs::read(std::path::Path::new(dir).join(path)).unwrap()
+}
+
+fn render_with_files() -> RenderContent {
+    let file = |kind, path: &str, content| RenderFile {
+        kind,
+        path: path.into(),
+        content,
+    };
+    RenderContent {
+        config: CONFIG.as_bytes().to_vec(),
+        files: vec![
+            file(
+                AuxKind::Ca,
+                "ca/clients-ca.pem",
+                read(RENDERS, "07-ca/ca/clients-ca.pem"),
+            ),
+            file(
+                AuxKind::CrtList,
+                "crt-lists/sites.crtlist",
+                CRT_LIST.as_bytes().to_vec(),
+            ),
+            file(
+                AuxKind::General,
+                "general/503.http",
+                read(RENDERS, "04-errors/general/503.http"),
+            ),
+            file(
+                AuxKind::Map,
+                "maps/hosts.map",
+                read(RENDERS, "02-maps/maps/hosts.map"),
+            ),
+            file(AuxKind::Ssl, "ssl/alt.pem", read(FIXTURES, "alt.pem")),
+            file(
+                AuxKind::Ssl,
+                "ssl/site.pem",
+                read(RENDERS, "05-tls/ssl/site.pem"),
+            ),
+        ],
+    }
+}
+
+/// Waits (at most `bound`) until the main HAProxyCfg's status lists exactly `pods` (by name),
+/// every one on the spec's render.
+async fn status_lists(world: &Fleet, pods: &[String], bound: std::time::Duration) {
+    let mut want: Vec<String> = pods.to_vec();
+    want.sort();
+    world
+        .eventually(
+            bound,
+            &format!("the status to list exactly {want:?}"),
+            || async {
+                let Some(cfg) = world.hpcfg(MAIN).await else {
+                    return Err("no HAProxyCfg".to_owned());
+                };
+                let spec = cfg.spec.checksum.to_string();
+                let entries: Vec<(String, Option<String>)> = cfg
+                    .status
+                    .iter()
+                    .flat_map(|s| s.deployed_to_pods.iter())
+                    .map(|p| {
+                        (
+                            p.pod_name.clone(),
+                            p.checksum.as_ref().map(ToString::to_string),
+                        )
+                    })
+                    .collect();
+                let mut names: Vec<String> = entries.iter().map(|(n, _)| n.clone()).collect();
+                names.sort();
+                let on_spec = entries
+                    .iter()
+                    .all(|(_, c)| c.as_deref() == Some(spec.as_str()));
+                (names == want && on_spec)
+                    .then_some(())
+                    .ok_or(format!("status lists {entries:?} (spec {spec})"))
+            },
+        )
+        .await;
+}
+
+fn names(world: &Fleet) -> Vec<String> {
+    world.pods().iter().map(|p| p.name.clone()).collect()
+}
+
+/// The only controller is SIGKILLed, a pod's object is deleted while it is down, and the
+/// restarted controller (same journal) drops that pod's status entry: within the Lease, the
+/// first discovery and one status round (`takeover()`).
+pub async fn pod_removed_while_down(peers: Peers) {
+    let world = start(peers, 3).await;
+    let render_dir = world.dir().join("render");
+    write_render(&render_with_files(), &render_dir).unwrap();
+    let mut o = opts(&world, "solo", &render_dir);
+    o.extra.extend(SLOW_DRIFT.iter().map(|s| (*s).to_owned()));
+    let mut ctl = world.controller(o.clone());
+    let all = names(&world);
+    status_lists(&world, &all, bounds().converge()).await;
+    ctl.kill();
+    let gone = all[2].clone();
+    world.unregister_pod(&gone).await.unwrap();
+    let ctl = world.controller(o);
+    status_lists(&world, &all[..2], bounds().takeover()).await;
+    drop(ctl);
+    world.shutdown().await;
+}
+
+/// Three replicas; the leader is SIGKILLed and a pod's object deleted before another takes
+/// over: the new leader drops that pod's status entry.
+pub async fn pod_removed_during_failover(peers: Peers) {
+    let world = start(peers, 3).await;
+    let render_dir = world.dir().join("render");
+    write_render(&render_with_files(), &render_dir).unwrap();
+    let mut ctls: Vec<Controller> = ["alpha", "beta", "gamma"]
+        .iter()
+        .map(|id| {
+            let mut o = opts(&world, id, &render_dir);
+            o.extra.extend(SLOW_DRIFT.iter().map(|s| (*s).to_owned()));
+            world.controller(o)
+        })
+        .collect();
+    let all = names(&world);
+    status_lists(&world, &all, bounds().converge()).await;
+    let leader = world
+        .eventually(bounds().takeover(), "a leader", || {
+            world.lease_holder(LEASE)
+        })
+        .await;
+    let l = ctls
+        .iter()
+        .position(|c| c.opts.identity == leader)
+        .expect("the leader is one of the three");
+    ctls[l].kill();
+    let gone = all[0].clone();
+    world.unregister_pod(&gone).await.unwrap();
+    // Another replica takes the Lease (takeover), then its term's first status round.
+    status_lists(
+        &world,
+        &all[1..],
+        bounds().takeover() + bounds().deployment(),
+    )
+    .await;
+    let holder = world.lease_holder(LEASE).await;
+    assert!(
+        holder.is_some() && holder.as_deref() != Some(leader.as_str()),
+        "another replica leads: {holder:?}"
+    );
+    world.shutdown().await;
+}
+
+/// Two replicas on a render with every kind of file; the leader is SIGKILLed; the new leader's
+/// first deployment finds every pod running the render and sends no upload, no raw push and
+/// triggers no reload.
+pub async fn failover_uploads_nothing(peers: Peers) {
+    let world = start(peers, 3).await;
+    let render_dir = world.dir().join("render");
+    write_render(&render_with_files(), &render_dir).unwrap();
+    let mut ctls: Vec<Controller> = ["alpha", "beta"]
+        .iter()
+        .map(|id| {
+            let mut o = opts(&world, id, &render_dir);
+            o.extra.extend(SLOW_DRIFT.iter().map(|s| (*s).to_owned()));
+            world.controller(o)
+        })
+        .collect();
+    let all = names(&world);
+    status_lists(&world, &all, bounds().converge()).await;
+    let leader = world
+        .eventually(bounds().takeover(), "a leader", || {
+            world.lease_holder(LEASE)
+        })
+        .await;
+    let (l, f) = if ctls[0].opts.identity == leader {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    let reloads_before = world.reload_counts().await;
+    ctls[l].kill();
+    for pod in &world.pods() {
+        pod.faults().clear_requests().await.unwrap();
+    }
+    let follower = ctls[f].opts.identity.clone();
+    world
+        .eventually(bounds().takeover(), "the follower to lead", || async {
+            let h = world.lease_holder(LEASE).await;
+            (h.as_deref() == Some(follower.as_str()))
+                .then_some(())
+                .ok_or(format!("holder {h:?}"))
+        })
+        .await;
+    ctls[f]
+        .eventually(
+            bounds().takeover(),
+            "the new leader's first deployment to finish",
+            || async {
+                ctls[f]
+                    .log_text()
+                    .lines()
+                    .any(|l| l.contains("deployment completed"))
+            },
+        )
+        .await;
+    let mut writes = Vec::new();
+    for pod in &world.pods() {
+        for r in pod.faults().requests().await.unwrap() {
+            if r.method != "GET" {
+                writes.push(format!("{} {} {} {}", pod.name, r.method, r.path, r.query));
+            }
+        }
+    }
+    assert!(
+        writes.is_empty(),
+        "the new leader wrote to pods that already run the render: {writes:?}\n{}",
+        ctls[f].log_tail(30)
+    );
+    assert_eq!(
+        world.reload_counts().await,
+        reloads_before,
+        "pods already on the render were reloaded"
+    );
+    world.shutdown().await;
+}
