@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use haptic_journal::{Accepted, Correlation, CorrelationId, Event};
+use haptic_journal::{Accepted, Correlation, CorrelationId, Event, Render};
 use tokio::sync::oneshot;
 
 use super::DispatchError;
@@ -68,6 +68,11 @@ pub enum Input {
         event: Event,
         /// The render's config and files.
         content: Arc<RenderContent>,
+        /// Its journal manifest ([`RenderContent::manifest`]: the SHA-256 of every content and
+        /// the render checksum from them), computed once by the source, which used it to tell an
+        /// unchanged render and to name the event's render: the batch stores the blobs under
+        /// these keys without hashing them again (`Batch::put_render_hashed`).
+        manifest: Arc<Render>,
         /// Which source produced it (counted by the acceptor).
         source: RenderSource,
         /// Answered once the render is durable (or was refused); `None` when the producer does
@@ -114,12 +119,18 @@ pub fn chain_start(prefix: &str) -> Correlation {
     }
 }
 
-/// The `TemplateRendered` event of a render (a new correlation chain).
+/// The `TemplateRendered` event of a render whose manifest is `manifest` (a new correlation
+/// chain).
 #[must_use]
-pub fn template_rendered(content: &RenderContent, read_time: Duration, trigger: &str) -> Event {
+pub fn template_rendered(
+    content: &RenderContent,
+    manifest: &Render,
+    read_time: Duration,
+    trigger: &str,
+) -> Event {
     Event::TemplateRendered {
         correlation: chain_start("render"),
-        render: content.checksum(),
+        render: manifest.checksum,
         config_bytes: content.config.len() as u64,
         auxiliary_file_count: content.file_count(),
         duration_ms: u64::try_from(read_time.as_millis()).unwrap_or(u64::MAX),
@@ -128,7 +139,8 @@ pub fn template_rendered(content: &RenderContent, read_time: Duration, trigger: 
     }
 }
 
-/// Sends a render to the acceptor without waiting for its commit.
+/// Sends a render (with the manifest the source computed: [`RenderContent::manifest`]) to the
+/// acceptor without waiting for its commit.
 ///
 /// # Errors
 /// [`SinkClosed`] when the receiver is gone.
@@ -138,14 +150,16 @@ pub fn template_rendered(content: &RenderContent, read_time: Duration, trigger: 
 pub async fn send_render(
     sink: &InputSender,
     content: RenderContent,
+    manifest: Render,
     read_time: Duration,
     trigger: &str,
     source: RenderSource,
 ) -> Result<(), SinkClosed> {
-    let event = template_rendered(&content, read_time, trigger);
+    let event = template_rendered(&content, &manifest, read_time, trigger);
     sink.send(Input::Rendered {
         event,
         content: Arc::new(content),
+        manifest: Arc::new(manifest),
         source,
         reply: None,
     })
@@ -155,15 +169,23 @@ pub async fn send_render(
 
 /// The journal batch of one render: every file and the manifest as blobs, then its
 /// `TemplateRendered` event, so the event and the content it names are durable together (J1, J4).
+/// The blob keys are `manifest`'s ([`RenderContent::manifest`] of `content`): nothing is hashed
+/// here; the journal checks the hash of each content it stores for the first time.
 #[must_use]
-pub fn render_batch(event: Event, content: &RenderContent) -> haptic_journal::Batch {
+pub fn render_batch(
+    event: Event,
+    content: &RenderContent,
+    manifest: &Render,
+) -> haptic_journal::Batch {
     let mut batch = haptic_journal::Batch::new();
-    batch.put_render(
+    batch.put_render_hashed(
         content.config.clone(),
+        manifest.config,
         content
             .files
             .iter()
-            .map(|f| (f.kind, f.path.clone(), f.content.clone()))
+            .zip(&manifest.files)
+            .map(|(f, m)| (f.kind, f.path.clone(), f.content.clone(), m.blob))
             .collect(),
     );
     batch.event(event);
@@ -199,4 +221,57 @@ pub fn load_render(
         });
     }
     Ok(Some(RenderContent::new(config, files)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use haptic_journal::{AuxKind, Journal, JournalOptions};
+
+    /// A source hashes each content once (`manifest`); the batch stores the blobs under those
+    /// keys, and what the journal holds reads back as the render, under the checksum the event
+    /// names, whatever the order the files came in.
+    #[test]
+    fn a_render_batch_stores_the_manifest_the_source_computed() {
+        let file = |kind, path: &str, content: &[u8]| RenderFile {
+            kind,
+            path: path.into(),
+            content: content.to_vec(),
+        };
+        let content = RenderContent {
+            config: b"global\n".to_vec(),
+            files: vec![
+                file(AuxKind::Map, "maps/b.map", b"b 1\n"),
+                file(
+                    AuxKind::General,
+                    "general/503.http",
+                    b"HTTP/1.0 503\r\n\r\n",
+                ),
+                file(AuxKind::Map, "maps/a.map", b"a 1\n"),
+            ],
+        };
+        let manifest = content.manifest();
+        assert_eq!(manifest.checksum, content.checksum());
+        let event = template_rendered(&content, &manifest, Duration::ZERO, "test");
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(&JournalOptions::new(dir.path().join("j.redb"))).unwrap();
+        journal
+            .accept(render_batch(event.clone(), &content, &manifest))
+            .unwrap();
+        let Event::TemplateRendered { render, .. } = event else {
+            unreachable!()
+        };
+        assert_eq!(render, manifest.checksum);
+        let back = load_render(&journal, render).unwrap().expect("stored");
+        assert_eq!(back.checksum(), content.checksum());
+        assert_eq!(back.config, content.config);
+        let mut want: Vec<_> = content
+            .files
+            .iter()
+            .map(|f| (&f.path, &f.content))
+            .collect();
+        want.sort();
+        let got: Vec<_> = back.files.iter().map(|f| (&f.path, &f.content)).collect();
+        assert_eq!(got, want);
+    }
 }

@@ -32,7 +32,12 @@ pub struct AcceptorStats {
 #[must_use]
 pub fn batch_of(input: &Input) -> Batch {
     match input {
-        Input::Rendered { event, content, .. } => render_batch(event.clone(), content),
+        Input::Rendered {
+            event,
+            content,
+            manifest,
+            ..
+        } => render_batch(event.clone(), content, manifest),
         Input::Event(event) => {
             let mut b = Batch::new();
             if let Event::BecameLeader { term, identity, .. } = event {

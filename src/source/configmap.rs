@@ -276,7 +276,8 @@ impl ConfigMapSource {
                         tracing::warn!("configmap has no haproxy.cfg key; no render");
                         continue;
                     };
-                    let checksum = content.checksum();
+                    let manifest = content.manifest();
+                    let checksum = manifest.checksum;
                     let uid = cm_obj.metadata.uid.clone().map(haptic_journal::ObjectUid::new);
                     self.source_uid.send_if_modified(|old| {
                         let changed = *old != uid;
@@ -288,6 +289,7 @@ impl ConfigMapSource {
                         crate::dispatch::input::send_render(
                             &sink,
                             content,
+                            manifest,
                             started.elapsed(),
                             trigger,
                             crate::dispatch::input::RenderSource::ConfigMap,

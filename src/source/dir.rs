@@ -123,9 +123,13 @@ impl DirSource {
                 match self.read_stable(&cancel).await {
                     Some((content, took)) => {
                         committed = stamp;
-                        let checksum = content.checksum();
+                        // Every content hashed once: the unchanged check, the event and the
+                        // journal's blob keys.
+                        let manifest = content.manifest();
+                        let checksum = manifest.checksum;
                         if self.last_sent != Some(checksum) {
-                            send_render(&sink, content, took, trigger, RenderSource::Dir).await?;
+                            send_render(&sink, content, manifest, took, trigger, RenderSource::Dir)
+                                .await?;
                             self.last_sent = Some(checksum);
                             tracing::info!(render = %checksum, "render read from directory");
                         }

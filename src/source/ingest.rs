@@ -445,7 +445,8 @@ async fn post_render(State(inner): State<Arc<Inner>>, req: Request) -> Response 
 
 /// The duplicate check and the commit, serialized by `latest`.
 async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> Response {
-    let checksum = content.checksum();
+    let manifest = content.manifest();
+    let checksum = manifest.checksum;
     let mut latest = inner.latest.lock().await;
     if let Some(last) = *latest
         && last.checksum == checksum
@@ -459,13 +460,14 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
         drop(latest);
         return not_leader(inner).await;
     }
-    let event = template_rendered(&content, read_time, "ingest");
+    let event = template_rendered(&content, &manifest, read_time, "ingest");
     let (reply, answer) = tokio::sync::oneshot::channel();
     let files = content.files.len();
     let config_bytes = content.config.len();
     let input = Input::Rendered {
         event,
         content: Arc::new(content),
+        manifest: Arc::new(manifest),
         source: RenderSource::Ingest,
         reply: Some(reply),
     };

@@ -538,9 +538,11 @@ impl Node {
                     trigger_reason: if *pass { "pass" } else { "fail" }.into(),
                     coalescible: true,
                 };
+                let manifest = Arc::new(content.manifest());
                 self.accept_input(Input::Rendered {
                     event,
                     content: Arc::new(content),
+                    manifest,
                     source: RenderSource::Dir,
                     reply: None,
                 })?;
