@@ -6,7 +6,8 @@
 //! With the feature `failpoints`, `HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS=<ms>` makes the open that much
 //! slower (tests of the probes while the journal opens); `HAPTIC_TEST_JOURNAL_TRIM_EVERY=<n>` trims
 //! every n commits and `HAPTIC_TEST_JOURNAL_COMPACT_SLACK_BYTES=<b>` sets the auto-compaction
-//! slack (the crash matrix reaches the trim and compaction points with a short stream).
+//! slack, `HAPTIC_TEST_JOURNAL_COMPACT_ALWAYS=1` compacts after every periodic trim (the crash
+//! matrix reaches the trim and compaction points with a short stream).
 
 use std::path::{Path, PathBuf};
 
@@ -123,6 +124,9 @@ pub fn open(
         }
         if let Some(b) = env("HAPTIC_TEST_JOURNAL_COMPACT_SLACK_BYTES") {
             o = o.auto_compact_slack_bytes(b);
+        }
+        if env("HAPTIC_TEST_JOURNAL_COMPACT_ALWAYS") == Some(1) {
+            o = o.auto_compact_always(true);
         }
         o
     };

@@ -147,7 +147,7 @@ fn case(spec: &str, renders: &[&'static str], drive: Drive, at_death: AtDeath) -
 /// hundred milliseconds of sandbox pushes) to finish inside it: the pods' statuses then arrive
 /// while the spec still holds the previous render (they park), and deploy-driven publications
 /// wait in the queue for a drain.
-const THROTTLE: Duration = Duration::from_secs(3);
+const THROTTLE: Duration = Duration::from_secs(5);
 
 fn throttled(mut c: Case) -> Case {
     c.publish_interval = Some(THROTTLE);
@@ -160,6 +160,9 @@ fn cases() -> Vec<Case> {
     use Drive::{Drain, Overlap, PreKill, Sequential as Seq_};
     let basic: &[&'static str] = &["01-basic"];
     let maps: &[&'static str] = &["01-basic", "02-maps"];
+    let parks: &[&'static str] = &["01-basic", "02-maps", "03-maps-changed", "04-errors"];
+    // Trims every 4 commits, each followed by a compaction (test hooks).
+    let churn: &[&'static str] = &["01-basic", "10-large-map", "02-maps", "03-maps-changed"];
     let mut trim = case(
         "journal::after_trim",
         &["01-basic", "02-maps", "08-invalid", "04-errors", "05-tls"],
@@ -167,21 +170,10 @@ fn cases() -> Vec<Case> {
         A::Consistent,
     );
     trim.env.push(("HAPTIC_TEST_JOURNAL_TRIM_EVERY", "4"));
-    let mut compact = case(
-        "journal::before_compact",
-        &[
-            "01-basic",
-            "02-maps",
-            "10-large-map",
-            "03-maps-changed",
-            "06-crtlist",
-        ],
-        Seq_,
-        A::Consistent,
-    );
+    let mut compact = case("journal::before_compact", churn, Seq_, A::Consistent);
     compact.env.extend([
         ("HAPTIC_TEST_JOURNAL_TRIM_EVERY", "4"),
-        ("HAPTIC_TEST_JOURNAL_COMPACT_SLACK_BYTES", "0"),
+        ("HAPTIC_TEST_JOURNAL_COMPACT_ALWAYS", "1"),
     ]);
     let mut compacted = compact.clone();
     compacted.spec = "journal::after_compact".into();
@@ -257,10 +249,37 @@ fn cases() -> Vec<Case> {
             A::Published,
         ),
         case("status::after_status_write", basic, Seq_, A::StatusPending),
-        throttled(case("status::after_park", maps, PreKill, A::StatusParked)),
+        // Later hits: a second file of one deployment, a second pod, the second publication
+        // (with files), the `-invalid` object of a rejected render.
+        case(
+            "deployer::before_storage_upload:2",
+            &["01-basic", "06-crtlist"],
+            Seq_,
+            A::InFlight(None),
+        ),
+        case(
+            "deployer::after_endpoint_applied:2",
+            basic,
+            Seq_,
+            A::SomeApplied,
+        ),
+        case(
+            "publisher::before_publish_ack:2",
+            maps,
+            Seq_,
+            A::PublishQueued,
+        ),
+        case(
+            "publisher::before_create:2",
+            &["01-basic", "08-invalid"],
+            Seq_,
+            A::Consistent,
+        ),
+        case("status::after_status_write:2", maps, Seq_, A::StatusPending),
+        throttled(case("status::after_park", parks, PreKill, A::StatusParked)),
         throttled(case(
             "status::after_unpark",
-            maps,
+            parks,
             PreKill,
             A::StatusPending,
         )),
@@ -487,8 +506,13 @@ async fn drive(w: &mut World, case: &Case) -> Result<Controller, String> {
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                ctl.kill();
-                ctl = w.fleet.controller(w.opts.clone());
+                // Only while the spec still holds the previous render (its publication
+                // throttled); otherwise the next render of the stream tries again.
+                let spec = w.fleet.hpcfg(MAIN).await.map(|c| c.spec.checksum);
+                if spec != Some(checksum(render)) {
+                    ctl.kill();
+                    ctl = w.fleet.controller(w.opts.clone());
+                }
                 let fleet = &w.fleet;
                 if let Waited::Exited(s) =
                     until_or_exit(&mut ctl, i.takeover() + i.converge() + t, render, || {
@@ -1103,7 +1127,6 @@ async fn crash_matrix() {
     let only = std::env::var("CRASH_MATRIX_ONLY").ok();
     let keep = |name: &str| only.as_deref().is_none_or(|o| name.contains(o));
     let cases: Vec<Case> = cases.into_iter().filter(|c| keep(&c.spec)).collect();
-    let total = cases.len();
     let started = Instant::now();
     let jobs = cases
         .into_iter()
@@ -1128,7 +1151,14 @@ async fn crash_matrix() {
         println!("  {p:<48} elsewhere: {why}");
     }
     print_rows("random kills:", &kills);
-    let passed = rows.iter().filter(|r| r.result.is_ok()).count();
+    // A point passes when every row arming it passes.
+    let mut points: BTreeMap<&str, bool> = BTreeMap::new();
+    for r in &rows {
+        *points.entry(point_of(&r.name)).or_insert(true) &= r.result.is_ok();
+    }
+    let passed = points.values().filter(|ok| **ok).count();
+    let total = points.len();
+    let rows_passed = rows.iter().filter(|r| r.result.is_ok()).count();
     let k = kills.iter().filter(|r| r.result.is_ok()).count();
     let worst = rows
         .iter()
@@ -1142,12 +1172,44 @@ async fn crash_matrix() {
         (intervals().takeover() + intervals().follow_up()).as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+    println!("crash runs: {rows_passed}/{} passed", rows.len());
     println!(
         "crash matrix: {passed}/{total} failpoints passed, {k}/{} random kills passed",
         kills.len()
     );
     assert!(
-        passed == total && k == kills.len(),
+        rows_passed == rows.len() && k == kills.len(),
         "crash matrix failures (see the matrix above)"
     );
+}
+
+/// The suspected flake "journal ... is in use by another process" on a restart right after a
+/// SIGKILL (soak only, `HAPTIC_SOAK=1`): 60 kills at seeded moments 0-900 ms into a run (start-up,
+/// validation with its `haproxy -c` children, deployment), each followed at once by a restart;
+/// every restart must open the journal. Nothing can hold redb's locks (OFD range locks plus the
+/// legacy flock, on one open file description whose fds are all `O_CLOEXEC`) once the killed
+/// process is reaped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_then_restart_at_once_always_opens_the_journal() {
+    if std::env::var_os("HAPTIC_SOAK").is_none() {
+        eprintln!("skipped: set HAPTIC_SOAK=1");
+        return;
+    }
+    let mut w = World::start(&[], None, None).await;
+    w.feed("01-basic");
+    let mut x = 12345u64;
+    let renders = ["02-maps", "03-maps-changed", "04-errors", "05-tls"];
+    let mut refused = Vec::new();
+    for n in 0..60 {
+        w.feed(renders[n % renders.len()]);
+        let mut ctl = w.fleet.controller(w.opts.clone());
+        let d = Duration::from_millis(mix(&mut x) % 900);
+        tokio::time::sleep(d).await;
+        ctl.kill();
+        if ctl.log_text().contains("in use by another process") {
+            refused.push(format!("run {n} (+{d:?}):\n{}", ctl.log_tail(5)));
+        }
+    }
+    w.fleet.shutdown().await;
+    assert!(refused.is_empty(), "refused opens: {refused:#?}");
 }

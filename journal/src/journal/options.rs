@@ -60,6 +60,9 @@ pub struct JournalOptions {
     pub auto_compact: bool,
     /// The slack of [`Self::auto_compact`]. Default: 8 MiB.
     pub auto_compact_slack_bytes: u64,
+    /// With [`Self::auto_compact`]: compact after every periodic trim, whatever the sizes
+    /// (tests that must reach compaction). Default: false.
+    pub auto_compact_always: bool,
 }
 
 impl JournalOptions {
@@ -77,6 +80,7 @@ impl JournalOptions {
             cache_size_bytes: 64 * 1024 * 1024,
             auto_compact: true,
             auto_compact_slack_bytes: 8 * 1024 * 1024,
+            auto_compact_always: false,
         }
     }
 
@@ -126,6 +130,13 @@ impl JournalOptions {
     #[must_use]
     pub fn auto_compact_slack_bytes(mut self, bytes: u64) -> Self {
         self.auto_compact_slack_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Self::auto_compact_always`].
+    #[must_use]
+    pub fn auto_compact_always(mut self, yes: bool) -> Self {
+        self.auto_compact_always = yes;
         self
     }
 

@@ -49,10 +49,11 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
             let used = commit_group(&inner, &cfg, &mut state, &mut group, trim);
             if let (Some(used), Some(path)) = (used, &cfg.auto_compact_path) {
                 let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-                if file
-                    > used
-                        .saturating_mul(2)
-                        .saturating_add(cfg.auto_compact_slack)
+                if cfg.auto_compact_always
+                    || file
+                        > used
+                            .saturating_mul(2)
+                            .saturating_add(cfg.auto_compact_slack)
                 {
                     // Busy (a reader is live) is fine: the next trim tries again.
                     let _ = compact(&inner);
@@ -232,6 +233,7 @@ mod tests {
             trim_every_commits: 0,
             auto_compact_path: None,
             auto_compact_slack: 0,
+            auto_compact_always: false,
         };
         let mut group = Vec::new();
         let mut results = Vec::new();

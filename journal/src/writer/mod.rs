@@ -55,4 +55,6 @@ pub(crate) struct WriterConfig {
     pub auto_compact_path: Option<std::path::PathBuf>,
     /// Bytes the file may exceed twice the used bytes by before auto-compaction.
     pub auto_compact_slack: u64,
+    /// Compact after every periodic trim, whatever the sizes.
+    pub auto_compact_always: bool,
 }
