@@ -8,17 +8,58 @@
 
 /// Every crash point name, across all components. Later components add theirs here.
 pub const ALL: &[&str] = &[
+    // journal writer: a group's transaction built, not committed (nothing of it is durable).
     "journal::before_commit",
+    // journal writer: a group committed, its requesters not answered yet.
     "journal::after_commit",
+    // journal writer: a periodic trim deleted events inside the group's uncommitted transaction.
+    "journal::after_trim",
+    // journal writer: auto-compaction about to start (between commits).
     "journal::before_compact",
+    // journal writer: compaction returned, nothing after it done.
     "journal::after_compact",
-    // deployer (root crate): one endpoint's result journaled, the deployment not completed yet.
-    "deployer::after_endpoint_applied",
-    "deployer::before_completed",
+    // acceptor (root crate): a render and its blobs committed, nothing downstream acted on it.
+    "accept::after_render_journaled",
+    // leadership (root crate): `BecameLeader` and the term committed, the components not told.
+    "leadership::after_became_leader_journaled",
+    // leadership (scheduler): the live `BecameLeader` reached the scheduler, the journaled
+    // pending and in-flight slots not resumed yet.
+    "leadership::before_replay",
+    // scheduler (root crate): a decision to wait (the pending slot) committed, nothing started.
+    "scheduler::after_pending_journaled",
     // scheduler (root crate): DeploymentScheduled + in-flight slot committed, executor not started.
     "scheduler::after_scheduled_journaled",
+    // deployer, per endpoint: before each storage upload or replace (earlier files are written).
+    "deployer::before_storage_upload",
+    // deployer, per endpoint: the raw configuration accepted by the Dataplane API, its reload not
+    // waited for, nothing journaled.
+    "deployer::after_raw_push",
+    // deployer, per endpoint: the push's reload finished, the applied state not journaled.
+    "deployer::after_reload",
+    // deployer (root crate): one endpoint's result journaled, the deployment not completed yet.
+    "deployer::after_endpoint_applied",
+    // deployer (root crate): every endpoint journaled, completion + in-flight ack not committed.
+    "deployer::before_completed",
+    // publisher (writer): before an object's create request (the first: the HAProxyCfg).
+    "publisher::before_create",
+    // publisher (writer): the HAProxyCfg written, its auxiliary objects not.
+    "publisher::after_cfg_write",
+    // publisher (writer): the auxiliary objects written, the status references not.
+    "publisher::after_aux_objects",
     // publisher (root crate): publication complete in the cluster, ack + ConfigPublished not committed.
     "publisher::before_publish_ack",
+    // publisher (root crate): ack + ConfigPublished committed, the caches and wakes not updated.
+    "publisher::after_config_published",
+    // status worker: the round's status written in the cluster, its ack/park not committed.
+    "status::after_status_write",
+    // status worker: a round that parked items committed.
+    "status::after_park",
+    // publish worker: parked statuses moved back to pending (committed), the status worker not woken.
+    "status::after_unpark",
+    // drain (graceful stop): the drain's publication of the newest deployed render not started.
+    "drain::before_publish",
+    // drain: that publication is in the cluster, its ack + drain checkpoint not committed.
+    "drain::after_publish",
     // haptic-migrations: the test-only v1->v2 step aborts here (feature `test-v2`).
     "migrations::after_test_v2_half_rewritten",
 ];
@@ -97,7 +138,14 @@ mod tests {
     /// [`super::ALL`].
     #[test]
     fn every_used_point_is_registered() {
-        let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        // This crate's sources and those of the crates that use its macro (the root crate, the
+        // migrations).
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut dirs = vec![
+            root.join("src"),
+            root.join("../src"),
+            root.join("../migrations/src"),
+        ];
         let mut files = Vec::new();
         while let Some(dir) = dirs.pop() {
             for entry in std::fs::read_dir(&dir).expect("src dir") {
@@ -125,6 +173,12 @@ mod tests {
             !used.is_empty(),
             "found no crash points; is the scan broken?"
         );
+        for name in super::ALL {
+            assert!(
+                used.iter().any(|u| u == name),
+                "crash point {name} is listed in ALL but used nowhere"
+            );
+        }
         for name in &used {
             assert!(
                 super::ALL.contains(&name.as_str()),

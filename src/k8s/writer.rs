@@ -324,6 +324,7 @@ impl Writer {
             let existing = self.call(&object, api.get_opt(&name)).await?;
             let result = match existing {
                 None => {
+                    haptic_journal::crash_point!("publisher::before_create");
                     self.write(&object, api.create(&PostParams::default(), desired))
                         .await
                 }
@@ -396,6 +397,9 @@ impl Writer {
             content: content_of(&desired),
         }];
         let (cfg, wrote) = self.upsert(&desired).await?;
+        if wrote && spec.with_files {
+            haptic_journal::crash_point!("publisher::after_cfg_write");
+        }
         let mut writes = u32::from(wrote);
         let owner = OwnerReference {
             api_version: format!("{}/{}", super::crd::GROUP, super::crd::VERSION),
@@ -433,6 +437,9 @@ impl Writer {
                     content,
                 });
             }
+        }
+        if spec.with_files && !render.files.is_empty() {
+            haptic_journal::crash_point!("publisher::after_aux_objects");
         }
         let metadata = ConfigMetadata {
             total_size: Some(total_size),

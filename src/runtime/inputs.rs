@@ -90,6 +90,15 @@ pub async fn run(
             }
             (Err(e), None) => return Err(e),
         };
+        match &input {
+            Input::Rendered { .. } => {
+                haptic_journal::crash_point!("accept::after_render_journaled");
+            }
+            Input::Event(Event::BecameLeader { .. }) => {
+                haptic_journal::crash_point!("leadership::after_became_leader_journaled");
+            }
+            Input::Event(_) => {}
+        }
         metrics.observe_commit(started.elapsed());
         metrics.events_accepted(accepted.seqs().len() as u64);
         match &input {

@@ -4,7 +4,10 @@
 //!
 //! # Failpoints
 //! With the feature `failpoints`, `HAPTIC_TEST_JOURNAL_OPEN_DELAY_MS=<ms>` makes the open that much
-//! slower (tests of the probes while the journal opens).
+//! slower (tests of the probes while the journal opens); `HAPTIC_TEST_JOURNAL_TRIM_EVERY=<n>` trims
+//! every n commits and `HAPTIC_TEST_JOURNAL_COMPACT_SLACK_BYTES=<b>` sets the auto-compaction
+//! slack, `HAPTIC_TEST_JOURNAL_COMPACT_ALWAYS=1` compacts after every periodic trim (the crash
+//! matrix reaches the trim and compaction points with a short stream).
 
 use std::path::{Path, PathBuf};
 
@@ -110,6 +113,23 @@ pub fn open(
         JournalConcurrency::Exclusive => haptic_journal::Concurrency::Exclusive,
         JournalConcurrency::SingleWriter => haptic_journal::Concurrency::SingleWriter,
     });
+    // Test hooks (feature `failpoints`): trim every N commits and compact with this slack, so
+    // a short stream reaches the trim and compaction crash points.
+    #[cfg(feature = "failpoints")]
+    let options = {
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        let mut o = options;
+        if let Some(n) = env("HAPTIC_TEST_JOURNAL_TRIM_EVERY") {
+            o = o.trim_every_commits(u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        if let Some(b) = env("HAPTIC_TEST_JOURNAL_COMPACT_SLACK_BYTES") {
+            o = o.auto_compact_slack_bytes(b);
+        }
+        if env("HAPTIC_TEST_JOURNAL_COMPACT_ALWAYS") == Some(1) {
+            o = o.auto_compact_always(true);
+        }
+        o
+    };
     match Journal::open(&options) {
         Ok(journal) => Ok(Opened {
             journal,

@@ -3,6 +3,8 @@
 //! - `architecture`: `src/core/` stays pure;
 //! - `checksum`: the journal's checksum functions keep DESIGN.md's contract;
 //! - `corpus`: checksums, names and compression over `tests/corpus/renders/`;
+//! - `crash_matrix`: every crash point and seeded SIGKILLs against the real binary, restarted on
+//!   the same journal (issue 13; feature `failpoints`);
 //! - `crds`: `deploy/crds/` is up to date, `haptic crds` prints it, the schemas accept our objects;
 //! - `publisher`: the config publisher against the Kubernetes API emulator;
 //! - `dataplane`: the Dataplane API client against the sandbox's documented-answers endpoint
@@ -21,6 +23,7 @@
 mod architecture;
 mod checksum;
 mod corpus;
+mod crash_matrix;
 mod crds;
 mod dataplane;
 mod deployer;

@@ -243,6 +243,8 @@ impl Journal {
                 max_group: options.max_group_requests.max(1),
                 trim_every_commits: options.trim_every_commits,
                 auto_compact_path: (options.auto_compact && is_file).then(|| path.clone()),
+                auto_compact_slack: options.auto_compact_slack_bytes,
+                auto_compact_always: options.auto_compact_always,
             };
             let inner = journal.inner.clone();
             let thread = std::thread::Builder::new()

@@ -55,8 +55,14 @@ pub struct JournalOptions {
     /// redb page cache size in bytes. Default: 64 MiB.
     pub cache_size_bytes: usize,
     /// After each periodic trim, compact (in the writer thread, between commits) when the file
-    /// is larger than twice the bytes redb uses plus 8 MiB (J6). Default: true.
+    /// is larger than twice the bytes redb uses plus [`Self::auto_compact_slack_bytes`] (J6).
+    /// Default: true.
     pub auto_compact: bool,
+    /// The slack of [`Self::auto_compact`]. Default: 8 MiB.
+    pub auto_compact_slack_bytes: u64,
+    /// With [`Self::auto_compact`]: compact after every periodic trim, whatever the sizes
+    /// (tests that must reach compaction). Default: false.
+    pub auto_compact_always: bool,
 }
 
 impl JournalOptions {
@@ -73,6 +79,8 @@ impl JournalOptions {
             trim_every_commits: 64,
             cache_size_bytes: 64 * 1024 * 1024,
             auto_compact: true,
+            auto_compact_slack_bytes: 8 * 1024 * 1024,
+            auto_compact_always: false,
         }
     }
 
@@ -115,6 +123,20 @@ impl JournalOptions {
     #[must_use]
     pub fn trim_every_commits(mut self, n: u32) -> Self {
         self.trim_every_commits = n;
+        self
+    }
+
+    /// Sets [`Self::auto_compact_slack_bytes`].
+    #[must_use]
+    pub fn auto_compact_slack_bytes(mut self, bytes: u64) -> Self {
+        self.auto_compact_slack_bytes = bytes;
+        self
+    }
+
+    /// Sets [`Self::auto_compact_always`].
+    #[must_use]
+    pub fn auto_compact_always(mut self, yes: bool) -> Self {
+        self.auto_compact_always = yes;
         self
     }
 

@@ -12,9 +12,6 @@ use crate::db::{Db, Inner};
 use crate::error::AcceptError;
 use crate::ids::UnixMillis;
 
-/// Slack before auto-compaction: the file may exceed twice the used bytes by this much.
-const AUTO_COMPACT_SLACK_BYTES: u64 = 8 * 1024 * 1024;
-
 /// What the writer thread keeps between commits.
 #[derive(Default)]
 struct WriterState {
@@ -52,10 +49,11 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
             let used = commit_group(&inner, &cfg, &mut state, &mut group, trim);
             if let (Some(used), Some(path)) = (used, &cfg.auto_compact_path) {
                 let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-                if file
-                    > used
-                        .saturating_mul(2)
-                        .saturating_add(AUTO_COMPACT_SLACK_BYTES)
+                if cfg.auto_compact_always
+                    || file
+                        > used
+                            .saturating_mul(2)
+                            .saturating_add(cfg.auto_compact_slack)
                 {
                     // Busy (a reader is live) is fine: the next trim tries again.
                     let _ = compact(&inner);
@@ -234,6 +232,8 @@ mod tests {
             max_group: 16,
             trim_every_commits: 0,
             auto_compact_path: None,
+            auto_compact_slack: 0,
+            auto_compact_always: false,
         };
         let mut group = Vec::new();
         let mut results = Vec::new();

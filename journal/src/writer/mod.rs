@@ -53,4 +53,8 @@ pub(crate) struct WriterConfig {
     pub trim_every_commits: u32,
     /// The file, when the journal is a file: auto-compaction compares its size with live data.
     pub auto_compact_path: Option<std::path::PathBuf>,
+    /// Bytes the file may exceed twice the used bytes by before auto-compaction.
+    pub auto_compact_slack: u64,
+    /// Compact after every periodic trim, whatever the sizes.
+    pub auto_compact_always: bool,
 }

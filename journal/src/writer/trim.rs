@@ -91,6 +91,9 @@ impl Tx<'_> {
             }
             n += 1;
         }
+        if n > 0 {
+            crate::crash_point!("journal::after_trim");
+        }
         self.collect()?;
         Ok(n)
     }

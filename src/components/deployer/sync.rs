@@ -329,6 +329,7 @@ async fn execute(
             } => {
                 let content = render_content(render, path);
                 let exists = matches!(op, Operation::ReplaceFile { .. });
+                haptic_journal::crash_point!("deployer::before_storage_upload");
                 let (outcome, replaced) =
                     write_file(calls, *kind, name, content, exists, *skip_reload).await?;
                 let counts = section(&mut report.ops, *kind);
@@ -793,8 +794,10 @@ async fn push_config(
                 report.changed = true;
                 report.version_after = outcome.version_after.or(Some(ConfigVersion(version.0 + 1)));
                 report.conflict_retries = retries;
+                haptic_journal::crash_point!("deployer::after_raw_push");
                 if let Some(id) = outcome.reload_id {
                     wait_reload(calls, &id, limits, retries).await?;
+                    haptic_journal::crash_point!("deployer::after_reload");
                     report.reload_triggered = true;
                     report.reload_id = Some(id);
                 }

@@ -566,6 +566,7 @@ impl Inner {
         let render = d.render;
         let older: Vec<&WorkEntry> = deployed[..deployed.len() - 1].iter().collect();
         let writer = self.writer(term);
+        haptic_journal::crash_point!("drain::before_publish");
         let done = self
             .publish_main(&writer, &cancel, Some(newest), &older, true)
             .await?;

@@ -187,6 +187,9 @@ impl SchedulerShell {
                     }
                     self.checkpoints.saw(d.seq);
                     if let Some(input) = to_input(&d.event, d.replayed, &self.state) {
+                        if matches!(input, Input::BecameLeader { .. }) {
+                            haptic_journal::crash_point!("leadership::before_replay");
+                        }
                         self.step(input).await?;
                     }
                     // Dropped only now: the state this event produced is durable (J11).
@@ -307,6 +310,7 @@ impl SchedulerShell {
             }
             if plan.pending_enqueued {
                 self.pending_id = ids.next();
+                haptic_journal::crash_point!("scheduler::after_pending_journaled");
             }
         }
         if let Some(request) = plan.spawn {

@@ -297,7 +297,24 @@ impl Controller {
     }
 
     /// Waits up to `bound` for the exit status (`None` when still running).
+    ///
+    /// Called on a worker of a multi-thread tokio runtime, the wait runs in
+    /// [`tokio::task::block_in_place`]: the fleet's API emulator runs in the test's runtime, and a
+    /// worker parked in a plain blocking wait keeps the task in its LIFO slot (never stolen),
+    /// which may be the emulator's answer to the controller's Lease release on SIGTERM; the
+    /// controller then sat out its 10 s release timeout and the 10 s acceptor wait after it
+    /// (found by the crash matrix: a clean stop "not within" [`Intervals::stop`]).
     pub fn wait(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if multi_thread {
+            tokio::task::block_in_place(|| self.wait_blocking(bound))
+        } else {
+            self.wait_blocking(bound)
+        }
+    }
+
+    fn wait_blocking(&mut self, bound: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + bound;
         loop {
             if let Ok(Some(s)) = self.child.try_wait() {

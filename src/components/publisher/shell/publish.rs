@@ -182,6 +182,7 @@ impl Inner {
                     .map_err(PublisherError::Accept)?
             };
             if unparked > 0 {
+                haptic_journal::crash_point!("status::after_unpark");
                 self.wake.status.notify_one();
             }
             match result {
@@ -231,8 +232,14 @@ impl Inner {
                             );
                         }
                     }
+                    if drain {
+                        haptic_journal::crash_point!("drain::after_publish");
+                    }
                     haptic_journal::crash_point!("publisher::before_publish_ack");
                     self.commit(b).await?;
+                    if advances {
+                        haptic_journal::crash_point!("publisher::after_config_published");
+                    }
                     self.counters.publications.fetch_add(1, Ordering::Relaxed);
                     if advances {
                         self.counters

@@ -173,6 +173,10 @@ impl Inner {
                     .map_err(failed)?;
             }
             self.counters.status_rounds.fetch_add(1, Ordering::Relaxed);
+            if wrote {
+                haptic_journal::crash_point!("status::after_status_write");
+            }
+            let mut parked = false;
             let mut b = Batch::new();
             for (e, o) in entries.iter().zip(&round.outcomes) {
                 match (o, &e.key) {
@@ -181,11 +185,15 @@ impl Inner {
                     }
                     (decide::PodOutcome::Park, WorkKey::Pod(k)) => {
                         b.park(k.clone(), e.record.id);
+                        parked = true;
                     }
                     (decide::PodOutcome::Park, _) => {}
                 }
             }
             self.commit(b).await.map_err(StatusErr::Journal)?;
+            if parked {
+                haptic_journal::crash_point!("status::after_park");
+            }
         }
         Ok(wrote)
     }
