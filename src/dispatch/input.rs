@@ -224,6 +224,7 @@ pub fn load_render(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use haptic_journal::{AuxKind, Journal, JournalOptions};
