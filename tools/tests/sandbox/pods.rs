@@ -1159,9 +1159,18 @@ async fn pods_non_root_fallback_runs_in_loopback_mode() {
         return; // needs root to switch to an unprivileged user
     }
     use std::io::BufRead as _;
-    let bin = env!("CARGO_BIN_EXE_haptic-sandbox");
+    use std::os::unix::fs::PermissionsExt as _;
+    // Nobody must reach the binary wherever the checkout lives (a `mktemp -d` is 0700): run a
+    // copy from a directory it can traverse.
+    let tools = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod 0755");
+    let bin = tools.path().join("haptic-sandbox");
+    std::fs::copy(env!("CARGO_BIN_EXE_haptic-sandbox"), &bin).expect("copy the sandbox binary");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod 0755");
     let mut child = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
         .args([
             "up",
             "--pods",
@@ -1193,7 +1202,17 @@ async fn pods_non_root_fallback_runs_in_loopback_mode() {
     let line = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("the JSON line within 60 s");
-    let up: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
+    let up: serde_json::Value = match serde_json::from_str(&line) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "one JSON line on stdout, got {line:?} ({e}); stderr:\n{}",
+                err_log.join().unwrap_or_default()
+            );
+        }
+    };
     assert_eq!(up["mode"], "loopback");
     let p = &up["pods"][0];
     let pod = PodInfo {
@@ -1955,7 +1974,17 @@ async fn pods_up_loopback_as_root_says_why() {
     let stderr = child.stderr.take().expect("stderr");
     let mut line = String::new();
     let _ = std::io::BufReader::new(stdout).read_line(&mut line);
-    let up: serde_json::Value = serde_json::from_str(&line).expect("one JSON line");
+    let up: serde_json::Value = match serde_json::from_str(&line) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "one JSON line on stdout, got {line:?} ({e}); stderr:\n{}",
+                err_log.join().unwrap_or_default()
+            );
+        }
+    };
     assert_eq!(up["mode"], "loopback");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
