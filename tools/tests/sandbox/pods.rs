@@ -1161,7 +1161,7 @@ async fn pods_non_root_fallback_runs_in_loopback_mode() {
     use std::io::BufRead as _;
     use std::os::unix::fs::PermissionsExt as _;
     // Nobody must reach the binary wherever the checkout lives (a `mktemp -d` is 0700): run a
-    // copy from a directory it can traverse.
+    // copy from a directory it can traverse,
     let tools = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(tools.path(), std::fs::Permissions::from_mode(0o755))
         .expect("chmod 0755");
@@ -1171,6 +1171,8 @@ async fn pods_non_root_fallback_runs_in_loopback_mode() {
     let mut child = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&bin)
+        // and from a working directory it can enter (HAProxy returns to it after reading files)
+        .current_dir(tools.path())
         .args([
             "up",
             "--pods",
