@@ -144,6 +144,9 @@ pub(super) async fn drain(
 
 /// How often the ingest token Secret is read again (rotation).
 const TOKEN_REFRESH: Duration = Duration::from_secs(10);
+/// First delay before the ingest token Secret is read again after a transient failure at
+/// start-up (doubling up to [`TOKEN_REFRESH`]).
+const TOKEN_RETRY_INITIAL: Duration = Duration::from_millis(500);
 
 /// Starts the HTTP ingest endpoint on `--ingest-addr` when given (leader only answers 202; the
 /// token comes from `--ingest-token-secret`, key `token`; renders go to the acceptor behind `sink`,
@@ -157,12 +160,25 @@ pub(super) async fn start_ingest(
     dispatch: &crate::dispatch::DispatchHandle,
     cancel: &CancellationToken,
 ) -> Result<(), RuntimeError> {
-    use crate::source::ingest::{IngestConfig, IngestServer, read_token};
+    use crate::source::ingest::{IngestConfig, IngestServer, read_token, read_token_retrying};
     let Some(addr) = args.ingest_addr else {
         return Ok(());
     };
     let secret = args.ingest_token_secret.clone().unwrap_or_default();
-    let token = read_token(client.clone(), namespace, &secret).await?;
+    // A 429 or 5xx is retried with backoff (the process stays not ready, the log says why);
+    // only what needs an operator (absent Secret, RBAC, missing key) stops the start.
+    let Some(token) = read_token_retrying(
+        client.clone(),
+        namespace,
+        &secret,
+        TOKEN_RETRY_INITIAL,
+        TOKEN_REFRESH,
+        cancel,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
     let cfg = IngestConfig::new(Some(token.clone())).lease(
         client.clone(),
         namespace,

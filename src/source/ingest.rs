@@ -96,7 +96,7 @@ use crate::core::render::RenderContent;
 use crate::dispatch::Leadership;
 use crate::dispatch::input::{Input, InputSender, RenderSource, template_rendered};
 use body::Refusal;
-pub use token::{IngestError, TOKEN_KEY, read_token};
+pub use token::{IngestError, TOKEN_KEY, read_token, read_token_retrying};
 
 /// Default body limit: 64 MiB (a render with large maps and certificate bundles).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 * 1024 * 1024;

@@ -144,7 +144,7 @@ fn full_pod(name: &str, checksum: Checksum) -> PodDeploymentStatus {
         deployed_at: Some(time("2026-11-30T06:00:00Z")),
         last_reload_at: Some(time("2026-11-30T06:00:01Z")),
         last_reload_id: Some(ReloadId::new("2026-11-30-3")),
-        sync_duration: Some("1s 250ms".into()),
+        sync_duration: Some("1250ms".into()),
         version_conflict_retries: Some(1),
         fallback_used: Some(false),
         sync_mode: Some("runtime".into()),
@@ -385,6 +385,13 @@ fn validate(schema: &JSONSchemaProps, value: &Value, at: &str, errors: &mut Vec<
                     None => {}
                     Some(crd::CHECKSUM_PATTERN) if Checksum::parse(s).is_ok() => {}
                     Some(crd::CHECKSUM_PATTERN) => errors.push(format!("{at}: not a checksum")),
+                    Some(crd::DURATION_MS_PATTERN)
+                        if s.strip_suffix("ms").is_some_and(|n| {
+                            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+                        }) => {}
+                    Some(crd::DURATION_MS_PATTERN) => {
+                        errors.push(format!("{at}: not whole milliseconds"));
+                    }
                     Some(other) => errors.push(format!("{at}: pattern {other} not checked")),
                 }
                 if schema.format.as_deref() == Some("date-time") && s.parse::<Timestamp>().is_err()
@@ -495,5 +502,61 @@ fn deployed_at_is_optional_and_pod_name_required() {
         assert!(item.properties.as_ref().unwrap().contains_key("deployedAt"));
         let conditions = &status.properties.as_ref().unwrap()["conditions"];
         assert_eq!(conditions.x_kubernetes_list_type.as_deref(), Some("map"));
+    }
+}
+
+/// Every unit or format the schema describes is what the writer produces (issue 15):
+/// `syncDuration` is whole milliseconds (`1250ms`, a schema pattern), every pod entry names
+/// its namespace, and `metadata.totalSize` counts the auxiliary files (checked against the
+/// writer on the corpus in `publisher::flows`).
+#[test]
+fn described_units_and_formats_match_what_the_writer_writes() {
+    use haptic::components::publisher::decide::{PodChange, merge_pod_entry};
+    use haptic_journal::{PodStatusChange, SyncMetadata, UnixMillis};
+
+    let crd = HAProxyCfg::crd_for_test();
+    let status = &root_schema(&crd).properties.as_ref().unwrap()["status"];
+    let props = status.properties.as_ref().unwrap();
+    let Some(JSONSchemaPropsOrArray::Schema(item)) = &props["deployedToPods"].items else {
+        panic!("no items")
+    };
+    let pod = item.properties.as_ref().unwrap();
+    let described = |s: &JSONSchemaProps| s.description.clone().unwrap_or_default();
+    let duration = &pod["syncDuration"];
+    assert_eq!(duration.pattern.as_deref(), Some(crd::DURATION_MS_PATTERN));
+    assert!(described(duration).contains("milliseconds"), "{duration:?}");
+    assert!(!described(duration).contains("humantime"), "{duration:?}");
+    let namespace = described(&pod["namespace"]);
+    assert!(!namespace.contains("differs"), "{namespace}");
+    let metadata = &props["metadata"].properties.as_ref().unwrap()["totalSize"];
+    assert!(described(metadata).contains("auxiliary"), "{metadata:?}");
+
+    let checksum = render_checksum(b"global\n", &[]);
+    for (ms, error) in [(0, None), (7, None), (1_250, None), (61_000, Some("x"))] {
+        let change = PodChange {
+            pod: "haproxy-0".into(),
+            namespace: "haproxy".into(),
+            change: PodStatusChange::Applied {
+                checksum,
+                is_drift_check: false,
+                sync: SyncMetadata {
+                    sync_duration_ms: ms,
+                    error: error.map(str::to_owned),
+                    ..SyncMetadata::default()
+                },
+                observed_at: UnixMillis(1_764_482_400_000),
+            },
+        };
+        let entry = merge_pod_entry(None, &change);
+        assert_eq!(entry.sync_duration, Some(format!("{ms}ms")));
+        assert_eq!(entry.namespace.as_deref(), Some("haproxy"));
+        let mut errors = Vec::new();
+        validate(
+            item,
+            &serde_json::to_value(&entry).unwrap(),
+            "pod",
+            &mut errors,
+        );
+        assert!(errors.is_empty(), "{errors:?}");
     }
 }

@@ -809,6 +809,36 @@ fn a_status_round_writes_only_when_an_entry_changed() {
     assert!(r.status.is_none() && r.aux.is_empty());
 }
 
+/// `podsSynced` counts only pods whose last sync succeeded on `spec.checksum`: a failed sync
+/// names the checksum it tried, and `1/1` next to a `lastError` would be a lie (issue 15).
+#[test]
+fn pods_synced_counts_only_successful_syncs_of_the_spec() {
+    let entry = |c: Checksum| decide::merge_pod_entry(None, &change("a", c, None, 1_000));
+    let current = cfg(sum(6), true, vec![entry(sum(6))]);
+    // A failed sync of the spec's checksum: the pod is not synced.
+    let r = decide::status_round(Some(&current), &[change("a", sum(6), Some("x"), 2_000)]);
+    let st = r.status.expect("written");
+    assert_eq!(st.deployed_to_pods[0].last_error.as_deref(), Some("x"));
+    assert_eq!(st.pods_synced.as_deref(), Some("0/1"));
+    // The next sync succeeds: synced again.
+    let failing = cfg(sum(6), true, st.deployed_to_pods);
+    let r = decide::status_round(Some(&failing), &[change("a", sum(6), None, 3_000)]);
+    assert_eq!(
+        r.status.expect("written").pods_synced.as_deref(),
+        Some("1/1")
+    );
+    // Two pods, one failing on the spec, one on it: 1/2.
+    let mut st = HAProxyCfgStatus {
+        deployed_to_pods: vec![
+            entry(sum(6)),
+            decide::merge_pod_entry(None, &change("b", sum(6), Some("y"), 1_000)),
+        ],
+        ..HAProxyCfgStatus::default()
+    };
+    st.refresh_pods_synced(&sum(6));
+    assert_eq!(st.pods_synced.as_deref(), Some("1/2"));
+}
+
 #[test]
 fn aux_entry_is_kept_for_the_same_file_and_fresh_for_another() {
     let file = Checksum::of(b"map v1");

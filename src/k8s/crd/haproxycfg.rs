@@ -30,7 +30,7 @@ use super::status::PodDeploymentStatus;
     printcolumn(
         name = "Pods",
         type_ = "string",
-        description = "pods on spec.checksum / pods known",
+        description = "pods whose last sync succeeded on spec.checksum / pods known",
         json_path = ".status.podsSynced"
     ),
     printcolumn(
@@ -77,8 +77,8 @@ pub struct HAProxyCfgStatus {
     /// Per-pod deployment state, keyed by `podName`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deployed_to_pods: Vec<PodDeploymentStatus>,
-    /// `<pods whose checksum is spec.checksum>/<pods listed>`, e.g. `3/3`; see
-    /// [`HAProxyCfgStatus::refresh_pods_synced`].
+    /// `<pods whose last sync succeeded on spec.checksum>/<pods listed>`, e.g. `3/3`; a pod
+    /// whose last sync failed is not counted; see [`HAProxyCfgStatus::refresh_pods_synced`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pods_synced: Option<String>,
     /// The auxiliary objects and Secrets of the published render.
@@ -100,13 +100,14 @@ pub struct HAProxyCfgStatus {
 }
 
 impl HAProxyCfgStatus {
-    /// Recompute `podsSynced` from `deployedToPods`: entries whose `checksum` equals
-    /// `spec_checksum`, out of all entries.
+    /// Recompute `podsSynced` from `deployedToPods`: entries whose last sync succeeded (no
+    /// `lastError`) on `spec_checksum`, out of all entries. A failed sync names the checksum
+    /// it tried; that pod is not synced.
     pub fn refresh_pods_synced(&mut self, spec_checksum: &Checksum) {
         let on_spec = self
             .deployed_to_pods
             .iter()
-            .filter(|p| p.checksum.as_ref() == Some(spec_checksum))
+            .filter(|p| p.checksum.as_ref() == Some(spec_checksum) && p.last_error.is_none())
             .count();
         self.pods_synced = Some(format!("{on_spec}/{}", self.deployed_to_pods.len()));
     }
@@ -152,7 +153,8 @@ pub struct ResourceReference {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigMetadata {
-    /// Bytes of `spec.content` as stored (compressed size when compressed).
+    /// Bytes of the published render as stored: `spec.content` plus the content of every
+    /// auxiliary object and Secret it references (each compressed size when compressed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub total_size: Option<i64>,

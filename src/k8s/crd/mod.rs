@@ -53,6 +53,9 @@ pub const HAPROXY_CONFIG_PATH: &str = "/etc/haproxy/haproxy.cfg";
 /// Schema pattern of every checksum field: the text form of [`haptic_journal::Checksum`]. The
 /// API server rejects what the controller could not read back.
 pub const CHECKSUM_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
+/// Schema pattern of `deployedToPods[].syncDuration`: whole milliseconds, e.g. `1250ms`, as the
+/// status worker writes it.
+pub const DURATION_MS_PATTERN: &str = "^[0-9]+ms$";
 
 /// Condition types (CamelCase, linkerd style).
 pub mod conditions {

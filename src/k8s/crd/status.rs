@@ -17,7 +17,7 @@ pub struct PodDeploymentStatus {
     /// Name of the HAProxy pod.
     #[schemars(length(min = 1))]
     pub pod_name: String,
-    /// Namespace of the pod, when it differs from the object's namespace.
+    /// Namespace of the pod (always written by the controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// `sha256:<hex>` of what the pod runs.
@@ -38,8 +38,9 @@ pub struct PodDeploymentStatus {
     )]
     #[schemars(with = "Option<String>")]
     pub last_reload_id: Option<ReloadId>,
-    /// Duration of the last sync, humantime format (e.g. `1s 250ms`).
+    /// Duration of the last sync in whole milliseconds, e.g. `1250ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::DURATION_MS_PATTERN))]
     pub sync_duration: Option<String>,
     /// Configuration-version conflicts (409) retried during the last sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]

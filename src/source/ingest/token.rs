@@ -1,7 +1,10 @@
 //! The bearer token of the ingest endpoint, read from a Secret.
 
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
+use tokio_util::sync::CancellationToken;
 
 /// The key of the token in its Secret.
 pub const TOKEN_KEY: &str = "token";
@@ -54,6 +57,20 @@ pub enum IngestError {
 }
 
 impl IngestError {
+    /// Whether the read may succeed by itself if repeated: a 429, a 5xx or a transport failure
+    /// (API-server pressure, a restart). An absent Secret, RBAC (403), a missing key or an
+    /// unusable value need an operator.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            IngestError::SecretRead { source, .. } => match source {
+                kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+                _ => true,
+            },
+            _ => false,
+        }
+    }
+
     /// Bounded metric label.
     #[must_use]
     pub fn metric_label(&self) -> &'static str {
@@ -117,4 +134,45 @@ pub async fn read_token(
         return Err(invalid("empty"));
     }
     Ok(token.to_owned())
+}
+
+/// [`read_token`], repeated while it fails transiently ([`IngestError::is_transient`]: 429,
+/// 5xx, transport) after delays doubling from `initial` up to `max`, each failure logged with
+/// the next delay; any other failure is returned at once. `Ok(None)` when `cancel` fires first.
+/// At start-up the caller is not ready meanwhile: one 429 must not exit the process (a crash
+/// loop under API pressure).
+///
+/// # Errors
+/// The first non-transient [`IngestError`].
+///
+/// # Cancel safety
+/// Cancel safe (GETs and sleeps).
+pub async fn read_token_retrying(
+    client: kube::Client,
+    namespace: &str,
+    secret: &str,
+    initial: Duration,
+    max: Duration,
+    cancel: &CancellationToken,
+) -> Result<Option<String>, IngestError> {
+    let mut delay = initial;
+    loop {
+        match read_token(client.clone(), namespace, secret).await {
+            Ok(t) => return Ok(Some(t)),
+            Err(e) if e.is_transient() => {
+                tracing::warn!(
+                    error = %e,
+                    cause = %std::error::Error::source(&e).map_or_else(String::new, ToString::to_string),
+                    retry_in_ms = delay.as_millis() as u64,
+                    "ingest token Secret not readable yet; retrying (not ready until it is read)"
+                );
+            }
+            Err(e) => return Err(e),
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(None),
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(max);
+    }
 }

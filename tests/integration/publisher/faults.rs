@@ -185,6 +185,49 @@ fn incompressible_from(mut seed: u64, len: usize) -> Vec<u8> {
     out
 }
 
+/// `SizeLimitExceeded=True` says the newest render does not fit; once a later render is
+/// published it fits, and the condition says so (`False`, reason `WithinSizeLimit`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_limit_exceeded_is_cleared_once_a_later_render_fits() {
+    use haptic::k8s::crd::reasons;
+    let (mut env, p, term, _) = Env::with_published(&corpus("02-maps"), "published").await;
+    let mut r = corpus("02-maps");
+    r.files.push((
+        AuxKind::Map,
+        "maps/huge.map".into(),
+        incompressible_from(0x9e37_79b9_7f4a_7c15, 4 << 20),
+    ));
+    env.render_and_pass(&p, &r).await;
+    eventually(bound(), "too large", || async {
+        env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == conditions::SIZE_LIMIT_EXCEEDED && c.status == "True")
+        })
+    })
+    .await;
+    env.wait_queue_empty(Queue::Publish, "released").await;
+    // A later render that fits.
+    let mut fits = corpus("02-maps");
+    fits.files
+        .push((AuxKind::Map, "maps/small.map".into(), "a b\n".into()));
+    let sum = env.render_and_pass(&p, &fits).await;
+    eventually(bound(), "published and within the size limit", || async {
+        env.cfg(MAIN).await.is_some_and(|c| {
+            c.spec.checksum == sum
+                && c.status.is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == conditions::SIZE_LIMIT_EXCEEDED
+                            && c.status == "False"
+                            && c.reason == reasons::WITHIN_SIZE_LIMIT
+                    })
+                })
+        })
+    })
+    .await;
+    env.finish(term).await;
+}
+
 /// An object under the 3 MiB request limit but over the storage limit (the emulator's 1.5 MiB,
 /// etcd's in a cluster) is sent once and answered with a 500 whose message says the request is
 /// too large: a permanent rejection (condition, item released), never a retry loop.

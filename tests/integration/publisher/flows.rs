@@ -2,7 +2,9 @@
 //! parking, pod termination, GC, restart, self-healing, stale leader, drain.
 
 use haptic::k8s::WriteError;
-use haptic::k8s::crd::{HAProxyMapFile, conditions, labels};
+use haptic::k8s::crd::{
+    HAProxyCRTListFile, HAProxyGeneralFile, HAProxyMapFile, conditions, labels, secrets,
+};
 use haptic::k8s::writer::{PublishSpec, RenderContent};
 use haptic_journal::{DeploymentId, Event, GateVerdict, Queue, Seq, Term};
 use k8s_openapi::api::core::v1::Secret;
@@ -69,6 +71,26 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
         );
         assert_eq!(o.type_.as_deref(), Some("Opaque"));
     }
+    // `metadata.totalSize` is what its description says: `spec.content` plus every auxiliary
+    // file as stored (issue 15).
+    let mut aux = 0;
+    let maps: Api<HAProxyMapFile> = Api::namespaced(env.client.clone(), NS);
+    for o in maps.list(&sel).await.unwrap() {
+        aux += o.spec.entries.len();
+    }
+    let general: Api<HAProxyGeneralFile> = Api::namespaced(env.client.clone(), NS);
+    for o in general.list(&sel).await.unwrap() {
+        aux += o.spec.content.len();
+    }
+    let lists: Api<HAProxyCRTListFile> = Api::namespaced(env.client.clone(), NS);
+    for o in lists.list(&sel).await.unwrap() {
+        aux += o.spec.entries.len();
+    }
+    for o in &s.items {
+        aux += o.data.as_ref().unwrap()[secrets::CERTIFICATE_KEY].0.len();
+    }
+    let meta = cfg.status.as_ref().unwrap().metadata.clone().unwrap();
+    assert_eq!(meta.total_size, Some((cfg.spec.content.len() + aux) as i64));
 
     // The parked status came back and was written; the verdict shows as conditions.
     eventually(bound(), "pod status", || async {

@@ -585,3 +585,68 @@ async fn a_failed_commit_answers_500_naming_the_journal_and_acknowledges_nothing
         "{stats:?}"
     );
 }
+
+/// With `--ingest-addr`, a 429 or a 500 while reading the token Secret at start-up is retried
+/// with backoff (the process stays not ready), never an exit: one such answer is what
+/// `read_token` alone turns into a failed start (issue 15). What needs an operator (an absent
+/// Secret) still fails at once.
+#[tokio::test]
+async fn a_429_or_500_reading_the_token_at_start_up_is_retried_not_fatal() {
+    use haptic::source::ingest::read_token_retrying;
+    use haptic_tools::sandbox::apiserver::Fault;
+
+    let emu = api_server().await;
+    Api::<Secret>::namespaced(emu.client(), NS)
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: ObjectMeta {
+                    name: Some("ingest".into()),
+                    namespace: Some(NS.into()),
+                    ..Default::default()
+                },
+                data: Some([("token".to_owned(), ByteString(TOKEN.into()))].into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let fault = |status, times| Fault {
+        method: "GET".into(),
+        path: "/secrets/ingest$".into(),
+        status: Some(status),
+        times: Some(times),
+        ..Fault::default()
+    };
+    let api = emu.emulator().unwrap();
+    api.add_fault(fault(429, 1)).unwrap();
+    let err = read_token(emu.client(), NS, "ingest").await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+
+    api.add_fault(fault(429, 2)).unwrap();
+    api.add_fault(fault(500, 1)).unwrap();
+    let cancel = CancellationToken::new();
+    let (initial, max) = (Duration::from_millis(10), Duration::from_millis(40));
+    let token = read_token_retrying(emu.client(), NS, "ingest", initial, max, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(token.as_deref(), Some(TOKEN));
+    let refused = api
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with("/secrets/ingest") && (r.status == 429 || r.status == 500))
+        .count();
+    assert_eq!(refused, 4, "each transient answer was retried");
+
+    let err = read_token_retrying(emu.client(), NS, "absent", initial, max, &cancel)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, IngestError::SecretNotFound { .. }), "{err:?}");
+    // Cancelled while the reads keep failing: no token, no error.
+    api.add_fault(fault(503, 0)).unwrap();
+    cancel.cancel();
+    let none = read_token_retrying(emu.client(), NS, "ingest", initial, max, &cancel)
+        .await
+        .unwrap();
+    assert!(none.is_none());
+}

@@ -344,6 +344,22 @@ pub fn published_condition(now: &Time) -> Condition {
     }
 }
 
+/// `SizeLimitExceeded=False` (reason `WithinSizeLimit`): the newest publication fit, so a
+/// `SizeLimitExceeded=True` left by an earlier render is cleared. Written with
+/// [`published_condition`] by a queued publication that completes (not by a self-healing
+/// repeat of an older render, which says nothing about the newest one).
+#[must_use]
+pub fn within_size_limit_condition(now: &Time) -> Condition {
+    Condition {
+        type_: conditions::SIZE_LIMIT_EXCEEDED.into(),
+        status: "False".into(),
+        reason: reasons::WITHIN_SIZE_LIMIT.into(),
+        message: String::new(),
+        last_transition_time: now.clone(),
+        observed_generation: None,
+    }
+}
+
 /// `Published=False` for a failure of class `class` that is shown on the HAProxyCfg: a
 /// permanent rejection (`PublicationRejected`, `ObjectTooLarge`, `ContentUnavailable`) or a
 /// failure an operator must fix (`Forbidden`, `Unauthorized`, `ResourceTypeMissing`), with

@@ -149,12 +149,20 @@ impl Inner {
                 return Ok(true);
             }
         };
-        // A queued publication that completes sets `Published=True`; a self-healing repeat of
-        // the checkpoint leaves the condition as it is (it may show a rejection of a newer
-        // render, which the repeat does not undo).
+        // A queued publication that completes sets `Published=True` and, since every object
+        // fit, `SizeLimitExceeded=False`; a self-healing repeat of the checkpoint leaves the
+        // conditions as they are (they may show a rejection of a newer render, which the
+        // repeat does not undo).
         let published: Vec<Condition> = entry
-            .map(|_| decide::published_condition(&k8s_time(now_ms())))
+            .map(|_| {
+                let now = k8s_time(now_ms());
+                [
+                    decide::published_condition(&now),
+                    decide::within_size_limit_condition(&now),
+                ]
+            })
             .into_iter()
+            .flatten()
             .collect();
         let mut attempt = 0u32;
         loop {
