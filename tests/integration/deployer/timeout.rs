@@ -12,17 +12,23 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_timeout_cancels_retries_three_times_then_gives_up_until_drift() {
-    let (sb, h, eps) = Harness::with_fleet(2, Knobs::timeout(Duration::from_millis(1000))).await;
+    // A deployment timeout of 2 s (1 s timed out the drift repair below on a loaded machine:
+    // a pod's first push and reload with 2 cores shared); the fault hangs past it either way.
+    let timeout = Duration::from_millis(2000);
+    let (sb, h, eps) = Harness::with_fleet(2, Knobs::timeout(timeout)).await;
     let pods = sb.pods();
     // Every read of pod 0's configuration hangs longer than the deployment timeout.
+    let hang = timeout * 5 / 2;
     fault(
         &pods[0],
-        json!({"method":"GET","path":"configuration/raw$","delay_ms":2500}),
+        json!({"method":"GET","path":"configuration/raw$","delay_ms":hang.as_millis() as u64}),
     )
     .await;
     h.lead(&eps).await;
     let r = h.feed("01-basic", true).await;
-    wait_for("given up", Duration::from_secs(30), || {
+    // Four attempts (the first and three timeout retries), each a deployment: within two
+    // `converge` bounds (six deployments).
+    wait_for("given up", h.converge * 2, || {
         h.events().iter().any(|e| matches!(e,
             Event::ConfigAppliedToPod { pod, sync, .. }
                 if pod.name.as_str() == pods[0].name && sync.error.as_deref().is_some_and(|m| m.contains("timed out"))))
