@@ -100,14 +100,31 @@ pub async fn follower_takes_over(peers: Peers) {
     world.shutdown().await;
 }
 
-/// Writes (not reads) with a 2xx answer in a request log, from `identity`'s user agent.
-fn writes_by<'a>(records: impl Iterator<Item = &'a RequestRecord>, identity: &str) -> Vec<String> {
+/// Writes (not reads) with a 2xx answer in a request log, from `identity`'s user agent,
+/// received at or after `since` when given (a record whose time does not parse counts).
+///
+/// A request is dated by its arrival (`at`: the emulator's arrival time, the real API server's
+/// `requestReceivedTimestamp`), not by when it shows in the log: the real API server logs a
+/// request when its response completes, and a response to a frozen client can wait on the
+/// client's HTTP/2 flow-control window (its watch streams fill it) until the client thaws, so a
+/// write the leader made before the freeze can show in the log after the thaw.
+fn writes_by<'a>(
+    records: impl Iterator<Item = &'a RequestRecord>,
+    identity: &str,
+    since: Option<k8s_openapi::jiff::Timestamp>,
+) -> Vec<String> {
     let ua = format!("({identity})");
     records
         .filter(|r| {
             r.user_agent.contains(&ua) && r.method != "GET" && (200..300).contains(&r.status)
         })
-        .map(|r| format!("{} {} {}", r.method, r.path, r.status))
+        .filter(|r| {
+            since.is_none_or(|t| {
+                r.at.parse::<k8s_openapi::jiff::Timestamp>()
+                    .map_or(true, |at| at >= t)
+            })
+        })
+        .map(|r| format!("{} {} {} (received {})", r.method, r.path, r.status, r.at))
         .collect()
 }
 
@@ -125,7 +142,7 @@ pub async fn frozen_leader(peers: Peers) {
     // The filter does see this leader's writes (it published 01 and held the Lease), so an
     // empty result below means something.
     let before = world.api_requests().unwrap();
-    let earlier = writes_by(before.iter(), &leader);
+    let earlier = writes_by(before.iter(), &leader, None);
     assert!(
         earlier.iter().any(|w| w.contains("haproxycfgs")),
         "the leader's own writes are visible: {earlier:?}"
@@ -135,6 +152,8 @@ pub async fn frozen_leader(peers: Peers) {
     for pod in &world.pods() {
         pod.faults().clear_requests().await.unwrap();
     }
+    // Anything the thawed process sends arrives after this instant.
+    let thawed_at = k8s_openapi::jiff::Timestamp::now();
     ctls[l].signal(Signal::SIGCONT);
     // A lease duration for its renewal to fail, then a lease retry period and a deployment for
     // anything it would still send.
@@ -142,7 +161,11 @@ pub async fn frozen_leader(peers: Peers) {
     let api = world.api_requests().unwrap();
     // Events (events.k8s.io) are notes about the replica itself ("stopped leading"), not
     // objects of the new term.
-    let cluster_writes = writes_by(api.iter().filter(|r| !r.path.contains("/events")), &leader);
+    let cluster_writes = writes_by(
+        api.iter().filter(|r| !r.path.contains("/events")),
+        &leader,
+        Some(thawed_at),
+    );
     assert!(
         cluster_writes.is_empty(),
         "the thawed leader wrote to the cluster: {cluster_writes:?}\n{}",
@@ -150,7 +173,7 @@ pub async fn frozen_leader(peers: Peers) {
     );
     for pod in &world.pods() {
         let records = pod.faults().requests().await.unwrap();
-        let writes = writes_by(records.iter(), &leader);
+        let writes = writes_by(records.iter(), &leader, Some(thawed_at));
         assert!(
             writes.is_empty(),
             "the thawed leader wrote to {}: {writes:?}",
