@@ -468,6 +468,17 @@ async fn drive(w: &mut World, case: &Case) -> Result<Controller, String> {
     }
     for render in renders {
         let before = deployments_started(&ctl);
+        if matches!(case.drive, Drive::Overlap) {
+            // Keep the next deployment in flight past the source's poll + debounce and the
+            // validation of the render after it (a fine-grained sync is otherwise done first):
+            // its one reload takes 3 s on every pod.
+            for pod in w.fleet.pods() {
+                pod.faults()
+                    .arm(serde_json::json!({"reload": "slow", "times": 1, "delay_ms": 3000}))
+                    .await
+                    .map_err(|e| format!("arming a slow reload: {e}"))?;
+            }
+        }
         w.feed(render);
         let fleet = &w.fleet;
         match case.drive {
@@ -686,9 +697,14 @@ fn at_death(w: &World, expect: AtDeath) -> Result<(), String> {
                 &format!("in flight, {applied} pods journaled, not completed"),
             )
         }
+        // The publication the point stopped is still queued. A validation-driven one for the
+        // current render has no ConfigPublished yet; a deploy-driven one may repeat a render
+        // already published (its ack moves no checkpoint and emits nothing), which is what a
+        // later hit (`:2`) stops when the deployment finishes before the next render.
         AtDeath::PublishQueued => ok(
-            count(Queue::Publish) + count(Queue::PublishDeployed) >= 1 && !published_current,
-            "a publication queued, no ConfigPublished for the render",
+            (count(Queue::Publish) >= 1 && !published_current)
+                || count(Queue::PublishDeployed) >= 1,
+            "a publication queued (validation-driven: no ConfigPublished for the render yet)",
         ),
         AtDeath::Published => ok(published_current, "ConfigPublished for the render"),
         AtDeath::StatusPending => ok(count(Queue::StatusPending) >= 1, "status items pending"),
@@ -878,11 +894,33 @@ async fn quiesce(w: &World, restarted: Instant, ctl: &mut Controller) -> Result<
     Ok(took)
 }
 
+/// Attempts of a row whose stream ran to the end without reaching its point: whether a point
+/// that needs overlapping work (the pending slot, a later hit) is reached depends on the
+/// machine's timing, not on the product; a fresh fleet tries again.
+const NEVER_HIT_ATTEMPTS: usize = 3;
+
 async fn run_case(case: Case) -> Row {
+    let mut row = run_case_once(&case).await;
+    for attempt in 2..=NEVER_HIT_ATTEMPTS {
+        match &row.result {
+            Err(e) if e.starts_with("never hit") => {
+                println!(
+                    "{}: {e}; attempt {attempt} of {NEVER_HIT_ATTEMPTS}",
+                    row.name
+                );
+                row = run_case_once(&case).await;
+            }
+            _ => break,
+        }
+    }
+    row
+}
+
+async fn run_case_once(case: &Case) -> Row {
     let name = case.spec.clone();
     let mut w = World::start(&case.env, case.publish_interval, Some(&case.spec)).await;
     let result = async {
-        let dead = drive(&mut w, &case).await?;
+        let dead = drive(&mut w, case).await?;
         drop(dead);
         at_death(&w, case.at_death)?;
         let restarted = Instant::now();
