@@ -120,6 +120,10 @@ pub enum Op {
     RemoveEndpointApplied(crate::ids::EndpointUrl),
     /// Set a HAProxyCfg's published checkpoint.
     PutPublishedCheckpoint(PublishedCheckpoint),
+    /// Remove a HAProxyCfg's published checkpoint (the object was retired: an earlier
+    /// `--config-name`); absent is a no-op. The render hold it kept is released separately
+    /// ([`Op::ReleaseBlob`]).
+    RemovePublishedCheckpoint(crate::ids::ObjectName),
     /// Set one component's checkpoint (replaces the one before; DESIGN.md J11).
     PutComponentCheckpoint(crate::checkpoint::ComponentCheckpoint),
     /// Trim events below the watermark (see `journal/DESIGN.md`, "Trimming").
@@ -363,6 +367,12 @@ impl Batch {
     /// Sets a HAProxyCfg's published checkpoint.
     pub fn put_published_checkpoint(&mut self, checkpoint: PublishedCheckpoint) -> &mut Self {
         self.push(Op::PutPublishedCheckpoint(checkpoint))
+    }
+
+    /// Removes a HAProxyCfg's published checkpoint (absent: nothing happens). Pair it with a
+    /// [`Batch::release_blob`] of the checkpoint's render, whose hold the publication took.
+    pub fn remove_published_checkpoint(&mut self, name: crate::ids::ObjectName) -> &mut Self {
+        self.push(Op::RemovePublishedCheckpoint(name))
     }
 
     /// Sets one component's checkpoint (table `component_state`, keyed by

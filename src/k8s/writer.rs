@@ -35,6 +35,7 @@ mod build;
 mod gc;
 mod status;
 
+pub use gc::Retired;
 pub use status::AuxObject;
 
 use super::crd::{

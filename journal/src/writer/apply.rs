@@ -368,6 +368,10 @@ impl Tx<'_> {
                     r.map_err(s)?;
                     OpOutcome::Done
                 }
+                Op::RemovePublishedCheckpoint(name) => {
+                    self.published()?.remove(name.as_str()).map_err(s)?;
+                    OpOutcome::Done
+                }
                 Op::PutComponentCheckpoint(c) => {
                     // The renders a component's state names stay stored while it names them
                     // (invariant 4); take the new references before dropping the old ones.

@@ -110,3 +110,50 @@ fn a_checkpoint_naming_a_missing_render_is_refused_whole() {
         "nothing of the batch"
     );
 }
+
+/// A retired HAProxyCfg (an earlier `--config-name`): its published checkpoint is removed in
+/// the batch that releases the render hold the publication took; the render is then collected
+/// with its last reference, and the other HAProxyCfg's checkpoint is untouched.
+#[test]
+fn a_removed_published_checkpoint_lets_its_render_go() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let old = put_render(&j, "global\n  maxconn 11\n");
+    let new = put_render(&j, "global\n  maxconn 12\n");
+    let cp = |name: &str, render: Checksum| PublishedCheckpoint {
+        name: name.into(),
+        render,
+        render_seq: Seq(1),
+        resource_version: None,
+        published_at: UnixMillis(1),
+    };
+    for (name, r) in [("old-haproxycfg", old), ("new-haproxycfg", new)] {
+        let manifest = j.get_render(r).unwrap().unwrap();
+        let mut b = Batch::new();
+        b.hold_render(&manifest);
+        b.put_published_checkpoint(cp(name, r));
+        j.accept(b).unwrap();
+    }
+    j.mark_dispatched(Seq(2)).unwrap();
+    j.trim().unwrap();
+    assert!(
+        j.get_render(old).unwrap().is_some(),
+        "held by its checkpoint"
+    );
+    let mut b = Batch::new();
+    b.release_blob(old);
+    b.remove_published_checkpoint("old-haproxycfg".into());
+    // Removing one that is not there changes nothing.
+    b.remove_published_checkpoint("never-published".into());
+    j.accept(b).unwrap();
+    let names: Vec<String> = j
+        .published_checkpoints()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name.as_str().to_owned())
+        .collect();
+    assert_eq!(names, vec!["new-haproxycfg".to_owned()]);
+    assert!(j.get_render(old).unwrap().is_none(), "collected");
+    assert!(j.get_render(new).unwrap().is_some(), "still held");
+    assert!(j.verify().unwrap().is_clean());
+}

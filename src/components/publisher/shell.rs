@@ -27,6 +27,7 @@ mod failures;
 mod heal;
 mod order;
 mod publish;
+mod retire;
 mod status;
 mod workers;
 
@@ -489,6 +490,7 @@ impl Inner {
         // while this replica did not lead), and, on a journal without a checkpoint, fold the
         // pods the published status lists.
         tracker.spawn(Arc::clone(self).term_started(w.clone(), cancel.clone()));
+        tracker.spawn(Arc::clone(self).retire_earlier_configs(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).publish_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).invalid_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).verdict_worker(w.clone(), cancel.clone()));

@@ -335,7 +335,25 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.endpoints = r.endpoints.clone();
             }
         }
-        Input::RuntimeConfig(rc) => state.runtime_config = Some(rc),
+        Input::RuntimeConfig(rc) => {
+            let changed = state.runtime_config.as_ref().is_some_and(|old| *old != rc);
+            state.runtime_config = Some(rc);
+            if changed {
+                // Another HAProxyCfg (a changed `--config-name`): its status names no pod yet,
+                // so the skip cache says nothing about it. Every endpoint gets the last
+                // validated render again: the deployer writes nothing a pod already runs, and
+                // each pod then reports to the new HAProxyCfg.
+                state.applied.clear();
+                state.given_up.clear();
+                if let Some((render, correlation)) = state.last_validated.clone()
+                    && !state.endpoints.is_empty()
+                {
+                    let all = state.endpoints.clone();
+                    let r = reason(DeploymentCause::ConfigValidation);
+                    queue(state, render, all, r, correlation, &mut fx);
+                }
+            }
+        }
         Input::Validated {
             render,
             correlation,

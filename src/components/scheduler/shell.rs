@@ -513,14 +513,23 @@ pub fn to_input(event: &Event, replayed: bool, state: &SchedulerState) -> Option
         {
             Input::RuntimeConfig(runtime_config.clone())
         }
-        Event::ConfigValidated { identity, .. } if state.runtime_config.is_none() => {
-            Input::RuntimeConfig(RuntimeConfigRef {
-                namespace: identity.namespace.clone(),
-                name: crate::core::naming::haproxycfg_name(identity.name.as_str()).into(),
-            })
+        // The HAProxyCfg of the validated identity: the first one, or another one after a
+        // changed `--config-name` (issue 15).
+        Event::ConfigValidated { identity, .. }
+            if state.runtime_config.as_ref() != Some(&identity_runtime_config(identity)) =>
+        {
+            Input::RuntimeConfig(identity_runtime_config(identity))
         }
         Event::BecameLeader { term, .. } if !replayed => Input::BecameLeader { term: *term },
         Event::LostLeadership { .. } if !replayed => Input::LostLeadership,
         _ => return None,
     })
+}
+
+/// The main HAProxyCfg of a validated identity (`<config-name>-haproxycfg` in its namespace).
+fn identity_runtime_config(identity: &haptic_journal::ConfigIdentity) -> RuntimeConfigRef {
+    RuntimeConfigRef {
+        namespace: identity.namespace.clone(),
+        name: crate::core::naming::haproxycfg_name(identity.name.as_str()).into(),
+    }
 }

@@ -142,6 +142,29 @@ async fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
     assert_eq!(r.endpoints.len(), 2);
 }
 
+/// A changed `--config-name` (issue 15): the new HAProxyCfg's status names no pod, so the
+/// skip cache is dropped and every endpoint gets the last validated render again (the deployer
+/// then writes nothing a pod runs, and each pod reports to the new HAProxyCfg); the same
+/// HAProxyCfg named again changes nothing.
+#[tokio::test(start_paused = true)]
+async fn another_runtime_config_redeploys_the_last_render_to_every_endpoint() {
+    let (mut s, t0) = leader(2);
+    let r = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    complete_all(&mut s, &r, t0);
+    let t1 = t0 + Duration::from_secs(10);
+    assert!(decide(&mut s, Input::RuntimeConfig(rc()), t1).is_empty());
+    let other = RuntimeConfigRef {
+        namespace: "ns".into(),
+        name: "new-haproxycfg".into(),
+    };
+    let fx = decide(&mut s, Input::RuntimeConfig(other.clone()), t1);
+    let r = started(&fx).expect("a deployment for the new HAProxyCfg");
+    assert_eq!(r.runtime_config, other);
+    assert_eq!(r.render, render(1));
+    assert_eq!(r.endpoints.len(), 2);
+    assert!(s.applied.is_empty(), "skip cache dropped");
+}
+
 #[tokio::test(start_paused = true)]
 async fn no_endpoints_or_no_runtime_config_or_follower_deploys_nothing() {
     let mut s = SchedulerState::new(SchedulerSettings::default(), "d");

@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// What [`Writer::retire_cfg`] did to a HAProxyCfg published under an earlier `--config-name`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Retired {
+    /// The HAProxyCfg was deleted (`false`: it was absent, or left because it is not ours).
+    pub cfg_deleted: bool,
+    /// Auxiliary objects and Secrets deleted (those owner-referenced to it).
+    pub objects_deleted: u32,
+    /// The HAProxyCfg holds another render than the one this journal recorded: another
+    /// publisher wrote it since, so nothing was deleted. The render it holds.
+    pub not_ours: Option<Checksum>,
+}
+
 impl Writer {
     /// Deletes the auxiliary objects and Secrets of `cfg_name` that are not in `wanted`
     /// ((kind, name) pairs). Returns how many were deleted.
@@ -82,5 +94,107 @@ impl Writer {
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// Retires the HAProxyCfg `name` that this journal published under an earlier
+    /// `--config-name`, with `recorded` the render its published checkpoint names: deletes the
+    /// auxiliary objects and Secrets labelled with it and owner-referenced to it (to its uid
+    /// when it exists: never another controller's objects that carry the same label), then the
+    /// HAProxyCfg itself. A HAProxyCfg whose spec holds another render was written by another
+    /// publisher since: nothing is deleted ([`Retired::not_ours`]). Idempotent: a call repeated
+    /// after a crash finds what is left.
+    ///
+    /// # Errors
+    /// [`WriteError`]; [`WriteError::StaleTerm`] when an object is stamped by a newer term.
+    pub async fn retire_cfg(&self, name: &str, recorded: Checksum) -> Result<Retired, WriteError> {
+        let api: Api<HAProxyCfg> = self.api();
+        let object = format!("HAProxyCfg/{name}");
+        let existing = self.call(&object, api.get_opt(name)).await?;
+        if let Some(cfg) = &existing
+            && cfg.spec.checksum != recorded
+        {
+            return Ok(Retired {
+                not_ours: Some(cfg.spec.checksum),
+                ..Retired::default()
+            });
+        }
+        let uid = existing.as_ref().and_then(|c| c.metadata.uid.clone());
+        let owner = Owner {
+            name,
+            uid: uid.as_deref(),
+        };
+        let lp = ListParams::default().labels(&format!("{}={name}", labels::RUNTIME_CONFIG));
+        let mut n = 0;
+        n += self
+            .delete_owned::<HAProxyMapFile>("HAProxyMapFile", &lp, &owner)
+            .await?;
+        n += self
+            .delete_owned::<HAProxyGeneralFile>("HAProxyGeneralFile", &lp, &owner)
+            .await?;
+        n += self
+            .delete_owned::<HAProxyCRTListFile>("HAProxyCRTListFile", &lp, &owner)
+            .await?;
+        n += self.delete_owned::<Secret>("Secret", &lp, &owner).await?;
+        let cfg_deleted = match existing {
+            Some(_) => self.delete_cfg(name).await?,
+            None => false,
+        };
+        Ok(Retired {
+            cfg_deleted,
+            objects_deleted: n,
+            not_ours: None,
+        })
+    }
+
+    async fn delete_owned<K>(
+        &self,
+        kind: &'static str,
+        lp: &ListParams,
+        owner: &Owner<'_>,
+    ) -> Result<u32, WriteError>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api: Api<K> = self.api();
+        let list = self.call(kind, api.list(lp)).await?;
+        let mut n = 0;
+        for o in list.items {
+            if !owner.owns(o.meta()) {
+                continue;
+            }
+            let name = o.name_any();
+            let object = format!("{kind}/{name}");
+            self.check_term(&object, o.meta())?;
+            match self
+                .write(&object, api.delete(&name, &DeleteParams::default()))
+                .await
+            {
+                Ok(_) => n += 1,
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// The HAProxyCfg an auxiliary object must be owner-referenced to, to be retired with it: by
+/// name, and by uid when the HAProxyCfg still exists (when it is gone, its dependants are
+/// orphans the API server's garbage collector would delete too).
+struct Owner<'a> {
+    name: &'a str,
+    uid: Option<&'a str>,
+}
+
+impl Owner<'_> {
+    fn owns(&self, meta: &ObjectMeta) -> bool {
+        meta.owner_references.iter().flatten().any(|r| {
+            r.kind == "HAProxyCfg" && r.name == self.name && self.uid.is_none_or(|u| r.uid == u)
+        })
     }
 }

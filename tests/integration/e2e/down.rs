@@ -55,7 +55,7 @@ fn read(dir: &str, path: &str) -> Vec<u8> {
     std::fs::read(std::path::Path::new(dir).join(path)).unwrap()
 }
 
-fn render_with_files() -> RenderContent {
+pub(crate) fn render_with_files() -> RenderContent {
     let file = |kind, path: &str, content| RenderFile {
         kind,
         path: path.into(),

@@ -24,6 +24,7 @@ mod install;
 pub mod rbac;
 pub mod replicas;
 pub mod restart;
+mod retire;
 pub mod sources;
 pub mod startup;
 pub mod stream;

@@ -48,6 +48,9 @@ impl Worker {
 pub mod event_reasons {
     /// A write was refused permanently; its item was released.
     pub const PUBLICATION_REJECTED: &str = "PublicationRejected";
+    /// A HAProxyCfg published under an earlier `--config-name` was deleted with its auxiliary
+    /// objects and Secrets (Normal).
+    pub const RETIRED_CONFIG_REMOVED: &str = "RetiredConfigRemoved";
 }
 
 /// How a write with retries ended.
