@@ -20,6 +20,7 @@ macro_rules! on_peers {
 pub(crate) use on_peers;
 
 pub mod down;
+mod idle;
 mod install;
 pub mod rbac;
 pub mod replicas;
