@@ -61,6 +61,8 @@ pub struct DirSource {
     config: DirSourceConfig,
     /// Checksum of the last render sent; an unchanged render is not sent again.
     last_sent: Option<haptic_journal::Checksum>,
+    /// The last read error logged (one warning per distinct error; cleared by a good read).
+    last_error: std::sync::Mutex<Option<String>>,
 }
 
 /// Metadata of one entry: (relative path, inode, mtime ns, size).
@@ -73,6 +75,7 @@ impl DirSource {
         DirSource {
             config,
             last_sent: None,
+            last_error: std::sync::Mutex::new(None),
         }
     }
 
@@ -164,6 +167,10 @@ impl DirSource {
                 .await;
                 match read {
                     Ok((before, Ok(content), after)) if before == after && after == last => {
+                        *self
+                            .last_error
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                         return Some((content, started.elapsed()));
                     }
                     Ok((_, Ok(_), after)) => {
@@ -172,7 +179,17 @@ impl DirSource {
                         quiet_since = Instant::now();
                     }
                     Ok((_, Err(error), _)) => {
-                        tracing::warn!(error = %error, dir = %dir.display(), "render directory unreadable");
+                        // Once per distinct error: the read is tried again every poll.
+                        let text = error.to_string();
+                        let mut last = self
+                            .last_error
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        if last.as_deref() != Some(text.as_str()) {
+                            tracing::warn!(error = %text, dir = %dir.display(),
+                                "render directory unreadable; the last render read stays in effect");
+                            *last = Some(text);
+                        }
                         return None;
                     }
                     Err(error) => {
@@ -233,32 +250,56 @@ fn fingerprint(dir: &Path) -> (Option<PathBuf>, Vec<Entry>) {
 /// # Errors
 /// Any I/O error, e.g. [`std::io::ErrorKind::NotFound`] when `haproxy.cfg` is absent.
 pub fn read_render(dir: &Path) -> std::io::Result<RenderContent> {
-    let config = std::fs::read(dir.join(CONFIG_FILE))?;
+    let config_path = dir.join(CONFIG_FILE);
+    let config = std::fs::read(&config_path).map_err(|e| named(&config_path, e))?;
     let mut files = Vec::new();
     for (folder, kind, _) in FOLDERS {
         let sub = dir.join(folder);
         let entries = match std::fs::read_dir(&sub) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(named(&sub, e)),
         };
         for entry in entries {
-            let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let entry = entry.map_err(|e| named(&sub, e))?;
+            let path = entry.path();
+            let Ok(name) = entry.file_name().into_string() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: the file name is not UTF-8; rename it (a render's file names are \
+                         written to Kubernetes objects and to the pods as UTF-8)",
+                        path.display()
+                    ),
+                ));
+            };
             if name.starts_with('.') {
                 continue;
             }
             // `metadata` follows symlinks (volume files are symlinks into `..data`).
-            let meta = std::fs::metadata(entry.path())?;
+            let meta = std::fs::metadata(&path).map_err(|e| named(&path, e))?;
             if !meta.is_file() {
                 continue;
             }
             files.push(RenderFile {
                 kind: *kind,
                 path: format!("{folder}/{name}"),
-                content: std::fs::read(entry.path())?,
+                content: std::fs::read(&path).map_err(|e| named(&path, e))?,
             });
         }
     }
     Ok(RenderContent::new(config, files))
+}
+
+/// `e` with the path it happened on and what to do: a render read error names its file.
+fn named(path: &Path, e: std::io::Error) -> std::io::Error {
+    let fix = match e.raw_os_error() {
+        Some(40) => "a symlink loop: fix or remove the link",
+        Some(13) => "not readable by the controller: fix its permissions",
+        Some(2) => {
+            "a dangling symlink or a file removed while reading: fix the link or write the render again"
+        }
+        _ => "fix the file or write the render again",
+    };
+    std::io::Error::new(e.kind(), format!("{}: {e}; {fix}", path.display()))
 }

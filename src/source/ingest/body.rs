@@ -49,6 +49,10 @@ impl IntoResponse for Refusal {
 const FIX_NAME: &str = "name each part by its path in the render: haproxy.cfg, maps/<name>, \
      ssl/<name>, ca/<name>, general/<name> or crt-lists/<name>";
 
+/// The longest file name a pod's filesystem takes (`NAME_MAX` of Linux filesystems), in bytes
+/// of UTF-8: a longer one could be journaled and validated nowhere, and stored on no pod.
+const MAX_FILE_NAME_BYTES: usize = 255;
+
 /// Where one part goes.
 enum Target {
     Config,
@@ -100,6 +104,17 @@ fn classify(path: &str) -> Result<Target, Refusal> {
                     path,
                     "hidden file name",
                     "rename the file: names starting with `.` are not part of a render",
+                ));
+            }
+            if name.len() > MAX_FILE_NAME_BYTES {
+                return Err(Refusal::bad(
+                    path,
+                    format!(
+                        "file name of {} bytes: a pod's filesystem (and the Dataplane API's \
+                         storage) takes at most {MAX_FILE_NAME_BYTES}",
+                        name.len()
+                    ),
+                    "shorten the file name (and its references in haproxy.cfg)",
                 ));
             }
             Ok(Target::File(kind, path.to_owned()))

@@ -153,3 +153,53 @@ async fn configmap_volume_data_swap() {
     assert_eq!(content.files[0].content, b"a 2\n");
     assert_eq!(content.files[0].path, "maps/hosts.map");
 }
+
+/// Bad render directories (issue 13, "Bad input"): a symlink loop, a dangling symlink, a file
+/// name that is not UTF-8: the read fails with an error naming the file and the fix, and the
+/// source sends nothing until the directory is fixed; then the fixed render is sent. Names with
+/// spaces, several dots and Unicode are read as they are.
+#[tokio::test]
+async fn a_bad_render_directory_names_the_file_and_sends_nothing_until_fixed() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    std::fs::create_dir_all(dir.join("maps")).unwrap();
+    std::fs::write(dir.join("maps/my hosts.v2.map"), "a b\n").unwrap();
+    std::fs::write(dir.join("maps/hôtes-日本.map"), "c d\n").unwrap();
+    commit_config(dir, "global\n");
+    let r = read_render(dir).unwrap();
+    let mut paths: Vec<&str> = r.files.iter().map(|f| f.path.as_str()).collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["maps/hôtes-日本.map", "maps/my hosts.v2.map"]);
+
+    let link = dir.join("maps/loop.map");
+    std::os::unix::fs::symlink(&link, &link).unwrap();
+    let e = read_render(dir).unwrap_err().to_string();
+    assert!(e.contains("loop.map") && e.contains("symlink loop"), "{e}");
+    std::fs::remove_file(&link).unwrap();
+
+    std::os::unix::fs::symlink(dir.join("maps/absent"), &link).unwrap();
+    let e = read_render(dir).unwrap_err().to_string();
+    assert!(
+        e.contains("loop.map") && e.contains("dangling symlink"),
+        "{e}"
+    );
+    std::fs::remove_file(&link).unwrap();
+
+    let bad = dir
+        .join("maps")
+        .join(std::ffi::OsStr::from_bytes(b"bad-\xff.map"));
+    std::fs::write(&bad, "x y\n").unwrap();
+    let e = read_render(dir).unwrap_err().to_string();
+    assert!(e.contains("not UTF-8") && e.contains("rename"), "{e}");
+
+    // The source sends nothing while the directory is bad, then the fixed render.
+    let mut running = start(dir);
+    assert!(
+        next(&mut running, QUIET).await.is_none(),
+        "a bad render is not sent"
+    );
+    std::fs::remove_file(&bad).unwrap();
+    let (_, content) = next(&mut running, LONG).await.expect("the fixed render");
+    assert_eq!(content.files.len(), 2);
+}

@@ -424,6 +424,8 @@ async fn refuses_invalid_parts_and_oversized_bodies_naming_the_part() {
     let node = Node::start(IngestConfig::new(None).max_body_bytes(4096)).await;
     node.lead().await;
     let cfg = ("haproxy.cfg", "global\n");
+    // 300 characters: longer than any pod's filesystem takes.
+    let long = format!("maps/{}.map", "n".repeat(296));
     let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
         (vec![("maps/hosts.map", "a b\n")], "haproxy.cfg"),
         (vec![cfg, cfg], "haproxy.cfg"),
@@ -442,6 +444,7 @@ async fn refuses_invalid_parts_and_oversized_bodies_naming_the_part() {
             "/etc/haproxy/maps/a.map",
         ),
         (vec![cfg, ("maps/.hidden", "x")], "maps/.hidden"),
+        (vec![cfg, (long.as_str(), "x")], long.as_str()),
         (
             vec![cfg, ("maps/a.map", "x"), ("maps/a.map", "y")],
             "maps/a.map",
@@ -502,6 +505,14 @@ async fn refuses_invalid_parts_and_oversized_bodies_naming_the_part() {
         form(&[cfg, ("general/503.http", "HTTP/1.0 503\r\n\r\n")]),
     )
     .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // Spaces, several dots and Unicode are file names like any other.
+    let ok = vec![
+        cfg,
+        ("maps/my hosts.v2.map", "a b\n"),
+        ("maps/hôtes-日本.map", "c d\n"),
+    ];
+    let (status, body) = post(&node, None, form(&ok)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
 

@@ -399,7 +399,7 @@ fn check_file(path: &Path, write: bool) -> Res {
         };
         return Err(Fail::Usage(format!(
             "journal {p} is {what}, not a regular file: give the path of the journal file (the \
-             controller's --journal-path)"
+             controller's --journal)"
         )));
     }
     std::fs::OpenOptions::new()
