@@ -19,6 +19,7 @@ macro_rules! on_peers {
 }
 pub(crate) use on_peers;
 
+mod bad_input;
 pub mod down;
 mod idle;
 mod install;
