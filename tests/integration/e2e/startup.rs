@@ -86,3 +86,72 @@ pub async fn damaged_journal(peers: Peers) {
     stop_cleanly(&mut ctl);
     world.shutdown().await;
 }
+
+/// Bad journals at start (issue 13, "Bad input"): a directory in place of the journal, a file
+/// that is not redb, a journal of a newer schema. Each start fails at once with a message naming
+/// the path and the fix, and the file is left exactly as it was (nothing lost, nothing rebuilt
+/// without `--journal-recovery=rebuild`).
+#[test]
+fn bad_journals_are_refused_naming_the_path_and_the_fix_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let render = dir.path().join("render");
+    std::fs::create_dir_all(&render).unwrap();
+    let start = |journal: &std::path::Path| {
+        let out = run_args(&[
+            "--render-dir",
+            render.to_str().unwrap(),
+            "--journal",
+            journal.to_str().unwrap(),
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ]);
+        assert!(!out.status.success(), "{journal:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+
+    let as_dir = dir.path().join("dir.redb");
+    std::fs::create_dir(&as_dir).unwrap();
+    let err = start(&as_dir);
+    assert!(
+        err.contains("dir.redb")
+            && err.contains("not a regular file")
+            && err.contains("give the journal file"),
+        "{err}"
+    );
+    assert!(as_dir.is_dir());
+
+    let not_redb = dir.path().join("notes.redb");
+    std::fs::write(&not_redb, b"these are my notes, not a journal\n").unwrap();
+    let err = start(&not_redb);
+    assert!(
+        err.contains("notes.redb") && err.contains("--journal-recovery=rebuild"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&not_redb).unwrap(),
+        b"these are my notes, not a journal\n"
+    );
+
+    let newer = dir.path().join("newer.redb");
+    drop(haptic_journal::Journal::open(&haptic_journal::JournalOptions::new(&newer)).unwrap());
+    {
+        let db = haptic_journal::redb::Database::open(&newer).unwrap();
+        let txn = db.begin_write().unwrap();
+        haptic_journal::write_schema_version(&txn, 99).unwrap();
+        txn.commit().unwrap();
+    }
+    let err = start(&newer);
+    assert!(
+        err.contains("newer.redb") && err.contains("99") && err.contains("newer haptic"),
+        "{err}"
+    );
+    // Still the newer build's journal (redb's open may rewrite its header; the data stays).
+    let reopened = haptic_journal::Journal::open(&haptic_journal::JournalOptions::new(&newer));
+    assert!(
+        matches!(
+            reopened,
+            Err(haptic_journal::OpenError::SchemaTooNew { found: 99, .. })
+        ),
+        "{reopened:?}"
+    );
+}
