@@ -719,7 +719,7 @@ fn at_death(w: &World, expect: AtDeath) -> Result<(), String> {
 /// Upper bounds of successful writes per pod an uninterrupted run of `fed` makes: raw pushes
 /// (one per render change), storage writes (one per file that is new or differs from the
 /// previous passed render's).
-fn write_bounds(fed: &[&str]) -> (usize, usize) {
+pub(crate) fn write_bounds(fed: &[&str]) -> (usize, usize) {
     let mut pushes = 0;
     let mut files = 0;
     let mut prev: Option<haptic::core::render::RenderContent> = None;
@@ -828,7 +828,18 @@ async fn quiesce(w: &World, restarted: Instant, ctl: &mut Controller) -> Result<
             ctl.log_tail(30)
         ));
     }
-    let j = Journal::open(&JournalOptions::new(&w.opts.journal).read_only(true))
+    journal_after_stop(&w.opts.journal)?;
+    // (2): no pod receives what it already runs.
+    let (max_pushes, max_files) = write_bounds(&w.fed);
+    pod_writes_within(&w.fleet, max_pushes, max_files).await?;
+    Ok(took)
+}
+
+/// Checks (5) and (2) on a stopped controller's journal: `verify` finds nothing, nothing is
+/// pending (the drain checkpoint aside), and no HAProxyCfg has two ConfigPublished of one
+/// checksum.
+pub(crate) fn journal_after_stop(journal: &std::path::Path) -> Result<(), String> {
+    let j = Journal::open(&JournalOptions::new(journal).read_only(true))
         .map_err(|e| format!("the journal after the stop: {e}"))?;
     let problems = j.verify().map_err(|e| e.to_string())?.problems;
     if !problems.is_empty() {
@@ -862,9 +873,17 @@ async fn quiesce(w: &World, restarted: Instant, ctl: &mut Controller) -> Result<
         return Err(format!("ConfigPublished more than once: {twice:?}"));
     }
     drop(j);
-    // (2): no pod receives what it already runs.
-    let (max_pushes, max_files) = write_bounds(&w.fed);
-    for pod in w.fleet.pods() {
+    Ok(())
+}
+
+/// Check (2) on the pods: none received more raw pushes than `max_pushes` or more file writes
+/// than `max_files` (what the stream fed can need; counted in the sandbox request logs).
+pub(crate) async fn pod_writes_within(
+    fleet: &Fleet,
+    max_pushes: usize,
+    max_files: usize,
+) -> Result<(), String> {
+    for pod in fleet.pods() {
         let reqs = pod.faults().requests().await.map_err(|e| e.to_string())?;
         let ok = |r: &&haptic_testkit::RequestRecord| (200..300).contains(&r.status);
         let write =
@@ -891,7 +910,7 @@ async fn quiesce(w: &World, restarted: Instant, ctl: &mut Controller) -> Result<
             ));
         }
     }
-    Ok(took)
+    Ok(())
 }
 
 /// Attempts of a row whose stream ran to the end without reaching its point: whether a point

@@ -21,6 +21,7 @@ pub(crate) use on_peers;
 
 mod bad_input;
 pub mod down;
+mod faults;
 mod idle;
 mod install;
 pub mod rbac;

@@ -1,0 +1,158 @@
+//! Faults without a crash (issue 13): the real binary against a sandbox whose Kubernetes API or
+//! Dataplane endpoints misbehave, scripted through the sandbox's fault hooks. Each scenario feeds
+//! `02-maps` then `03-maps-changed` and must end exactly as a run without faults: every pod
+//! answers the last render, the HAProxyCfg holds it with every pod on it; after a clean stop the
+//! journal verifies, nothing is pending and no checksum was published twice (the crash matrix's
+//! checks 1-5); no pod accepted more writes than the stream needs; every armed fault fired.
+
+use haptic_tools::sandbox::apiserver::Fault;
+use serde_json::{Value, json};
+
+use super::{Peers, check_render, feed, opts, start, stop_cleanly};
+use crate::crash_matrix::{journal_after_stop, pod_writes_within, write_bounds};
+
+on_peers!(
+    Emulator,
+    api_409_on_every_first_write => api_conflicts,
+    api_429_with_retry_after => api_throttled,
+    api_500_burst_on_writes => api_errors,
+    api_watch_dropped_then_410_on_resume => api_watch_gone,
+    dataplane_409_version_storm => dataplane_conflicts,
+    dataplane_500s_on_storage_and_push => dataplane_errors,
+    dataplane_dropped_connection_on_push => dataplane_dropped,
+    dataplane_failed_reload_is_redeployed => dataplane_failed_reload,
+);
+
+const STREAM: [&str; 2] = ["02-maps", "03-maps-changed"];
+
+fn api(method: &str, path: &str, status: u16, times: u32) -> Fault {
+    Fault {
+        method: method.into(),
+        path: path.into(),
+        status: Some(status),
+        times: Some(times),
+        ..Fault::default()
+    }
+}
+
+/// One scenario: `api` faults armed on the API emulator and `pod` faults on every pod before
+/// the controller starts, `later` API faults armed (after the emulator forgot its watch
+/// history) once the first render converged. Every fault must have fired.
+async fn scenario(peers: Peers, api: Vec<Fault>, pod: Vec<Value>, later: Vec<Fault>) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, STREAM[0]);
+    let emulator = world.emulator().expect("the API emulator");
+    for f in api {
+        emulator.add_fault(f).unwrap();
+    }
+    for p in world.pods() {
+        for f in &pod {
+            p.faults().arm(f.clone()).await.unwrap();
+        }
+    }
+    let o = opts(&world, "solo", &render_dir);
+    let mut ctl = world.controller(o.clone());
+    check_render(&world, STREAM[0], "").await;
+    if !later.is_empty() {
+        emulator.compact();
+    }
+    for f in later {
+        emulator.add_fault(f).unwrap();
+    }
+    feed(&render_dir, STREAM[1]);
+    check_render(&world, STREAM[1], STREAM[0]).await;
+    // Every fault fired (a used-up fault is dropped from the lists).
+    let left = world
+        .api_faults()
+        .call(reqwest::Method::GET, "faults", None)
+        .await
+        .unwrap();
+    assert_eq!(left, json!([]), "API faults never met");
+    for p in world.pods() {
+        let left = p
+            .faults()
+            .call(reqwest::Method::GET, "faults", None)
+            .await
+            .unwrap();
+        assert_eq!(left, json!([]), "{}: faults never met", p.name);
+    }
+    stop_cleanly(&mut ctl);
+    if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    let (pushes, files) = write_bounds(&STREAM);
+    if let Err(e) = pod_writes_within(&world, pushes, files).await {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    world.shutdown().await;
+}
+
+/// 409 on the first create of the HAProxyCfg and of a map file, and on the first status write.
+pub async fn api_conflicts(peers: Peers) {
+    let faults = vec![
+        api("POST", "haproxycfgs$", 409, 1),
+        api("POST", "haproxymapfiles$", 409, 1),
+        api("PUT", "haproxycfgs/[^/]+/status$", 409, 1),
+    ];
+    scenario(peers, faults, Vec::new(), Vec::new()).await;
+}
+
+/// 429 with `Retry-After: 1` on the first two writes of HAProxyCfgs.
+pub async fn api_throttled(peers: Peers) {
+    let f = Fault {
+        retry_after_s: Some(1),
+        ..api("POST|PUT", "haproxycfgs", 429, 2)
+    };
+    scenario(peers, vec![f], Vec::new(), Vec::new()).await;
+}
+
+/// A burst of four 500s on writes other than the Lease's.
+pub async fn api_errors(peers: Peers) {
+    let f = Fault {
+        path_not: Some("leases".into()),
+        ..api("POST|PUT|PATCH|DELETE", "", 500, 4)
+    };
+    scenario(peers, vec![f], Vec::new(), Vec::new()).await;
+}
+
+/// After the first render: the emulator forgets its watch history, so a resumed watch gets 410
+/// Gone (the client's resourceVersion expired), and the open watches of pods and of HAProxyCfgs
+/// end mid-stream: the controller lists again and goes on.
+pub async fn api_watch_gone(peers: Peers) {
+    let later = vec![Fault {
+        path: "/(pods|haproxycfgs)$".into(),
+        end_watch: true,
+        times: Some(2),
+        ..Fault::default()
+    }];
+    scenario(peers, Vec::new(), Vec::new(), later).await;
+}
+
+/// A version storm: the first three configuration pushes of each pod answer 409.
+pub async fn dataplane_conflicts(peers: Peers) {
+    let f = json!({"method": "POST|PUT", "path": "configuration/raw", "status": 409, "times": 3});
+    scenario(peers, Vec::new(), vec![f], Vec::new()).await;
+}
+
+/// 500s: the first two storage writes and the first configuration push of each pod.
+pub async fn dataplane_errors(peers: Peers) {
+    let pod = vec![
+        json!({"method": "POST|PUT", "path": "/storage/", "status": 500, "times": 2}),
+        json!({"method": "POST|PUT", "path": "configuration/raw", "status": 500, "times": 1}),
+    ];
+    scenario(peers, Vec::new(), pod, Vec::new()).await;
+}
+
+/// The first configuration push of each pod has its connection closed unanswered.
+pub async fn dataplane_dropped(peers: Peers) {
+    let f = json!({"method": "POST|PUT", "path": "configuration/raw", "drop": true, "times": 1});
+    scenario(peers, Vec::new(), vec![f], Vec::new()).await;
+}
+
+/// HAProxy rejects the first reload of each pod (last-known-good restored): the pod is synced
+/// again, still within the writes the stream's bound allows.
+pub async fn dataplane_failed_reload(peers: Peers) {
+    let f = json!({"reload": "fail", "times": 1});
+    scenario(peers, Vec::new(), vec![f], Vec::new()).await;
+}
