@@ -369,6 +369,17 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         SchedulerShell::new(state, dispatch.clone(), deployer.clone(), sched_sub);
     let publisher = ConfigPublisher::new(journal.clone(), client.clone(), publisher_cfg);
     publisher.attach(dispatch.clone());
+    {
+        // Not ready while publishing waits for an operator (CRDs missing, RBAC, credentials):
+        // the message names what failed and the fix; the writes are retried meanwhile.
+        let publisher = publisher.clone();
+        health.add_readiness("publisher", move || match publisher.blocked() {
+            None => Ok(()),
+            Some(why) => Err(format!(
+                "publishing is blocked until an operator acts: {why}"
+            )),
+        });
+    }
     let notifier = notify::Notifier::new(client.clone(), &identity, &runtime_config);
 
     // Tasks. `work` stops the dispatcher and the components (last); `inputs` stops the sources

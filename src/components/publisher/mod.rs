@@ -412,6 +412,24 @@ impl ConfigPublisher {
         &self.inner.counters
     }
 
+    /// Why the publisher's writes wait for an operator, one line per blocked worker
+    /// (`<worker>: <error>; <fix>`), e.g. the CRDs not installed; `None` when none is blocked.
+    /// The runtime's `/readyz` reports it (the writes are retried meanwhile).
+    #[must_use]
+    pub fn blocked(&self) -> Option<String> {
+        let b = self
+            .inner
+            .blocked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!b.is_empty()).then(|| {
+            b.iter()
+                .map(|(w, r)| format!("{w}: {r}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    }
+
     /// Settings.
     #[must_use]
     pub fn config(&self) -> &PublisherConfig {

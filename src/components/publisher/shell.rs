@@ -158,6 +158,10 @@ pub(super) struct Inner {
     /// The gate conditions (ConfigValidated, ConfigPinned) the verdict worker last wrote.
     last_conditions: Mutex<Vec<Condition>>,
     pub(super) counters: Counters,
+    /// Per worker, why its writes are refused until an operator acts (a 401, a 403, a
+    /// resource type the API server does not serve), with the fix: set by a failed attempt of
+    /// such a class, cleared by that worker's next successful write. Read by `/readyz`.
+    pub(super) blocked: Mutex<BTreeMap<&'static str, String>>,
     /// When attached, commits go through the dispatcher (its subscribers get `config.published`
     /// at once instead of at its next poll).
     pub(super) dispatch: std::sync::OnceLock<crate::dispatch::DispatchHandle>,
@@ -255,6 +259,7 @@ impl Inner {
             term: Mutex::new(None),
             last_conditions: Mutex::new(Vec::new()),
             counters: Counters::default(),
+            blocked: Mutex::new(BTreeMap::new()),
             dispatch: std::sync::OnceLock::new(),
         }
     }

@@ -20,6 +20,7 @@ macro_rules! on_peers {
 pub(crate) use on_peers;
 
 mod bad_input;
+mod crds_missing;
 pub mod down;
 mod faults;
 mod idle;

@@ -67,7 +67,7 @@ impl Scrape {
     }
 }
 
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let resp = http()
         .get(format!("http://{addr}{path}"))
         .send()

@@ -93,6 +93,7 @@ impl Inner {
                 if class.needs_operator() {
                     self.counters.blocked.fetch_add(1, Ordering::Relaxed);
                     let fix = e.operator_hint().unwrap_or_default();
+                    self.set_blocked(worker, Some(format!("{e}; {fix}")));
                     warn!(
                         worker = worker.as_str(),
                         error = %e,
@@ -137,6 +138,23 @@ impl Inner {
         decision
     }
 
+    /// Records (`Some`: the error and the fix) or clears (`None`) that `worker`'s writes wait
+    /// for an operator.
+    pub(super) fn set_blocked(&self, worker: Worker, reason: Option<String>) {
+        let mut b = self
+            .blocked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match reason {
+            Some(r) => {
+                b.insert(worker.as_str(), r);
+            }
+            None => {
+                b.remove(worker.as_str());
+            }
+        }
+    }
+
     /// Runs `op` until it succeeds, is rejected permanently, or the term ends; transient
     /// failures back off ([`Inner::failed`]) and go on.
     pub(super) async fn with_retries<T, F, Fut>(
@@ -157,7 +175,10 @@ impl Inner {
             }
             attempt += 1;
             match op().await {
-                Ok(v) => return Attempts::Done(v),
+                Ok(v) => {
+                    self.set_blocked(worker, None);
+                    return Attempts::Done(v);
+                }
                 Err(e) => match self
                     .failed(writer, worker, &e, attempt, cancel, false)
                     .await

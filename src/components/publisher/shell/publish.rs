@@ -195,6 +195,7 @@ impl Inner {
             }
             match result {
                 Ok(p) => {
+                    self.set_blocked(Worker::Publish, None);
                     let term = writer.config().term;
                     if !self.authoritative(term, cancel) {
                         return Ok(false);
