@@ -21,6 +21,7 @@ on_peers!(
     dataplane_500s_on_storage_and_push => dataplane_errors,
     dataplane_dropped_connection_on_push => dataplane_dropped,
     dataplane_failed_reload_is_redeployed => dataplane_failed_reload,
+    the_lease_stolen_by_another_identity => lease_stolen,
 );
 
 const STREAM: [&str; 2] = ["02-maps", "03-maps-changed"];
@@ -155,4 +156,88 @@ pub async fn dataplane_dropped(peers: Peers) {
 pub async fn dataplane_failed_reload(peers: Peers) {
     let f = json!({"reload": "fail", "times": 1});
     scenario(peers, Vec::new(), vec![f], Vec::new()).await;
+}
+
+/// The wall-clock time at the start of a log line (`2026-12-01T15:11:58.660242Z ...`).
+fn line_time(line: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// After the first render another identity takes the Lease (as a successor after a partition
+/// would); `03-maps-changed` is written meanwhile. The controller says it lost leadership, sends
+/// no write to any pod or to the API (its Lease attempts and Events aside) until it leads
+/// again (between its own `leadership lost` and next `leader acquired` log lines, against the
+/// sandbox's arrival times), takes the Lease back once the intruder's expires, and converges on
+/// `03-maps-changed`.
+pub async fn lease_stolen(peers: Peers) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::Api;
+
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, STREAM[0]);
+    let o = opts(&world, "solo", &render_dir);
+    let mut ctl = world.controller(o.clone());
+    check_render(&world, STREAM[0], "").await;
+    let leases: Api<Lease> = Api::namespaced(world.client(), world.namespace());
+    let mut lease = leases.get(super::LEASE).await.unwrap();
+    let spec = lease.spec.as_mut().unwrap();
+    spec.holder_identity = Some("intruder".into());
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    leases
+        .replace(super::LEASE, &Default::default(), &lease)
+        .await
+        .unwrap();
+    feed(&render_dir, STREAM[1]);
+    check_render(&world, STREAM[1], STREAM[0]).await;
+    let log = ctl.log_text();
+    let lost = log
+        .lines()
+        .find(|l| l.contains("leadership lost"))
+        .and_then(line_time)
+        .unwrap_or_else(|| panic!("no `leadership lost` line\n{}", ctl.log_tail(40)));
+    let back = log
+        .lines()
+        .filter(|l| l.contains("leader acquired"))
+        .filter_map(line_time)
+        .find(|t| *t > lost)
+        .unwrap_or_else(|| panic!("not leader again\n{}", ctl.log_tail(40)));
+    let between = |at: &str| {
+        at.parse::<k8s_openapi::jiff::Timestamp>()
+            .is_ok_and(|t| t > lost && t < back)
+    };
+    for p in world.pods() {
+        let writes: Vec<String> = p
+            .faults()
+            .requests()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.method != "GET" && between(&r.at))
+            .map(|r| format!("{} {} at {}", r.method, r.path, r.at))
+            .collect();
+        assert!(
+            writes.is_empty(),
+            "{} written while not leading: {writes:?}",
+            p.name
+        );
+    }
+    let api: Vec<String> = world
+        .api_requests()
+        .unwrap()
+        .into_iter()
+        .filter(|r| {
+            r.method != "GET" && !r.path.contains("/leases/") && !r.path.contains("/events")
+        })
+        .filter(|r| r.user_agent.contains("(solo)") && between(&r.at))
+        .map(|r| format!("{} {} at {}", r.method, r.path, r.at))
+        .collect();
+    assert!(api.is_empty(), "API writes while not leading: {api:?}");
+    stop_cleanly(&mut ctl);
+    if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    world.shutdown().await;
 }
