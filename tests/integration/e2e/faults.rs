@@ -22,6 +22,9 @@ on_peers!(
     dataplane_dropped_connection_on_push => dataplane_dropped,
     dataplane_failed_reload_is_redeployed => dataplane_failed_reload,
     the_lease_stolen_by_another_identity => lease_stolen,
+    dataplane_401_then_accepted => dataplane_unauthorized,
+    dataplane_reload_slower_than_the_deployment_timeout => dataplane_slow_reload,
+    a_pod_that_disappears_mid_deployment => pod_disappears,
 );
 
 const STREAM: [&str; 2] = ["02-maps", "03-maps-changed"];
@@ -235,6 +238,112 @@ pub async fn lease_stolen(peers: Peers) {
         .map(|r| format!("{} {} at {}", r.method, r.path, r.at))
         .collect();
     assert!(api.is_empty(), "API writes while not leading: {api:?}");
+    stop_cleanly(&mut ctl);
+    if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    world.shutdown().await;
+}
+
+/// Wrong credentials for a while: the first two requests of each pod answer 401.
+pub async fn dataplane_unauthorized(peers: Peers) {
+    let f = json!({"status": 401, "times": 2});
+    scenario(peers, Vec::new(), vec![f], Vec::new()).await;
+}
+
+/// The first reload of each pod takes longer than the deployment timeout (2 s here, through
+/// `--deployment-timeout`; an endpoint's sync gets half of it): the endpoints' syncs time out
+/// and the deployment is retried, finding the pushed configuration in place; the pods converge
+/// within the bounds of those intervals.
+pub async fn dataplane_slow_reload(peers: Peers) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, STREAM[0]);
+    let mut o = opts(&world, "solo", &render_dir);
+    o.intervals.deployment_timeout = std::time::Duration::from_secs(2);
+    for p in world.pods() {
+        p.faults()
+            .arm(json!({"reload": "slow", "times": 1, "delay_ms": 3000}))
+            .await
+            .unwrap();
+    }
+    let mut ctl = world.controller(o.clone());
+    // The e2e bounds are the default intervals' (20 s timeout): wider than these.
+    check_render(&world, STREAM[0], "").await;
+    assert!(
+        ctl.log_text().contains("endpoint sync timed out"),
+        "the slow reload outlasted the deployment timeout\n{}",
+        ctl.log_text()
+            .lines()
+            .filter(|l| !l.contains("DEBUG"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    feed(&render_dir, STREAM[1]);
+    check_render(&world, STREAM[1], STREAM[0]).await;
+    stop_cleanly(&mut ctl);
+    if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    world.shutdown().await;
+}
+
+/// A pod killed (processes gone, Pod object deleted) while a deployment to it is in flight (its
+/// reload held 3 s): the deployment ends, the other pod runs the render, the HAProxyCfg lists only
+/// the pod that is left, on that render.
+pub async fn pod_disappears(peers: Peers) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, STREAM[0]);
+    let o = opts(&world, "solo", &render_dir);
+    let mut ctl = world.controller(o.clone());
+    check_render(&world, STREAM[0], "").await;
+    let pods = world.pods();
+    let (gone, left) = (&pods[0], &pods[1]);
+    gone.faults()
+        .arm(json!({"reload": "slow", "times": 1, "delay_ms": 3000}))
+        .await
+        .unwrap();
+    feed(&render_dir, STREAM[1]);
+    // The deployment reached the pod (its configuration was pushed), then the pod goes.
+    world
+        .eventually(
+            super::bounds().deployment(),
+            "the push to the doomed pod",
+            || async {
+                let reqs = gone.faults().requests().await.map_err(|e| e.to_string())?;
+                reqs.iter()
+                    .any(|r| r.method != "GET" && r.path.contains("/configuration/"))
+                    .then_some(())
+                    .ok_or("not pushed yet".to_owned())
+            },
+        )
+        .await;
+    world.kill_pod(&gone.name).await.unwrap();
+    let want = haptic_testkit::render::checksum(STREAM[1]);
+    super::object_until(
+        &world,
+        super::MAIN,
+        super::bounds().converge(),
+        "the HAProxyCfg on 03 with only the pod that is left",
+        |c| {
+            let entries: Vec<(String, String)> = c
+                .status
+                .iter()
+                .flat_map(|s| s.deployed_to_pods.iter())
+                .map(|p| {
+                    (
+                        p.pod_name.clone(),
+                        p.checksum.map(|c| c.to_string()).unwrap_or_default(),
+                    )
+                })
+                .collect();
+            (c.spec.checksum == want && entries == vec![(left.name.clone(), want.to_string())])
+                .then_some(())
+                .ok_or(format!("{} {entries:?}", c.spec.checksum))
+        },
+    )
+    .await;
     stop_cleanly(&mut ctl);
     if let Err(e) = journal_after_stop(&o.journal) {
         panic!("{e}\n{}", ctl.log_tail(30));
