@@ -488,6 +488,7 @@ impl Deployer {
                     tracing::warn!(pod = %r.endpoint.pod.name, error = %text, "endpoint deployment failed");
                     sync.version_conflict_retries = e.conflict_retries();
                     sync.error = Some(text.clone());
+                    sync.rejected = matches!(e, SyncError::PushRejected { .. });
                     b.push(Op::RemoveEndpointApplied(r.endpoint.url.clone()));
                     b.event(Event::InstanceDeploymentFailed {
                         correlation: corr.clone(),

@@ -168,6 +168,7 @@ pub fn subscribe_options() -> crate::dispatch::SubscribeOptions {
         K::HAProxyPodsDiscovered,
         K::BecameLeader,
         K::LostLeadership,
+        K::DeploymentRetryRequest,
     ])
 }
 
