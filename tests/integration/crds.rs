@@ -118,7 +118,14 @@ fn names_scope_and_columns() {
         .collect();
     assert_eq!(
         columns,
-        ["Checksum", "Pods", "ConfigValidated", "ConfigPinned", "Age"]
+        [
+            "Checksum",
+            "Pods",
+            "Synced",
+            "ConfigValidated",
+            "ConfigPinned",
+            "Age"
+        ]
     );
 }
 
@@ -155,6 +162,7 @@ fn full_pod(name: &str, checksum: Checksum) -> PodDeploymentStatus {
             ..OperationSummary::default()
         }),
         last_error: None,
+        rejected: None,
         consecutive_errors: Some(0),
         last_error_at: None,
     }
