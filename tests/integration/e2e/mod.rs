@@ -27,6 +27,7 @@ pub mod restart;
 pub mod sources;
 pub mod startup;
 pub mod stream;
+pub mod synced;
 pub mod telemetry;
 
 use std::path::Path;
