@@ -83,6 +83,23 @@ pub struct SchedulerCheckpoint {
     pub applied: Vec<(EndpointUrl, Checksum)>,
     /// Endpoints given up after the timeout retries, sorted.
     pub given_up: Vec<EndpointUrl>,
+    /// The quarantine: renders endpoints rejected permanently, one per endpoint, sorted by
+    /// endpoint. Not retried (drift checks included) until a new render, a pod change or an
+    /// operator's retry request (`deployment.retry.request`).
+    pub rejected: Vec<RejectedRender>,
+}
+
+/// One quarantined (render, endpoint): the pod's Dataplane API rejected the render
+/// permanently (a 400/422 on the configuration push that persisted after its files were
+/// synced again).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedRender {
+    /// The endpoint.
+    pub endpoint: EndpointUrl,
+    /// The rejected render.
+    pub render: Checksum,
+    /// What the Dataplane API answered (HAProxy's message).
+    pub message: String,
 }
 
 /// The validator's durable state.
@@ -130,4 +147,8 @@ pub struct PublisherCheckpoint {
     /// delivery, the log's leadership events for a replay): a replayed event becomes work
     /// exactly when it did for the process that delivered it live.
     pub leading: bool,
+    /// The value of the HAProxyCfg annotation `haproxy-haptic.org/retry-rejected` of the last
+    /// `deployment.retry.request` folded: a value the heal watch sees that differs from it is
+    /// a new request (so a restart does not repeat an old one).
+    pub retry_rejected: Option<String>,
 }

@@ -74,8 +74,8 @@ mod writer;
 
 pub use batch::{Accepted, Batch, BlobKind, EventRef, Op, OpOutcome, Origin};
 pub use checkpoint::{
-    ComponentCheckpoint, ComponentState, PublisherCheckpoint, RenderPlace, SchedulerCheckpoint,
-    ValidatorCheckpoint,
+    ComponentCheckpoint, ComponentState, PublisherCheckpoint, RejectedRender, RenderPlace,
+    SchedulerCheckpoint, ValidatorCheckpoint,
 };
 pub use codec::RecordHeader;
 pub use contain::Damage;

@@ -246,6 +246,8 @@ pub struct SyncMetadata {
     pub operation_counts: OperationCounts,
     /// The error, when the sync failed.
     pub error: Option<String>,
+    /// The failure is a permanent rejection (the render is quarantined for the pod).
+    pub rejected: bool,
 }
 
 /// Verdict of the render gate.
@@ -489,6 +491,15 @@ pub enum Event {
         identity: Identity,
         /// Why, e.g. `lease_lost`.
         reason: String,
+    },
+    /// An operator asked to retry rejected renders (`deployment.retry.request`).
+    DeploymentRetryRequest {
+        /// Correlation.
+        correlation: Correlation,
+        /// The HAProxyCfg that carries the annotation.
+        runtime_config: RuntimeConfigRef,
+        /// The annotation's new value.
+        value: String,
     },
 }
 
@@ -737,6 +748,19 @@ pub struct SchedulerCheckpoint {
     pub applied: Vec<(EndpointUrl, Checksum)>,
     /// Endpoints given up after the timeout retries.
     pub given_up: Vec<EndpointUrl>,
+    /// The quarantine, sorted by endpoint.
+    pub rejected: Vec<RejectedRender>,
+}
+
+/// One quarantined (render, endpoint).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedRender {
+    /// The endpoint.
+    pub endpoint: EndpointUrl,
+    /// The rejected render.
+    pub render: Checksum,
+    /// What the Dataplane API answered.
+    pub message: String,
 }
 
 /// The validator's durable state.
@@ -776,6 +800,8 @@ pub struct PublisherCheckpoint {
     pub queued_through: Option<Seq>,
     /// Whether this replica led as of the last event folded.
     pub leading: bool,
+    /// The annotation value of the last `deployment.retry.request` folded.
+    pub retry_rejected: Option<String>,
 }
 
 // ---- from journal/src/render.rs ----

@@ -26,12 +26,18 @@ pub const CONTROLLER: &str = "haptic";
 pub mod reasons {
     /// A drift check found a pod differing from its render.
     pub const DRIFT_DETECTED: &str = "DriftDetected";
+    /// A pod's Dataplane API rejected a render permanently: it is quarantined for that pod
+    /// (`Synced=False/DeploymentRejected` on the HAProxyCfg).
+    pub const DEPLOYMENT_REJECTED: &str = "DeploymentRejected";
 }
 
 /// Event actions (CamelCase).
 pub mod actions {
     /// The deployer re-pushes the render to the drifted pod.
     pub const DRIFT_REPAIR: &str = "DriftRepair";
+    /// The render is not retried on the pod that rejected it (until a new render, a pod change
+    /// or the annotation `haproxy-haptic.org/retry-rejected`).
+    pub const QUARANTINE: &str = "Quarantine";
 }
 
 /// Bound of one Event write. Default of [`drift_hook`]'s callers.
@@ -61,6 +67,17 @@ pub fn drift_note(pod: &PodRef, differed: &[String]) -> String {
     };
     let note = format!("drift on pod {}/{}: {what}", pod.namespace, pod.name);
     // The Events API caps a note at 1 kB.
+    truncate(note, 1024)
+}
+
+/// The note of a `DeploymentRejected` Event: the pod, HAProxy's message (`error`) and how to
+/// retry, at most 1 kB.
+#[must_use]
+pub fn rejected_note(pod: &str, error: &str) -> String {
+    let note = format!(
+        "pod {pod} rejected the render and keeps what it ran; not retried until a new render,          a pod change or the annotation {}: {error}",
+        crate::k8s::crd::labels::RETRY_REJECTED
+    );
     truncate(note, 1024)
 }
 

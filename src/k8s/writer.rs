@@ -449,7 +449,7 @@ impl Writer {
             validated_at: spec.validated_at.map(k8s_time),
         };
         let (rv, wrote) = self
-            .update_cfg_status(spec.name, |st, _| {
+            .update_cfg_status(spec.name, spec.with_files, |st, _| {
                 st.auxiliary_files = Some(refs.clone());
                 st.metadata = Some(metadata.clone());
                 st.validation_error.clone_from(&spec.validation_error);

@@ -118,7 +118,14 @@ fn names_scope_and_columns() {
         .collect();
     assert_eq!(
         columns,
-        ["Checksum", "Pods", "ConfigValidated", "ConfigPinned", "Age"]
+        [
+            "Checksum",
+            "Pods",
+            "Synced",
+            "ConfigValidated",
+            "ConfigPinned",
+            "Age"
+        ]
     );
 }
 
@@ -155,6 +162,7 @@ fn full_pod(name: &str, checksum: Checksum) -> PodDeploymentStatus {
             ..OperationSummary::default()
         }),
         last_error: None,
+        rejected: None,
         consecutive_errors: Some(0),
         last_error_at: None,
     }
@@ -257,6 +265,17 @@ pub(crate) fn examples() -> Vec<(CustomResourceDefinition, Value)> {
     };
     status.refresh_pods_synced(&checksum);
     assert_eq!(status.pods_synced.as_deref(), Some("1/2"));
+    // One pod failed: Synced=False/PodsFailed, as the status worker writes it.
+    assert!(status.refresh_synced(&checksum, Some(2), &time("2026-11-30T06:00:02Z")));
+    let synced = status.conditions.last().unwrap();
+    assert_eq!(
+        (
+            synced.type_.as_str(),
+            synced.status.as_str(),
+            synced.reason.as_str()
+        ),
+        (conditions::SYNCED, "False", reasons::PODS_FAILED)
+    );
     cfg.status = Some(status);
 
     let file_sum = Checksum::of(b"a b\n");

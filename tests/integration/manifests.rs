@@ -106,6 +106,7 @@ pub async fn kubectl_get_hpcfg(peers: Peers) {
             "NAME",
             "CHECKSUM",
             "PODS",
+            "SYNCED",
             "CONFIGVALIDATED",
             "CONFIGPINNED",
             "AGE"
@@ -113,8 +114,8 @@ pub async fn kubectl_get_hpcfg(peers: Peers) {
         "{out}"
     );
     assert_eq!(
-        lines[1][..5],
-        ["web-haproxycfg", checksum, "1/2", "True", "False"],
+        lines[1][..6],
+        ["web-haproxycfg", checksum, "1/2", "False", "True", "False"],
         "{out}"
     );
     let (ok, wide) = world.kubectl(

@@ -60,6 +60,8 @@ pub enum EventKind {
     BecameLeader,
     /// `leader.lost`
     LostLeadership,
+    /// `deployment.retry.request`
+    DeploymentRetryRequest,
 }
 
 impl EventKind {
@@ -84,6 +86,7 @@ impl EventKind {
         EventKind::ConfigPublished,
         EventKind::BecameLeader,
         EventKind::LostLeadership,
+        EventKind::DeploymentRetryRequest,
     ];
 
     /// The dotted record kind, stable for tools.
@@ -109,6 +112,7 @@ impl EventKind {
             EventKind::ConfigPublished => "config.published",
             EventKind::BecameLeader => "leader.became",
             EventKind::LostLeadership => "leader.lost",
+            EventKind::DeploymentRetryRequest => "deployment.retry.request",
         }
     }
 
@@ -359,6 +363,18 @@ pub enum Event {
         /// Why, e.g. `lease_lost`.
         reason: String,
     },
+    /// An operator asked to retry the renders pods rejected permanently
+    /// (`deployment.retry.request`): the annotation `haproxy-haptic.org/retry-rejected` on the
+    /// HAProxyCfg got a new value. The scheduler clears its quarantine and deploys the last
+    /// validated render to those pods again.
+    DeploymentRetryRequest {
+        /// Correlation.
+        correlation: Correlation,
+        /// The HAProxyCfg that carries the annotation.
+        runtime_config: RuntimeConfigRef,
+        /// The annotation's new value (any text; only a change matters).
+        value: String,
+    },
 }
 
 impl Event {
@@ -385,6 +401,7 @@ impl Event {
             Event::ConfigPublished { .. } => EventKind::ConfigPublished,
             Event::BecameLeader { .. } => EventKind::BecameLeader,
             Event::LostLeadership { .. } => EventKind::LostLeadership,
+            Event::DeploymentRetryRequest { .. } => EventKind::DeploymentRetryRequest,
         }
     }
 
@@ -410,7 +427,8 @@ impl Event {
             | Event::DeployedConfigPublishRequest { correlation, .. }
             | Event::ConfigPublished { correlation, .. }
             | Event::BecameLeader { correlation, .. }
-            | Event::LostLeadership { correlation, .. } => correlation,
+            | Event::LostLeadership { correlation, .. }
+            | Event::DeploymentRetryRequest { correlation, .. } => correlation,
         }
     }
 
@@ -443,6 +461,6 @@ mod tests {
         for k in EventKind::ALL {
             assert_eq!(EventKind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(EventKind::ALL.len(), 19);
+        assert_eq!(EventKind::ALL.len(), 20);
     }
 }

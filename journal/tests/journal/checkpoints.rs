@@ -14,6 +14,7 @@ fn scheduler(render: Option<Checksum>, through: u64) -> ComponentCheckpoint {
             runtime_config: Some(runtime()),
             applied: Vec::new(),
             given_up: Vec::new(),
+            rejected: Vec::new(),
         }),
     }
 }

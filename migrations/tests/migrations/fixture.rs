@@ -137,6 +137,7 @@ fn sync() -> SyncMetadata {
             ..OperationCounts::default()
         },
         error: None,
+        rejected: false,
     }
 }
 
@@ -525,6 +526,14 @@ fn script() -> Script {
             reason: "lease_lost".into(),
         },
     );
+    s.ev(
+        &mut b,
+        Event::DeploymentRetryRequest {
+            correlation: corr(22),
+            runtime_config: runtime(),
+            value: "2024-05-01".into(),
+        },
+    );
     s.batches.push(b);
     s
 }
@@ -571,6 +580,7 @@ fn components() -> Vec<ComponentCheckpoint> {
                 pinned: true,
                 queued_through: Some(Seq(11)),
                 leading: true,
+                retry_rejected: Some("2024-04-30".into()),
             }),
         },
         ComponentCheckpoint {
@@ -581,6 +591,11 @@ fn components() -> Vec<ComponentCheckpoint> {
                 runtime_config: Some(runtime()),
                 applied: vec![(EndpointUrl::new("http://10.0.0.7:5555"), ra)],
                 given_up: vec![EndpointUrl::new("http://10.0.0.8:5555")],
+                rejected: vec![RejectedRender {
+                    endpoint: EndpointUrl::new("http://10.0.0.7:5555"),
+                    render: ra,
+                    message: "dataplane rejected the request with status 400: [ALERT] x".into(),
+                }],
             }),
         },
         ComponentCheckpoint {

@@ -46,7 +46,10 @@
 //!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done: its
 //!   `sync_mode` (how the configuration was applied), `fallback_used` (only for
 //!   `raw_fallback`), `operation_counts` (backends, servers and frontends from the structural
-//!   diff, files from the writes; zero for a no-op); `error` is set on a failure, with no mode). A resumed deployment
+//!   diff, files from the writes; zero for a no-op); `error` is set on a failure, with no mode;
+//!   `rejected` when the failure is [`sync::SyncError::PushRejected`]: a 400/422 on the
+//!   configuration push that persisted after the pod's files were synced again, the one failure
+//!   `instance.deployment.failed` reports not `retryable`, which the scheduler quarantines). A resumed deployment
 //!   whose writes landed before a crash therefore still reports each pod's new state; the
 //!   publisher writes a pod's status only when it differs from what that pod runs;
 //! - after the last endpoint, one batch: `deployment.completed`,
@@ -488,6 +491,7 @@ impl Deployer {
                     tracing::warn!(pod = %r.endpoint.pod.name, error = %text, "endpoint deployment failed");
                     sync.version_conflict_retries = e.conflict_retries();
                     sync.error = Some(text.clone());
+                    sync.rejected = matches!(e, SyncError::PushRejected { .. });
                     b.push(Op::RemoveEndpointApplied(r.endpoint.url.clone()));
                     b.event(Event::InstanceDeploymentFailed {
                         correlation: corr.clone(),

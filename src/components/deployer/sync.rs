@@ -150,21 +150,41 @@ pub enum SyncError {
     /// The per-endpoint timeout passed.
     #[error("endpoint sync timed out after {0:?}")]
     Timeout(Duration),
+    /// The pod's Dataplane API rejected the configuration push (400 or 422) and rejected it
+    /// again after the pod's files were synced again (read back, compared and rewritten where
+    /// they differed): the render is wrong for this pod (e.g. `haproxy -c` on the controller
+    /// did not catch it), so retrying cannot help. `message` is HAProxy's answer. The
+    /// scheduler quarantines the (render, pod) instead of retrying (not `retryable`).
+    #[error("dataplane rejected the configuration with status {status}: {message}")]
+    PushRejected {
+        /// HTTP status of the second rejection (400 or 422).
+        status: u16,
+        /// The `message` of the error body (HAProxy's `[ALERT]` lines), or the body text.
+        message: String,
+    },
 }
 
 impl SyncError {
-    /// Whether a later retry may help (bounded backoff); permanent errors wait for a new render.
+    /// Whether a later retry may help. Only a classified permanent rejection is not
+    /// ([`SyncError::PushRejected`]: the scheduler quarantines the render for the pod, DESIGN.md
+    /// J11); every other failure (transport, 5xx, failed reloads, refused credentials, a file
+    /// the API refuses, ...) is retried with bounded backoff. [`SyncError::LeaseLost`] is not
+    /// retried by this term (the deployment stops).
     #[must_use]
     pub fn retryable(&self) -> bool {
+        !matches!(self, SyncError::PushRejected { .. } | SyncError::LeaseLost)
+    }
+
+    /// The status and message of a rejected configuration push (400 or 422 on the raw push),
+    /// the failure a resync may cure once (module doc of [`sync_endpoint`]).
+    fn push_rejection(&self) -> Option<(u16, &str)> {
         match self {
-            SyncError::Dataplane { source, .. } => {
-                matches!(
-                    source.kind(),
-                    crate::core::ErrorKind::Retryable | crate::core::ErrorKind::Conflict
-                ) || matches!(source, DataplaneError::ReloadFailed { .. })
-            }
-            SyncError::ConflictsExhausted { .. } | SyncError::Timeout(_) => true,
-            SyncError::LeaseLost => false,
+            SyncError::Dataplane {
+                step: PUSH_STEP,
+                source: DataplaneError::Rejected { status, message },
+                ..
+            } if matches!(status, 400 | 422) => Some((*status, message)),
+            _ => None,
         }
     }
 
@@ -199,6 +219,9 @@ macro_rules! call {
     }};
 }
 
+/// The step name of the raw configuration push in [`SyncError::Dataplane`].
+const PUSH_STEP: &str = "push configuration";
+
 /// The storage listings a sync reads, in [`StorageKind`] order.
 const LISTED: [StorageKind; 4] = [
     StorageKind::SslCertificate,
@@ -211,8 +234,14 @@ const LISTED: [StorageKind; 4] = [
 /// endpoint running, if anything; it only tells whether files on disk may be unloaded
 /// ([`super::decide`]).
 ///
+/// A configuration push rejected with 400 or 422 is not final at once: the file a
+/// configuration references may have been removed or changed on the pod between the read and
+/// the push. The sync then reads the pod again and runs the plan again (files that differ are
+/// rewritten, then the push). A second rejection is [`SyncError::PushRejected`].
+///
 /// # Errors
-/// [`SyncError`]; `retryable()` tells the scheduler whether to back off and retry.
+/// [`SyncError`]; `retryable()` tells the scheduler whether to back off and retry
+/// ([`SyncError::PushRejected`] is the one permanent failure).
 ///
 /// # Cancel safety
 /// Dropping the future stops between or inside HTTP requests; a write that reached the pod is
@@ -231,6 +260,7 @@ pub async fn sync_endpoint(
     let calls = Calls { client, permits };
     let mut report = SyncReport::default();
     let mut conflicts = 0;
+    let mut resynced = false;
     loop {
         let running = read_running(&calls, render, &mut report).await?;
         report.version_after = Some(running.config.version);
@@ -244,12 +274,13 @@ pub async fn sync_endpoint(
             count_changes(&changes, &mut report.ops);
             report.config_changes = changes.len() as u32;
         }
-        match execute(&calls, render, &ops, lease, limits, &mut report).await {
+        let failed = match execute(&calls, render, &ops, lease, limits, &mut report).await {
             Ok(()) => return Ok(report),
             Err(Failure::Conflict) if conflicts < limits.max_conflict_retries => {
                 conflicts += 1;
                 report.conflict_retries = conflicts;
                 tracing::debug!(conflicts, "configuration version moved: planning again");
+                continue;
             }
             Err(Failure::Conflict) => {
                 return Err(SyncError::ConflictsExhausted { retries: conflicts });
@@ -262,14 +293,31 @@ pub async fn sync_endpoint(
                     report.conflict_retries,
                     client.configuration_version()
                 )?;
-                push_config(&calls, render, version, lease, limits, &mut report).await?;
-                report.mode = SyncMode::RawFallback;
-                report.fallback_used = true;
-                report.operations.push(fallback(version));
-                report.differed.push("config".to_owned());
-                return Ok(report);
+                match push_config(&calls, render, version, lease, limits, &mut report).await {
+                    Ok(()) => {
+                        report.mode = SyncMode::RawFallback;
+                        report.fallback_used = true;
+                        report.operations.push(fallback(version));
+                        report.differed.push("config".to_owned());
+                        return Ok(report);
+                    }
+                    Err(e) => e,
+                }
             }
-            Err(Failure::Fatal(e)) => return Err(e),
+            Err(Failure::Fatal(e)) => e,
+        };
+        match failed.push_rejection() {
+            Some(_) if !resynced => {
+                resynced = true;
+                tracing::warn!(error = %failed, "configuration push rejected: syncing the files again");
+            }
+            Some((status, message)) => {
+                return Err(SyncError::PushRejected {
+                    status,
+                    message: message.to_owned(),
+                });
+            }
+            None => return Err(failed),
         }
     }
 }
@@ -822,7 +870,7 @@ async fn push_config(
             }
             Err(source) => {
                 return Err(SyncError::Dataplane {
-                    step: "push configuration",
+                    step: PUSH_STEP,
                     source,
                     conflict_retries: retries,
                 });

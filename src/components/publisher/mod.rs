@@ -26,7 +26,7 @@
 //! [`ConfigPublisher::on_event`], the leader's path, after their commit, in `Seq` order):
 //! ConfigValidated, TemplateRendered, RenderGateCompleted, ValidationFailed,
 //! DeployedConfigPublishRequest, ConfigAppliedToPod, HAProxyPodTerminated,
-//! HAProxyPodsDiscovered, BecameLeader, LostLeadership, each folded as
+//! HAProxyPodsDiscovered, BecameLeader, LostLeadership, DeploymentRetryRequest, each folded as
 //! [`decide::Input::Event`] (`queue` when a term runs or the delivery is a replay). Term start
 //! ([`ConfigPublisher::start`], one [`TermHandle`] per term) folds [`decide::Input::TermStarted`]
 //! and, on a journal that had no checkpoint, [`decide::Input::StatusListed`] (the pods the
@@ -36,15 +36,19 @@
 //! # Effects
 //! [`decide::Effect`]: journal work items (with the checkpoint), cache resets. Kubernetes writes
 //! through [`crate::k8s::writer::Writer`] (HAProxyCfg and `-invalid`, auxiliary objects,
-//! Secrets, per-pod status, conditions `ConfigValidated`, `ConfigPinned`, `Published`,
-//! `SizeLimitExceeded`); Warning Events `PublicationRejected` on the HAProxyCfg;
-//! `config.published` events.
+//! Secrets, per-pod status, conditions `Synced`, `ConfigValidated`, `ConfigPinned`,
+//! `Published`, `SizeLimitExceeded`; the catalogue is [`crate::k8s::crd::CONDITIONS`]); Warning
+//! Events `PublicationRejected` and `DeploymentRejected` (a pod quarantined a render) on the
+//! HAProxyCfg; `config.published` events; `deployment.retry.request` when the main
+//! HAProxyCfg's annotation `haproxy-haptic.org/retry-rejected` gets a new value (the heal
+//! watch of the main object, which runs also without self-healing).
 //!
 //! # Journal records
 //! - The router's checkpoint: table `component_state`, key `config-publisher`,
 //!   `ComponentState::Publisher(PublisherCheckpoint)` (identity, render order, known pods,
 //!   whether a discovery was folded, pods owed a status removal, the gate's latch, the last
-//!   event whose work was queued), restored at construction with `Checkpoints::restore`,
+//!   event whose work was queued, the last `retry-rejected` value folded), restored at
+//!   construction with `Checkpoints::restore`,
 //!   written in the batch of the work an event is routed to (or alone before the delivery
 //!   drops). Replayed deliveries at or below its `through` are skipped.
 //! - Queues `publish`, `publish-deployed`, `invalid`, `verdict`, `status-pending`,
@@ -168,6 +172,7 @@ pub fn subscribe_options() -> crate::dispatch::SubscribeOptions {
         K::HAProxyPodsDiscovered,
         K::BecameLeader,
         K::LostLeadership,
+        K::DeploymentRetryRequest,
     ])
 }
 

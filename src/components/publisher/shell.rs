@@ -149,6 +149,9 @@ pub(super) struct Inner {
     restore_error: Mutex<Option<ReadError>>,
     /// Kubernetes Events on the HAProxyCfg (permanent rejections).
     recorder: kube::runtime::events::Recorder,
+    /// The `haproxy-haptic.org/retry-rejected` value of the last `deployment.retry.request`
+    /// this process journaled (the router's own value lags until it folds the event).
+    retry_journaled: Mutex<Option<String>>,
     wake: Wake,
     cache: Mutex<TermCache>,
     heal: AtomicBool,
@@ -249,6 +252,7 @@ impl Inner {
             restore_failed: restore_error.is_some(),
             restore_error: Mutex::new(restore_error),
             recorder,
+            retry_journaled: Mutex::new(None),
             journal,
             client,
             cfg,
@@ -500,22 +504,24 @@ impl Inner {
         tracker.spawn(Arc::clone(self).invalid_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).verdict_worker(w.clone(), cancel.clone()));
         tracker.spawn(Arc::clone(self).status_worker(w, cancel.clone()));
+        // The HAProxyCfg watch also carries the operator's retry requests (annotation
+        // `haproxy-haptic.org/retry-rejected`), so it runs without self-healing too.
+        let by_cfg = format!(
+            "{}={}",
+            labels::CONFIG,
+            crate::core::naming::label_value(self.cfg.identity.name.as_str())
+        );
+        tracker.spawn(Arc::clone(self).heal_watch(
+            Api::<HAProxyCfg>::namespaced(self.client.clone(), &self.cfg.namespace),
+            by_cfg,
+            term,
+            cancel.clone(),
+        ));
         if self.cfg.self_heal {
             let name = self.cfg.haproxycfg_name();
             let ns = &self.cfg.namespace;
-            let by_cfg = format!(
-                "{}={}",
-                labels::CONFIG,
-                crate::core::naming::label_value(self.cfg.identity.name.as_str())
-            );
             let by_rc = format!("{}={name}", labels::RUNTIME_CONFIG);
             let c = &self.client;
-            tracker.spawn(Arc::clone(self).heal_watch(
-                Api::<HAProxyCfg>::namespaced(c.clone(), ns),
-                by_cfg,
-                term,
-                cancel.clone(),
-            ));
             tracker.spawn(Arc::clone(self).heal_watch(
                 Api::<HAProxyMapFile>::namespaced(c.clone(), ns),
                 by_rc.clone(),

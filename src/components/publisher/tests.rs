@@ -20,6 +20,7 @@ use crate::k8s::crd::{
     PodDeploymentStatus, conditions, reasons,
 };
 use crate::k8s::writer::k8s_time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 fn state() -> RouterState {
     RouterState::new(
@@ -706,12 +707,22 @@ fn cfg(spec: Checksum, published: bool, pods: Vec<PodDeploymentStatus>) -> HAPro
         },
     );
     c.metadata.generation = Some(3);
-    c.status = Some(HAProxyCfgStatus {
+    let mut st = HAProxyCfgStatus {
         deployed_to_pods: pods,
         metadata: published.then(ConfigMetadata::default),
         ..HAProxyCfgStatus::default()
-    });
+    };
+    if published {
+        // As the publication's own status write leaves it.
+        st.refresh_synced(&spec, Some(3), &k8s_time(UnixMillis(0)));
+    }
+    c.status = Some(st);
     c
+}
+
+/// The time a status round runs at in these tests.
+fn now() -> Time {
+    k8s_time(UnixMillis(10_000))
 }
 
 #[test]
@@ -780,7 +791,7 @@ fn a_status_round_writes_only_when_an_entry_changed() {
     let entry = |c: Checksum| decide::merge_pod_entry(None, &change("a", c, None, 1_000));
     // A restart: the pods run 06, the status still says 05: written.
     let stale = cfg(sum(6), true, vec![entry(sum(5))]);
-    let r = decide::status_round(Some(&stale), &[change("a", sum(6), None, 5_000)]);
+    let r = decide::status_round(Some(&stale), &[change("a", sum(6), None, 5_000)], &now());
     assert_eq!(r.outcomes, [PodOutcome::Done]);
     let st = r.status.expect("written");
     assert_eq!(st.deployed_to_pods[0].checksum, Some(sum(6)));
@@ -789,22 +800,23 @@ fn a_status_round_writes_only_when_an_entry_changed() {
     assert_eq!(r.aux, [AuxChange::Deployed(0)]);
     // A no-op sync report of what the entry already says: nothing written, but acked.
     let current = cfg(sum(6), true, vec![entry(sum(6))]);
-    let r = decide::status_round(Some(&current), &[change("a", sum(6), None, 9_000)]);
+    let r = decide::status_round(Some(&current), &[change("a", sum(6), None, 9_000)], &now());
     assert_eq!(r.outcomes, [PodOutcome::Done]);
     assert!(r.status.is_none());
     // A removal of a pod the status does not list: nothing written.
-    let r = decide::status_round(Some(&current), &[removed("zz")]);
+    let r = decide::status_round(Some(&current), &[removed("zz")], &now());
     assert!(r.status.is_none());
     assert_eq!(r.aux, [AuxChange::Removed("zz".into())]);
     // A removal of a listed pod, and a parked report, in one round.
     let r = decide::status_round(
         Some(&current),
         &[removed("a"), change("b", sum(7), None, 1)],
+        &now(),
     );
     assert_eq!(r.outcomes, [PodOutcome::Done, PodOutcome::Park]);
     assert!(r.status.unwrap().deployed_to_pods.is_empty());
     // No object: reports park, removals are done.
-    let r = decide::status_round(None, &[change("a", sum(6), None, 1), removed("b")]);
+    let r = decide::status_round(None, &[change("a", sum(6), None, 1), removed("b")], &now());
     assert_eq!(r.outcomes, [PodOutcome::Park, PodOutcome::Done]);
     assert!(r.status.is_none() && r.aux.is_empty());
 }
@@ -816,13 +828,17 @@ fn pods_synced_counts_only_successful_syncs_of_the_spec() {
     let entry = |c: Checksum| decide::merge_pod_entry(None, &change("a", c, None, 1_000));
     let current = cfg(sum(6), true, vec![entry(sum(6))]);
     // A failed sync of the spec's checksum: the pod is not synced.
-    let r = decide::status_round(Some(&current), &[change("a", sum(6), Some("x"), 2_000)]);
+    let r = decide::status_round(
+        Some(&current),
+        &[change("a", sum(6), Some("x"), 2_000)],
+        &now(),
+    );
     let st = r.status.expect("written");
     assert_eq!(st.deployed_to_pods[0].last_error.as_deref(), Some("x"));
     assert_eq!(st.pods_synced.as_deref(), Some("0/1"));
     // The next sync succeeds: synced again.
     let failing = cfg(sum(6), true, st.deployed_to_pods);
-    let r = decide::status_round(Some(&failing), &[change("a", sum(6), None, 3_000)]);
+    let r = decide::status_round(Some(&failing), &[change("a", sum(6), None, 3_000)], &now());
     assert_eq!(
         r.status.expect("written").pods_synced.as_deref(),
         Some("1/1")
@@ -938,5 +954,242 @@ fn conditions() {
             );
             assert!(c.message.len() <= 1024);
         }
+    }
+}
+
+/// A report of a permanent rejection (the deployer's `SyncMetadata::rejected`).
+fn rejected_change(pod: &str, checksum: Checksum, error: &str, at: u64) -> PodChange {
+    let mut c = change(pod, checksum, Some(error), at);
+    if let PodStatusChange::Applied { sync, .. } = &mut c.change {
+        sync.rejected = true;
+    }
+    c
+}
+
+fn synced_of(st: &HAProxyCfgStatus) -> &Condition {
+    st.conditions
+        .iter()
+        .find(|c| c.type_ == conditions::SYNCED)
+        .expect("a Synced condition")
+}
+
+/// `Synced`: True/AllPodsSynced only when every listed pod's last sync succeeded on the spec;
+/// otherwise False with the first of DeploymentRejected > PodsFailed > PodsPending, or NoPods.
+#[test]
+fn the_synced_condition_reasons_and_their_precedence() {
+    let ok = |p: &str, c| decide::merge_pod_entry(None, &change(p, c, None, 1_000));
+    let failed = |p: &str, c, e| decide::merge_pod_entry(None, &change(p, c, Some(e), 1_000));
+    let rejected = |p: &str, c, e| decide::merge_pod_entry(None, &rejected_change(p, c, e, 1_000));
+    let spec = sum(6);
+    // (entries, status, reason, words the message must hold)
+    let cases: Vec<(Vec<PodDeploymentStatus>, &str, &str, Vec<&str>)> = vec![
+        (vec![], "False", reasons::NO_PODS, vec![]),
+        (
+            vec![ok("a", spec), ok("b", spec)],
+            "True",
+            reasons::ALL_PODS_SYNCED,
+            vec!["2 of 2"],
+        ),
+        (
+            vec![ok("a", spec), ok("b", sum(5))],
+            "False",
+            reasons::PODS_PENDING,
+            vec!["1 of 2", "deploying to b"],
+        ),
+        (
+            vec![ok("a", sum(5)), failed("b", sum(5), "reload failed")],
+            "False",
+            reasons::PODS_FAILED,
+            vec!["b: reload failed"],
+        ),
+        (
+            // Failed on the spec beats pending.
+            vec![ok("a", sum(5)), failed("b", spec, "status 500")],
+            "False",
+            reasons::PODS_FAILED,
+            vec!["1 of 2", "b: status 500"],
+        ),
+        (
+            // Rejected beats failed and pending.
+            vec![
+                ok("a", sum(5)),
+                failed("b", spec, "status 500"),
+                rejected("c", spec, "[ALERT] bad"),
+            ],
+            "False",
+            reasons::DEPLOYMENT_REJECTED,
+            vec!["c: [ALERT] bad", "haproxy-haptic.org/retry-rejected"],
+        ),
+        (
+            // A rejection of an older render is no quarantine of the spec's: retried.
+            vec![ok("a", spec), rejected("b", sum(5), "[ALERT] old")],
+            "False",
+            reasons::PODS_FAILED,
+            vec!["b: [ALERT] old"],
+        ),
+    ];
+    for (pods, status, reason, words) in cases {
+        let st = HAProxyCfgStatus {
+            deployed_to_pods: pods,
+            ..HAProxyCfgStatus::default()
+        };
+        let c = st.synced_condition(&spec, Some(4), &now());
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            (conditions::SYNCED, status, reason),
+            "{:?}",
+            st.deployed_to_pods
+        );
+        assert_eq!(c.observed_generation, Some(4));
+        for w in words {
+            assert!(c.message.contains(w), "{:?} lacks {w:?}", c.message);
+        }
+        assert_eq!(
+            c,
+            st.synced_condition(&spec, Some(4), &now()),
+            "deterministic"
+        );
+    }
+}
+
+/// A rejection is shown once (status and one Event), an idle drift check's no-op reports write
+/// nothing (no timestamp moves), and the next successful sync clears it.
+#[test]
+fn a_rejection_shows_once_and_idle_drift_checks_write_nothing() {
+    let ok = |p: &str, c| decide::merge_pod_entry(None, &change(p, c, None, 1_000));
+    let spec = sum(6);
+    let synced = cfg(spec, true, vec![ok("a", spec), ok("b", spec)]);
+    assert_eq!(
+        synced_of(synced.status.as_ref().unwrap()).reason,
+        reasons::ALL_PODS_SYNCED
+    );
+    // Idle drift: every pod reports what it runs. Nothing to write.
+    let mut drift = change("a", spec, None, 20_000);
+    if let PodStatusChange::Applied { is_drift_check, .. } = &mut drift.change {
+        *is_drift_check = true;
+    }
+    let r = decide::status_round(
+        Some(&synced),
+        &[drift, change("b", spec, None, 20_000)],
+        &now(),
+    );
+    assert!(r.status.is_none() && r.rejected.is_empty(), "{r:?}");
+    // Pod b rejects a render permanently.
+    let spec2 = sum(7);
+    let mut moved = synced.clone();
+    moved.spec.checksum = spec2;
+    let r = decide::status_round(
+        Some(&moved),
+        &[
+            change("a", spec2, None, 30_000),
+            rejected_change(
+                "b",
+                spec2,
+                "dataplane rejected the configuration with status 400: [ALERT] x",
+                30_000,
+            ),
+        ],
+        &now(),
+    );
+    let st = r.status.expect("written");
+    let c = synced_of(&st);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", reasons::DEPLOYMENT_REJECTED)
+    );
+    assert!(c.message.contains("b: dataplane rejected"), "{}", c.message);
+    assert_eq!(st.deployed_to_pods[1].rejected, Some(true));
+    assert_eq!(
+        st.deployed_to_pods[1].deployed_at,
+        synced.status.as_ref().unwrap().deployed_to_pods[1].deployed_at,
+        "b keeps what it ran"
+    );
+    assert_eq!(st.pods_synced.as_deref(), Some("1/2"));
+    assert_eq!(r.rejected.len(), 1, "one Event");
+    assert_eq!(r.rejected[0].0, "b");
+    // The same rejection reported again (e.g. a replay after a crash): no write, no Event.
+    let mut shown = moved.clone();
+    shown.status = Some(st.clone());
+    let again = decide::status_round(
+        Some(&shown),
+        &[rejected_change(
+            "b",
+            spec2,
+            "dataplane rejected the configuration with status 400: [ALERT] x",
+            40_000,
+        )],
+        &now(),
+    );
+    assert!(
+        again.status.is_none() && again.rejected.is_empty(),
+        "{again:?}"
+    );
+    // The retry succeeds: AllPodsSynced, the flag gone.
+    let r = decide::status_round(Some(&shown), &[change("b", spec2, None, 50_000)], &now());
+    let st = r.status.expect("written");
+    assert_eq!(synced_of(&st).reason, reasons::ALL_PODS_SYNCED);
+    assert_eq!(st.deployed_to_pods[1].rejected, None);
+}
+
+/// Every condition the publisher's builders write is one the catalogue lists for its type and
+/// status (`k8s::crd::CONDITIONS`).
+#[test]
+fn every_condition_built_is_in_the_catalogue() {
+    let t = now();
+    let mut built: Vec<Condition> = Vec::new();
+    for (passed, pinned) in [(true, false), (false, true), (false, false)] {
+        built.extend(decide::verdict_conditions(
+            passed,
+            pinned,
+            &["m".into()],
+            &t,
+        ));
+    }
+    built.push(decide::published_condition(&t));
+    built.push(decide::within_size_limit_condition(&t));
+    for class in [
+        ErrorClass::Rejected,
+        ErrorClass::TooLarge,
+        ErrorClass::Unbuildable,
+        ErrorClass::Forbidden,
+        ErrorClass::Unauthorized,
+        ErrorClass::MissingResourceType,
+    ] {
+        built.extend(decide::failure_condition(class, "m", &t));
+    }
+    let ok = |p: &str, c| decide::merge_pod_entry(None, &change(p, c, None, 1_000));
+    for pods in [
+        vec![],
+        vec![ok("a", sum(6))],
+        vec![ok("a", sum(5))],
+        vec![decide::merge_pod_entry(
+            None,
+            &change("a", sum(6), Some("x"), 1),
+        )],
+        vec![decide::merge_pod_entry(
+            None,
+            &rejected_change("a", sum(6), "x", 1),
+        )],
+    ] {
+        let st = HAProxyCfgStatus {
+            deployed_to_pods: pods,
+            ..HAProxyCfgStatus::default()
+        };
+        built.push(st.synced_condition(&sum(6), None, &t));
+    }
+    let reasons_seen: std::collections::BTreeSet<&str> =
+        built.iter().map(|c| c.reason.as_str()).collect();
+    // Every catalogued reason but the version check's two (written by the runtime).
+    assert_eq!(reasons_seen.len(), 17, "{reasons_seen:?}");
+    for c in &built {
+        let spec = crate::k8s::crd::condition_spec(&c.type_)
+            .unwrap_or_else(|| panic!("{} not catalogued", c.type_));
+        assert!(
+            spec.allows(&c.status, &c.reason),
+            "{}={}/{}",
+            c.type_,
+            c.status,
+            c.reason
+        );
     }
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use haptic_journal::{
     Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason,
-    Endpoint, EndpointApplied, EndpointUrl, InFlightDeployment, PodRef, RuntimeConfigRef,
-    SchedulerCheckpoint, Term,
+    Endpoint, EndpointApplied, EndpointUrl, InFlightDeployment, PodRef, RejectedRender,
+    RuntimeConfigRef, SchedulerCheckpoint, Term,
 };
 use std::time::Instant;
 
@@ -65,6 +65,8 @@ pub enum Phase {
         finished: BTreeSet<EndpointUrl>,
         /// Endpoints that succeeded.
         succeeded: BTreeSet<EndpointUrl>,
+        /// Endpoints whose failure was a permanent rejection of the render, with the message.
+        rejected: BTreeMap<EndpointUrl, String>,
     },
 }
 
@@ -105,6 +107,10 @@ pub struct SchedulerState {
     pub backoff: BTreeMap<EndpointUrl, Backoff>,
     /// Endpoints given up after the timeout retries (until a new render, pod change or drift).
     pub given_up: BTreeSet<EndpointUrl>,
+    /// The quarantine: per endpoint, the render its Dataplane API rejected permanently and
+    /// the message. The endpoint is not sent that render again (drift checks, new terms and
+    /// restarts included) until a new render, a pod change or an operator's retry request.
+    pub rejected: BTreeMap<EndpointUrl, (Checksum, String)>,
     /// Timeout retries of one render.
     pub timeout_retries: Option<(Checksum, u32)>,
     /// End of the last deployment (rate limit reference).
@@ -130,6 +136,7 @@ impl SchedulerState {
             applied: BTreeMap::new(),
             backoff: BTreeMap::new(),
             given_up: BTreeSet::new(),
+            rejected: BTreeMap::new(),
             timeout_retries: None,
             last_end: None,
             leader: None,
@@ -146,8 +153,8 @@ impl SchedulerState {
     }
 
     /// The durable part of the state (DESIGN.md J11), journaled as the scheduler's checkpoint:
-    /// the last validated render, the endpoints, the HAProxyCfg, the skip cache and the
-    /// given-up endpoints. The slots (pending, in-flight) are journaled by their own effects;
+    /// the last validated render, the endpoints, the HAProxyCfg, the skip cache, the
+    /// given-up endpoints and the quarantine. The slots (pending, in-flight) are journaled by their own effects;
     /// ids are per process; the phase, the rate limit, backoff and timeout retries are per term
     /// (J7: reset at every leadership change, which every restart is).
     #[must_use]
@@ -158,7 +165,25 @@ impl SchedulerState {
             runtime_config: self.runtime_config.clone(),
             applied: self.applied.iter().map(|(u, c)| (u.clone(), *c)).collect(),
             given_up: self.given_up.iter().cloned().collect(),
+            rejected: self
+                .rejected
+                .iter()
+                .map(|(endpoint, (render, message))| RejectedRender {
+                    endpoint: endpoint.clone(),
+                    render: *render,
+                    message: message.clone(),
+                })
+                .collect(),
         }
+    }
+
+    /// Whether `endpoint` is quarantined for `render` (its Dataplane API rejected it
+    /// permanently).
+    #[must_use]
+    pub fn quarantined(&self, endpoint: &EndpointUrl, render: &Checksum) -> bool {
+        self.rejected
+            .get(endpoint)
+            .is_some_and(|(r, _)| r == render)
     }
 
     /// The phase name for logs and health (`idle`, `rate_limiting`, `deploying`).
@@ -232,6 +257,16 @@ pub enum Input {
         deployment: DeploymentId,
         /// Endpoint.
         endpoint: EndpointUrl,
+        /// Whether a retry may help; `false`: the render was rejected permanently, so the
+        /// endpoint is quarantined for it instead of backing off.
+        retryable: bool,
+        /// The error (HAProxy's message for a rejection).
+        error: String,
+    },
+    /// `deployment.retry.request`: an operator asks to retry the quarantined renders.
+    RetryRejected {
+        /// The request's correlation.
+        correlation: Correlation,
     },
     /// `deployment.completed`.
     Completed {
@@ -312,6 +347,11 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.runtime_config = c.runtime_config;
                 state.applied = c.applied.into_iter().collect();
                 state.given_up = c.given_up.into_iter().collect();
+                state.rejected = c
+                    .rejected
+                    .into_iter()
+                    .map(|r| (r.endpoint, (r.render, r.message)))
+                    .collect();
             } else {
                 for a in applied {
                     state.applied.insert(a.endpoint, a.render);
@@ -364,6 +404,8 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.given_up.clear();
                 state.timeout_retries = None;
             }
+            // A quarantine holds for its render only.
+            state.rejected.retain(|_, (r, _)| *r == render);
             state.last_validated = Some((render, correlation.clone()));
             let drift = trigger_reason == DRIFT_TRIGGER_REASON;
             let targets: Vec<Endpoint> = state
@@ -371,6 +413,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 .iter()
                 .filter(|e| drift || state.applied.get(&e.url) != Some(&render))
                 .filter(|e| drift || !state.given_up.contains(&e.url))
+                .filter(|e| !state.quarantined(&e.url, &render))
                 .cloned()
                 .collect();
             let cause = if drift {
@@ -383,18 +426,19 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             }
         }
         Input::ValidationFailed { correlation } => {
-            if let Some((render, _)) = state.last_validated.clone()
-                && !state.endpoints.is_empty()
-            {
-                let all = state.endpoints.clone();
-                let r = reason(DeploymentCause::ValidationFallback);
-                queue(state, render, all, r, correlation, &mut fx);
+            if let Some((render, _)) = state.last_validated.clone() {
+                let all = not_quarantined(state, render);
+                if !all.is_empty() {
+                    let r = reason(DeploymentCause::ValidationFallback);
+                    queue(state, render, all, r, correlation, &mut fx);
+                }
             }
         }
         Input::PodsDiscovered { endpoints } => {
             let known: BTreeSet<EndpointUrl> = endpoints.iter().map(|e| e.url.clone()).collect();
             state.applied.retain(|u, _| known.contains(u));
             state.backoff.retain(|u, _| known.contains(u));
+            state.rejected.retain(|u, _| known.contains(u));
             let old: BTreeMap<EndpointUrl, PodRef> = state
                 .endpoints
                 .iter()
@@ -404,6 +448,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 if old.get(&e.url) != Some(&e.pod) {
                     state.given_up.remove(&e.url);
                     state.applied.remove(&e.url);
+                    state.rejected.remove(&e.url);
                 }
             }
             state.endpoints = endpoints;
@@ -414,6 +459,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     .filter(|e| state.applied.get(&e.url) != Some(&render))
                     .filter(|e| !state.backoff.contains_key(&e.url))
                     .filter(|e| !state.given_up.contains(&e.url))
+                    .filter(|e| !state.quarantined(&e.url, &render))
                     .cloned()
                     .collect();
                 if !targets.is_empty() {
@@ -434,16 +480,35 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.applied.remove(&u);
                 state.backoff.remove(&u);
                 state.given_up.remove(&u);
+                state.rejected.remove(&u);
             }
         }
         Input::Drift { correlation } => {
             state.given_up.clear();
-            if let Some((render, _)) = state.last_validated.clone()
-                && !state.endpoints.is_empty()
-            {
-                let all = state.endpoints.clone();
-                let r = reason(DeploymentCause::DriftPrevention);
-                queue(state, render, all, r, correlation, &mut fx);
+            // A drift check repairs what differs, but never retries a quarantined render: the
+            // pod keeps what it runs.
+            if let Some((render, _)) = state.last_validated.clone() {
+                let all = not_quarantined(state, render);
+                if !all.is_empty() {
+                    let r = reason(DeploymentCause::DriftPrevention);
+                    queue(state, render, all, r, correlation, &mut fx);
+                }
+            }
+        }
+        Input::RetryRejected { correlation } => {
+            let cleared: BTreeSet<EndpointUrl> =
+                std::mem::take(&mut state.rejected).into_keys().collect();
+            if let Some((render, _)) = state.last_validated.clone() {
+                let targets: Vec<Endpoint> = state
+                    .endpoints
+                    .iter()
+                    .filter(|e| cleared.contains(&e.url))
+                    .cloned()
+                    .collect();
+                if !targets.is_empty() {
+                    let r = reason(DeploymentCause::ConfigValidation);
+                    queue(state, render, targets, r, correlation, &mut fx);
+                }
             }
         }
         Input::InstanceDeployed {
@@ -465,12 +530,20 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
         Input::InstanceFailed {
             deployment,
             endpoint,
+            retryable,
+            error,
         } => {
             if let Phase::Deploying {
-                request, finished, ..
+                request,
+                finished,
+                rejected,
+                ..
             } = &mut state.phase
                 && request.deployment == deployment
             {
+                if !retryable {
+                    rejected.insert(endpoint.clone(), error);
+                }
                 finished.insert(endpoint);
             }
         }
@@ -478,7 +551,10 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             let matches = matches!(&state.phase, Phase::Deploying { request, .. } if request.deployment == deployment);
             if matches {
                 let Phase::Deploying {
-                    request, succeeded, ..
+                    request,
+                    succeeded,
+                    mut rejected,
+                    ..
                 } = std::mem::replace(&mut state.phase, Phase::Idle)
                 else {
                     return fx;
@@ -489,6 +565,14 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     if succeeded.contains(&e.url) {
                         state.applied.insert(e.url.clone(), request.render);
                         state.backoff.remove(&e.url);
+                        state.rejected.remove(&e.url);
+                    } else if let Some(message) = rejected.remove(&e.url) {
+                        // Quarantined, not backed off: retrying cannot help.
+                        state.applied.remove(&e.url);
+                        state.backoff.remove(&e.url);
+                        state
+                            .rejected
+                            .insert(e.url.clone(), (request.render, message));
                     } else {
                         state.applied.remove(&e.url);
                         let failures = state.backoff.get(&e.url).map_or(0, |b| b.failures) + 1;
@@ -531,6 +615,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     started_at: now,
                     finished: BTreeSet::new(),
                     succeeded: BTreeSet::new(),
+                    rejected: BTreeMap::new(),
                 };
                 fx.push(Effect::Resume(r));
             } else if state.pending.is_none()
@@ -540,6 +625,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     .endpoints
                     .iter()
                     .filter(|e| state.applied.get(&e.url) != Some(&render))
+                    .filter(|e| !state.quarantined(&e.url, &render))
                     .cloned()
                     .collect();
                 if !targets.is_empty() {
@@ -563,6 +649,16 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
     }
     pump(state, now, &mut fx);
     fx
+}
+
+/// Every endpoint not quarantined for `render`, in discovery order.
+fn not_quarantined(state: &SchedulerState, render: Checksum) -> Vec<Endpoint> {
+    state
+        .endpoints
+        .iter()
+        .filter(|e| !state.quarantined(&e.url, &render))
+        .cloned()
+        .collect()
 }
 
 /// Delay after `failures` consecutive failures: initial doubling, capped.
@@ -647,7 +743,12 @@ fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect>) {
             fx.push(Effect::ArmTimer(ready));
             return;
         }
-        if let Some(req) = state.pending.take() {
+        if let Some(mut req) = state.pending.take() {
+            // A pod may have been quarantined for this render since the request was queued
+            // (a deployment that completed meanwhile): it is not sent the render again.
+            let render = req.render;
+            req.endpoints
+                .retain(|e| !state.quarantined(&e.url, &render));
             start(state, req, true, now, fx);
         }
         return;
@@ -700,6 +801,7 @@ fn start(
         started_at: now,
         finished: BTreeSet::new(),
         succeeded: BTreeSet::new(),
+        rejected: BTreeMap::new(),
     };
     fx.push(Effect::Start {
         request,
@@ -713,6 +815,7 @@ fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect>) {
         request,
         finished,
         succeeded,
+        rejected,
         ..
     } = std::mem::replace(&mut state.phase, Phase::Idle)
     else {
@@ -722,6 +825,12 @@ fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect>) {
     for url in succeeded {
         state.backoff.remove(&url);
         state.applied.insert(url, request.render);
+    }
+    // Endpoints that rejected it are quarantined as at a completion.
+    for (url, message) in rejected {
+        state.backoff.remove(&url);
+        state.applied.remove(&url);
+        state.rejected.insert(url, (request.render, message));
     }
     fx.push(Effect::Cancel {
         deployment: request.deployment.clone(),

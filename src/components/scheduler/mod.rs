@@ -3,7 +3,8 @@
 //! ```text
 //!  ValidationCompleted / ValidationFailed / HAProxyPodsDiscovered / HAProxyPodTerminated /
 //!  DriftPreventionTriggered / InstanceDeployed / InstanceDeploymentFailed / DeploymentCompleted /
-//!  ConfigPublished / ConfigValidated / BecameLeader / LostLeadership      (dispatcher, Seq order)
+//!  ConfigPublished / ConfigValidated / BecameLeader / LostLeadership /
+//!  DeploymentRetryRequest                                                (dispatcher, Seq order)
 //!        │                                     timer (rate limit, timeout, backoff)
 //!        ▼                                        │
 //!  decide(&mut SchedulerState, Input, now) ───────┘──► Vec<Effect>
@@ -20,6 +21,14 @@
 //! a timeout cancels the executor task and retries (`_timeout_retry`) at most 3 times per render;
 //! the skip cache holds per-endpoint successes only; failed endpoints retry with a bounded
 //! exponential backoff (1 s doubling to 60 s); drift checks every endpoint (no skip cache).
+//!
+//! Quarantine (issue 15): a failure reported not `retryable` (the pod's Dataplane API rejected
+//! the configuration push with 400/422, again after its files were synced again) quarantines
+//! the (render, endpoint) in [`SchedulerState::rejected`] instead of backing off. The endpoint
+//! is not sent that render again (backoff, drift checks, validation fallbacks, pod discovery,
+//! new terms, restarts: the quarantine is in the checkpoint) until a new render passes, the
+//! endpoint's pod changes, or `deployment.retry.request` (the HAProxyCfg annotation
+//! `haproxy-haptic.org/retry-rejected`) asks for one more attempt.
 //!
 //! # Inputs
 //! [`decide::Input`]: the events above, journal recovery, timer ticks.

@@ -40,6 +40,7 @@ pub fn subscribe_options() -> SubscribeOptions {
         EventKind::ConfigValidated,
         EventKind::BecameLeader,
         EventKind::LostLeadership,
+        EventKind::DeploymentRetryRequest,
     ])
 }
 
@@ -500,10 +501,17 @@ pub fn to_input(event: &Event, replayed: bool, state: &SchedulerState) -> Option
         Event::InstanceDeploymentFailed {
             deployment,
             endpoint,
+            error,
+            retryable,
             ..
         } => Input::InstanceFailed {
             deployment: deployment.clone(),
             endpoint: endpoint.url.clone(),
+            retryable: *retryable,
+            error: error.clone(),
+        },
+        Event::DeploymentRetryRequest { correlation, .. } => Input::RetryRejected {
+            correlation: correlation.clone(),
         },
         Event::DeploymentCompleted { deployment, .. } => Input::Completed {
             deployment: deployment.clone(),

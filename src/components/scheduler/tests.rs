@@ -456,6 +456,8 @@ async fn failed_endpoints_retry_with_bounded_exponential_backoff_and_success_res
                 Input::InstanceFailed {
                     deployment: req.deployment.clone(),
                     endpoint: e.url.clone(),
+                    retryable: true,
+                    error: "500".into(),
                 }
             };
             decide(&mut s, input, now);
@@ -644,7 +646,7 @@ mod model {
                                 let i = if matches!(op, Op::FinishOk) {
                                     Input::InstanceDeployed { deployment: r.deployment.clone(), endpoint: e.url.clone() }
                                 } else {
-                                    Input::InstanceFailed { deployment: r.deployment.clone(), endpoint: e.url.clone() }
+                                    Input::InstanceFailed { deployment: r.deployment.clone(), endpoint: e.url.clone(), retryable: true, error: "500".into() }
                                 };
                                 decide(&mut s, i, now);
                             }
@@ -705,4 +707,174 @@ mod model {
             })?;
         }
     }
+}
+
+/// A permanent rejection (`retryable: false`) quarantines the (render, endpoint): no backoff
+/// retry, no drift retry, none in a new term or after a restart (checkpoint), until an
+/// operator's retry request, a pod change or a new render.
+#[test]
+fn a_permanent_rejection_is_quarantined_not_retried() {
+    let (mut s, t0) = leader(2);
+    let fx = decide(&mut s, validated(1), t0);
+    let req = started(&fx).expect("deployment started").clone();
+    decide(
+        &mut s,
+        Input::InstanceDeployed {
+            deployment: req.deployment.clone(),
+            endpoint: ep(1).url,
+        },
+        t0,
+    );
+    decide(
+        &mut s,
+        Input::InstanceFailed {
+            deployment: req.deployment.clone(),
+            endpoint: ep(2).url,
+            retryable: false,
+            error: "[ALERT] parsing".into(),
+        },
+        t0,
+    );
+    decide(
+        &mut s,
+        Input::Completed {
+            deployment: req.deployment.clone(),
+        },
+        t0,
+    );
+    assert!(s.quarantined(&ep(2).url, &render(1)));
+    assert!(!s.backoff.contains_key(&ep(2).url));
+    // Long past any backoff: nothing starts.
+    let later = t0 + s.settings.backoff_max * 4;
+    assert!(started(&decide(&mut s, Input::Tick, later)).is_none());
+    // A drift check goes to the pod that took it only.
+    let fx = decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("drift"),
+        },
+        later,
+    );
+    let drift = started(&fx).expect("drift check").clone();
+    assert_eq!(drift.endpoints, vec![ep(1)]);
+    complete_all(&mut s, &drift, later);
+    // The quarantine survives a restart (the checkpoint) and a new term.
+    let mut r = SchedulerState::new(SchedulerSettings::default(), "d2");
+    decide(
+        &mut r,
+        Input::Recovered {
+            checkpoint: Some(s.checkpoint()),
+            pending: None,
+            inflight: None,
+            applied: Vec::new(),
+        },
+        later,
+    );
+    assert_eq!(r.rejected, s.rejected);
+    assert_eq!(r.checkpoint(), s.checkpoint());
+    let fx = decide(&mut r, Input::BecameLeader { term: Term(2) }, later);
+    assert!(
+        started(&fx).is_none() && pending_written(&fx).is_none(),
+        "{fx:?}"
+    );
+    // The same render validated again: still quarantined.
+    let fx = decide(&mut r, validated(1), later);
+    assert!(
+        started(&fx).is_none() && pending_written(&fx).is_none(),
+        "{fx:?}"
+    );
+    // An operator's retry request clears it and deploys the render to that pod.
+    let fx = decide(
+        &mut r,
+        Input::RetryRejected {
+            correlation: Correlation::new("retry"),
+        },
+        later + Duration::from_secs(10),
+    );
+    let retry = started(&fx).or(pending_written(&fx)).expect("retried");
+    assert_eq!(retry.endpoints, vec![ep(2)]);
+    assert!(r.rejected.is_empty());
+    // A new render is not quarantined, and drops the old quarantine.
+    s.rejected
+        .insert(ep(2).url, (render(1), "[ALERT] parsing".into()));
+    let fx = decide(&mut s, validated(2), later + Duration::from_secs(20));
+    let next = started(&fx).or(pending_written(&fx)).expect("new render");
+    assert!(next.endpoints.contains(&ep(2)), "{next:?}");
+    assert!(s.rejected.is_empty());
+}
+
+/// A pod change (a new pod behind the endpoint) clears its quarantine.
+#[test]
+fn a_pod_change_clears_the_quarantine() {
+    let (mut s, t0) = leader(1);
+    decide(&mut s, validated(1), t0);
+    s.phase = Phase::Idle;
+    s.pending = None;
+    s.rejected.insert(ep(1).url, (render(1), "rejected".into()));
+    let mut moved = ep(1);
+    moved.pod.name = "haproxy-1-new".into();
+    let fx = decide(
+        &mut s,
+        Input::PodsDiscovered {
+            endpoints: vec![moved.clone()],
+        },
+        t0 + Duration::from_secs(5),
+    );
+    assert!(s.rejected.is_empty());
+    let req = started(&fx).or(pending_written(&fx)).expect("deployed");
+    assert_eq!(req.endpoints, vec![moved]);
+}
+
+/// A request queued while the deployment that gets a rejection runs (a drift check, here) does
+/// not send the render to the pod quarantined meanwhile; a retryable failure still backs off.
+#[test]
+fn a_pending_request_skips_a_pod_quarantined_meanwhile() {
+    let (mut s, t0) = leader(3);
+    let fx = decide(&mut s, validated(1), t0);
+    let req = started(&fx).expect("deployment started").clone();
+    let fx = decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("drift"),
+        },
+        t0,
+    );
+    assert_eq!(pending_written(&fx).expect("queued").endpoints.len(), 3);
+    decide(
+        &mut s,
+        Input::InstanceDeployed {
+            deployment: req.deployment.clone(),
+            endpoint: ep(1).url,
+        },
+        t0,
+    );
+    for (n, retryable) in [(2, false), (3, true)] {
+        decide(
+            &mut s,
+            Input::InstanceFailed {
+                deployment: req.deployment.clone(),
+                endpoint: ep(n).url,
+                retryable,
+                error: "dataplane rejected the configuration with status 400: [ALERT] x".into(),
+            },
+            t0,
+        );
+    }
+    decide(
+        &mut s,
+        Input::Completed {
+            deployment: req.deployment.clone(),
+        },
+        t0,
+    );
+    assert!(s.quarantined(&ep(2).url, &render(1)));
+    assert!(!s.quarantined(&ep(3).url, &render(1)));
+    assert!(
+        s.backoff.contains_key(&ep(3).url),
+        "a retryable failure backs off"
+    );
+    let later = t0 + s.settings.min_deployment_interval * 2;
+    let fx = decide(&mut s, Input::Tick, later);
+    let drift = started(&fx).expect("the queued drift check starts");
+    assert_eq!(drift.endpoints, vec![ep(1), ep(3)]);
 }

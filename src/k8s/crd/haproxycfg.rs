@@ -34,6 +34,11 @@ use super::status::PodDeploymentStatus;
         json_path = ".status.podsSynced"
     ),
     printcolumn(
+        name = "Synced",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Synced\")].status"
+    ),
+    printcolumn(
         name = "ConfigValidated",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"ConfigValidated\")].status"
@@ -93,7 +98,8 @@ pub struct HAProxyCfgStatus {
     /// `metadata.generation` this status was written for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Conditions keyed by type: ConfigValidated, ConfigPinned, Published, SizeLimitExceeded.
+    /// Conditions keyed by type: Synced, ConfigValidated, ConfigPinned, Published,
+    /// SizeLimitExceeded, ValidatorVersionMismatch (see [`super::CONDITIONS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -111,6 +117,135 @@ impl HAProxyCfgStatus {
             .count();
         self.pods_synced = Some(format!("{on_spec}/{}", self.deployed_to_pods.len()));
     }
+
+    /// The `Synced` condition of a main HAProxyCfg whose spec holds `spec_checksum` at
+    /// `generation` (its `observedGeneration`), stamped `now` (see [`super::set_condition`]:
+    /// the time moves only with the status).
+    ///
+    /// The live pods are the pods `deployedToPods` lists: a pod gets its entry from the first
+    /// report of a deployment to it (the scheduler deploys to every pod discovery lists, and the
+    /// deployer reports every pod it synced, a pod that already ran the render included) and
+    /// loses it when discovery no longer lists it or it terminated. A pod discovered but not
+    /// reported on yet is not counted until its first sync ends (one deployment later).
+    ///
+    /// Per entry: *synced* when its last sync succeeded on `spec_checksum`; *rejected* when it
+    /// rejected `spec_checksum` permanently (`rejected: true`, quarantined); *failed* when its
+    /// last sync failed otherwise (any checksum: retried); *pending* otherwise (another
+    /// checksum, no error: deploying). The condition is True/`AllPodsSynced` when every entry
+    /// is synced and there is at least one; else False with the first reason that applies, in
+    /// this precedence: `DeploymentRejected` (it needs an operator or a new render), then
+    /// `PodsFailed` (retried, may need an operator), then `PodsPending` (will converge by
+    /// itself), then `NoPods`. The message names the pods concerned (sorted by name) and, for
+    /// rejected and failed pods, their errors; at most 1024 bytes. Deterministic: the same
+    /// status gives the same condition, so a no-op round writes nothing.
+    #[must_use]
+    pub fn synced_condition(
+        &self,
+        spec_checksum: &Checksum,
+        generation: Option<i64>,
+        now: &Time,
+    ) -> Condition {
+        use super::{conditions, reasons};
+        let (mut rejected, mut failed, mut pending) = (Vec::new(), Vec::new(), Vec::new());
+        let mut pods: Vec<&PodDeploymentStatus> = self.deployed_to_pods.iter().collect();
+        pods.sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
+        for p in &pods {
+            let on_spec = p.checksum.as_ref() == Some(spec_checksum);
+            let error = p.last_error.as_deref();
+            match error {
+                None if on_spec => {}
+                Some(e) if on_spec && p.rejected == Some(true) => rejected.push((p, e)),
+                Some(e) => failed.push((p, e)),
+                None => pending.push(p),
+            }
+        }
+        let names = |ps: &[(&&PodDeploymentStatus, &str)]| {
+            ps.iter()
+                .map(|(p, e)| format!("{}: {e}", p.pod_name))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let total = pods.len();
+        let (status, reason, message) = if !rejected.is_empty() {
+            (
+                "False",
+                reasons::DEPLOYMENT_REJECTED,
+                format!(
+                    "{} of {total} pods rejected {spec_checksum} permanently and keep what they                      ran; not retried until a new render, a pod change or the annotation {}: {}",
+                    rejected.len(),
+                    super::labels::RETRY_REJECTED,
+                    names(&rejected)
+                ),
+            )
+        } else if !failed.is_empty() {
+            (
+                "False",
+                reasons::PODS_FAILED,
+                format!(
+                    "the last sync of {} of {total} pods failed (retried): {}",
+                    failed.len(),
+                    names(&failed)
+                ),
+            )
+        } else if !pending.is_empty() {
+            (
+                "False",
+                reasons::PODS_PENDING,
+                format!(
+                    "{} of {total} pods run {spec_checksum}; deploying to {}",
+                    total - pending.len(),
+                    pending
+                        .iter()
+                        .map(|p| p.pod_name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        } else if total == 0 {
+            (
+                "False",
+                reasons::NO_PODS,
+                "no HAProxy pod is listed in deployedToPods".to_owned(),
+            )
+        } else {
+            (
+                "True",
+                reasons::ALL_PODS_SYNCED,
+                format!("{total} of {total} pods run {spec_checksum}"),
+            )
+        };
+        Condition {
+            type_: conditions::SYNCED.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: truncate(message, 1024),
+            last_transition_time: now.clone(),
+            observed_generation: generation,
+        }
+    }
+
+    /// Sets [`HAProxyCfgStatus::synced_condition`] in `conditions`; returns whether it changed.
+    pub fn refresh_synced(
+        &mut self,
+        spec_checksum: &Checksum,
+        generation: Option<i64>,
+        now: &Time,
+    ) -> bool {
+        let c = self.synced_condition(spec_checksum, generation, now);
+        super::set_condition(&mut self.conditions, c)
+    }
+}
+
+fn truncate(mut s: String, max_bytes: usize) -> String {
+    if s.len() > max_bytes {
+        let mut end = max_bytes - 3;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push_str("...");
+    }
+    s
 }
 
 /// References to the objects that publish a render's auxiliary files (each list sorted by name).

@@ -18,9 +18,10 @@
 //!   [`haptic_journal::Checksum`] and constrained by the schema pattern [`CHECKSUM_PATTERN`];
 //! - `content`/`entries` have no `minLength` (an empty map file is a valid file);
 //! - the status has `podsSynced` (`<pods on spec.checksum>/<pods listed>`) and conditions
-//!   [`conditions::CONFIG_VALIDATED`], [`conditions::CONFIG_PINNED`] and
-//!   [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`, plus
-//!   [`conditions::VALIDATOR_VERSION_MISMATCH`];
+//!   [`conditions::SYNCED`], [`conditions::CONFIG_VALIDATED`], [`conditions::CONFIG_PINNED`]
+//!   and [`conditions::SIZE_LIMIT_EXCEEDED`], shown by `kubectl get hpcfg`, plus
+//!   [`conditions::PUBLISHED`] and [`conditions::VALIDATOR_VERSION_MISMATCH`] (the catalogue:
+//!   [`CONDITIONS`]); a pod entry says `rejected: true` when the pod quarantined the render;
 //! - auxiliary references include `caFiles`.
 //!
 //! Serialisation: empty lists and `None` fields are omitted. Write spec and status by replace
@@ -76,6 +77,12 @@ pub mod conditions {
     /// validator's `haproxy -v`: renders are checked by another HAProxy than the one that runs
     /// them (issue 16). Written by the runtime's version check, not by the publisher.
     pub const VALIDATOR_VERSION_MISMATCH: &str = "ValidatorVersionMismatch";
+    /// Whether every live pod runs `spec.checksum`: True when every pod listed in
+    /// `deployedToPods` last synced it successfully; False while some pod is deploying, after a
+    /// failed sync, when a pod rejected the render permanently (quarantined), or with no pods.
+    /// See [`super::HAProxyCfgStatus::synced_condition`]. `kubectl wait
+    /// --for=condition=Synced hpcfg/NAME` waits for it.
+    pub const SYNCED: &str = "Synced";
 }
 
 /// Condition reasons (CamelCase).
@@ -110,6 +117,119 @@ pub mod reasons {
     /// `ValidatorVersionMismatch=False`: every pod that reports a version runs the validator's
     /// major.minor.
     pub const HAPROXY_VERSION_MATCHES: &str = "HAProxyVersionMatches";
+    /// `Synced=True`: every live pod's last sync succeeded on `spec.checksum`.
+    pub const ALL_PODS_SYNCED: &str = "AllPodsSynced";
+    /// `Synced=False`: some live pod has not taken `spec.checksum` yet (another checksum, no
+    /// error): a deployment is due or running.
+    pub const PODS_PENDING: &str = "PodsPending";
+    /// `Synced=False`: some live pod's last sync failed (retried with backoff); the message
+    /// names the pods and the errors.
+    pub const PODS_FAILED: &str = "PodsFailed";
+    /// `Synced=False`: some live pod rejected `spec.checksum` permanently and is quarantined
+    /// (not retried until a new render, a pod change or the annotation
+    /// [`super::labels::RETRY_REJECTED`]); the message names the pods and HAProxy's messages.
+    pub const DEPLOYMENT_REJECTED: &str = "DeploymentRejected";
+    /// `Synced=False`: no pod is listed in `deployedToPods` (none discovered, or none reported
+    /// on yet).
+    pub const NO_PODS: &str = "NoPods";
+}
+
+/// Whether `status: "True"` of a condition type is the good state (`Synced`) or the bad one
+/// (`SizeLimitExceeded`), for tools that summarise conditions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Polarity {
+    /// True is good: the condition holds when all is well.
+    Positive,
+    /// True is bad: the condition holds when something needs attention.
+    Negative,
+}
+
+/// One condition type of the catalogue: its type, polarity and the reasons written with each
+/// status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConditionSpec {
+    /// The condition type (a constant of [`conditions`]).
+    pub type_: &'static str,
+    /// Whether True is good.
+    pub polarity: Polarity,
+    /// Reasons written with `status: "True"` (constants of [`reasons`]).
+    pub true_reasons: &'static [&'static str],
+    /// Reasons written with `status: "False"`, in precedence order where several could apply
+    /// (the first that applies is written).
+    pub false_reasons: &'static [&'static str],
+}
+
+impl ConditionSpec {
+    /// Whether `reason` is one this type is written with at `status` (`"True"`/`"False"`).
+    #[must_use]
+    pub fn allows(&self, status: &str, reason: &str) -> bool {
+        match status {
+            "True" => self.true_reasons.contains(&reason),
+            "False" => self.false_reasons.contains(&reason),
+            _ => false,
+        }
+    }
+}
+
+/// The catalogue of every condition haptic writes on a HAProxyCfg, with polarity and reasons
+/// (one table for every issue that adds conditions). Each reason belongs to one type and one
+/// status; a unit test checks that every reason constant and every condition the code builds
+/// are listed here.
+pub const CONDITIONS: &[ConditionSpec] = &[
+    ConditionSpec {
+        type_: conditions::SYNCED,
+        polarity: Polarity::Positive,
+        true_reasons: &[reasons::ALL_PODS_SYNCED],
+        false_reasons: &[
+            reasons::DEPLOYMENT_REJECTED,
+            reasons::PODS_FAILED,
+            reasons::PODS_PENDING,
+            reasons::NO_PODS,
+        ],
+    },
+    ConditionSpec {
+        type_: conditions::PUBLISHED,
+        polarity: Polarity::Positive,
+        true_reasons: &[reasons::PUBLICATION_SUCCEEDED],
+        false_reasons: &[
+            reasons::PUBLICATION_REJECTED,
+            reasons::OBJECT_TOO_LARGE,
+            reasons::CONTENT_UNAVAILABLE,
+            reasons::FORBIDDEN,
+            reasons::UNAUTHORIZED,
+            reasons::RESOURCE_TYPE_MISSING,
+        ],
+    },
+    ConditionSpec {
+        type_: conditions::CONFIG_VALIDATED,
+        polarity: Polarity::Positive,
+        true_reasons: &[reasons::VALIDATION_SUCCEEDED],
+        false_reasons: &[reasons::VALIDATION_FAILED],
+    },
+    ConditionSpec {
+        type_: conditions::CONFIG_PINNED,
+        polarity: Polarity::Negative,
+        true_reasons: &[reasons::NEWEST_RENDER_REJECTED],
+        false_reasons: &[reasons::NEWEST_RENDER_PASSED],
+    },
+    ConditionSpec {
+        type_: conditions::SIZE_LIMIT_EXCEEDED,
+        polarity: Polarity::Negative,
+        true_reasons: &[reasons::OBJECT_TOO_LARGE],
+        false_reasons: &[reasons::WITHIN_SIZE_LIMIT],
+    },
+    ConditionSpec {
+        type_: conditions::VALIDATOR_VERSION_MISMATCH,
+        polarity: Polarity::Negative,
+        true_reasons: &[reasons::HAPROXY_VERSION_DIFFERS],
+        false_reasons: &[reasons::HAPROXY_VERSION_MATCHES],
+    },
+];
+
+/// The catalogue entry of condition type `type_`, if haptic writes it.
+#[must_use]
+pub fn condition_spec(type_: &str) -> Option<&'static ConditionSpec> {
+    CONDITIONS.iter().find(|c| c.type_ == type_)
 }
 
 /// Label and annotation keys.
@@ -121,6 +241,11 @@ pub mod labels {
     /// Annotation on every object the controller writes: the leadership term (decimal) of the
     /// writer; a writer never overwrites an object stamped with a newer term (DESIGN.md J7).
     pub const LEADER_TERM: &str = "haproxy-haptic.org/leader-term";
+    /// Annotation an operator sets on the main HAProxyCfg to retry the renders pods rejected
+    /// permanently (`Synced=False/DeploymentRejected`): any value; each new value is one
+    /// request (`deployment.retry.request`), a value already seen is not (e.g.
+    /// `kubectl annotate --overwrite hpcfg/NAME haproxy-haptic.org/retry-rejected="$(date +%s)"`).
+    pub const RETRY_REJECTED: &str = "haproxy-haptic.org/retry-rejected";
 }
 
 /// Conventions of the Secrets that carry SSL certificates and CA files
@@ -218,6 +343,7 @@ pub fn summarize_validation_errors<S: AsRef<str>>(errors: &[S]) -> Option<String
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
@@ -259,6 +385,109 @@ mod tests {
             list[0].last_transition_time,
             cond("True", "", 300).last_transition_time
         );
+    }
+
+    /// The `pub const NAME: &str = "Value";` items of `mod <module> {` in `source`.
+    fn consts_of(source: &str, module: &str) -> Vec<(String, String)> {
+        let start = source
+            .find(&format!("pub mod {module} {{"))
+            .unwrap_or_else(|| panic!("no mod {module}"));
+        let body = &source[start..];
+        let body = &body[..body.find("\n}\n").expect("end of the module")];
+        body.lines()
+            .filter_map(|l| l.trim().strip_prefix("pub const "))
+            .filter_map(|l| {
+                let (name, rest) = l.split_once(": &str = \"")?;
+                Some((name.to_owned(), rest.split_once('"')?.0.to_owned()))
+            })
+            .collect()
+    }
+
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("readable src") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// One catalogue: every condition type and every reason constant is listed once, with one
+    /// type and status; every reason constant the code names is a catalogued condition reason
+    /// or an Event reason (`k8s::events::reasons`, `runtime::notify::reasons`).
+    #[test]
+    fn every_condition_reason_the_code_writes_is_in_the_catalogue() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let crd = std::fs::read_to_string(root.join("k8s/crd/mod.rs")).expect("crd source");
+        let events = std::fs::read_to_string(root.join("k8s/events.rs")).expect("events source");
+        let notify =
+            std::fs::read_to_string(root.join("runtime/notify.rs")).expect("notify source");
+        for (name, value) in consts_of(&crd, "conditions") {
+            assert!(
+                condition_spec(&value).is_some(),
+                "conditions::{name} not catalogued"
+            );
+        }
+        let condition_reasons = consts_of(&crd, "reasons");
+        for (name, value) in &condition_reasons {
+            let owners: Vec<(&str, &str)> = CONDITIONS
+                .iter()
+                .flat_map(|c| {
+                    [("True", c.true_reasons), ("False", c.false_reasons)]
+                        .into_iter()
+                        .filter(|(_, rs)| rs.contains(&value.as_str()))
+                        .map(move |(st, _)| (c.type_, st))
+                })
+                .collect();
+            // `ObjectTooLarge` is both `Published=False` and `SizeLimitExceeded=True`: one
+            // failure, shown on both.
+            let max = if value == reasons::OBJECT_TOO_LARGE {
+                2
+            } else {
+                1
+            };
+            assert!(
+                !owners.is_empty() && owners.len() <= max,
+                "reasons::{name} ({value}) is in the catalogue {owners:?}"
+            );
+        }
+        let known: std::collections::BTreeSet<String> = condition_reasons
+            .into_iter()
+            .chain(consts_of(&events, "reasons"))
+            .chain(consts_of(&notify, "reasons"))
+            .map(|(n, _)| n)
+            .collect();
+        let mut files = Vec::new();
+        rust_files(&root, &mut files);
+        let mut used = 0;
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("source");
+            for (i, _) in text.match_indices("reasons::") {
+                let ident: String = text[i + "reasons::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                if ident.is_empty() {
+                    continue;
+                }
+                used += 1;
+                assert!(
+                    known.contains(&ident),
+                    "{}: reasons::{ident} is not catalogued",
+                    f.display()
+                );
+            }
+        }
+        assert!(used > 20, "the scan found the uses ({used})");
+        for c in CONDITIONS {
+            for r in c.true_reasons.iter().chain(c.false_reasons) {
+                assert!(
+                    !r.is_empty() && r.chars().next().is_some_and(|ch| ch.is_ascii_uppercase())
+                );
+            }
+        }
     }
 
     #[test]

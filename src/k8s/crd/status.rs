@@ -59,6 +59,13 @@ pub struct PodDeploymentStatus {
     /// Error of the last failed sync; cleared by a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// True when the pod's Dataplane API rejected `checksum` permanently (400/422 on the
+    /// configuration push, again after the pod's files were synced again; `lastError` holds
+    /// HAProxy's message): the render is quarantined for this pod, which keeps running what it
+    /// ran, and is not retried until a new render, a pod change, or the annotation
+    /// `haproxy-haptic.org/retry-rejected` on the HAProxyCfg. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<bool>,
     /// Failed syncs in a row; 0 after a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]

@@ -22,11 +22,15 @@ pub(super) fn conflicts_exhausted(object: &str) -> WriteError {
 
 impl Writer {
     /// Read-modify-write of a HAProxyCfg's status (409: re-read). `f` gets the status and the
-    /// spec checksum; nothing is written when the status does not change. Returns the
-    /// resourceVersion and whether a write happened.
+    /// spec checksum; `podsSynced`, `observedGeneration` and, when `synced` (the main
+    /// HAProxyCfg, not `-invalid`), the `Synced` condition are recomputed for the spec as read
+    /// (so a publication that moves the spec also says its pods are pending); nothing is
+    /// written when the status does not change. Returns the resourceVersion and whether a
+    /// write happened.
     pub(super) async fn update_cfg_status(
         &self,
         name: &str,
+        synced: bool,
         f: impl Fn(&mut HAProxyCfgStatus, &Checksum),
     ) -> Result<(Option<String>, bool), WriteError> {
         let api: Api<HAProxyCfg> = self.api();
@@ -40,6 +44,13 @@ impl Writer {
             f(&mut st, &cfg.spec.checksum);
             st.refresh_pods_synced(&cfg.spec.checksum);
             st.observed_generation = cfg.metadata.generation;
+            if synced {
+                st.refresh_synced(
+                    &cfg.spec.checksum,
+                    cfg.metadata.generation,
+                    &k8s_time(UnixMillis::now()),
+                );
+            }
             if Some(&st) == before.as_ref() {
                 return Ok((cfg.metadata.resource_version.clone(), false));
             }
@@ -59,14 +70,14 @@ impl Writer {
         Err(last.unwrap_or_else(|| conflicts_exhausted(&object)))
     }
 
-    /// Sets conditions on a HAProxyCfg's status (keyed by type; the transition time moves only
-    /// with the status). Returns whether a write happened.
+    /// Sets conditions on the main HAProxyCfg's status (keyed by type; the transition time
+    /// moves only with the status; `Synced` recomputed). Returns whether a write happened.
     ///
     /// # Errors
     /// [`WriteError`]; 404 when the HAProxyCfg does not exist (yet).
     pub async fn set_conditions(&self, name: &str, new: &[Condition]) -> Result<bool, WriteError> {
         let (_, wrote) = self
-            .update_cfg_status(name, |st, _| {
+            .update_cfg_status(name, true, |st, _| {
                 for c in new {
                     set_condition(&mut st.conditions, c.clone());
                 }
@@ -89,7 +100,7 @@ impl Writer {
         pods: &[PodDeploymentStatus],
     ) -> Result<bool, WriteError> {
         let (_, wrote) = self
-            .update_cfg_status(name, |st, _| {
+            .update_cfg_status(name, true, |st, _| {
                 for c in conditions {
                     if !st.conditions.iter().any(|x| x.type_ == c.type_) {
                         st.conditions.push(c.clone());

@@ -12,6 +12,7 @@ mod fine_grained;
 mod harness;
 mod one_reload;
 mod parallel;
+mod quarantine;
 mod render_stream;
 mod restart;
 mod resume;

@@ -32,6 +32,7 @@ mod retire;
 pub mod sources;
 pub mod startup;
 pub mod stream;
+pub mod synced;
 pub mod telemetry;
 
 use std::path::Path;

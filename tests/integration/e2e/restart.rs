@@ -99,6 +99,8 @@ pub async fn sigkill_mid_stream(peers: Peers) {
             "Published=True".to_owned(),
             // Issue 15: a completed publication says the render is within the size limit.
             "SizeLimitExceeded=False".to_owned(),
+            // Issue 15: every pod runs the last render.
+            "Synced=True".to_owned(),
             // Issue 16's version check: the sandbox pods run the validator's HAProxy.
             "ValidatorVersionMismatch=False".to_owned()
         ]

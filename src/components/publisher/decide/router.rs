@@ -63,6 +63,9 @@ pub struct RouterState {
     /// exactly when it did (or would have) for the process that delivered it live, so a restart
     /// queues neither more nor less than a run that never stopped (DESIGN.md J11).
     pub leading: bool,
+    /// The `haproxy-haptic.org/retry-rejected` annotation value of the last
+    /// `deployment.retry.request` folded (see [`retry_requested`]).
+    pub retry_rejected: Option<String>,
 }
 
 /// A render's place in render order found in the journal by the shell (the router did not
@@ -139,6 +142,7 @@ impl RouterState {
             pinned: false,
             queued_through: None,
             leading: false,
+            retry_rejected: None,
         }
     }
 
@@ -169,6 +173,7 @@ impl RouterState {
         s.pinned = cp.pinned;
         s.queued_through = cp.queued_through;
         s.leading = cp.leading;
+        s.retry_rejected = cp.retry_rejected;
         s
     }
 
@@ -194,6 +199,7 @@ impl RouterState {
             pinned: self.pinned,
             queued_through: self.queued_through,
             leading: self.leading,
+            retry_rejected: self.retry_rejected.clone(),
         }
     }
 
@@ -256,6 +262,13 @@ impl RouterState {
             out.push(self.removed(pod));
         }
     }
+}
+
+/// Whether the annotation `haproxy-haptic.org/retry-rejected` with value `seen` on the main
+/// HAProxyCfg is a new retry request: set, and not the value of the last request folded.
+#[must_use]
+pub fn retry_requested(state: &RouterState, seen: Option<&str>) -> bool {
+    seen.is_some_and(|v| state.retry_rejected.as_deref() != Some(v))
 }
 
 fn enqueue(item: WorkItem) -> Effect {
@@ -484,6 +497,9 @@ fn fold_event(
             }
         }
         Event::LostLeadership { .. } => out.push(Effect::ClearCaches),
+        Event::DeploymentRetryRequest { value, .. } => {
+            state.retry_rejected = Some(value.clone());
+        }
         _ => {}
     }
 }

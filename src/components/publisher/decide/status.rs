@@ -92,23 +92,32 @@ pub enum AuxChange {
 pub struct StatusRound {
     /// One outcome per change, in input order.
     pub outcomes: Vec<PodOutcome>,
-    /// The status to write; `None` when no entry changed (nothing is written).
+    /// The status to write; `None` when neither an entry nor the `Synced` condition changed
+    /// (nothing is written).
     pub status: Option<HAProxyCfgStatus>,
     /// What the auxiliary objects the HAProxyCfg references take from the round.
     pub aux: Vec<AuxChange>,
+    /// Entries that became `rejected` in this round (pod name, the error), sorted by pod: a
+    /// pod that quarantined a render it had not been shown rejecting. The shell writes one
+    /// `DeploymentRejected` Event for each once the status is written.
+    pub rejected: Vec<(String, String)>,
 }
 
-/// Applies `changes` to the HAProxyCfg `cfg` as read (`None`: absent): outcomes by
-/// [`park_rule`], entries by [`merge_pod_entry`] (sorted by pod name), `podsSynced` and
-/// `observedGeneration` refreshed; a status only when some entry changed.
+/// Applies `changes` to the HAProxyCfg `cfg` as read (`None`: absent) at `now`: outcomes by
+/// [`park_rule`], entries by [`merge_pod_entry`] (sorted by pod name), `podsSynced`,
+/// `observedGeneration` and the `Synced` condition
+/// ([`HAProxyCfgStatus::synced_condition`]) refreshed; a status only when some entry or the
+/// `Synced` condition changed (an idle drift check, whose reports repeat what every entry
+/// says, writes nothing).
 #[must_use]
-pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange]) -> StatusRound {
+pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange], now: &Time) -> StatusRound {
     let outcomes: Vec<PodOutcome> = changes.iter().map(|c| park_rule(cfg, c)).collect();
     let Some(cfg) = cfg else {
         return StatusRound {
             outcomes,
             status: None,
             aux: Vec::new(),
+            rejected: Vec::new(),
         };
     };
     let spec = cfg.spec.checksum;
@@ -137,7 +146,19 @@ pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange]) -> StatusRo
     }
     st.deployed_to_pods
         .sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
-    let status = (st.deployed_to_pods != before.deployed_to_pods).then(|| {
+    let entries_changed = st.deployed_to_pods != before.deployed_to_pods;
+    // Only on a completely published object: the publication's own status write sets it
+    // first (with the publication metadata).
+    let synced_changed =
+        before.metadata.is_some() && st.refresh_synced(&spec, cfg.metadata.generation, now);
+    let rejected: Vec<(String, String)> = st
+        .deployed_to_pods
+        .iter()
+        .filter(|p| p.rejected == Some(true))
+        .filter(|p| !before.deployed_to_pods.contains(p))
+        .map(|p| (p.pod_name.clone(), p.last_error.clone().unwrap_or_default()))
+        .collect();
+    let status = (entries_changed || synced_changed).then(|| {
         st.refresh_pods_synced(&spec);
         st.observed_generation = cfg.metadata.generation;
         st
@@ -146,6 +167,7 @@ pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange]) -> StatusRo
         outcomes,
         status,
         aux,
+        rejected,
     }
 }
 
@@ -187,8 +209,10 @@ pub fn aux_round(
 /// A pod's new `deployedToPods[]` entry from the old one and a change
 /// (upstream-behaviour.md 10.4, without zero timestamps: `deployedAt` only on success, or the
 /// old one kept). An old entry that already names the reported checksum with the reported
-/// error (none, or the same text) is returned as it is: the pod runs what it says, nothing to
-/// write. A removal returns the old entry (removals are applied by [`status_round`]).
+/// error (none, or the same text) and the same `rejected` flag is returned as it is: the pod
+/// runs what it says, nothing to write. `rejected: true` only for a failure the deployer
+/// classified as a permanent rejection ([`haptic_journal::SyncMetadata::rejected`]). A removal
+/// returns the old entry (removals are applied by [`status_round`]).
 #[must_use]
 pub fn merge_pod_entry(
     old: Option<&PodDeploymentStatus>,
@@ -203,9 +227,11 @@ pub fn merge_pod_entry(
     else {
         return old.cloned().unwrap_or_default();
     };
+    let rejected = (sync.error.is_some() && sync.rejected).then_some(true);
     if let Some(o) = old
         && o.checksum == Some(*checksum)
         && o.last_error == sync.error
+        && o.rejected == rejected
     {
         return o.clone();
     }
@@ -253,6 +279,7 @@ pub fn merge_pod_entry(
         last_operation_summary: summary
             .or_else(|| old.and_then(|o| o.last_operation_summary.clone())),
         last_error: sync.error.clone(),
+        rejected,
         consecutive_errors: Some(if ok { 0 } else { old_errors + 1 }),
         last_error_at: (!ok).then(|| k8s_time(*observed_at)),
     }

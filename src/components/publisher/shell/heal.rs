@@ -1,5 +1,7 @@
 //! Self-healing: watch the published objects and wake the publish worker when one of them is
-//! deleted or edited by someone else.
+//! deleted or edited by someone else. The watch of the main HAProxyCfg also turns a new value
+//! of its annotation `haproxy-haptic.org/retry-rejected` into `deployment.retry.request` (with
+//! or without self-healing).
 //!
 //! The publisher's own writes are not outside edits: an event is one only when the object
 //! differs from everything this publisher wrote or expects now (see [`outside_edit`]): the
@@ -97,6 +99,11 @@ impl Inner {
             let key = (kind.clone(), o.name_any());
             if kind == "HAProxyCfg" && key.1 == self.cfg.haproxycfg_name() {
                 self.remember_status(&o);
+                if !deleted && let Err(e) = self.retry_rejected(o.meta()).await {
+                    warn!(error = %e, "publisher: journal failure recording a retry request; stopping the term");
+                    cancel.cancel();
+                    return;
+                }
             }
             let content = crate::k8s::writer::content_of(&o);
             let seen = if deleted {
@@ -114,7 +121,7 @@ impl Inner {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 outside_edit(&c, &key, &seen, term)
             };
-            if drifted {
+            if drifted && self.cfg.self_heal {
                 info!(kind = %kind, name = %key.1, deleted, "published object deleted or edited by someone else; restoring");
                 self.heal.store(true, Ordering::Release);
                 self.wake.publish.notify_one();
@@ -124,20 +131,71 @@ impl Inner {
 }
 
 impl Inner {
+    /// Journals `deployment.retry.request` when the main HAProxyCfg's annotation
+    /// [`crate::k8s::crd::labels::RETRY_REJECTED`] holds a value that is neither the one of the
+    /// last request the router folded ([`decide::retry_requested`], restored from the
+    /// checkpoint) nor one this process already journaled (the router folds it a moment
+    /// later). Durable when this returns; the scheduler clears its quarantine and deploys the
+    /// last validated render to the pods that had rejected it, once.
+    ///
+    /// # Errors
+    /// The journal commit failed ([`PublisherError`]).
+    ///
+    /// # Cancel safety
+    /// Dropped before the commit returns, the request may or may not be journaled; a value not
+    /// journaled is seen again at the watch's next event for the object.
+    async fn retry_rejected(
+        &self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Result<(), PublisherError> {
+        let key = crate::k8s::crd::labels::RETRY_REJECTED;
+        let Some(value) = meta.annotations.as_ref().and_then(|a| a.get(key)).cloned() else {
+            return Ok(());
+        };
+        let new = {
+            let router = self
+                .router
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            decide::retry_requested(&router, Some(&value))
+        } && self
+            .retry_journaled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_deref()
+            != Some(&value);
+        if !new {
+            return Ok(());
+        }
+        info!(annotation = key, value = %value, "retry of rejected renders requested");
+        let mut b = Batch::new();
+        b.event(Event::DeploymentRetryRequest {
+            correlation: haptic_journal::Correlation::new(format!("retry-rejected-{}", now_ms().0)),
+            runtime_config: self.cfg.runtime_config(),
+            value: value.clone(),
+        });
+        self.commit(b).await?;
+        *self
+            .retry_journaled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(value);
+        Ok(())
+    }
+
     /// Keeps the status of the main HAProxyCfg `obj` when it has pod entries or conditions
-    /// besides `Published` (which a publication writes itself: a recreated object's first
-    /// status has only that one, and must not replace what the deleted object had).
+    /// besides `Published` and `Synced` (which a publication writes itself: a recreated
+    /// object's first status has only those, and must not replace what the deleted object
+    /// had).
     fn remember_status<K: serde::Serialize>(&self, obj: &K) {
         let status = serde_json::to_value(obj)
             .ok()
             .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
             .and_then(|s| serde_json::from_value::<crate::k8s::crd::HAProxyCfgStatus>(s).ok());
         if let Some(s) = status
-            && (s
-                .conditions
-                .iter()
-                .any(|c| c.type_ != crate::k8s::crd::conditions::PUBLISHED)
-                || !s.deployed_to_pods.is_empty())
+            && (s.conditions.iter().any(|c| {
+                c.type_ != crate::k8s::crd::conditions::PUBLISHED
+                    && c.type_ != crate::k8s::crd::conditions::SYNCED
+            }) || !s.deployed_to_pods.is_empty())
         {
             self.cache
                 .lock()

@@ -1,6 +1,8 @@
 //! The status worker: per-pod status (coalesced, one write per object per round, and only for
 //! an object some entry of which changed), parking, and the term-start step of the router.
 
+use kube::runtime::events::EventType;
+
 use super::failures::Attempts;
 use super::*;
 use crate::k8s::crd::AuxiliaryFileReferences;
@@ -149,9 +151,10 @@ impl Inner {
                     .map(|e| (e.queue, e.key.clone(), e.record.id))
                     .collect(),
             };
+            let now = k8s_time(now_ms());
             let read = writer
                 .modify_cfg_status(&name, |cfg| {
-                    let round = decide::status_round(Some(cfg), &changes);
+                    let round = decide::status_round(Some(cfg), &changes, &now);
                     let refs = cfg.status.as_ref().and_then(|s| s.auxiliary_files.clone());
                     (round.status.clone(), (round, refs))
                 })
@@ -162,8 +165,18 @@ impl Inner {
                     wrote |= w;
                     (round, refs)
                 }
-                None => (decide::status_round(None, &changes), None),
+                None => (decide::status_round(None, &changes, &now), None),
             };
+            if wrote {
+                for (pod, error) in &round.rejected {
+                    self.event(
+                        EventType::Warning,
+                        crate::k8s::events::reasons::DEPLOYMENT_REJECTED,
+                        crate::k8s::events::actions::QUARANTINE,
+                        crate::k8s::events::rejected_note(pod, error),
+                    );
+                }
+            }
             if !round.aux.is_empty()
                 && let Some(refs) = refs
             {

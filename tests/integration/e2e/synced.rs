@@ -1,0 +1,241 @@
+//! `Synced` and the quarantine with the real binary (issue 15): `kubectl wait
+//! --for=condition=Synced` returns after a normal render (`AllPodsSynced`); a pod whose
+//! Dataplane API rejects every configuration write makes the next render
+//! `Synced=False/DeploymentRejected` with a `DeploymentRejected` Event, keeps serving the
+//! previous render and gets no request over several drift checks (counted in its request log);
+//! the annotation `haproxy-haptic.org/retry-rejected` retries it once (one sync: the push, the
+//! resync, the push again). Every bound derives from [`Intervals`] and the drift interval.
+
+use std::time::Duration;
+
+use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
+use haptic_testkit::Pod;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+use super::{Fleet, MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
+
+super::on_peers!(
+    Emulator,
+    synced_waits_for_every_pod_and_a_rejected_render_is_quarantined_until_retried =>
+        synced_and_quarantine,
+);
+
+/// The drift interval of this test's controller: short, so that several drift checks run
+/// within the test; every wait for them derives from it.
+const DRIFT: Duration = Duration::from_secs(2);
+
+/// `(status, reason, message)` of the `Synced` condition, if any.
+fn synced(c: &HAProxyCfg) -> Option<(String, String, String)> {
+    c.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::SYNCED)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// Raw pushes and transaction writes in `pod`'s request log.
+async fn config_writes(pod: &Pod) -> usize {
+    pod.faults()
+        .requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            (r.method == "POST" && r.path.ends_with("/configuration/raw"))
+                || (r.method != "GET" && r.path.contains("/transactions"))
+        })
+        .count()
+}
+
+/// Every request in `pod`'s log since the last clear.
+async fn requests(pod: &Pod) -> Vec<(String, String)> {
+    pod.faults()
+        .requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.method, r.path))
+        .collect()
+}
+
+/// Whether `pod` answers what the README lists for `render`.
+async fn answers(pod: &Pod, render: &str) -> Result<(), String> {
+    for c in &haptic_testkit::render::checks(render) {
+        let body = haptic_tools::sandbox::pods::demo::run_check(pod, c).await;
+        if !haptic_tools::sandbox::pods::demo::matches(c, &body) {
+            return Err(format!("{}: {} -> {body:?}", pod.name, c.what));
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `witness` (a pod that is not quarantined) had `rounds` drift checks since its
+/// log was cleared: each reads its configuration once. Bound: that many drift intervals plus a
+/// deployment each.
+async fn drift_checks(world: &Fleet, witness: &Pod, rounds: usize) {
+    let bound = (DRIFT + bounds().deployment()) * u32::try_from(rounds).unwrap();
+    world
+        .eventually(bound, &format!("{rounds} drift checks"), || async {
+            let reads = requests(witness)
+                .await
+                .iter()
+                .filter(|(m, p)| m == "GET" && p.ends_with("/configuration/raw"))
+                .count();
+            (reads >= rounds)
+                .then_some(())
+                .ok_or(format!("{reads} reads"))
+        })
+        .await;
+}
+
+async fn rejected_events(world: &Fleet) -> Vec<K8sEvent> {
+    let api: Api<K8sEvent> = Api::namespaced(world.client(), world.namespace());
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("DeploymentRejected"))
+        .collect()
+}
+
+pub async fn synced_and_quarantine(peers: Peers) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let mut o = opts(&world, "solo", &render_dir);
+    o.extra.extend([
+        "--drift-prevention-interval".into(),
+        format!("{}ms", DRIFT.as_millis()),
+    ]);
+    let _ctl = world.controller(o);
+    let pods = world.pods();
+    let target = format!("hpcfg/{MAIN}");
+
+    // A normal render: `kubectl wait` returns once every pod runs it.
+    published(&world, "01-basic", 2).await;
+    let timeout = format!("--timeout={}s", bounds().converge().as_secs());
+    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
+    assert!(ok, "kubectl wait: {out}");
+    let cfg = world.hpcfg(MAIN).await.unwrap();
+    let (status, reason, _) = synced(&cfg).expect("a Synced condition");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", reasons::ALL_PODS_SYNCED)
+    );
+
+    // pod 0 rejects every configuration write from now on (transaction and raw push).
+    pods[0]
+        .faults()
+        .arm(json!({"method":"POST|PUT","path":"transactions|configuration/raw$","status":400}))
+        .await
+        .unwrap();
+    for p in &pods {
+        p.faults().clear_requests().await.unwrap();
+    }
+    feed(&render_dir, "02-maps");
+    let want = checksum("02-maps");
+    let message = object_until(
+        &world,
+        MAIN,
+        bounds().converge(),
+        "Synced=False/DeploymentRejected on 02-maps, pod 1 synced",
+        |c| {
+            let s = synced(c).ok_or("no Synced")?;
+            let synced_pods = c.status.as_ref().and_then(|s| s.pods_synced.as_deref());
+            (c.spec.checksum == want
+                && s.0 == "False"
+                && s.1 == reasons::DEPLOYMENT_REJECTED
+                && synced_pods == Some("1/2"))
+            .then(|| s.2.clone())
+            .ok_or(format!("{} {s:?}", c.spec.checksum))
+        },
+    )
+    .await;
+    assert!(message.contains(&pods[0].name), "{message}");
+    assert!(
+        message.contains("status 400"),
+        "HAProxy's answer: {message}"
+    );
+    let cfg = world.hpcfg(MAIN).await.unwrap();
+    let entries = &cfg.status.as_ref().unwrap().deployed_to_pods;
+    let entry = |name: &str| entries.iter().find(|e| e.pod_name == name).unwrap();
+    assert_eq!(entry(&pods[0].name).rejected, Some(true));
+    assert_eq!(entry(&pods[1].name).rejected, None);
+    assert_eq!(
+        cfg.status.as_ref().unwrap().pods_synced.as_deref(),
+        Some("1/2")
+    );
+    let events = rejected_events(&world).await;
+    assert_eq!(events.len(), 1, "one DeploymentRejected Event: {events:?}");
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains(&pods[0].name)),
+        "{events:?}"
+    );
+    // One attempt: the push, the files synced again, the push again.
+    assert_eq!(
+        config_writes(&pods[0]).await,
+        4,
+        "{:?}",
+        requests(&pods[0]).await
+    );
+    // pod 0 keeps serving the previous render; pod 1 serves the new one.
+    world
+        .eventually(bounds().deployment(), "pod 1 on 02-maps", || {
+            answers(&pods[1], "02-maps")
+        })
+        .await;
+    answers(&pods[0], "01-basic").await.unwrap();
+
+    // Several drift checks (seen on pod 1): pod 0 gets no request at all.
+    for p in &pods {
+        p.faults().clear_requests().await.unwrap();
+    }
+    drift_checks(&world, &pods[1], 3).await;
+    assert_eq!(
+        requests(&pods[0]).await,
+        vec![],
+        "a quarantined pod is left alone"
+    );
+    answers(&pods[0], "01-basic").await.unwrap();
+
+    // The operator's retry: one more attempt, rejected again; then left alone again.
+    let annotation = format!("{}=1", labels::RETRY_REJECTED);
+    let (ok, out) = world.kubectl(&["annotate", "--overwrite", &target, &annotation], None);
+    assert!(ok, "kubectl annotate: {out}");
+    world
+        .eventually(bounds().deployment(), "the retry", || async {
+            let n = config_writes(&pods[0]).await;
+            (n == 4).then_some(()).ok_or(format!("{n} config writes"))
+        })
+        .await;
+    pods[1].faults().clear_requests().await.unwrap();
+    drift_checks(&world, &pods[1], 3).await;
+    assert_eq!(
+        config_writes(&pods[0]).await,
+        4,
+        "retried once: {:?}",
+        requests(&pods[0]).await
+    );
+    let cfg = world.hpcfg(MAIN).await.unwrap();
+    assert_eq!(synced(&cfg).unwrap().1, reasons::DEPLOYMENT_REJECTED);
+
+    // The pod is fixed and the operator retries again: every pod synced.
+    pods[0].faults().clear().await.unwrap();
+    let annotation = format!("{}=2", labels::RETRY_REJECTED);
+    let (ok, out) = world.kubectl(&["annotate", "--overwrite", &target, &annotation], None);
+    assert!(ok, "kubectl annotate: {out}");
+    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
+    assert!(ok, "kubectl wait: {out}");
+    world
+        .eventually(bounds().deployment(), "pod 0 on 02-maps", || {
+            answers(&pods[0], "02-maps")
+        })
+        .await;
+}
