@@ -382,9 +382,12 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 // Another HAProxyCfg (a changed `--config-name`): its status names no pod yet,
                 // so the skip cache says nothing about it. Every endpoint gets the last
                 // validated render again: the deployer writes nothing a pod already runs, and
-                // each pod then reports to the new HAProxyCfg.
+                // each pod then reports to the new HAProxyCfg. A quarantine is dropped too (like
+                // a pod change): a pod that still rejects the render is quarantined again after
+                // one attempt, and the new HAProxyCfg shows it.
                 state.applied.clear();
                 state.given_up.clear();
+                state.rejected.clear();
                 if let Some((render, correlation)) = state.last_validated.clone()
                     && !state.endpoints.is_empty()
                 {
