@@ -416,7 +416,8 @@ mod tests {
 
     /// One catalogue: every condition type and every reason constant is listed once, with one
     /// type and status; every reason constant the code names is a catalogued condition reason
-    /// or an Event reason (`k8s::events::reasons`, `runtime::notify::reasons`).
+    /// or an Event reason (`k8s::events::reasons`, `runtime::notify::reasons`, the publisher's
+    /// `event_reasons`).
     #[test]
     fn every_condition_reason_the_code_writes_is_in_the_catalogue() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -424,6 +425,9 @@ mod tests {
         let events = std::fs::read_to_string(root.join("k8s/events.rs")).expect("events source");
         let notify =
             std::fs::read_to_string(root.join("runtime/notify.rs")).expect("notify source");
+        let publisher =
+            std::fs::read_to_string(root.join("components/publisher/shell/failures.rs"))
+                .expect("publisher failures source");
         for (name, value) in consts_of(&crd, "conditions") {
             assert!(
                 condition_spec(&value).is_some(),
@@ -457,6 +461,7 @@ mod tests {
             .into_iter()
             .chain(consts_of(&events, "reasons"))
             .chain(consts_of(&notify, "reasons"))
+            .chain(consts_of(&publisher, "event_reasons"))
             .map(|(n, _)| n)
             .collect();
         let mut files = Vec::new();
