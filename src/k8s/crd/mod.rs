@@ -76,6 +76,12 @@ pub mod conditions {
     /// validator's `haproxy -v`: renders are checked by another HAProxy than the one that runs
     /// them (issue 16). Written by the runtime's version check, not by the publisher.
     pub const VALIDATOR_VERSION_MISMATCH: &str = "ValidatorVersionMismatch";
+    /// Whether the controller's journal takes commits: False while its volume is full,
+    /// read-only or failing, or the file was removed (the controller then refuses new input,
+    /// keeps the fleet on what it runs, and says the fix in the message). Written by the
+    /// runtime's journal watch directly to the API (not through the journal), leader only, best
+    /// effort.
+    pub const JOURNAL_WRITABLE: &str = "JournalWritable";
 }
 
 /// Condition reasons (CamelCase).
@@ -110,6 +116,14 @@ pub mod reasons {
     /// `ValidatorVersionMismatch=False`: every pod that reports a version runs the validator's
     /// major.minor.
     pub const HAPROXY_VERSION_MATCHES: &str = "HAProxyVersionMatches";
+    /// `JournalWritable=True`: journal commits succeed.
+    pub const JOURNAL_WRITABLE: &str = "JournalWritable";
+    /// `JournalWritable=False`: the journal's volume is full (`ENOSPC`, `EDQUOT`).
+    pub const JOURNAL_FULL: &str = "JournalFull";
+    /// `JournalWritable=False`: the journal's volume is read-only (`EROFS`).
+    pub const JOURNAL_READ_ONLY: &str = "JournalReadOnly";
+    /// `JournalWritable=False`: the journal file was removed, or another I/O error.
+    pub const JOURNAL_UNAVAILABLE: &str = "JournalUnavailable";
 }
 
 /// Label and annotation keys.
