@@ -18,6 +18,9 @@ use crate::telemetry::Metrics;
 /// diff of a large fleet while a commit is in flight. A full channel makes the producer wait.
 pub const INPUT_CAPACITY: usize = 64;
 
+/// How often an acceptor holding an input for the journal checks whether its producers are gone.
+const CLOSED_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Counters of the acceptor.
 #[derive(Debug, Default)]
 pub struct AcceptorStats {
@@ -53,15 +56,25 @@ pub fn batch_of(input: &Input) -> Batch {
 /// the source it names (the commit latency observed is the whole `accept` round trip, group
 /// commit included). An input with a reply channel (ingest) gets the commit's outcome.
 ///
+/// A storage fault (the journal's volume full or read-only, the file removed) never stops the
+/// acceptor and never acknowledges the input: an input with a reply is answered with the error
+/// at once (ingest answers `507`); an input without one (a source's render, a pod discovery
+/// diff, a leadership change) is held and journaled when the journal takes commits again
+/// ([`DispatchHandle::accept`] waits), and the producers wait behind it (the channel is
+/// bounded), so inputs stay in order and nothing unjournaled reaches a component. A held render
+/// counts once in `haptic_journal_refused_inputs_total`.
+///
 /// # Errors
-/// [`DispatchError`] when a commit of an input without a reply fails: the input side stops
-/// (nothing after the failed input is accepted, so nothing is acted on without being durable).
-/// A failed commit of an input with a reply is answered to its producer (the ingest endpoint
-/// answers 500) and the acceptor goes on.
+/// [`DispatchError`] when a commit of an input without a reply fails for another reason: the
+/// input side stops (nothing after the failed input is accepted, so nothing is acted on without
+/// being durable). A failed commit of an input with a reply is answered to its producer and the
+/// acceptor goes on.
 ///
 /// # Cancel safety
 /// Dropping the future while a commit is in flight leaves that commit to finish in its blocking
-/// task; the input is then durable but its producer was not told (sources resend on start).
+/// task; the input is then durable but its producer was not told (sources resend on start). A
+/// held input is dropped unjournaled when every producer is gone (the process is stopping;
+/// sources read or list it again on start).
 pub async fn run(
     mut rx: mpsc::Receiver<Input>,
     dispatch: DispatchHandle,
@@ -75,7 +88,7 @@ pub async fn run(
             Input::Event(_) => None,
         };
         let started = std::time::Instant::now();
-        let accepted = match (dispatch.accept(batch).await, reply) {
+        let accepted = match (dispatch.try_accept(batch).await, reply) {
             (Ok(accepted), reply) => {
                 if let Some(reply) = reply {
                     // A producer that stopped waiting still had its input journaled.
@@ -84,9 +97,45 @@ pub async fn run(
                 accepted
             }
             (Err(e), Some(reply)) => {
-                tracing::error!(error = %e, "render not journaled");
+                if e.storage_fault().is_some() {
+                    tracing::warn!(error = %e, "render not journaled: journal not writable");
+                } else {
+                    tracing::error!(error = %e, "render not journaled");
+                }
                 let _ = reply.send(Err(e));
                 continue;
+            }
+            (Err(e), None) if e.storage_fault().is_some() => {
+                if let Input::Rendered { source, .. } = &input {
+                    metrics.input_refused(*source);
+                }
+                tracing::warn!(error = %e,
+                    "input not journaled: held until the journal takes commits again");
+                let held = dispatch.accept(batch_of(&input));
+                tokio::pin!(held);
+                let outcome = loop {
+                    tokio::select! {
+                        r = &mut held => break Some(r),
+                        () = tokio::time::sleep(CLOSED_POLL) => {
+                            if rx.is_closed() {
+                                break None;
+                            }
+                        }
+                    }
+                };
+                match outcome {
+                    Some(Ok(accepted)) => {
+                        tracing::info!(seq = ?accepted.seqs(), "held input journaled");
+                        accepted
+                    }
+                    Some(Err(DispatchError::Stopped)) | None => {
+                        tracing::warn!(
+                            "stopping with an input not journaled (sources resend it on start)"
+                        );
+                        return Ok(());
+                    }
+                    Some(Err(e)) => return Err(e),
+                }
             }
             (Err(e), None) => return Err(e),
         };

@@ -32,7 +32,12 @@
 //! - `401` with `WWW-Authenticate: Bearer` for a missing or wrong token;
 //! - `413` when the body exceeds [`IngestConfig::max_body_bytes`]; `415` for another media type;
 //! - `503 {"error":"not the leader","leader":<holderIdentity or null>}` with `Retry-After: 2`;
-//! - `500 {"error":"journal accept failed: ..","kind":<label>}` when the commit failed.
+//! - `507 {"error":"journal <path> not writable (<kind>): <os error>; fix: ..","kind":<full|read_only|removed|io>,"journal":<path>,"fix":..}`
+//!   with `Retry-After: 30` while the journal cannot take commits (a storage fault: its volume is
+//!   full or read-only, or the file was removed); nothing was journaled, the client retries;
+//!   answered at once, before the body is journaled, once the fault is known
+//!   ([`IngestConfig::journal`]);
+//! - `500 {"error":"journal accept failed: ..","kind":<label>}` when the commit failed otherwise.
 //!
 //! ```text
 //! curl -sS -H "Authorization: Bearer $TOKEN" \
@@ -130,6 +135,13 @@ pub struct IngestConfig {
     pub max_body_bytes: usize,
     /// The Lease whose `spec.holderIdentity` a follower names; `None` answers `"leader": null`.
     pub lease: Option<LeaseRef>,
+    /// The dispatcher whose journal's writability is checked before a render is handed to the
+    /// acceptor (a known storage fault answers `507` at once), and the metrics that count each
+    /// refused render; `None`: a storage fault is seen only from the commit's answer.
+    pub journal: Option<(
+        crate::dispatch::DispatchHandle,
+        Arc<crate::telemetry::Metrics>,
+    )>,
 }
 
 impl IngestConfig {
@@ -140,7 +152,20 @@ impl IngestConfig {
             token,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease: None,
+            journal: None,
         }
+    }
+
+    /// Checks `dispatch`'s journal before each commit and counts refused renders in `metrics`
+    /// (see [`IngestConfig::journal`]).
+    #[must_use]
+    pub fn journal(
+        mut self,
+        dispatch: crate::dispatch::DispatchHandle,
+        metrics: Arc<crate::telemetry::Metrics>,
+    ) -> Self {
+        self.journal = Some((dispatch, metrics));
+        self
     }
 
     /// Names the leader from this Lease on followers.
@@ -174,6 +199,7 @@ impl std::fmt::Debug for IngestConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("lease", &self.lease)
+            .field("journal", &self.journal.is_some())
             .finish()
     }
 }
@@ -189,7 +215,7 @@ pub struct IngestStats {
     pub rejected: u64,
     /// `503` answers on a follower.
     pub not_leader: u64,
-    /// Journal commits that failed (`500`).
+    /// Journal commits that failed (`500`), or refused for a storage fault (`507`).
     pub journal_failures: u64,
 }
 
@@ -460,6 +486,11 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
         drop(latest);
         return not_leader(inner).await;
     }
+    if let Some((dispatch, _)) = &inner.cfg.journal
+        && !dispatch.journal_writable()
+    {
+        return insufficient_storage(inner, None);
+    }
     let event = template_rendered(&content, &manifest, read_time, "ingest");
     let (reply, answer) = tokio::sync::oneshot::channel();
     let files = content.files.len();
@@ -495,6 +526,7 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
             );
             accepted(now, false)
         }
+        Err(Some(e)) if e.storage_fault().is_some() => insufficient_storage(inner, Some(&e)),
         Err(e) => {
             inner
                 .counters
@@ -523,6 +555,71 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
         }
     }
 }
+
+/// `507 Insufficient Storage`: the journal cannot take the render (a storage fault); nothing was
+/// journaled. Names the journal file, the OS error and the fix.
+fn insufficient_storage(inner: &Inner, error: Option<&crate::dispatch::DispatchError>) -> Response {
+    inner
+        .counters
+        .journal_failures
+        .fetch_add(1, Ordering::Relaxed);
+    let journal = inner.cfg.journal.as_ref().map(|(d, m)| {
+        m.input_refused(RenderSource::Ingest);
+        (d.journal().path().to_owned(), d.journal().storage_fault())
+    });
+    let kind = error
+        .and_then(crate::dispatch::DispatchError::storage_fault)
+        .or_else(|| {
+            journal
+                .as_ref()
+                .and_then(|(_, f)| f.as_ref().map(|f| f.kind))
+        })
+        .unwrap_or(haptic_journal::FaultKind::Io);
+    let (path, message) = match &journal {
+        Some((path, Some(fault))) => (
+            Some(path.clone()),
+            crate::dispatch::fault::describe(path, fault),
+        ),
+        Some((path, None)) => (
+            Some(path.clone()),
+            format!(
+                "journal {} not writable: {}; fix: {}",
+                path.display(),
+                error.map_or_else(String::new, |e| crate::runtime::error_chain(e)),
+                crate::dispatch::fault::fix(kind, path)
+            ),
+        ),
+        None => (
+            None,
+            error.map_or_else(
+                || "journal not writable".to_owned(),
+                |e| crate::runtime::error_chain(e),
+            ),
+        ),
+    };
+    tracing::warn!(error = %message, "ingest render refused: journal not writable");
+    let fix = path
+        .as_deref()
+        .map(|p| crate::dispatch::fault::fix(kind, p));
+    let mut resp = (
+        StatusCode::INSUFFICIENT_STORAGE,
+        axum::Json(json!({
+            "error": message,
+            "kind": kind.metric_label(),
+            "journal": path.map(|p| p.display().to_string()),
+            "fix": fix,
+        })),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(INSUFFICIENT_STORAGE_RETRY_AFTER_SECONDS),
+    );
+    resp
+}
+
+/// The `Retry-After` of a `507`, in seconds (the journal watch's longest probe interval).
+const INSUFFICIENT_STORAGE_RETRY_AFTER_SECONDS: &str = "30";
 
 fn accepted(latest: Latest, duplicate: bool) -> Response {
     (
