@@ -212,6 +212,10 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
             Some(_) if lock(&announced).is_some() => {
                 Err(lock(&announced).clone().unwrap_or_default())
             }
+            // A fault the watch has not announced yet (it looks every 250 ms).
+            Some((j, _)) if j.storage_fault().is_some() => {
+                crate::telemetry::journal_fault_check(j.clone())()
+            }
             Some((j, start_next_seq)) => match j.meta() {
                 Ok(m) if m.dispatched_through.0 + 1 >= *start_next_seq => Ok(()),
                 Ok(m) => Err(format!(

@@ -259,12 +259,14 @@ async fn read_only_volume_refuses_input_keeps_the_fleet_and_resumes_after_repair
 
 async fn scenario(fault: Fault) {
     let started = Instant::now();
+    // The fleet first: each sandbox pod runs in a private mount namespace, which would copy a
+    // mount made before it and keep the file system alive after the test unmounts it.
+    let world = start(haptic_testkit::Peers::Emulator, 2).await;
     let vol = match fault {
         Fault::Full => Mounted::tmpfs("16m"),
         Fault::ReadOnly => Mounted::ext4(32),
     };
     let journal_path = vol.dir.join("journal.redb");
-    let world = start(haptic_testkit::Peers::Emulator, 2).await;
     create_token_secret(&world).await;
     let render_dir = world.dir().join("render");
     feed(&render_dir, "01-basic");
@@ -327,8 +329,15 @@ async fn scenario(fault: Fault) {
         },
         "{body}"
     );
-    let m = scrape(metrics).await;
-    assert_eq!(m.value("haptic_journal_writable"), 0.0);
+    // The journal watch sets the gauge within a tick of the fault.
+    let m = ctl
+        .eventually(degraded_bound(), "haptic_journal_writable 0", || async {
+            let m = scrape(metrics).await;
+            (m.value("haptic_journal_writable") == 0.0)
+                .then_some(m)
+                .ok_or("still 1".to_owned())
+        })
+        .await;
     assert!(
         m.value("haptic_journal_refused_inputs_total{source=\"dir\"}") >= 1.0,
         "{}",
