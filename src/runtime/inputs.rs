@@ -30,6 +30,34 @@ pub struct AcceptorStats {
     pub events: AtomicU64,
 }
 
+/// While an input is held: takes what waits on the channel (up to [`INPUT_CAPACITY`] held in
+/// `backlog`, in order); a render with a reply (ingest) is answered with `held`'s storage fault at
+/// once instead of waiting behind the held input (the endpoint answers 507).
+fn refuse_waiting(
+    rx: &mut mpsc::Receiver<Input>,
+    backlog: &mut std::collections::VecDeque<Input>,
+    held: &DispatchError,
+) {
+    let DispatchError::Accept(fault) = held else {
+        return;
+    };
+    while backlog.len() < INPUT_CAPACITY {
+        let Ok(mut input) = rx.try_recv() else { return };
+        match &mut input {
+            Input::Rendered {
+                reply: reply @ Some(_),
+                ..
+            } => {
+                // The endpoint counts its refusal (haptic_journal_refused_inputs_total).
+                if let Some(r) = reply.take() {
+                    let _ = r.send(Err(DispatchError::Accept(fault.clone())));
+                }
+            }
+            _ => backlog.push_back(input),
+        }
+    }
+}
+
 /// The batch one input becomes: a render with its blobs; `leader.became` with the term
 /// recorded in the journal's meta in the same commit (J7); anything else as is.
 #[must_use]
@@ -61,7 +89,8 @@ pub fn batch_of(input: &Input) -> Batch {
 /// at once (ingest answers `507`); an input without one (a source's render, a pod discovery
 /// diff, a leadership change) is held and journaled when the journal takes commits again
 /// ([`DispatchHandle::accept`] waits), and the producers wait behind it (the channel is
-/// bounded), so inputs stay in order and nothing unjournaled reaches a component. A held render
+/// bounded), so inputs stay in order and nothing unjournaled reaches a component; a render with
+/// a reply that arrives meanwhile is answered with the fault at once, not queued behind it. A held render
 /// counts once in `haptic_journal_refused_inputs_total`.
 ///
 /// # Errors
@@ -81,7 +110,17 @@ pub async fn run(
     stats: Arc<AcceptorStats>,
     metrics: Arc<Metrics>,
 ) -> Result<(), DispatchError> {
-    while let Some(mut input) = rx.recv().await {
+    // Inputs without a reply taken off the channel while an input was held (so that renders
+    // with a reply behind them are answered at once); journaled in order before the channel.
+    let mut backlog: std::collections::VecDeque<Input> = std::collections::VecDeque::new();
+    loop {
+        let mut input = match backlog.pop_front() {
+            Some(i) => i,
+            None => match rx.recv().await {
+                Some(i) => i,
+                None => break,
+            },
+        };
         let batch = batch_of(&input);
         let reply = match &mut input {
             Input::Rendered { reply, .. } => reply.take(),
@@ -120,6 +159,7 @@ pub async fn run(
                             if rx.is_closed() {
                                 break None;
                             }
+                            refuse_waiting(&mut rx, &mut backlog, &e);
                         }
                     }
                 };

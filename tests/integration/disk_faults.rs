@@ -77,6 +77,9 @@ fn must_mount(cmd: &mut Command) {
 struct Mounted {
     dir: PathBuf,
     loop_dev: Option<String>,
+    /// The ext4 is mounted only inside the controller's private mount namespace (this pid's),
+    /// set once the controller runs; `None`: mounted in the test's namespace.
+    ns_pid: std::cell::Cell<Option<u32>>,
     _tmp: tempfile::TempDir,
 }
 
@@ -94,11 +97,16 @@ impl Mounted {
         Mounted {
             dir,
             loop_dev: None,
+            ns_pid: std::cell::Cell::new(None),
             _tmp: tmp,
         }
     }
 
-    /// An ext4 image of `size_mib` on a loop device, mounted `errors=remount-ro`.
+    /// An ext4 image of `size_mib` on a loop device, to be mounted `errors=remount-ro` inside
+    /// the controller's own mount namespace ([`Mounted::wrap`]): sandbox pods (of this fleet or
+    /// of a test running beside) each run in a private mount namespace, which would copy a mount
+    /// made in the test's namespace and keep the file system alive after its unmount, so the
+    /// repair could never unmount it.
     fn ext4(size_mib: u64) -> Mounted {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("vol");
@@ -115,19 +123,64 @@ impl Mounted {
             ok,
             "this test attaches a loop device and needs root or CAP_SYS_ADMIN: losetup: {dev}"
         );
+        // The mount itself happens in the controller's namespace; check here that mounting works
+        // at all (and fail saying what it needs), in a throw-away namespace.
         let dev = dev.trim().to_owned();
-        let m = Mounted {
+        must_mount(
+            Command::new("unshare")
+                .args([
+                    "-m",
+                    "--propagation",
+                    "private",
+                    "mount",
+                    "-t",
+                    "ext4",
+                    &dev,
+                ])
+                .arg(&dir),
+        );
+        Mounted {
             dir,
             loop_dev: Some(dev),
+            ns_pid: std::cell::Cell::new(None),
             _tmp: tmp,
-        };
-        m.mount_ext4();
-        m
+        }
+    }
+
+    /// Runs the controller in a private mount namespace that mounts the ext4 first.
+    fn wrap(&self, o: &mut haptic_testkit::ControllerOpts) {
+        let Some(dev) = &self.loop_dev else { return };
+        let script = format!(
+            "mount -t ext4 -o errors=remount-ro {dev} {} && exec \"$0\" \"$@\"",
+            self.dir.display()
+        );
+        o.pre_args = vec![
+            "-m".into(),
+            "--propagation".into(),
+            "private".into(),
+            "sh".into(),
+            "-c".into(),
+            script,
+            o.program.display().to_string(),
+        ];
+        o.program = PathBuf::from("unshare");
+    }
+
+    /// A command in the mount namespace of the ext4 (the controller's, once it runs).
+    fn in_ns(&self, program: &str) -> Command {
+        match self.ns_pid.get() {
+            Some(pid) => {
+                let mut c = Command::new("nsenter");
+                c.args(["-t", &pid.to_string(), "-m", "--", program]);
+                c
+            }
+            None => Command::new(program),
+        }
     }
 
     fn mount_ext4(&self) {
         must_mount(
-            Command::new("mount")
+            self.in_ns("mount")
                 .args(["-t", "ext4", "-o", "errors=remount-ro"])
                 .arg(self.loop_dev.as_deref().unwrap())
                 .arg(&self.dir),
@@ -150,13 +203,16 @@ impl Mounted {
     /// failed), `e2fsck -fy`, mount again at the same path (same device and inode, so the
     /// controller's reopen finds its journal).
     fn ext4_repair(&self) -> Result<(), String> {
-        let (ok, text) = run(Command::new("umount").arg(&self.dir));
+        let (ok, text) = run(self.in_ns("umount").arg(&self.dir));
         if !ok {
             return Err(format!("umount: {text}"));
         }
         let dev = self.loop_dev.as_deref().unwrap();
-        let (_, text) = run(Command::new("e2fsck").args(["-fy", dev]));
-        eprintln!("e2fsck: {text}");
+        let (ok, text) = run(Command::new("e2fsck").args(["-fy", dev]));
+        // 0 clean, 1 errors corrected.
+        if !ok && !text.contains("FILE SYSTEM WAS MODIFIED") {
+            return Err(format!("e2fsck: {text}"));
+        }
         self.mount_ext4();
         Ok(())
     }
@@ -164,6 +220,10 @@ impl Mounted {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
+        // The controller's namespace goes with the controller (and its mounts with it).
+        if self.ns_pid.get().is_some() {
+            let _ = self.in_ns("umount").arg("-l").arg(&self.dir).status();
+        }
         let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
         if let Some(dev) = &self.loop_dev {
             let _ = Command::new("losetup").args(["-d", dev]).status();
@@ -273,7 +333,11 @@ async fn scenario(fault: Fault) {
     let mut o = opts(&world, "solo", &render_dir).ingest(TOKEN_SECRET);
     o.journal = journal_path.clone();
     o.log = Some(world.dir().join("controller.log"));
+    vol.wrap(&mut o);
     let mut ctl = world.controller(o);
+    if matches!(fault, Fault::ReadOnly) {
+        vol.ns_pid.set(Some(ctl.child.id()));
+    }
     let metrics = ctl.metrics_addr().await;
     let ingest = ctl.ingest_addr().await;
     published(&world, "01-basic", 2).await;
@@ -329,14 +393,20 @@ async fn scenario(fault: Fault) {
         },
         "{body}"
     );
-    // The journal watch sets the gauge within a tick of the fault.
+    // The journal watch sets the gauge within a tick of the fault; the directory source reads
+    // the render within its poll and debounce (another write may have met the fault first).
     let m = ctl
-        .eventually(degraded_bound(), "haptic_journal_writable 0", || async {
-            let m = scrape(metrics).await;
-            (m.value("haptic_journal_writable") == 0.0)
-                .then_some(m)
-                .ok_or("still 1".to_owned())
-        })
+        .eventually(
+            degraded_bound(),
+            "haptic_journal_writable 0, the directory render refused",
+            || async {
+                let m = scrape(metrics).await;
+                (m.value("haptic_journal_writable") == 0.0
+                    && m.value("haptic_journal_refused_inputs_total{source=\"dir\"}") >= 1.0)
+                    .then_some(m)
+                    .ok_or("not yet".to_owned())
+            },
+        )
         .await;
     assert!(
         m.value("haptic_journal_refused_inputs_total{source=\"dir\"}") >= 1.0,
@@ -447,6 +517,11 @@ async fn scenario(fault: Fault) {
     assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
     let log = ctl.log_text();
     assert!(!log.contains("component failed"), "{}", ctl.log_tail(60));
+    if matches!(fault, Fault::ReadOnly) {
+        // Its namespace (and the mount) went with the controller: mount it here to read it.
+        vol.ns_pid.set(None);
+        vol.mount_ext4();
+    }
     for sub in ["verify", "pending"] {
         let (ok, text) = run(Command::new(journalctl()).arg(sub).arg(&journal_path));
         assert!(ok, "haptic-journalctl {sub}: {text}");
