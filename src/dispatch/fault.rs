@@ -39,18 +39,6 @@ pub fn describe(path: &Path, fault: &StorageFault) -> String {
     )
 }
 
-/// The reason of the `JournalWritable` condition for a fault of `kind` (`None`: writable).
-#[must_use]
-pub fn condition_reason(kind: Option<FaultKind>) -> &'static str {
-    use crate::k8s::crd::reasons;
-    match kind {
-        None => reasons::JOURNAL_WRITABLE,
-        Some(FaultKind::Full) => reasons::JOURNAL_FULL,
-        Some(FaultKind::ReadOnly) => reasons::JOURNAL_READ_ONLY,
-        Some(_) => reasons::JOURNAL_UNAVAILABLE,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,15 +58,5 @@ mod tests {
         assert!(text.contains("free space on the volume"), "{text}");
         assert!(fix(FaultKind::ReadOnly, path).contains("read-only"));
         assert!(fix(FaultKind::Removed, path).contains("restart the pod"));
-        assert_eq!(condition_reason(None), "JournalWritable");
-        assert_eq!(condition_reason(Some(FaultKind::Full)), "JournalFull");
-        assert_eq!(
-            condition_reason(Some(FaultKind::ReadOnly)),
-            "JournalReadOnly"
-        );
-        assert_eq!(
-            condition_reason(Some(FaultKind::Removed)),
-            "JournalUnavailable"
-        );
     }
 }

@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use super::notify::{self, Notifier};
 use crate::core::guard::LeaseGuard;
 use crate::dispatch::DispatchHandle;
-use crate::dispatch::fault::{condition_reason, describe};
+use crate::dispatch::fault::describe;
 use crate::k8s::crd::{self, HAProxyCfg, conditions};
 use crate::telemetry::Metrics;
 
@@ -192,6 +192,18 @@ pub(super) async fn run(
     }
 }
 
+/// The reason of the `JournalWritable` condition for a fault of `kind` (`None`: writable).
+#[must_use]
+pub(super) fn condition_reason(kind: Option<FaultKind>) -> &'static str {
+    use crate::k8s::crd::reasons;
+    match kind {
+        None => reasons::JOURNAL_WRITABLE,
+        Some(FaultKind::Full) => reasons::JOURNAL_FULL,
+        Some(FaultKind::ReadOnly) => reasons::JOURNAL_READ_ONLY,
+        Some(_) => reasons::JOURNAL_UNAVAILABLE,
+    }
+}
+
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -232,4 +244,23 @@ async fn write_condition(
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn condition_reasons() {
+        assert_eq!(condition_reason(None), "JournalWritable");
+        assert_eq!(condition_reason(Some(FaultKind::Full)), "JournalFull");
+        assert_eq!(
+            condition_reason(Some(FaultKind::ReadOnly)),
+            "JournalReadOnly"
+        );
+        assert_eq!(
+            condition_reason(Some(FaultKind::Removed)),
+            "JournalUnavailable"
+        );
+    }
 }

@@ -184,7 +184,10 @@ pub(super) async fn start_ingest(
     };
     let cfg = IngestConfig::new(Some(token.clone()))
         .lease(client.clone(), namespace, args.lease_name.clone())
-        .journal(dispatch.clone(), metrics.clone());
+        .journal(dispatch.clone(), {
+            let m = metrics.clone();
+            Arc::new(move || m.input_refused(crate::telemetry::RenderSource::Ingest))
+        });
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| RuntimeError::Bind {

@@ -125,6 +125,9 @@ pub struct LeaseRef {
 
 debug_non_exhaustive!(LeaseRef, |x| "namespace" => x.namespace, "name" => x.name);
 
+/// Called once per render the endpoint refuses because the journal is not writable (`507`).
+pub type RefusedHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Settings of the ingest endpoint.
 #[derive(Clone)]
 pub struct IngestConfig {
@@ -136,12 +139,10 @@ pub struct IngestConfig {
     /// The Lease whose `spec.holderIdentity` a follower names; `None` answers `"leader": null`.
     pub lease: Option<LeaseRef>,
     /// The dispatcher whose journal's writability is checked before a render is handed to the
-    /// acceptor (a known storage fault answers `507` at once), and the metrics that count each
-    /// refused render; `None`: a storage fault is seen only from the commit's answer.
-    pub journal: Option<(
-        crate::dispatch::DispatchHandle,
-        Arc<crate::telemetry::Metrics>,
-    )>,
+    /// acceptor (a known storage fault answers `507` at once), and what to call for each refused
+    /// render (the runtime counts it in `haptic_journal_refused_inputs_total`); `None`: a
+    /// storage fault is seen only from the commit's answer.
+    pub journal: Option<(crate::dispatch::DispatchHandle, RefusedHook)>,
 }
 
 impl IngestConfig {
@@ -156,15 +157,15 @@ impl IngestConfig {
         }
     }
 
-    /// Checks `dispatch`'s journal before each commit and counts refused renders in `metrics`
-    /// (see [`IngestConfig::journal`]).
+    /// Checks `dispatch`'s journal before each commit and calls `on_refused` for each render
+    /// refused for a storage fault (see [`IngestConfig::journal`]).
     #[must_use]
     pub fn journal(
         mut self,
         dispatch: crate::dispatch::DispatchHandle,
-        metrics: Arc<crate::telemetry::Metrics>,
+        on_refused: RefusedHook,
     ) -> Self {
-        self.journal = Some((dispatch, metrics));
+        self.journal = Some((dispatch, on_refused));
         self
     }
 
@@ -563,8 +564,8 @@ fn insufficient_storage(inner: &Inner, error: Option<&crate::dispatch::DispatchE
         .counters
         .journal_failures
         .fetch_add(1, Ordering::Relaxed);
-    let journal = inner.cfg.journal.as_ref().map(|(d, m)| {
-        m.input_refused(RenderSource::Ingest);
+    let journal = inner.cfg.journal.as_ref().map(|(d, on_refused)| {
+        on_refused();
         (d.journal().path().to_owned(), d.journal().storage_fault())
     });
     let kind = error
@@ -585,16 +586,13 @@ fn insufficient_storage(inner: &Inner, error: Option<&crate::dispatch::DispatchE
             format!(
                 "journal {} not writable: {}; fix: {}",
                 path.display(),
-                error.map_or_else(String::new, |e| crate::runtime::error_chain(e)),
+                error.map_or_else(String::new, |e| chain(e)),
                 crate::dispatch::fault::fix(kind, path)
             ),
         ),
         None => (
             None,
-            error.map_or_else(
-                || "journal not writable".to_owned(),
-                |e| crate::runtime::error_chain(e),
-            ),
+            error.map_or_else(|| "journal not writable".to_owned(), |e| chain(e)),
         ),
     };
     tracing::warn!(error = %message, "ingest render refused: journal not writable");
@@ -616,6 +614,21 @@ fn insufficient_storage(inner: &Inner, error: Option<&crate::dispatch::DispatchE
         HeaderValue::from_static(INSUFFICIENT_STORAGE_RETRY_AFTER_SECONDS),
     );
     resp
+}
+
+/// An error with its sources, `outer: inner` (each text once).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// The `Retry-After` of a `507`, in seconds (the journal watch's longest probe interval).
