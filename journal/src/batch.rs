@@ -200,6 +200,12 @@ pub struct Batch {
 }
 
 impl Batch {
+    /// A batch of these operations, in order (a batch handed back by a failed accept).
+    pub(crate) fn from_ops(ops: Vec<Op>) -> Self {
+        let events = ops.iter().filter(|o| matches!(o, Op::Event(_))).count();
+        Batch { ops, events }
+    }
+
     /// An empty batch.
     #[must_use]
     pub fn new() -> Self {

@@ -1,14 +1,18 @@
 //! The redb database shared by the readers and the writer thread, and the counters the writer
 //! updates.
 
-use std::sync::RwLock;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, RwLock};
 
+use crate::error::StorageFault;
 use redb::{Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase};
 
 pub(crate) enum Db {
     Rw(Database),
     Ro(ReadOnlyDatabase),
+    /// Between dropping a database that failed an I/O (redb then refuses every operation
+    /// until it is reopened) and a successful reopen by the writer thread.
+    Closed,
 }
 
 impl Db {
@@ -16,6 +20,9 @@ impl Db {
         match self {
             Db::Rw(d) => d.begin_read(),
             Db::Ro(d) => d.begin_read(),
+            Db::Closed => Err(redb::TransactionError::Storage(
+                redb::StorageError::DatabaseClosed,
+            )),
         }
     }
 }
@@ -25,6 +32,9 @@ pub(crate) struct Inner {
     /// compaction takes the write lock (it needs `&mut Database`).
     pub db: RwLock<Db>,
     pub counters: Counters,
+    /// The storage fault of the current episode (set by the writer on a failed commit or
+    /// reopen, cleared by its next successful commit).
+    pub fault: Mutex<Option<StorageFault>>,
 }
 
 /// Counters readable while the journal runs.

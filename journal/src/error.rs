@@ -188,6 +188,16 @@ pub enum AcceptError {
         #[source]
         source: Arc<redb::Error>,
     },
+    /// The journal file was removed (or replaced by another file) while open: a commit to the
+    /// unlinked file would not survive a restart, so none is made (J1).
+    #[error(
+        "journal file {path} was removed or replaced while open: restart the process to open \
+         the file at that path"
+    )]
+    Removed {
+        /// The path the journal was opened at.
+        path: PathBuf,
+    },
 }
 
 impl AcceptError {
@@ -201,10 +211,23 @@ impl AcceptError {
         }
     }
 
+    /// What kind of storage fault this is, when it is one: `Storage` (classified by the OS
+    /// error under it, [`FaultKind::of`]) and `Removed`; `None` for every other variant (those
+    /// are about the request, not the volume).
+    #[must_use]
+    pub fn fault_kind(&self) -> Option<FaultKind> {
+        match self {
+            AcceptError::Storage { source } => Some(FaultKind::of(source)),
+            AcceptError::Removed { .. } => Some(FaultKind::Removed),
+            _ => None,
+        }
+    }
+
     /// Bounded metric label.
     #[must_use]
     pub fn metric_label(&self) -> &'static str {
         match self {
+            AcceptError::Removed { .. } => "removed",
             AcceptError::ReadOnly => "read_only",
             AcceptError::WriterGone => "writer_gone",
             AcceptError::TermNotNewer { .. } => "term_not_newer",
@@ -221,6 +244,87 @@ impl AcceptError {
             source: Arc::new(e.into()),
         }
     }
+}
+
+/// Why the journal's storage refuses writes, from the OS error under a failed commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultKind {
+    /// The volume is full or over quota (`ENOSPC`, `EDQUOT`): free space on it.
+    Full,
+    /// The volume is mounted read-only (`EROFS`): remount it read-write.
+    ReadOnly,
+    /// The journal file or its directory is gone (`ENOENT`, `ESTALE`, or a different file at
+    /// the path): the data written since the removal is not on any path; restart the process.
+    Removed,
+    /// Any other I/O error (`EIO`, ...): check the volume.
+    Io,
+}
+
+impl FaultKind {
+    /// Classifies a redb error by the first `std::io::Error` in its chain (redb's `Io`
+    /// variants); no I/O error underneath (redb's own state, e.g. `PreviousIo`) is [`Self::Io`].
+    #[must_use]
+    pub fn of(e: &redb::Error) -> FaultKind {
+        match io_error(e) {
+            Some(io) => FaultKind::of_io(io),
+            None => FaultKind::Io,
+        }
+    }
+
+    /// Classifies an OS error.
+    #[must_use]
+    pub fn of_io(e: &std::io::Error) -> FaultKind {
+        use std::io::ErrorKind as K;
+        match e.kind() {
+            K::StorageFull | K::QuotaExceeded => FaultKind::Full,
+            K::ReadOnlyFilesystem => FaultKind::ReadOnly,
+            K::NotFound | K::StaleNetworkFileHandle => FaultKind::Removed,
+            _ => FaultKind::Io,
+        }
+    }
+
+    /// Bounded metric label: `full`, `read_only`, `removed`, `io`.
+    #[must_use]
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            FaultKind::Full => "full",
+            FaultKind::ReadOnly => "read_only",
+            FaultKind::Removed => "removed",
+            FaultKind::Io => "io",
+        }
+    }
+}
+
+/// The journal's storage refused a commit, and no commit has succeeded since
+/// ([`crate::Journal::storage_fault`]). Cleared by the next successful commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageFault {
+    /// What the OS said, classified.
+    pub kind: FaultKind,
+    /// The first failure's error text, OS error included (e.g. `I/O error: No space left on
+    /// device (os error 28)`); later failures of the same episode do not replace it unless the
+    /// kind changes.
+    pub message: String,
+    /// When the episode's first commit failed.
+    pub since: crate::ids::UnixMillis,
+    /// Failed commits and failed reopens in this episode (at least 1).
+    pub failures: u64,
+}
+
+/// The first `std::io::Error` under a redb error (its own `Io` variant, or a source).
+fn io_error(e: &redb::Error) -> Option<&std::io::Error> {
+    if let redb::Error::Io(io) = e {
+        return Some(io);
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// A read failed.

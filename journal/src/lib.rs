@@ -80,7 +80,8 @@ pub use checkpoint::{
 pub use codec::RecordHeader;
 pub use contain::Damage;
 pub use error::{
-    AcceptError, CompactError, Corrupt, CorruptReason, ErrorKind, OpenError, ReadError, RecordKey,
+    AcceptError, CompactError, Corrupt, CorruptReason, ErrorKind, FaultKind, OpenError, ReadError,
+    RecordKey, StorageFault,
 };
 pub use events::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint, Event,

@@ -73,6 +73,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub mod checkpoint;
+pub mod fault;
 pub mod input;
 #[cfg(test)]
 mod tests;
@@ -89,6 +90,13 @@ const READ_CHUNK: usize = 256;
 /// How often the dispatcher looks at the log even without a wake-up (events accepted by a writer
 /// that bypassed [`DispatchHandle`]).
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// First wait of a write that found the journal not writable before it tries again
+/// ([`DispatchHandle::accept`]); doubles per try.
+pub const WRITABLE_RETRY_INITIAL: Duration = Duration::from_secs(1);
+
+/// Longest wait between two tries of a write waiting on a storage fault.
+pub const WRITABLE_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Whether this replica currently leads, as the dispatcher saw it in the live event stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +128,10 @@ pub enum DispatchError {
     /// A blocking journal task panicked or was cancelled by the runtime's shutdown.
     #[error("journal task did not complete")]
     Join(#[source] tokio::task::JoinError),
+    /// The dispatcher stopped while the write waited for the journal to take commits again
+    /// (a storage fault); nothing of the batch was committed.
+    #[error("the dispatcher stopped while the journal was not writable")]
+    Stopped,
 }
 
 impl DispatchError {
@@ -130,6 +142,19 @@ impl DispatchError {
             DispatchError::Accept(e) => e.metric_label(),
             DispatchError::Read(e) => e.metric_label(),
             DispatchError::Join(_) => "join",
+            DispatchError::Stopped => "stopped",
+        }
+    }
+
+    /// The storage fault behind the error, when it is one (a full, read-only or failing
+    /// volume, or a removed journal file): the input was not journaled, and retrying once the
+    /// journal is writable again may succeed.
+    #[must_use]
+    pub fn storage_fault(&self) -> Option<haptic_journal::FaultKind> {
+        match self {
+            DispatchError::Accept(e) => e.fault_kind(),
+            DispatchError::Read(ReadError::Storage(e)) => Some(haptic_journal::FaultKind::of(e)),
+            _ => None,
         }
     }
 
@@ -278,6 +303,13 @@ struct Shared {
     journal: Arc<Journal>,
     /// Highest `Seq` known committed (wakes the dispatcher task).
     committed: watch::Sender<u64>,
+    /// Whether the journal takes commits, as the last accept (or the journal watch's probe)
+    /// found: false from a storage fault until a commit succeeds again. Writes waiting on a
+    /// fault wake when it turns true.
+    writable: watch::Sender<bool>,
+    /// Cancelled when the dispatcher stops: writes waiting on a storage fault give up
+    /// ([`DispatchError::Stopped`]).
+    stopping: CancellationToken,
     leadership: watch::Sender<Leadership>,
     counters: Counters,
 }
@@ -329,15 +361,90 @@ impl DispatchHandle {
     /// Journals a whole batch (events with work items, acks, blobs, endpoint state) in one
     /// transaction; its events are dispatched after the commit. Durable when this returns.
     ///
+    /// A storage fault (a full, read-only or failing volume, a removed file) does not end the
+    /// call: nothing was committed, the handle turns not writable, and the same batch is tried
+    /// again when a commit succeeds again (the runtime's journal watch probes) or after a
+    /// backoff of [`WRITABLE_RETRY_INITIAL`] doubling to [`WRITABLE_RETRY_MAX`], until it is
+    /// committed or the dispatcher stops. So a component's work waits, unacknowledged and
+    /// without effects, while the journal cannot take it; while the journal is known not
+    /// writable the call waits before its first try. Inputs that must be refused at once (the
+    /// ingest endpoint's 507) use [`DispatchHandle::try_accept`].
+    ///
     /// # Errors
-    /// As [`DispatchHandle::publish`].
+    /// As [`DispatchHandle::publish`], never a storage fault; [`DispatchError::Stopped`] when
+    /// the dispatcher stopped while the call waited.
+    ///
+    /// # Cancel safety
+    /// As [`DispatchHandle::publish`]; dropping the future while it waits loses nothing
+    /// durable (the batch was not committed).
+    pub async fn accept(&self, batch: Batch) -> Result<Accepted, DispatchError> {
+        let mut batch = batch;
+        let mut delay = WRITABLE_RETRY_INITIAL;
+        let mut writable = self.shared.writable.subscribe();
+        loop {
+            if !*writable.borrow_and_update() {
+                self.wait_writable_or(&mut writable, delay).await?;
+                delay = (delay * 2).min(WRITABLE_RETRY_MAX);
+            }
+            match self.commit(batch).await {
+                Ok(a) => return Ok(a),
+                Err((e, kept)) if e.storage_fault().is_some() => {
+                    tracing::debug!(error = %e, "journal not writable; the write waits");
+                    batch = kept;
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    /// [`DispatchHandle::accept`] without the wait: a storage fault is returned at once
+    /// (and the handle turns not writable). Durable when this returns `Ok`.
+    ///
+    /// # Errors
+    /// As [`DispatchHandle::publish`], including storage faults
+    /// ([`DispatchError::storage_fault`]).
     ///
     /// # Cancel safety
     /// As [`DispatchHandle::publish`].
-    pub async fn accept(&self, batch: Batch) -> Result<Accepted, DispatchError> {
+    pub async fn try_accept(&self, batch: Batch) -> Result<Accepted, DispatchError> {
+        self.commit(batch).await.map_err(|(e, _)| e)
+    }
+
+    /// Whether the journal takes commits as far as this handle knows (false from a storage
+    /// fault until a commit succeeds again).
+    #[must_use]
+    pub fn journal_writable(&self) -> bool {
+        *self.shared.writable.borrow()
+    }
+
+    /// Records what the runtime's journal watch found (a probe commit succeeded, or the journal
+    /// reports a fault); waiting writes wake when it turns true.
+    pub fn set_journal_writable(&self, yes: bool) {
+        self.shared.writable.send_if_modified(|w| {
+            let changed = *w != yes;
+            *w = yes;
+            changed
+        });
+    }
+
+    /// Waits until writable, `delay` passed, or the dispatcher stopped (`Stopped`).
+    async fn wait_writable_or(
+        &self,
+        writable: &mut watch::Receiver<bool>,
+        delay: Duration,
+    ) -> Result<(), DispatchError> {
+        tokio::select! {
+            () = self.shared.stopping.cancelled() => Err(DispatchError::Stopped),
+            _ = writable.wait_for(|w| *w) => Ok(()),
+            () = tokio::time::sleep(delay) => Ok(()),
+        }
+    }
+
+    /// One commit; the batch comes back when it failed.
+    async fn commit(&self, batch: Batch) -> Result<Accepted, (DispatchError, Batch)> {
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || {
-            let accepted = shared.journal.accept(batch)?;
+        let r = tokio::task::spawn_blocking(move || {
+            let accepted = shared.journal.accept_or_keep(batch)?;
             if let Some(last) = accepted.seqs().last() {
                 shared.committed.send_if_modified(|c| {
                     let grow = last.0 > *c;
@@ -347,11 +454,24 @@ impl DispatchHandle {
                     grow
                 });
             }
-            Ok(accepted)
+            Ok::<_, Box<(haptic_journal::AcceptError, Batch)>>(accepted)
         })
-        .await
-        .map_err(DispatchError::Join)?
-        .map_err(DispatchError::Accept)
+        .await;
+        match r {
+            Err(e) => Err((DispatchError::Join(e), Batch::new())),
+            Ok(Ok(a)) => {
+                self.set_journal_writable(true);
+                Ok(a)
+            }
+            Ok(Err(refused)) => {
+                let (e, kept) = *refused;
+                let e = DispatchError::Accept(e);
+                if e.storage_fault().is_some() {
+                    self.set_journal_writable(false);
+                }
+                Err((e, kept))
+            }
+        }
     }
 
     /// Wakes the dispatcher after events were accepted directly on the journal (not through
@@ -418,10 +538,13 @@ impl Dispatcher {
         let replay_through = journal.meta().ok().map(|m| m.next_seq.0.saturating_sub(1));
         let (committed, _) = watch::channel(0);
         let (leadership, _) = watch::channel(Leadership::Follower);
+        let (writable, _) = watch::channel(true);
         Dispatcher {
             shared: Arc::new(Shared {
                 journal,
                 committed,
+                writable,
+                stopping: CancellationToken::new(),
                 leadership,
                 counters: Counters::default(),
             }),
@@ -464,8 +587,14 @@ impl Dispatcher {
     /// Dropping the future loses nothing durable: undispatched events stay in the log and are
     /// replayed by the next dispatcher.
     pub async fn run(mut self, cancel: CancellationToken) -> Result<(), DispatchError> {
+        // Writes waiting on a storage fault give up once the dispatcher is gone.
+        let _stopping = self.shared.stopping.clone().drop_guard();
         let journal = self.shared.journal.clone();
-        let meta = blocking(&journal, |j| j.meta().map_err(DispatchError::Read)).await?;
+        let Some(meta) =
+            read_retrying(&journal, &cancel, |j| j.meta().map_err(DispatchError::Read)).await?
+        else {
+            return Ok(());
+        };
         let replay_through = self
             .replay_through
             .unwrap_or_else(|| meta.next_seq.0.saturating_sub(1));
@@ -484,10 +613,13 @@ impl Dispatcher {
             "dispatcher started"
         );
         loop {
-            let chunk = blocking(&journal, move |j| {
+            let Some(chunk) = read_retrying(&journal, &cancel, move |j| {
                 j.events(Seq(next), READ_CHUNK).map_err(DispatchError::Read)
             })
-            .await?;
+            .await?
+            else {
+                break;
+            };
             if chunk.is_empty() {
                 marked = self.mark(marked, next - 1).await?;
                 tokio::select! {
@@ -620,15 +752,56 @@ impl Dispatcher {
         if safe <= marked {
             return Ok(marked);
         }
-        blocking(&self.shared.journal, move |j| {
+        match blocking(&self.shared.journal, move |j| {
             j.mark_dispatched(Seq(safe)).map_err(DispatchError::Accept)
         })
-        .await?;
+        .await
+        {
+            Ok(()) => {}
+            // Not marked: the events stay undispatched in the journal (a restart replays them,
+            // which handlers take idempotently); the next round marks again.
+            Err(e) if e.storage_fault().is_some() => return Ok(marked),
+            Err(e) => return Err(e),
+        }
         self.shared
             .counters
             .marked_through
             .store(safe, Ordering::Relaxed);
         Ok(safe)
+    }
+}
+
+/// A read that waits out a storage fault (redb refuses reads between a failed commit and the
+/// writer's reopen): retried every [`POLL_INTERVAL`], logged once per fault; `None` when
+/// `cancel` fired meanwhile.
+async fn read_retrying<T: Send + 'static>(
+    journal: &Arc<Journal>,
+    cancel: &CancellationToken,
+    f: impl Fn(&Journal) -> Result<T, DispatchError> + Send + Sync + 'static,
+) -> Result<Option<T>, DispatchError> {
+    let f = Arc::new(f);
+    let mut logged = false;
+    loop {
+        let g = f.clone();
+        match blocking(journal, move |j| g(j)).await {
+            Ok(v) => {
+                if logged {
+                    tracing::info!("journal readable again; dispatch resumes");
+                }
+                return Ok(Some(v));
+            }
+            Err(e) if e.storage_fault().is_some() => {
+                if !logged {
+                    tracing::warn!(error = %e, "journal not readable; dispatch waits");
+                    logged = true;
+                }
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(None),
+                    () = tokio::time::sleep(POLL_INTERVAL) => {}
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

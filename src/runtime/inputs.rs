@@ -18,6 +18,9 @@ use crate::telemetry::Metrics;
 /// diff of a large fleet while a commit is in flight. A full channel makes the producer wait.
 pub const INPUT_CAPACITY: usize = 64;
 
+/// How often an acceptor holding an input for the journal checks whether its producers are gone.
+const CLOSED_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Counters of the acceptor.
 #[derive(Debug, Default)]
 pub struct AcceptorStats {
@@ -25,6 +28,34 @@ pub struct AcceptorStats {
     pub renders: AtomicU64,
     /// Other events journaled.
     pub events: AtomicU64,
+}
+
+/// While an input is held: takes what waits on the channel (up to [`INPUT_CAPACITY`] held in
+/// `backlog`, in order); a render with a reply (ingest) is answered with `held`'s storage fault at
+/// once instead of waiting behind the held input (the endpoint answers 507).
+fn refuse_waiting(
+    rx: &mut mpsc::Receiver<Input>,
+    backlog: &mut std::collections::VecDeque<Input>,
+    held: &DispatchError,
+) {
+    let DispatchError::Accept(fault) = held else {
+        return;
+    };
+    while backlog.len() < INPUT_CAPACITY {
+        let Ok(mut input) = rx.try_recv() else { return };
+        match &mut input {
+            Input::Rendered {
+                reply: reply @ Some(_),
+                ..
+            } => {
+                // The endpoint counts its refusal (haptic_journal_refused_inputs_total).
+                if let Some(r) = reply.take() {
+                    let _ = r.send(Err(DispatchError::Accept(fault.clone())));
+                }
+            }
+            _ => backlog.push_back(input),
+        }
+    }
 }
 
 /// The batch one input becomes: a render with its blobs; `leader.became` with the term
@@ -53,29 +84,50 @@ pub fn batch_of(input: &Input) -> Batch {
 /// the source it names (the commit latency observed is the whole `accept` round trip, group
 /// commit included). An input with a reply channel (ingest) gets the commit's outcome.
 ///
+/// A storage fault (the journal's volume full or read-only, the file removed) never stops the
+/// acceptor and never acknowledges the input: an input with a reply is answered with the error
+/// at once (ingest answers `507`); an input without one (a source's render, a pod discovery
+/// diff, a leadership change) is held and journaled when the journal takes commits again
+/// ([`DispatchHandle::accept`] waits), and the producers wait behind it (the channel is
+/// bounded), so inputs stay in order and nothing unjournaled reaches a component; a render with
+/// a reply that arrives meanwhile is answered with the fault at once, not queued behind it. A held render
+/// counts once in `haptic_journal_refused_inputs_total`.
+///
 /// # Errors
-/// [`DispatchError`] when a commit of an input without a reply fails: the input side stops
-/// (nothing after the failed input is accepted, so nothing is acted on without being durable).
-/// A failed commit of an input with a reply is answered to its producer (the ingest endpoint
-/// answers 500) and the acceptor goes on.
+/// [`DispatchError`] when a commit of an input without a reply fails for another reason: the
+/// input side stops (nothing after the failed input is accepted, so nothing is acted on without
+/// being durable). A failed commit of an input with a reply is answered to its producer and the
+/// acceptor goes on.
 ///
 /// # Cancel safety
 /// Dropping the future while a commit is in flight leaves that commit to finish in its blocking
-/// task; the input is then durable but its producer was not told (sources resend on start).
+/// task; the input is then durable but its producer was not told (sources resend on start). A
+/// held input is dropped unjournaled when every producer is gone (the process is stopping;
+/// sources read or list it again on start).
 pub async fn run(
     mut rx: mpsc::Receiver<Input>,
     dispatch: DispatchHandle,
     stats: Arc<AcceptorStats>,
     metrics: Arc<Metrics>,
 ) -> Result<(), DispatchError> {
-    while let Some(mut input) = rx.recv().await {
+    // Inputs without a reply taken off the channel while an input was held (so that renders
+    // with a reply behind them are answered at once); journaled in order before the channel.
+    let mut backlog: std::collections::VecDeque<Input> = std::collections::VecDeque::new();
+    loop {
+        let mut input = match backlog.pop_front() {
+            Some(i) => i,
+            None => match rx.recv().await {
+                Some(i) => i,
+                None => break,
+            },
+        };
         let batch = batch_of(&input);
         let reply = match &mut input {
             Input::Rendered { reply, .. } => reply.take(),
             Input::Event(_) => None,
         };
         let started = std::time::Instant::now();
-        let accepted = match (dispatch.accept(batch).await, reply) {
+        let accepted = match (dispatch.try_accept(batch).await, reply) {
             (Ok(accepted), reply) => {
                 if let Some(reply) = reply {
                     // A producer that stopped waiting still had its input journaled.
@@ -84,9 +136,46 @@ pub async fn run(
                 accepted
             }
             (Err(e), Some(reply)) => {
-                tracing::error!(error = %e, "render not journaled");
+                if e.storage_fault().is_some() {
+                    tracing::warn!(error = %e, "render not journaled: journal not writable");
+                } else {
+                    tracing::error!(error = %e, "render not journaled");
+                }
                 let _ = reply.send(Err(e));
                 continue;
+            }
+            (Err(e), None) if e.storage_fault().is_some() => {
+                if let Input::Rendered { source, .. } = &input {
+                    metrics.input_refused(*source);
+                }
+                tracing::warn!(error = %e,
+                    "input not journaled: held until the journal takes commits again");
+                let held = dispatch.accept(batch_of(&input));
+                tokio::pin!(held);
+                let outcome = loop {
+                    tokio::select! {
+                        r = &mut held => break Some(r),
+                        () = tokio::time::sleep(CLOSED_POLL) => {
+                            if rx.is_closed() {
+                                break None;
+                            }
+                            refuse_waiting(&mut rx, &mut backlog, &e);
+                        }
+                    }
+                };
+                match outcome {
+                    Some(Ok(accepted)) => {
+                        tracing::info!(seq = ?accepted.seqs(), "held input journaled");
+                        accepted
+                    }
+                    Some(Err(DispatchError::Stopped)) | None => {
+                        tracing::warn!(
+                            "stopping with an input not journaled (sources resend it on start)"
+                        );
+                        return Ok(());
+                    }
+                    Some(Err(e)) => return Err(e),
+                }
             }
             (Err(e), None) => return Err(e),
         };

@@ -29,6 +29,7 @@
 
 pub mod args;
 pub mod inputs;
+mod journal_watch;
 pub mod notify;
 pub mod open;
 pub mod settings;
@@ -159,6 +160,10 @@ impl Critical {
     }
 }
 
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// An error with its sources: `outer: inner: innermost`.
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -195,12 +200,22 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     let health = crate::telemetry::HealthRegistry::new();
     let opened_slot: Arc<std::sync::OnceLock<(Arc<haptic_journal::Journal>, u64)>> =
         Arc::new(std::sync::OnceLock::new());
+    // A journal storage fault as the journal watch announced it (its readiness text).
+    let announced: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     {
         let (slot, path) = (opened_slot.clone(), args.journal.display().to_string());
+        let announced = announced.clone();
         health.add_readiness("journal", move || match slot.get() {
             None => Err(format!(
                 "journal opening: {path} (open, repair after a crash, verify)"
             )),
+            Some(_) if lock(&announced).is_some() => {
+                Err(lock(&announced).clone().unwrap_or_default())
+            }
+            // A fault the watch has not announced yet (it looks every 250 ms).
+            Some((j, _)) if j.storage_fault().is_some() => {
+                crate::telemetry::journal_fault_check(j.clone())()
+            }
             Some((j, start_next_seq)) => match j.meta() {
                 Ok(m) if m.dispatched_through.0 + 1 >= *start_next_seq => Ok(()),
                 Ok(m) => Err(format!(
@@ -439,23 +454,52 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
     metrics.register_publisher(publisher.clone());
     metrics.register_scheduler(scheduler.stats.clone());
     metrics.register_drift(drift_handle.clone());
+    // A component waiting for the journal (a storage fault) is not stalled: a restart would not
+    // help, so the stall checks pass while it lasts and for a stall period after it.
+    let last_fault_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let excused = |check: crate::telemetry::HealthCheck| {
+        crate::telemetry::excused_while_journal_faulted(move || check(), last_fault_ms.clone())
+    };
     health.add_liveness(
         scheduler::COMPONENT,
-        crate::telemetry::component_stall_check(scheduler.health.clone()),
+        excused(Arc::new(crate::telemetry::component_stall_check(
+            scheduler.health.clone(),
+        ))),
     );
     health.add_liveness(
         crate::components::deployer::COMPONENT,
-        crate::telemetry::deployer_stall_check(deployer.clone()),
+        excused(Arc::new(crate::telemetry::deployer_stall_check(
+            deployer.clone(),
+        ))),
     );
     health.add_liveness(
         drift::COMPONENT,
-        crate::telemetry::drift_stall_check(drift_handle),
+        excused(Arc::new(crate::telemetry::drift_stall_check(drift_handle))),
     );
     health.add_liveness(
         validator::COMPONENT,
-        crate::telemetry::component_stall_check(validation_stats.health.clone()),
+        excused(Arc::new(crate::telemetry::component_stall_check(
+            validation_stats.health.clone(),
+        ))),
     );
     tracker.spawn(notify::run(notify_sub, dispatch.clone(), notifier.clone()));
+    tracker.spawn(
+        journal_watch::run(
+            journal.clone(),
+            dispatch.clone(),
+            journal_watch::Reporters {
+                notifier: notifier.clone(),
+                metrics: metrics.clone(),
+                client: client.clone(),
+                runtime_config: runtime_config.clone(),
+                lease: Arc::new(guard.clone()),
+                last_fault_ms: last_fault_ms.clone(),
+                announced: announced.clone(),
+            },
+            work.clone(),
+        )
+        .instrument(info_span!("journal-watch")),
+    );
     tracker.spawn(
         version_check::run(
             deployer.version_report(),
@@ -544,6 +588,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         &namespace,
         &tx,
         &dispatch,
+        &metrics,
         &inputs_cancel,
     )
     .await?;

@@ -31,6 +31,11 @@ pub mod reasons {
     pub const LEADERSHIP_LOST: &str = "LeadershipLost";
     /// The journal was damaged and rebuilt empty.
     pub const JOURNAL_REBUILT: &str = "JournalRebuilt";
+    /// The journal cannot take commits (its volume is full or read-only, or the file was
+    /// removed): input is refused and the fleet keeps what it runs; the note names the fix.
+    pub const JOURNAL_NOT_WRITABLE: &str = "JournalNotWritable";
+    /// The journal takes commits again after [`JOURNAL_NOT_WRITABLE`].
+    pub const JOURNAL_WRITABLE: &str = "JournalWritable";
     /// Pods run another HAProxy major.minor than the validator (see
     /// [`crate::k8s::crd::conditions::VALIDATOR_VERSION_MISMATCH`]).
     pub const VALIDATOR_VERSION_MISMATCH: &str = "ValidatorVersionMismatch";

@@ -150,7 +150,9 @@ const TOKEN_RETRY_INITIAL: Duration = Duration::from_millis(500);
 
 /// Starts the HTTP ingest endpoint on `--ingest-addr` when given (leader only answers 202; the
 /// token comes from `--ingest-token-secret`, key `token`; renders go to the acceptor behind `sink`,
-/// which counts them).
+/// which counts them; while `dispatch`'s journal is not writable it answers 507 and counts the
+/// refusal in `metrics`).
+#[allow(clippy::too_many_arguments)] // one call site: the runtime's wiring
 pub(super) async fn start_ingest(
     critical: &Critical,
     args: &RunArgs,
@@ -158,6 +160,7 @@ pub(super) async fn start_ingest(
     namespace: &str,
     sink: &crate::dispatch::input::InputSender,
     dispatch: &crate::dispatch::DispatchHandle,
+    metrics: &Arc<crate::telemetry::Metrics>,
     cancel: &CancellationToken,
 ) -> Result<(), RuntimeError> {
     use crate::source::ingest::{IngestConfig, IngestServer, read_token, read_token_retrying};
@@ -179,11 +182,12 @@ pub(super) async fn start_ingest(
     else {
         return Ok(());
     };
-    let cfg = IngestConfig::new(Some(token.clone())).lease(
-        client.clone(),
-        namespace,
-        args.lease_name.clone(),
-    );
+    let cfg = IngestConfig::new(Some(token.clone()))
+        .lease(client.clone(), namespace, args.lease_name.clone())
+        .journal(dispatch.clone(), {
+            let m = metrics.clone();
+            Arc::new(move || m.input_refused(crate::telemetry::RenderSource::Ingest))
+        });
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| RuntimeError::Bind {

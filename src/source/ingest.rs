@@ -32,7 +32,12 @@
 //! - `401` with `WWW-Authenticate: Bearer` for a missing or wrong token;
 //! - `413` when the body exceeds [`IngestConfig::max_body_bytes`]; `415` for another media type;
 //! - `503 {"error":"not the leader","leader":<holderIdentity or null>}` with `Retry-After: 2`;
-//! - `500 {"error":"journal accept failed: ..","kind":<label>}` when the commit failed.
+//! - `507 {"error":"journal <path> not writable (<kind>): <os error>; fix: ..","kind":<full|read_only|removed|io>,"journal":<path>,"fix":..}`
+//!   with `Retry-After: 30` while the journal cannot take commits (a storage fault: its volume is
+//!   full or read-only, or the file was removed); nothing was journaled, the client retries;
+//!   answered at once, before the body is journaled, once the fault is known
+//!   ([`IngestConfig::journal`]);
+//! - `500 {"error":"journal accept failed: ..","kind":<label>}` when the commit failed otherwise.
 //!
 //! ```text
 //! curl -sS -H "Authorization: Bearer $TOKEN" \
@@ -120,6 +125,9 @@ pub struct LeaseRef {
 
 debug_non_exhaustive!(LeaseRef, |x| "namespace" => x.namespace, "name" => x.name);
 
+/// Called once per render the endpoint refuses because the journal is not writable (`507`).
+pub type RefusedHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Settings of the ingest endpoint.
 #[derive(Clone)]
 pub struct IngestConfig {
@@ -130,6 +138,11 @@ pub struct IngestConfig {
     pub max_body_bytes: usize,
     /// The Lease whose `spec.holderIdentity` a follower names; `None` answers `"leader": null`.
     pub lease: Option<LeaseRef>,
+    /// The dispatcher whose journal's writability is checked before a render is handed to the
+    /// acceptor (a known storage fault answers `507` at once), and what to call for each refused
+    /// render (the runtime counts it in `haptic_journal_refused_inputs_total`); `None`: a
+    /// storage fault is seen only from the commit's answer.
+    pub journal: Option<(crate::dispatch::DispatchHandle, RefusedHook)>,
 }
 
 impl IngestConfig {
@@ -140,7 +153,20 @@ impl IngestConfig {
             token,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease: None,
+            journal: None,
         }
+    }
+
+    /// Checks `dispatch`'s journal before each commit and calls `on_refused` for each render
+    /// refused for a storage fault (see [`IngestConfig::journal`]).
+    #[must_use]
+    pub fn journal(
+        mut self,
+        dispatch: crate::dispatch::DispatchHandle,
+        on_refused: RefusedHook,
+    ) -> Self {
+        self.journal = Some((dispatch, on_refused));
+        self
     }
 
     /// Names the leader from this Lease on followers.
@@ -174,6 +200,7 @@ impl std::fmt::Debug for IngestConfig {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("max_body_bytes", &self.max_body_bytes)
             .field("lease", &self.lease)
+            .field("journal", &self.journal.is_some())
             .finish()
     }
 }
@@ -189,7 +216,7 @@ pub struct IngestStats {
     pub rejected: u64,
     /// `503` answers on a follower.
     pub not_leader: u64,
-    /// Journal commits that failed (`500`).
+    /// Journal commits that failed (`500`), or refused for a storage fault (`507`).
     pub journal_failures: u64,
 }
 
@@ -460,6 +487,11 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
         drop(latest);
         return not_leader(inner).await;
     }
+    if let Some((dispatch, _)) = &inner.cfg.journal
+        && !dispatch.journal_writable()
+    {
+        return insufficient_storage(inner, None);
+    }
     let event = template_rendered(&content, &manifest, read_time, "ingest");
     let (reply, answer) = tokio::sync::oneshot::channel();
     let files = content.files.len();
@@ -495,6 +527,7 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
             );
             accepted(now, false)
         }
+        Err(Some(e)) if e.storage_fault().is_some() => insufficient_storage(inner, Some(&e)),
         Err(e) => {
             inner
                 .counters
@@ -523,6 +556,83 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
         }
     }
 }
+
+/// `507 Insufficient Storage`: the journal cannot take the render (a storage fault); nothing was
+/// journaled. Names the journal file, the OS error and the fix.
+fn insufficient_storage(inner: &Inner, error: Option<&crate::dispatch::DispatchError>) -> Response {
+    inner
+        .counters
+        .journal_failures
+        .fetch_add(1, Ordering::Relaxed);
+    let journal = inner.cfg.journal.as_ref().map(|(d, on_refused)| {
+        on_refused();
+        (d.journal().path().to_owned(), d.journal().storage_fault())
+    });
+    let kind = error
+        .and_then(crate::dispatch::DispatchError::storage_fault)
+        .or_else(|| {
+            journal
+                .as_ref()
+                .and_then(|(_, f)| f.as_ref().map(|f| f.kind))
+        })
+        .unwrap_or(haptic_journal::FaultKind::Io);
+    let (path, message) = match &journal {
+        Some((path, Some(fault))) => (
+            Some(path.clone()),
+            crate::dispatch::fault::describe(path, fault),
+        ),
+        Some((path, None)) => (
+            Some(path.clone()),
+            format!(
+                "journal {} not writable: {}; fix: {}",
+                path.display(),
+                error.map_or_else(String::new, |e| chain(e)),
+                crate::dispatch::fault::fix(kind, path)
+            ),
+        ),
+        None => (
+            None,
+            error.map_or_else(|| "journal not writable".to_owned(), |e| chain(e)),
+        ),
+    };
+    tracing::warn!(error = %message, "ingest render refused: journal not writable");
+    let fix = path
+        .as_deref()
+        .map(|p| crate::dispatch::fault::fix(kind, p));
+    let mut resp = (
+        StatusCode::INSUFFICIENT_STORAGE,
+        axum::Json(json!({
+            "error": message,
+            "kind": kind.metric_label(),
+            "journal": path.map(|p| p.display().to_string()),
+            "fix": fix,
+        })),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(INSUFFICIENT_STORAGE_RETRY_AFTER_SECONDS),
+    );
+    resp
+}
+
+/// An error with its sources, `outer: inner` (each text once).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The `Retry-After` of a `507`, in seconds (the journal watch's longest probe interval).
+const INSUFFICIENT_STORAGE_RETRY_AFTER_SECONDS: &str = "30";
 
 fn accepted(latest: Latest, duplicate: bool) -> Response {
     (

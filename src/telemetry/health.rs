@@ -3,11 +3,13 @@
 //! The runtime adds one named check per component ([`HealthRegistry::add_liveness`]: stall
 //! checks such as `core::health::Health::stalled`, `DriftHandle::stalled`, the journal's
 //! [`journal_writable_check`]; [`HealthRegistry::add_readiness`]: journal open and replayed,
-//! caches synced). A check is a cheap synchronous function; the server runs them on a blocking
+//! journal writable ([`journal_fault_check`]), caches synced). A journal storage fault fails
+//! readiness only: liveness stays 200 so Kubernetes does not restart the pod into the same
+//! full or read-only volume. A check is a cheap synchronous function; the server runs them on a blocking
 //! thread.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use haptic_journal::{Journal, UnixMillis};
@@ -234,41 +236,49 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A liveness check that the journal can take writes, without writing: the journal is open
-/// read-write, its meta is readable (one read transaction), and its last commit did not fail.
-///
-/// "Last commit did not fail": between two probes, a failed commit with no successful one
-/// after it makes the check fail until a later commit succeeds (from
-/// `Journal::commit_stats`, counters only). The journal exposes no writer-thread liveness, so
-/// a writer thread that died without a failed commit is seen only by the next write
-/// (`AcceptError::WriterGone`).
+/// The journal's liveness check: fails only when the journal was opened read-only (a wiring
+/// error a restart fixes). It never fails for a storage fault (a full or read-only volume, a
+/// removed file): a restart would meet the same volume, so the process stays up and
+/// [`journal_fault_check`] takes the replica out of readiness instead. No I/O, never writes.
 pub fn journal_writable_check(
     journal: Arc<Journal>,
 ) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
-    let start = journal.commit_stats();
-    let seen_commits = AtomicU64::new(start.commits);
-    let seen_failed = AtomicU64::new(start.failed_commits);
-    let failing = AtomicBool::new(false);
     move || {
         if journal.is_read_only() {
-            return Err("journal is open read-only".to_owned());
-        }
-        journal
-            .meta()
-            .map_err(|e| format!("journal meta unreadable: {e}"))?;
-        let now = journal.commit_stats();
-        let commits = seen_commits.swap(now.commits, Ordering::Relaxed);
-        let failed = seen_failed.swap(now.failed_commits, Ordering::Relaxed);
-        if now.commits > commits {
-            failing.store(false, Ordering::Relaxed);
-        } else if now.failed_commits > failed {
-            failing.store(true, Ordering::Relaxed);
-        }
-        if failing.load(Ordering::Relaxed) {
-            Err("last journal commit failed".to_owned())
+            Err("journal is open read-only".to_owned())
         } else {
             Ok(())
         }
+    }
+}
+
+/// The journal's readiness check for storage faults: fails while the journal reports one
+/// (`Journal::storage_fault`), naming the file, the OS error and the fix
+/// ([`crate::dispatch::fault::describe`]). No I/O, never writes.
+pub fn journal_fault_check(
+    journal: Arc<Journal>,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || match journal.storage_fault() {
+        Some(fault) => Err(crate::dispatch::fault::describe(journal.path(), &fault)),
+        None => Ok(()),
+    }
+}
+
+/// Wraps a stall check so that it passes while the journal is not writable and for
+/// [`crate::core::health::STALL_AFTER`] after it took commits again: a component waiting for the
+/// journal is not stalled, and a restart would not help (`last_fault_ms` is the last time, in
+/// Unix milliseconds, the journal watch saw a storage fault; 0 = never).
+pub fn excused_while_journal_faulted(
+    check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    last_fault_ms: Arc<AtomicU64>,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || {
+        let last = last_fault_ms.load(Ordering::Relaxed);
+        let window = crate::core::health::STALL_AFTER.as_millis() as u64;
+        if last != 0 && UnixMillis::now().0.saturating_sub(last) < window {
+            return Ok(());
+        }
+        check()
     }
 }
 

@@ -25,6 +25,8 @@
 //! | `haptic_journal_requests_total` | counter | | `Journal::commit_stats` |
 //! | `haptic_journal_events_per_commit` | gauge | | `Journal::commit_stats` |
 //! | `haptic_journal_readable` | gauge 0/1 | | last scrape's journal read |
+//! | `haptic_journal_writable` | gauge 0/1 | | the journal watch ([`Metrics::set_journal_writable`]): 0 from a storage fault until a commit succeeds again |
+//! | `haptic_journal_refused_inputs_total` | counter | `source` = `dir`, `configmap`, `ingest` | renders not journaled for a storage fault ([`Metrics::input_refused`]: an ingest `507`, a source render held for later) |
 //! | `haptic_journal_queue_depth` | gauge | `queue` = `Queue::as_str` | `Journal::pending` |
 //! | `haptic_journal_queue_oldest_age_seconds` | gauge | `queue` (non-empty queues only) | `Journal::pending` |
 //! | `haptic_journal_undispatched_events` | gauge | | `Journal::pending` |
@@ -74,6 +76,7 @@ use haptic_journal::{Event, Journal};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -145,6 +148,8 @@ pub struct Metrics {
     events_accepted: Counter,
     commit_duration: Histogram,
     deployment_duration: Histogram,
+    journal_writable: Gauge,
+    refused_inputs: Family<SourceLabels, Counter>,
 }
 
 impl Metrics {
@@ -157,10 +162,26 @@ impl Metrics {
         let events_accepted = Counter::default();
         let commit_duration = Histogram::new(COMMIT_BUCKETS_SECS);
         let deployment_duration = Histogram::new(DEPLOYMENT_BUCKETS_SECS);
+        let journal_writable = Gauge::default();
+        journal_writable.set(1);
+        let refused_inputs = Family::<SourceLabels, Counter>::default();
         // Create every bounded label value up front, so each series exists from the first scrape.
         for source in RenderSource::ALL {
             drop(renders.get_or_create(&SourceLabels { source }));
+            drop(refused_inputs.get_or_create(&SourceLabels { source }));
         }
+        registry.register(
+            "haptic_journal_writable",
+            "1 while journal commits succeed, 0 from a storage fault (full, read-only or failing \
+             volume, journal file removed) until a commit succeeds again",
+            journal_writable.clone(),
+        );
+        registry.register(
+            "haptic_journal_refused_inputs",
+            "Renders not journaled because of a journal storage fault (ingest answered 507; a \
+             source render held until the journal takes commits again), by render source",
+            refused_inputs.clone(),
+        );
         registry.register(
             "haptic_events_published",
             "Events committed to the journal through the dispatcher (upstream HAPTIC's name: \
@@ -193,7 +214,22 @@ impl Metrics {
             events_accepted,
             commit_duration,
             deployment_duration,
+            journal_writable,
+            refused_inputs,
         })
+    }
+
+    /// Sets `haptic_journal_writable` (1 writable, 0 a storage fault).
+    pub fn set_journal_writable(&self, writable: bool) {
+        self.journal_writable.set(i64::from(writable));
+    }
+
+    /// Counts one render from `source` not journaled for a storage fault
+    /// (`haptic_journal_refused_inputs_total{source}`).
+    pub fn input_refused(&self, source: RenderSource) {
+        self.refused_inputs
+            .get_or_create(&SourceLabels { source })
+            .inc();
     }
 
     /// Counts `n` events committed (`haptic_events_published_total`).

@@ -51,7 +51,7 @@ pub mod server;
 
 pub use health::{
     HealthCheck, HealthRegistry, HealthReport, component_stall_check, deployer_stall_check,
-    drift_stall_check, journal_writable_check,
+    drift_stall_check, excused_while_journal_faulted, journal_fault_check, journal_writable_check,
 };
 pub use logging::{LogFormat, TelemetryError, init_tracing};
 pub use metrics::{Metrics, RenderSource, ValidationResult};

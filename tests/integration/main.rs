@@ -27,6 +27,7 @@ mod crash_matrix;
 mod crds;
 mod dataplane;
 mod deployer;
+mod disk_faults;
 mod e2e;
 mod manifests;
 mod peers;

@@ -71,6 +71,25 @@ impl Journal {
     pub fn is_read_only(&self) -> bool {
         self.tx.is_none()
     }
+
+    /// The storage fault of the current episode: `Some` from a commit that failed for a storage
+    /// reason (a full or read-only volume, an I/O error, the file removed) until the next commit
+    /// succeeds; `None` while commits succeed. No I/O (a lock and a clone).
+    ///
+    /// While a fault lasts, the writer thread reopens the database before the next commit
+    /// (redb refuses every operation after a failed I/O until it is reopened; the reopen runs
+    /// redb's repair, which restores the last committed state), and on a full volume compacts
+    /// once per episode. A removed or replaced file is never reopened nor written
+    /// ([`crate::AcceptError::Removed`]). Reads fail between the failure and a successful
+    /// reopen.
+    #[must_use]
+    pub fn storage_fault(&self) -> Option<crate::error::StorageFault> {
+        self.inner
+            .fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// Runs a read walk with redb panics contained ([`crate::contain`]): a damaged page is

@@ -205,6 +205,7 @@ impl Journal {
         let inner = Arc::new(Inner {
             db: RwLock::new(db),
             counters: Counters::default(),
+            fault: std::sync::Mutex::new(None),
         });
         let mut journal = Journal {
             inner,
@@ -245,6 +246,11 @@ impl Journal {
                 auto_compact_path: (options.auto_compact && is_file).then(|| path.clone()),
                 auto_compact_slack: options.auto_compact_slack_bytes,
                 auto_compact_always: options.auto_compact_always,
+                reopen: is_file.then(|| {
+                    let (options, path) = (options.clone(), path.clone());
+                    Box::new(move || options.builder().open(&path)) as writer::Reopen
+                }),
+                file: if is_file { file_id(&path) } else { None },
             };
             let inner = journal.inner.clone();
             let thread = std::thread::Builder::new()
@@ -259,6 +265,17 @@ impl Journal {
         }
         Ok(journal)
     }
+}
+
+/// The identity of the file at `path` now (`None` when it cannot be read: no removal check).
+fn file_id(path: &Path) -> Option<writer::FileId> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(path).ok()?;
+    Some(writer::FileId {
+        path: path.to_owned(),
+        dev: m.dev(),
+        ino: m.ino(),
+    })
 }
 
 /// Runs an open with redb panics contained: a damaged page is [`OpenError::Corrupt`] (J10).

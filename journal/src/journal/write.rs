@@ -38,6 +38,38 @@ impl Journal {
         result
     }
 
+    /// [`Journal::accept`] that hands the batch back when it fails, so a caller that retries
+    /// after a storage fault ([`AcceptError::fault_kind`]) does not copy it beforehand. Same
+    /// durability and atomicity: on error nothing of the batch was committed.
+    ///
+    /// # Errors
+    /// As [`Journal::accept`], with the batch (boxed: the error path is cold; empty only when the writer thread died while it
+    /// held it: [`AcceptError::WriterGone`]).
+    pub fn accept_or_keep(&self, batch: Batch) -> Result<Accepted, Box<(AcceptError, Batch)>> {
+        let Some(tx) = self.tx.as_ref() else {
+            return Err(Box::new((AcceptError::ReadOnly, batch)));
+        };
+        let (reply, wait) = batch_reply();
+        if let Err(std::sync::mpsc::SendError(request)) = tx.send(Request::Batch {
+            ops: batch.ops,
+            reply,
+        }) {
+            let ops = match request {
+                Request::Batch { ops, .. } => ops,
+                Request::Compact { .. } => Vec::new(),
+            };
+            return Err(Box::new((AcceptError::WriterGone, Batch::from_ops(ops))));
+        }
+        match wait.wait() {
+            None => Err(Box::new((AcceptError::WriterGone, Batch::new()))),
+            Some((Ok(accepted), ops)) => {
+                drop(ops);
+                Ok(accepted)
+            }
+            Some((Err(e), ops)) => Err(Box::new((e, Batch::from_ops(ops)))),
+        }
+    }
+
     fn one(&self, op: Op) -> Result<OpOutcome, AcceptError> {
         let mut b = Batch::new();
         b.push(op);

@@ -20,6 +20,11 @@ struct WriterState {
     ctx: Option<Ctx>,
     /// The sealing buffer every record is encoded into.
     buf: Vec<u8>,
+    /// A commit failed with a storage error: redb refuses every operation on that database
+    /// until it is reopened, which the next group (or the failure itself) tries first.
+    reopen_needed: bool,
+    /// Whether this fault episode already tried compaction to free space (once per episode).
+    compacted: bool,
 }
 
 /// The writer loop. Returns when every sender is dropped.
@@ -75,10 +80,22 @@ fn commit_group(
     group: &mut Vec<(Vec<Op>, BatchReply)>,
     trim: bool,
 ) -> Option<u64> {
+    if let Err(e) = ready_to_write(inner, cfg, state) {
+        inner
+            .counters
+            .failed_commits
+            .fetch_add(1, Ordering::Relaxed);
+        record_fault(inner, &e);
+        for (ops, reply) in group.drain(..) {
+            reply.send((Err(e.clone()), ops));
+        }
+        return None;
+    }
     // A request whose apply fails (not a storage error) is answered alone and the rest retried.
     loop {
         match try_commit(inner, cfg, state, group, trim) {
             Ok((results, used)) => {
+                clear_fault(inner, state);
                 send_group(
                     group
                         .drain(..)
@@ -101,13 +118,137 @@ fn commit_group(
                     .counters
                     .failed_commits
                     .fetch_add(1, Ordering::Relaxed);
+                if e.fault_kind().is_some() {
+                    record_fault(inner, &e);
+                    state.reopen_needed = true;
+                }
                 for (ops, reply) in group.drain(..) {
                     reply.send((Err(e.clone()), ops));
+                }
+                // Reopen at once, so readers work again while the volume stays full (redb's
+                // repair of the reopened file needs no new space); when it fails, the next
+                // group tries again.
+                if state.reopen_needed {
+                    let _ = ready_to_write(inner, cfg, state);
                 }
                 return None;
             }
         }
     }
+}
+
+/// Before a commit: the file must still be the one opened (not removed or replaced), and a
+/// database that failed an I/O must be reopened first. After the reopen of a full volume,
+/// compaction runs once per fault episode (it may give pages back to the file system).
+fn ready_to_write(
+    inner: &Inner,
+    cfg: &WriterConfig,
+    state: &mut WriterState,
+) -> Result<(), AcceptError> {
+    if let Some(file) = &cfg.file {
+        use std::os::unix::fs::MetadataExt as _;
+        match std::fs::metadata(&file.path) {
+            Ok(m) if m.dev() == file.dev && m.ino() == file.ino => {}
+            Ok(_) => {
+                return Err(AcceptError::Removed {
+                    path: file.path.clone(),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(AcceptError::Removed {
+                    path: file.path.clone(),
+                });
+            }
+            // Any other stat failure (EACCES on a parent, ...) says nothing about the open
+            // file: let the commit decide.
+            Err(_) => {}
+        }
+    }
+    if !state.reopen_needed {
+        return Ok(());
+    }
+    let Some(open) = &cfg.reopen else {
+        return Ok(());
+    };
+    {
+        let mut db = inner
+            .db
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(&*db, Db::Ro(_)) {
+            return Err(AcceptError::ReadOnly);
+        }
+        // redb holds the file lock until the failed database is dropped.
+        drop(std::mem::replace(&mut *db, Db::Closed));
+        let reopened = open().map_err(|e| AcceptError::storage(redb::Error::from(e)))?;
+        *db = Db::Rw(reopened);
+    }
+    state.reopen_needed = false;
+    state.ctx = None;
+    let full = lock(&inner.fault)
+        .as_ref()
+        .is_some_and(|f| f.kind == crate::error::FaultKind::Full);
+    if full && !state.compacted {
+        state.compacted = true;
+        if let Err(crate::error::CompactError::Storage(_)) = compact(inner) {
+            state.reopen_needed = true;
+            return Err(AcceptError::storage(redb::Error::PreviousIo));
+        }
+    }
+    Ok(())
+}
+
+/// Starts or extends the fault episode with `e` (a storage fault; anything else is ignored).
+fn record_fault(inner: &Inner, e: &AcceptError) {
+    let Some(kind) = e.fault_kind() else { return };
+    let mut fault = lock(&inner.fault);
+    match &mut *fault {
+        // redb's "previous I/O error" says nothing new: keep the first error's text.
+        Some(f) if f.kind == kind || is_previous_io(e) => f.failures += 1,
+        _ => {
+            *fault = Some(crate::error::StorageFault {
+                kind,
+                message: fault_message(e),
+                since: UnixMillis::now(),
+                failures: 1,
+            });
+        }
+    }
+}
+
+fn clear_fault(inner: &Inner, state: &mut WriterState) {
+    let mut fault = lock(&inner.fault);
+    if fault.take().is_some() {
+        state.compacted = false;
+    }
+}
+
+fn is_previous_io(e: &AcceptError) -> bool {
+    matches!(e, AcceptError::Storage { source } if matches!(**source, redb::Error::PreviousIo))
+}
+
+/// The error with its sources (`journal storage failed: I/O error: No space left on device`).
+fn fault_message(e: &AcceptError) -> String {
+    let mut out = String::new();
+    let mut next: Option<&dyn std::error::Error> = match e {
+        AcceptError::Storage { source } => Some(&**source),
+        other => Some(other),
+    };
+    while let Some(s) = next {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        next = s.source();
+    }
+    out
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One result per request, and the bytes redb uses when measured (after a trim).
@@ -130,8 +271,10 @@ fn try_commit(
         .db
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Db::Rw(db) = &*db else {
-        return Err(GroupError::Storage(AcceptError::ReadOnly));
+    let db = match &*db {
+        Db::Rw(db) => db,
+        Db::Ro(_) => return Err(GroupError::Storage(AcceptError::ReadOnly)),
+        Db::Closed => return Err(st(redb::Error::DatabaseClosed)),
     };
     let mut txn = db.begin_write().map_err(|e| st(e.into()))?;
     txn.set_durability(cfg.durability)
@@ -226,6 +369,7 @@ mod tests {
         let inner = Inner {
             db: RwLock::new(Db::Rw(db)),
             counters: Counters::default(),
+            fault: std::sync::Mutex::new(None),
         };
         let cfg = WriterConfig {
             durability: redb::Durability::Immediate,
@@ -234,6 +378,8 @@ mod tests {
             auto_compact_path: None,
             auto_compact_slack: 0,
             auto_compact_always: false,
+            reopen: None,
+            file: None,
         };
         let mut group = Vec::new();
         let mut results = Vec::new();

@@ -47,6 +47,17 @@ pub(crate) enum Request {
     },
 }
 
+/// Opens the journal's file again (same builder options) after a failed I/O.
+pub(crate) type Reopen = Box<dyn Fn() -> Result<redb::Database, redb::DatabaseError> + Send>;
+
+/// The file a file journal was opened on: its path and identity (device, inode), compared before
+/// each commit so a removed or replaced file is never written to.
+pub(crate) struct FileId {
+    pub path: std::path::PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+}
+
 pub(crate) struct WriterConfig {
     pub durability: redb::Durability,
     pub max_group: usize,
@@ -57,4 +68,9 @@ pub(crate) struct WriterConfig {
     pub auto_compact_slack: u64,
     /// Compact after every periodic trim, whatever the sizes.
     pub auto_compact_always: bool,
+    /// Reopens the database after a failed I/O; `None` (a custom backend): the failed database
+    /// stays as it is (redb refuses every later operation).
+    pub reopen: Option<Reopen>,
+    /// The file and its identity; `None` for a custom backend.
+    pub file: Option<FileId>,
 }

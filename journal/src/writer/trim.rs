@@ -106,6 +106,7 @@ pub(super) fn compact(inner: &Inner) -> Result<bool, CompactError> {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     match &mut *db {
         Db::Ro(_) => Err(CompactError::ReadOnly),
+        Db::Closed => Err(CompactError::Storage(redb::Error::DatabaseClosed)),
         Db::Rw(d) => {
             crate::crash_point!("journal::before_compact");
             let r = d.compact();

@@ -7,6 +7,7 @@ mod compaction;
 mod corruption;
 mod crash;
 mod damage;
+mod disk_fault;
 #[cfg(feature = "failpoints")]
 mod failpoints;
 pub mod fixtures;

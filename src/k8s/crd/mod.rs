@@ -83,6 +83,12 @@ pub mod conditions {
     /// See [`super::HAProxyCfgStatus::synced_condition`]. `kubectl wait
     /// --for=condition=Synced hpcfg/NAME` waits for it.
     pub const SYNCED: &str = "Synced";
+    /// Whether the controller's journal takes commits: False while its volume is full,
+    /// read-only or failing, or the file was removed (the controller then refuses new input,
+    /// keeps the fleet on what it runs, and says the fix in the message). Written by the
+    /// runtime's journal watch directly to the API (not through the journal), leader only, best
+    /// effort.
+    pub const JOURNAL_WRITABLE: &str = "JournalWritable";
 }
 
 /// Condition reasons (CamelCase).
@@ -132,6 +138,14 @@ pub mod reasons {
     /// `Synced=False`: no pod is listed in `deployedToPods` (none discovered, or none reported
     /// on yet).
     pub const NO_PODS: &str = "NoPods";
+    /// `JournalWritable=True`: journal commits succeed.
+    pub const JOURNAL_WRITABLE: &str = "JournalWritable";
+    /// `JournalWritable=False`: the journal's volume is full (`ENOSPC`, `EDQUOT`).
+    pub const JOURNAL_FULL: &str = "JournalFull";
+    /// `JournalWritable=False`: the journal's volume is read-only (`EROFS`).
+    pub const JOURNAL_READ_ONLY: &str = "JournalReadOnly";
+    /// `JournalWritable=False`: the journal file was removed, or another I/O error.
+    pub const JOURNAL_UNAVAILABLE: &str = "JournalUnavailable";
 }
 
 /// Whether `status: "True"` of a condition type is the good state (`Synced`) or the bad one
@@ -223,6 +237,16 @@ pub const CONDITIONS: &[ConditionSpec] = &[
         polarity: Polarity::Negative,
         true_reasons: &[reasons::HAPROXY_VERSION_DIFFERS],
         false_reasons: &[reasons::HAPROXY_VERSION_MATCHES],
+    },
+    ConditionSpec {
+        type_: conditions::JOURNAL_WRITABLE,
+        polarity: Polarity::Positive,
+        true_reasons: &[reasons::JOURNAL_WRITABLE],
+        false_reasons: &[
+            reasons::JOURNAL_FULL,
+            reasons::JOURNAL_READ_ONLY,
+            reasons::JOURNAL_UNAVAILABLE,
+        ],
     },
 ];
 

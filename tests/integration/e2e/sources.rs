@@ -23,8 +23,8 @@ use haptic_testkit::http;
 use haptic_testkit::render::{corpus, put_configmap_render};
 const CONFIGMAP: &str = "e2e-render";
 const CERTS: &str = "e2e-render-certs";
-const TOKEN_SECRET: &str = "e2e-ingest-token";
-const TOKEN: &str = "e2e-ingest-token-value";
+pub const TOKEN_SECRET: &str = "e2e-ingest-token";
+pub const TOKEN: &str = "e2e-ingest-token-value";
 
 // ----- ConfigMap -----
 
@@ -91,7 +91,7 @@ pub async fn configmap_stream(peers: Peers) {
 
 // ----- ingest -----
 
-async fn create_token_secret(world: &Fleet) {
+pub async fn create_token_secret(world: &Fleet) {
     let s = Secret {
         metadata: ObjectMeta {
             name: Some(TOKEN_SECRET.into()),
@@ -117,7 +117,7 @@ fn render_files(render: &str) -> Vec<(String, Vec<u8>)> {
     v
 }
 
-fn form(render: &str) -> Form {
+pub fn form(render: &str) -> Form {
     render_files(render)
         .into_iter()
         .fold(Form::new(), |form, (path, content)| {

@@ -559,7 +559,7 @@ impl StorageBackend for FailingBackend {
 }
 
 #[tokio::test]
-async fn a_failed_commit_answers_500_naming_the_journal_and_acknowledges_nothing() {
+async fn a_failed_commit_answers_507_naming_the_journal_and_acknowledges_nothing() {
     let fail = Arc::new(AtomicBool::new(false));
     let backend = FailingBackend {
         inner: InMemoryBackend::new(),
@@ -572,7 +572,8 @@ async fn a_failed_commit_answers_500_naming_the_journal_and_acknowledges_nothing
     node.lead().await;
     fail.store(true, Ordering::SeqCst);
     let (status, body) = post(&node, None, form_of(&corpus("07-ca"))).await;
-    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+    // A storage fault (issue 13): 507 Insufficient Storage, with Retry-After.
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{body}");
     let error = body["error"].as_str().unwrap();
     assert!(error.starts_with("journal accept failed"), "{error}");
     assert!(
