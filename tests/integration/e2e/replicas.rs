@@ -133,6 +133,39 @@ fn writes_by<'a>(
 pub async fn frozen_leader(peers: Peers) {
     let (world, ctls, l, f) = two(peers).await;
     let leader = ctls[l].opts.identity.clone();
+    // Freeze an idle leader: a write whose Lease check passed just before SIGSTOP is sent when
+    // the process runs again (the limit of a time-based guard, checked immediately before each
+    // write); the property here is that nothing is decided after the thaw. Idle: none of its
+    // writes (Lease and Events aside) arrived for a second, after the publication's trailing
+    // condition and status writes.
+    let quiet = std::time::Duration::from_secs(1);
+    world
+        .eventually(
+            bounds().follow_up(),
+            "the leader idle for a second",
+            || async {
+                let last = world
+                    .api_requests()
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .filter(|r| {
+                        r.user_agent.contains(&format!("({leader})"))
+                            && r.method != "GET"
+                            && !r.path.contains("/leases/")
+                            && !r.path.contains("/events")
+                    })
+                    .filter_map(|r| r.at.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                    .max();
+                let idle = last.is_none_or(|t| {
+                    k8s_openapi::jiff::Timestamp::now()
+                        .duration_since(t)
+                        .unsigned_abs()
+                        >= quiet
+                });
+                idle.then_some(()).ok_or(format!("last write at {last:?}"))
+            },
+        )
+        .await;
     ctls[l].signal(Signal::SIGSTOP);
     let follower = ctls[f].opts.identity.clone();
     leads(&world, &follower).await;
