@@ -25,12 +25,19 @@ impl Drop for Running {
     }
 }
 
+const POLL: Duration = Duration::from_millis(40);
+const DEBOUNCE: Duration = Duration::from_millis(150);
+
 fn start(dir: &Path) -> Running {
+    start_with(dir, DEBOUNCE)
+}
+
+fn start_with(dir: &Path, debounce: Duration) -> Running {
     let (tx, rx) = mpsc::channel(8);
     let cancel = CancellationToken::new();
     let mut config = DirSourceConfig::new(dir);
-    config.poll_interval = Duration::from_millis(40);
-    config.debounce = Duration::from_millis(150);
+    config.poll_interval = POLL;
+    config.debounce = debounce;
     let c = cancel.clone();
     let task = tokio::spawn(async move {
         DirSource::new(config).run(tx, c).await.unwrap();
@@ -108,7 +115,7 @@ async fn atomic_rename_flow_and_unchanged_content() {
 }
 
 #[tokio::test]
-async fn existing_render_is_sent_at_startup_and_writes_during_debounce_coalesce() {
+async fn existing_render_is_sent_at_startup_and_in_place_writes_coalesce() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     commit_config(dir, "global\n");
@@ -119,13 +126,72 @@ async fn existing_render_is_sent_at_startup_and_writes_during_debounce_coalesce(
     };
     assert_eq!(trigger_reason, "startup");
 
-    // Two commits in quick succession: only the last is read.
-    commit_config(dir, "global\n# one\n");
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    commit_config(dir, "global\n# two\n");
+    // haproxy.cfg rewritten in place (same inode), several times well inside the debounce: a
+    // write in progress, read once it has been quiet for the debounce, so only the last text.
+    let cfg = dir.join("haproxy.cfg");
+    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let ino = inode(&cfg);
+    for i in 0..6 {
+        std::fs::write(&cfg, format!("global\n# partial {i}\n")).unwrap();
+        tokio::time::sleep(DEBOUNCE / 6).await;
+    }
+    std::fs::write(&cfg, "global\n# two\n").unwrap();
+    assert_eq!(inode(&cfg), ino, "the rewrite kept the inode");
     let (_, content) = next(&mut r, LONG).await.expect("render");
     assert_eq!(content.config, b"global\n# two\n");
     assert!(next(&mut r, QUIET).await.is_none());
+
+    // Two renames in quick succession: the last is read, and nothing after it.
+    commit_config(dir, "global\n# three\n");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    commit_config(dir, "global\n# four\n");
+    let mut last = None;
+    while let Some((_, content)) = next(&mut r, QUIET).await {
+        last = Some(content.config);
+    }
+    assert_eq!(last.as_deref(), Some(&b"global\n# four\n"[..]));
+}
+
+/// A render committed by renaming `haproxy.cfg` into place (or swapping `..data`) is complete by
+/// the writer's word (DESIGN.md, "Render directory"): it is read at the next poll, not after the
+/// debounce, which is only for `haproxy.cfg` rewritten in place. With a 10 s debounce, both
+/// renders must arrive well before it (half of it) could have elapsed once.
+#[tokio::test]
+async fn a_commit_by_rename_or_data_swap_is_read_without_the_debounce() {
+    let long_debounce = Duration::from_secs(10);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut r = start_with(dir, long_debounce);
+    // Let the source look at the empty directory first: what is there at its start is debounced.
+    assert!(next(&mut r, POLL * 3).await.is_none());
+    commit_config(dir, "global\n");
+    let (_, content) = next(&mut r, long_debounce / 2)
+        .await
+        .expect("render committed by rename, read before the debounce");
+    assert_eq!(content.config, b"global\n");
+
+    let vdir = tempfile::tempdir().unwrap();
+    let vol = vdir.path();
+    let swap = |name: &str, cfg: &str| {
+        std::fs::create_dir_all(vol.join(name)).unwrap();
+        std::fs::write(vol.join(name).join("haproxy.cfg"), cfg).unwrap();
+        let link = vol.join("..data_tmp");
+        std::os::unix::fs::symlink(name, &link).unwrap();
+        std::fs::rename(&link, vol.join("..data")).unwrap();
+    };
+    swap("..v1", "global\n# v1\n");
+    std::os::unix::fs::symlink("..data/haproxy.cfg", vol.join("haproxy.cfg")).unwrap();
+    let mut v = start_with(vol, long_debounce);
+    // At start the render is debounced (a writer may be mid-write).
+    let (_, content) = next(&mut v, long_debounce * 2)
+        .await
+        .expect("startup render");
+    assert_eq!(content.config, b"global\n# v1\n");
+    swap("..v2", "global\n# v2\n");
+    let (_, content) = next(&mut v, long_debounce / 2)
+        .await
+        .expect("render committed by a ..data swap, read before the debounce");
+    assert_eq!(content.config, b"global\n# v2\n");
 }
 
 #[tokio::test]
