@@ -30,9 +30,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use haptic_journal::{FaultKind, Journal, RuntimeConfigRef, UnixMillis};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::Api;
-use kube::api::PostParams;
 use kube::runtime::events::EventType;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +37,7 @@ use super::notify::{self, Notifier};
 use crate::core::guard::LeaseGuard;
 use crate::dispatch::DispatchHandle;
 use crate::dispatch::fault::describe;
-use crate::k8s::crd::{self, HAProxyCfg, conditions};
+use crate::k8s::crd::{self, conditions};
 use crate::telemetry::Metrics;
 
 /// How often the journal's fault state is read (a lock and a clone, no I/O).
@@ -215,35 +212,17 @@ async fn write_condition(
     runtime_config: &RuntimeConfigRef,
     (kind, message): &(Seen, String),
 ) -> Result<bool, kube::Error> {
-    let api: Api<HAProxyCfg> = Api::namespaced(client.clone(), runtime_config.namespace.as_str());
-    let name = runtime_config.name.as_str();
-    for _ in 0..3 {
-        let Some(mut cfg) = api.get_opt(name).await? else {
-            return Ok(false);
-        };
-        let mut status = cfg.status.clone().unwrap_or_default();
-        let changed = crd::set_condition(
-            &mut status.conditions,
-            Condition {
-                type_: conditions::JOURNAL_WRITABLE.into(),
-                status: if kind.is_none() { "True" } else { "False" }.into(),
-                reason: condition_reason(*kind).into(),
-                message: message.clone(),
-                last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-                observed_generation: cfg.metadata.generation,
-            },
-        );
-        if !changed && cfg.status.is_some() {
-            return Ok(true);
-        }
-        cfg.status = Some(status);
-        match api.replace_status(name, &PostParams::default(), &cfg).await {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(false)
+    crd::write_cfg_condition(
+        client,
+        runtime_config,
+        (
+            conditions::JOURNAL_WRITABLE,
+            kind.is_none(),
+            condition_reason(*kind),
+        ),
+        message,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -27,9 +27,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use haptic_journal::RuntimeConfigRef;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::Api;
-use kube::api::PostParams;
 use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -38,7 +35,7 @@ use super::notify::{self, Notifier};
 use crate::components::deployer::VersionReport;
 use crate::core::guard::LeaseGuard;
 use crate::core::version::{HaproxyVersion, fix_for};
-use crate::k8s::crd::{self, HAProxyCfg, conditions, reasons};
+use crate::k8s::crd::{self, conditions, reasons};
 use crate::telemetry::Metrics;
 
 /// Time between attempts at the condition while the HAProxyCfg does not exist yet or a write
@@ -160,40 +157,18 @@ async fn write(
     runtime_config: &RuntimeConfigRef,
     (mismatch, message): &(bool, String),
 ) -> Result<bool, kube::Error> {
-    let api: Api<HAProxyCfg> = Api::namespaced(client.clone(), runtime_config.namespace.as_str());
-    let name = runtime_config.name.as_str();
-    for _ in 0..3 {
-        let Some(mut cfg) = api.get_opt(name).await? else {
-            return Ok(false);
-        };
-        let mut status = cfg.status.clone().unwrap_or_default();
-        let changed = crd::set_condition(
-            &mut status.conditions,
-            Condition {
-                type_: conditions::VALIDATOR_VERSION_MISMATCH.into(),
-                status: if *mismatch { "True" } else { "False" }.into(),
-                reason: if *mismatch {
-                    reasons::HAPROXY_VERSION_DIFFERS
-                } else {
-                    reasons::HAPROXY_VERSION_MATCHES
-                }
-                .into(),
-                message: message.clone(),
-                last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
-                observed_generation: cfg.metadata.generation,
-            },
-        );
-        if !changed && cfg.status.is_some() {
-            return Ok(true);
-        }
-        cfg.status = Some(status);
-        match api.replace_status(name, &PostParams::default(), &cfg).await {
-            Ok(_) => return Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(false)
+    let reason = if *mismatch {
+        reasons::HAPROXY_VERSION_DIFFERS
+    } else {
+        reasons::HAPROXY_VERSION_MATCHES
+    };
+    crd::write_cfg_condition(
+        client,
+        runtime_config,
+        (conditions::VALIDATOR_VERSION_MISMATCH, *mismatch, reason),
+        message,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -355,6 +355,59 @@ pub fn set_condition(
     }
 }
 
+/// Sets one condition (`type_`, True when `status`, with `reason` and `message`) on the status
+/// of the HAProxyCfg `runtime_config` names, merged with the others by type ([`set_condition`]),
+/// `observedGeneration` the object's generation: reads the object and writes its status
+/// subresource only when the condition changed, again after a 409 (3 attempts in all). For the
+/// conditions a component owns outside the publisher (`JournalWritable`,
+/// `ValidatorVersionMismatch`).
+///
+/// `Ok(false)` when the HAProxyCfg does not exist (yet) or the conflicts kept winning.
+///
+/// # Errors
+/// Any other API error.
+pub async fn write_cfg_condition(
+    client: &kube::Client,
+    runtime_config: &haptic_journal::RuntimeConfigRef,
+    (type_, status, reason): (&str, bool, &str),
+    message: &str,
+) -> Result<bool, kube::Error> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let api: kube::Api<HAProxyCfg> =
+        kube::Api::namespaced(client.clone(), runtime_config.namespace.as_str());
+    let name = runtime_config.name.as_str();
+    for _ in 0..3 {
+        let Some(mut cfg) = api.get_opt(name).await? else {
+            return Ok(false);
+        };
+        let mut cfg_status = cfg.status.clone().unwrap_or_default();
+        let changed = set_condition(
+            &mut cfg_status.conditions,
+            Condition {
+                type_: type_.into(),
+                status: if status { "True" } else { "False" }.into(),
+                reason: reason.into(),
+                message: message.into(),
+                last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+                observed_generation: cfg.metadata.generation,
+            },
+        );
+        if !changed && cfg.status.is_some() {
+            return Ok(true);
+        }
+        cfg.status = Some(cfg_status);
+        match api
+            .replace_status(name, &kube::api::PostParams::default(), &cfg)
+            .await
+        {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
+}
+
 /// `status.validationError` of an `-invalid` HAProxyCfg: the first error, plus
 /// ` (+N more errors)` when there are more; `None` for no errors.
 pub fn summarize_validation_errors<S: AsRef<str>>(errors: &[S]) -> Option<String> {
