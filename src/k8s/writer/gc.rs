@@ -25,25 +25,37 @@ impl Writer {
         wanted: &BTreeSet<(&'static str, String)>,
     ) -> Result<u32, WriteError> {
         let lp = ListParams::default().labels(&format!("{}={cfg_name}", labels::RUNTIME_CONFIG));
-        let mut deleted = 0;
-        deleted += self
-            .gc_kind::<HAProxyMapFile>("HAProxyMapFile", &lp, wanted)
-            .await?;
-        deleted += self
-            .gc_kind::<HAProxyGeneralFile>("HAProxyGeneralFile", &lp, wanted)
-            .await?;
-        deleted += self
-            .gc_kind::<HAProxyCRTListFile>("HAProxyCRTListFile", &lp, wanted)
-            .await?;
-        deleted += self.gc_kind::<Secret>("Secret", &lp, wanted).await?;
-        Ok(deleted)
+        self.delete_dependants(&lp, |kind, name, _| {
+            !wanted.contains(&(kind, name.to_owned()))
+        })
+        .await
     }
 
-    async fn gc_kind<K>(
+    /// Deletes, of every kind of auxiliary object and Secret listed by `lp`, those `doomed`
+    /// picks (by kind, name and metadata); each delete term-fenced, an object already gone
+    /// counted as nothing. Returns how many were deleted.
+    async fn delete_dependants(
+        &self,
+        lp: &ListParams,
+        doomed: impl Fn(&'static str, &str, &ObjectMeta) -> bool + Copy,
+    ) -> Result<u32, WriteError> {
+        Ok(self
+            .delete_listed::<HAProxyMapFile>("HAProxyMapFile", lp, doomed)
+            .await?
+            + self
+                .delete_listed::<HAProxyGeneralFile>("HAProxyGeneralFile", lp, doomed)
+                .await?
+            + self
+                .delete_listed::<HAProxyCRTListFile>("HAProxyCRTListFile", lp, doomed)
+                .await?
+            + self.delete_listed::<Secret>("Secret", lp, doomed).await?)
+    }
+
+    async fn delete_listed<K>(
         &self,
         kind: &'static str,
         lp: &ListParams,
-        wanted: &BTreeSet<(&'static str, String)>,
+        doomed: impl Fn(&'static str, &str, &ObjectMeta) -> bool,
     ) -> Result<u32, WriteError>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
@@ -58,7 +70,7 @@ impl Writer {
         let mut n = 0;
         for o in list.items {
             let name = o.name_any();
-            if wanted.contains(&(kind, name.clone())) {
+            if !doomed(kind, &name, o.meta()) {
                 continue;
             }
             let object = format!("{kind}/{name}");
@@ -124,17 +136,9 @@ impl Writer {
             uid: uid.as_deref(),
         };
         let lp = ListParams::default().labels(&format!("{}={name}", labels::RUNTIME_CONFIG));
-        let mut n = 0;
-        n += self
-            .delete_owned::<HAProxyMapFile>("HAProxyMapFile", &lp, &owner)
+        let n = self
+            .delete_dependants(&lp, |_, _, meta| owner.owns(meta))
             .await?;
-        n += self
-            .delete_owned::<HAProxyGeneralFile>("HAProxyGeneralFile", &lp, &owner)
-            .await?;
-        n += self
-            .delete_owned::<HAProxyCRTListFile>("HAProxyCRTListFile", &lp, &owner)
-            .await?;
-        n += self.delete_owned::<Secret>("Secret", &lp, &owner).await?;
         let cfg_deleted = match existing {
             Some(_) => self.delete_cfg(name).await?,
             None => false,
@@ -144,42 +148,6 @@ impl Writer {
             objects_deleted: n,
             not_ours: None,
         })
-    }
-
-    async fn delete_owned<K>(
-        &self,
-        kind: &'static str,
-        lp: &ListParams,
-        owner: &Owner<'_>,
-    ) -> Result<u32, WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + Serialize
-            + DeserializeOwned
-            + Debug,
-        <K as Resource>::DynamicType: Default,
-    {
-        let api: Api<K> = self.api();
-        let list = self.call(kind, api.list(lp)).await?;
-        let mut n = 0;
-        for o in list.items {
-            if !owner.owns(o.meta()) {
-                continue;
-            }
-            let name = o.name_any();
-            let object = format!("{kind}/{name}");
-            self.check_term(&object, o.meta())?;
-            match self
-                .write(&object, api.delete(&name, &DeleteParams::default()))
-                .await
-            {
-                Ok(_) => n += 1,
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(n)
     }
 }
 
