@@ -6,25 +6,31 @@
 //!  for each point (at most PARALLEL at a time, each its own fleet):
 //!    haptic run, CRASH_AT=<point>  ── feed the shortest corpus stream reaching it ──► SIGABRT
 //!    the journal at the moment of death (a copy, the original untouched) ─► the point's position
-//!    haptic run (same journal, unarmed) ─► quiescence ─► checks 1-5, 7 ─► SIGTERM ─► journal
-//!  for each seed: the stream, SIGKILL while a deployment / publication / status round runs,
-//!    restart, the same checks
-//!  matrix: point x result x time to converge; last line
+//!    haptic run (same journal, unarmed) ─► quiescence ─► checks 1-7 ─► SIGTERM ─► journal
+//!    +churn: a pod killed and one added before the last render (or while dead: +churn(down))
+//!    +leader change: a successor replica (own journal) follows, takes over at the death and
+//!      converges; the crashed one restarts, the successor stops, the first leads again
+//!  for each seed: the stream with a churn, SIGKILL while a deployment / publication / status
+//!    round runs, restart, the same checks
+//!  matrix: row x result x time to converge; last line
 //!    `crash matrix: P/T failpoints passed, K/R random kills passed`
 //! ```
 //!
 //! Checks after the restart (the issue's numbering): (1) the last render fed before the crash
-//! (every earlier one is superseded by it) is deployed to every pod and published; (2) one
-//! `ConfigPublished` per checksum per HAProxyCfg, and no pod receives a configuration or a file
-//! it already runs: per pod, successful raw pushes and storage writes (sandbox request logs, both
-//! processes) never exceed what an uninterrupted run of the same stream makes; (3) every pod's
-//! status entry names the render, with a non-zero `deployedAt`; (4) every pod answers the
+//! (every earlier one is superseded by it) is deployed to every live pod and published; (2) one
+//! `ConfigPublished` per checksum per HAProxyCfg (per journal), and no pod receives a
+//! configuration or a file it already runs: per pod, successful raw pushes and storage writes
+//! (sandbox request logs, every process) never exceed what an uninterrupted run of the renders
+//! it could receive makes; (3) the status has exactly one entry per live pod, naming the render
+//! with a non-zero `deployedAt`, and none for a pod that is gone; (4) every live pod answers the
 //! render's HTTP checks; (5) quiescent (nothing queued, every event dispatched: the live journal
 //! read-only, the restarted controller runs `--journal-concurrency single-writer` for it), then
 //! after a clean stop the journal verifies and nothing is pending (what `haptic-journalctl
-//! verify` and `pending` call); (7) all of it within [`Intervals::takeover`] +
-//! [`Intervals::follow_up`] (+ `--publish-interval` where a row throttles) of the restart.
-//! Drift checks are off (`--drift-prevention-interval 10m`), so drift repairs nothing.
+//! verify` and `pending` call); (6) the stopped journal's file is within the writer's
+//! auto-compaction bound (twice the pages redb holds plus the slack); (7) all of it within
+//! [`Intervals::takeover`] + [`Intervals::follow_up`] (+ `--publish-interval` where a row
+//! throttles) of the restart. Drift checks are off (`--drift-prevention-interval 10m`), so
+//! drift repairs nothing.
 //!
 //! `HAPTIC_SOAK=1` runs more random seeds. Needs the `failpoints` feature (`--all-features`).
 
