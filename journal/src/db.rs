@@ -45,3 +45,19 @@ pub(crate) struct Counters {
     pub requests: AtomicU64,
     pub failed_commits: AtomicU64,
 }
+
+/// The bytes of the pages redb holds (tables, its own trees and metadata; not its free pages:
+/// redb's `fragmented_bytes` counts those), read from a write transaction that is then dropped
+/// (aborted, nothing written). `None` when the database is not writable or the read fails.
+/// What auto-compaction compares the file with (J6).
+pub(crate) fn held_bytes(inner: &Inner) -> Option<u64> {
+    let db = inner
+        .db
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Db::Rw(d) = &*db else {
+        return None;
+    };
+    let st = d.begin_write().ok()?.stats().ok()?;
+    Some(st.allocated_pages() * st.page_size() as u64)
+}

@@ -54,8 +54,10 @@ pub struct JournalOptions {
     pub trim_every_commits: u32,
     /// redb page cache size in bytes. Default: 64 MiB.
     pub cache_size_bytes: usize,
-    /// After each periodic trim, compact (in the writer thread, between commits) when the file
-    /// is larger than twice the bytes redb uses plus [`Self::auto_compact_slack_bytes`] (J6).
+    /// After each periodic trim and when the journal closes, compact (in the writer thread,
+    /// between commits) when the file is larger than twice the bytes of the pages redb holds
+    /// ([`Journal::held_bytes`](super::Journal::held_bytes)) plus
+    /// [`Self::auto_compact_slack_bytes`] (J6).
     /// Default: true.
     pub auto_compact: bool,
     /// The slack of [`Self::auto_compact`]. Default: 8 MiB.

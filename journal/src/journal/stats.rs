@@ -150,6 +150,17 @@ impl Journal {
         })
     }
 
+    /// The bytes of the pages redb holds for this journal (its tables, redb's own trees and
+    /// metadata; not free pages): what auto-compaction compares the file size with (the
+    /// writer compacts when the file is larger than twice this plus
+    /// [`JournalOptions::auto_compact_slack_bytes`](super::JournalOptions)). `None` when opened
+    /// read-only. Takes redb's write lock for a moment (a write transaction that is dropped,
+    /// nothing written), so it waits for a commit in progress.
+    #[must_use]
+    pub fn held_bytes(&self) -> Option<u64> {
+        crate::db::held_bytes(&self.inner)
+    }
+
     /// File size, per-table counts and bytes, and queue summaries.
     ///
     /// # Errors

@@ -84,6 +84,9 @@
 //!   ([`decide::merge_pod_entry`]): a report of the checksum and error the entry already names
 //!   leaves it as it is (`deployedAt` not moved); an object is written only when some entry
 //!   changed.
+//! - The outcome of a deployment to a pod that discovery has since reported gone (terminated, or
+//!   missing from an authoritative discovery; a recovered deployment still targets its intent's
+//!   pods) is no status: it neither brings the pod back nor overwrites its queued removal.
 //! - A pod that leaves while no work is queued (this replica follows, or the controller was
 //!   down and the first discovery comes before the Lease) is owed a status removal, kept in the
 //!   checkpoint and queued at the next term: no seeding read, no race with the first discovery.

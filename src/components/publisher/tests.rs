@@ -321,7 +321,7 @@ fn lost_leadership_clears_caches_and_keeps_the_router_facts() {
 
 /// A follower folds every event and queues nothing; the pods that leave meanwhile are owed a
 /// status removal, queued by the next term's start (or the next queued event); a pod that
-/// comes back is no longer owed one.
+/// comes back (discovered again) is no longer owed one.
 #[test]
 fn pods_that_leave_while_following_are_removed_at_the_next_term() {
     // (what happens while following, removals at TermStarted)
@@ -329,7 +329,9 @@ fn pods_that_leave_while_following_are_removed_at_the_next_term() {
         (&[terminated("b")], &["b"]),
         (&[discovered(&["a"], true)], &["b", "c"]),
         (&[terminated("b"), discovered(&["a", "b"], true)], &["c"]),
-        (&[terminated("b"), applied("b")], &[]),
+        // A deployment's outcome after the pod left is stale (the deployment started before
+        // it left): the pod stays gone.
+        (&[terminated("b"), applied("b")], &["b"]),
         (&[discovered(&[], false)], &[]),
     ];
     for (following, want) in cases {
@@ -362,6 +364,36 @@ fn pods_that_leave_while_following_are_removed_at_the_next_term() {
         let out = removals(lead(&mut again, 99, 1, &rendered(sum(9))));
         assert_eq!(out, want, "{following:?}");
     }
+}
+
+/// The outcome of a deployment to a pod that discovery has since reported gone (terminated,
+/// or missing from an authoritative discovery: a recovered deployment still targets the pods of
+/// its intent) is no status: it neither brings the pod back nor overwrites its removal. A pod
+/// discovered again gets its status as before. Before any discovery, an outcome adds the pod.
+#[test]
+fn an_outcome_for_a_pod_that_left_is_no_status() {
+    for left in [terminated("b"), discovered(&["a"], true)] {
+        let mut s = state();
+        lead(&mut s, 1, 1, &discovered(&["a", "b"], true));
+        assert_eq!(removals(lead(&mut s, 2, 1, &left)), ["b"]);
+        assert!(
+            items(lead(&mut s, 3, 1, &applied("b"))).is_empty(),
+            "{left:?}"
+        );
+        assert!(!s.known_pods.contains_key("b"));
+        // A replica that followed meanwhile owes the removal still.
+        let mut f = state();
+        lead(&mut f, 1, 1, &discovered(&["a", "b"], true));
+        follow(&mut f, 2, &left);
+        follow(&mut f, 3, &applied("b"));
+        assert_eq!(removals(decide::route(&mut f, Input::TermStarted)), ["b"]);
+        // Discovered again: its outcomes are statuses again.
+        lead(&mut s, 4, 1, &discovered(&["a", "b"], true));
+        assert_eq!(items(lead(&mut s, 5, 1, &applied("b"))).len(), 1);
+    }
+    let mut fresh = state();
+    assert_eq!(items(lead(&mut fresh, 1, 1, &applied("b"))).len(), 1);
+    assert!(fresh.known_pods.contains_key("b"));
 }
 
 /// Routes `event` at `seq` as a replay (committed before this process started).

@@ -563,9 +563,27 @@ impl Fleet {
     /// # Cancel safety
     /// Cancel safe (requests only).
     pub async fn pods_answer(&self, render: &str) -> Result<(), String> {
+        let all: Vec<String> = self.pods.iter().map(|p| p.name.clone()).collect();
+        self.pods_answer_of(render, &all).await
+    }
+
+    /// [`Fleet::pods_answer`] for the pods named `names` only (the live ones, when the test
+    /// killed some).
+    ///
+    /// # Errors
+    /// As [`Fleet::pods_answer`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe (requests only).
+    pub async fn pods_answer_of(&self, render: &str, names: &[String]) -> Result<(), String> {
         let checks = crate::render::checks(render);
         let mut wrong = Vec::new();
-        for pod in &self.pods {
+        let pods: Vec<&Pod> = self
+            .pods
+            .iter()
+            .filter(|p| names.contains(&p.name))
+            .collect();
+        for pod in pods {
             for c in &checks {
                 let body = haptic_tools::sandbox::pods::demo::run_check(pod, c).await;
                 if !haptic_tools::sandbox::pods::demo::matches(c, &body) {

@@ -450,6 +450,13 @@ fn fold_event(
             sync,
             ..
         } => {
+            // The outcome of a deployment to a pod that discovery has since reported gone (it
+            // left while the deployment ran, or while the controller was down and the
+            // recovered deployment still targeted it) is no status: the pod has none any
+            // more. Folding it would bring the pod back and overwrite its queued removal.
+            if state.discovered && !state.known_pods.contains_key(pod.name.as_str()) {
+                return;
+            }
             state
                 .known_pods
                 .insert(pod.name.as_str().to_owned(), pod.clone());
