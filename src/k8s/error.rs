@@ -25,8 +25,8 @@ pub enum WriteError {
         /// `Retry-After` (from `details.retryAfterSeconds`), when the server gave one.
         retry_after: Option<Duration>,
     },
-    /// No answer within the request timeout.
-    #[error("request for {object} timed out after {after:?}")]
+    /// No answer within the request timeout (`--kube-request-timeout`).
+    #[error("request for {object} timed out after {after:?} (--kube-request-timeout)")]
     Timeout {
         /// `kind/name` of the object.
         object: String,
@@ -88,6 +88,15 @@ impl WriteError {
                     reason: s.reason.clone(),
                     message: s.message.clone(),
                     retry_after,
+                }
+            }
+            kube::Error::Service(e) if e.is::<crate::k8s::client::RequestTimedOut>() => {
+                let after = e
+                    .downcast_ref::<crate::k8s::client::RequestTimedOut>()
+                    .map_or(Duration::ZERO, |t| t.after);
+                WriteError::Timeout {
+                    object: object.to_owned(),
+                    after,
                 }
             }
             other => WriteError::Transport {
