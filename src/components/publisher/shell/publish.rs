@@ -313,7 +313,8 @@ impl Inner {
                     }
                     Retry::Reject => {
                         if e.is_too_large() {
-                            let _ = writer.set_too_large(&name, &e.to_string(), now_ms()).await;
+                            let what = super::failures::rejection_message(&e);
+                            let _ = writer.set_too_large(&name, &what, now_ms()).await;
                         }
                         // The rejected render may have reached the spec before the
                         // failure: restore the last complete publication (never a
