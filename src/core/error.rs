@@ -22,7 +22,7 @@
 //! | `MissingResourceType` | 404 "the server could not find the requested resource" | retry, capped backoff, forever | warn naming what to apply (the CRDs); metric |
 //! | `OtherClientError` | any other 4xx (405, 410, 415, ...) | retry, capped backoff, forever | warn |
 //! | `Rejected` | 400, 422 | **permanent**: record the reason, show it, ack | warn; condition; Kubernetes Event; metric |
-//! | `TooLarge` | 413, or a 5xx whose message says the request is too large | **permanent**: as `Rejected` (condition `SizeLimitExceeded`) | as `Rejected` |
+//! | `TooLarge` | 413; a 5xx whose message says the request is too large (etcd's limit); a 422 whose message says a field is too long in bytes (a Secret's or ConfigMap's 1 MiB of data) | **permanent**: as `Rejected` (condition `SizeLimitExceeded`) | as `Rejected` |
 //! | `Unbuildable` | no request: the content to send is not in the journal or not text | **permanent**: as `Rejected` | as `Rejected` |
 //! | `Fenced` | no request: the Lease guard refused, or the object carries a newer term | stop this term's writes at once; never retried, never acked (the next term takes the item) | warn |
 //!
@@ -80,7 +80,8 @@ pub enum ErrorClass {
     OtherClientError,
     /// 400 or 422: the request itself is refused (schema, validation).
     Rejected,
-    /// 413, or a 5xx whose message says the request is too large (etcd's limit).
+    /// 413, a 5xx whose message says the request is too large (etcd's limit), or a 422
+    /// saying a field is too long in bytes (a Secret's or ConfigMap's data over 1 MiB).
     TooLarge,
     /// The request could not be built (its content is missing or not text).
     Unbuildable,
@@ -102,6 +103,11 @@ impl ErrorClass {
         match status {
             413 => ErrorClass::TooLarge,
             s if s >= 500 && message.contains("too large") => ErrorClass::TooLarge,
+            // kube-apiserver's `field.TooLong` with a byte limit: "data: Too long: must have
+            // at most 1048576 bytes" (newer releases: "may not be more than ... bytes").
+            422 if message.contains("too long:") && message.contains(" bytes") => {
+                ErrorClass::TooLarge
+            }
             400 | 422 => ErrorClass::Rejected,
             401 => ErrorClass::Unauthorized,
             403 => ErrorClass::Forbidden,
@@ -249,6 +255,30 @@ mod tests {
                 500,
                 "etcdserver: request is too large",
                 C::TooLarge,
+                true,
+                false,
+                ErrorKind::Fatal,
+            ),
+            (
+                422,
+                "Secret \"x\" is invalid: data: Too long: must have at most 1048576 bytes",
+                C::TooLarge,
+                true,
+                false,
+                ErrorKind::Fatal,
+            ),
+            (
+                422,
+                "data: Too long: may not be more than 1048576 bytes",
+                C::TooLarge,
+                true,
+                false,
+                ErrorKind::Fatal,
+            ),
+            (
+                422,
+                "metadata.name: Too long: must be no more than 63 characters",
+                C::Rejected,
                 true,
                 false,
                 ErrorKind::Fatal,

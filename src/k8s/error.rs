@@ -25,8 +25,8 @@ pub enum WriteError {
         /// `Retry-After` (from `details.retryAfterSeconds`), when the server gave one.
         retry_after: Option<Duration>,
     },
-    /// No answer within the request timeout.
-    #[error("request for {object} timed out after {after:?}")]
+    /// No answer within the request timeout (`--kube-request-timeout`).
+    #[error("request for {object} timed out after {after:?} (--kube-request-timeout)")]
     Timeout {
         /// `kind/name` of the object.
         object: String,
@@ -88,6 +88,15 @@ impl WriteError {
                     reason: s.reason.clone(),
                     message: s.message.clone(),
                     retry_after,
+                }
+            }
+            kube::Error::Service(e) if e.is::<crate::k8s::client::RequestTimedOut>() => {
+                let after = e
+                    .downcast_ref::<crate::k8s::client::RequestTimedOut>()
+                    .map_or(Duration::ZERO, |t| t.after);
+                WriteError::Timeout {
+                    object: object.to_owned(),
+                    after,
                 }
             }
             other => WriteError::Transport {
@@ -172,11 +181,44 @@ impl WriteError {
                  service account token or the kubeconfig"
                     .to_owned(),
             ),
+            ErrorClass::TooLarge => Some(
+                "the render passed validation and the pods run it; only this object is not \
+                 published: make the file smaller or split it into several files (content \
+                 over --compression-threshold is already stored zstd-compressed when that is \
+                 shorter; the API server takes 3 MiB per request, etcd 1.5 MiB per object by \
+                 default, a Secret 1 MiB of data)"
+                    .to_owned(),
+            ),
             ErrorClass::MissingResourceType => Some(format!(
                 "the API server does not serve {group} {resource}: apply the CRDs \
                  (`haptic crds | kubectl apply -f -`, or deploy/crds/)"
             )),
             _ => None,
+        }
+    }
+
+    /// The error with the render input an object holds named in it (`haproxy.cfg`,
+    /// `maps/hosts.map`), when the object is too large: the operator fixes the input, not the
+    /// object.
+    #[must_use]
+    pub fn with_input(self, input: &str) -> WriteError {
+        match self {
+            WriteError::Api {
+                object,
+                status,
+                reason,
+                message,
+                retry_after,
+            } if ErrorClass::of_status(status, &message) == ErrorClass::TooLarge => {
+                WriteError::Api {
+                    object: format!("{object} (the render's {input})"),
+                    status,
+                    reason,
+                    message,
+                    retry_after,
+                }
+            }
+            other => other,
         }
     }
 

@@ -302,7 +302,18 @@ impl LeaderElector {
                         leading = Some((term, rv, at));
                     }
                 }
-                Some((term, rv, last_ok)) => match self.renew(&rv).await {
+                // A renew is cut at the renew deadline (each request is also bounded by
+                // `--kube-request-timeout`, in the client): a held request cannot keep the
+                // elector from noticing the deadline.
+                Some((term, rv, last_ok)) => match tokio::time::timeout(
+                    self.config.renew_deadline.saturating_sub(last_ok.elapsed()),
+                    self.renew(&rv),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    tracing::warn!(identity = %self.config.identity, "lease renew timed out");
+                    Renew::Error
+                }) {
                     Renew::Ok(rv, at) => {
                         self.guard.set(Some((term, at)));
                         leading = Some((term, rv, at));

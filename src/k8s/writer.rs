@@ -397,7 +397,10 @@ impl Writer {
             name: spec.name.to_owned(),
             content: content_of(&desired),
         }];
-        let (cfg, wrote) = self.upsert(&desired).await?;
+        let (cfg, wrote) = self
+            .upsert(&desired)
+            .await
+            .map_err(|e| e.with_input("haproxy.cfg"))?;
         if wrote && spec.with_files {
             haptic_journal::crash_point!("publisher::after_cfg_write");
         }

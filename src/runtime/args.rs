@@ -135,6 +135,12 @@ pub struct RunArgs {
         default_value_t = 1_048_576
     )]
     pub compression_threshold: u64,
+    /// Bound of one Kubernetes API request: its answer's headers, and for every request but a
+    /// watch the whole answer; a request past it fails and is retried with its caller's
+    /// backoff (a watch stream, once open, is bounded by the watcher's idle timeout). A Lease
+    /// renew is also cut at --lease-renew-deadline.
+    #[arg(long, env = "HAPTIC_KUBE_REQUEST_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    pub kube_request_timeout: Duration,
     /// Name of the coordination.k8s.io/v1 Lease used for leader election.
     #[arg(long, env = "HAPTIC_LEASE_NAME", default_value = "haptic-leader")]
     pub lease_name: String,

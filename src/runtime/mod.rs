@@ -330,6 +330,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
         initial: args.publish_retry_initial,
         max_delay: args.publish_retry_max,
     };
+    publisher_cfg.request_timeout = args.kube_request_timeout;
     publisher_cfg.reporter_instance = Some(identity.clone());
     let runtime_config = publisher_cfg.runtime_config();
 

@@ -38,6 +38,11 @@ pub enum SettingsError {
         /// The cap given.
         max: std::time::Duration,
     },
+    /// `--kube-request-timeout` is zero.
+    #[error(
+        "--kube-request-timeout must be above zero: the bound of one Kubernetes API request (default 10s)"
+    )]
+    KubeRequestTimeout,
     /// `--config-name` is not a DNS-1123 label prefix.
     #[error(
         "--config-name {name:?} is not a valid name: use lower-case letters, digits and '-', \
@@ -99,6 +104,9 @@ impl Settings {
                 initial: args.publish_retry_initial,
                 max: args.publish_retry_max,
             });
+        }
+        if args.kube_request_timeout.is_zero() {
+            return Err(SettingsError::KubeRequestTimeout);
         }
         let config_name = match &args.config_name {
             Some(n) => n.clone(),
@@ -212,6 +220,16 @@ mod tests {
         let e = Settings::resolve(&args(&["--render-dir", "/x", "--config-name", "Bad_Name"]))
             .unwrap_err();
         assert!(e.to_string().contains("Bad_Name"), "{e}");
+    }
+
+    #[test]
+    fn the_kube_request_timeout_defaults_to_10s_and_must_be_above_zero() {
+        let a = args(&["--render-dir", "/x"]);
+        assert_eq!(a.kube_request_timeout, std::time::Duration::from_secs(10));
+        let a = args(&["--render-dir", "/x", "--kube-request-timeout", "0s"]);
+        let e = Settings::resolve(&a).unwrap_err();
+        assert_eq!(e, SettingsError::KubeRequestTimeout);
+        assert!(e.to_string().contains("--kube-request-timeout"), "{e}");
     }
 
     #[test]

@@ -22,8 +22,8 @@ use crate::dataplane::BasicAuth;
 use crate::dispatch::input::Input;
 use crate::k8s::credentials::CredentialsReceiver;
 
-/// Builds the kube client (retry layer off, DESIGN.md section 2): from `--kubeconfig`, else
-/// the in-cluster service account.
+/// Builds the kube client (retry layer off, DESIGN.md section 2; each request bounded by
+/// `--kube-request-timeout`): from `--kubeconfig`, else the in-cluster service account.
 pub(super) async fn kube_client(
     args: &RunArgs,
     identity: &str,
@@ -34,8 +34,12 @@ pub(super) async fn kube_client(
             .map_err(|e| RuntimeError::Kube(Box::new(e)))?,
         None => kube::Config::incluster().map_err(|e| RuntimeError::Kube(Box::new(e)))?,
     };
-    crate::k8s::client::build(config, &crate::k8s::client::user_agent(identity))
-        .map_err(|e| RuntimeError::Kube(Box::new(e)))
+    crate::k8s::client::build(
+        config,
+        &crate::k8s::client::user_agent(identity),
+        args.kube_request_timeout,
+    )
+    .map_err(|e| RuntimeError::Kube(Box::new(e)))
 }
 
 /// Waits until the watched credentials Secret was read once (the watcher logs what is missing)

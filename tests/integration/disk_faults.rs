@@ -299,6 +299,18 @@ fn journalctl() -> PathBuf {
     bin
 }
 
+/// The renders journaled (`template.rendered`) and not trimmed yet, in order.
+fn rendered(j: &Journal) -> Vec<haptic_journal::Checksum> {
+    j.events(haptic_journal::Seq(0), usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter_map(|(_, _, e)| match e {
+            haptic_journal::Event::TemplateRendered { render, .. } => Some(render),
+            _ => None,
+        })
+        .collect()
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     /// A full tmpfs (a filler file), fixed by deleting the filler.
@@ -500,6 +512,12 @@ async fn scenario(fault: Fault) {
         },
     )
     .await;
+    // The ingest render refused with 507 was never journaled: it is not applied after the
+    // fix (the client must send it again), and no pod got it.
+    tokio::time::sleep(bounds().min_deployment_interval * 2).await;
+    let p = Published::of(&world.hpcfg(MAIN).await.unwrap());
+    assert_eq!(p.spec, want, "the refused ingest render stays unapplied");
+    world.pods_answer("10-large-map").await.unwrap();
     let (s, body) = post(ingest, "05-tls").await;
     assert_eq!(s, 202, "{body}");
     published(&world, "05-tls", 2).await;
@@ -540,4 +558,160 @@ async fn scenario(fault: Fault) {
     );
     world.shutdown().await;
     drop(vol);
+}
+
+/// The journal file removed under the running controller (`rm` of the file; the process keeps
+/// its unlinked inode open). No mount needed: the journal on the test's own directory.
+///
+/// While it lasts: `/healthz` 200, `/readyz` 503 naming the journal and the fix ("restart the
+/// pod"), ingest 507 with kind `removed`, `haptic_journal_writable 0`, `JournalWritable=False`
+/// (reason `JournalUnavailable`), the directory render held, no pod reloaded, every pod still
+/// answering `01-basic`, the process up; it never resumes by itself (writes to the unlinked
+/// file would vanish at the next restart). A restart (what the fix says) opens a fresh journal
+/// at the path, reconciles with the fleet (J9: `01-basic` is not pushed again) and converges on
+/// the held render; the refused ingest render is never applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
+    let started = Instant::now();
+    let world = start(haptic_testkit::Peers::Emulator, 2).await;
+    create_token_secret(&world).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let o = opts(&world, "solo", &render_dir).ingest(TOKEN_SECRET);
+    let journal_path = o.journal.clone();
+    let mut ctl = world.controller(o.clone());
+    let metrics = ctl.metrics_addr().await;
+    let ingest = ctl.ingest_addr().await;
+    published(&world, "01-basic", 2).await;
+    answers(&world, "01-basic").await;
+    let reloads_before = world.reload_counts().await;
+
+    std::fs::remove_file(&journal_path).unwrap();
+    let removed_at = Instant::now();
+    feed(&render_dir, "10-large-map");
+    let journal_text = journal_path.display().to_string();
+    let ready = ctl
+        .eventually(
+            degraded_bound(),
+            "/readyz 503 naming the journal and the fix",
+            || async {
+                let (s, body) = get(metrics, "/readyz").await;
+                (s == 503 && body.contains(&journal_text) && body.contains("restart the pod"))
+                    .then_some(body.clone())
+                    .ok_or(format!("{s} {body}"))
+            },
+        )
+        .await;
+    let (s, body) = get(metrics, "/healthz").await;
+    assert_eq!(
+        (s, body.as_str()),
+        (200, "ok\n"),
+        "liveness stays up: {ready}"
+    );
+    let (s, body) = post(ingest, "05-tls").await;
+    assert_eq!(s, 507, "{body}");
+    assert_eq!(body["kind"], "removed", "{body}");
+    assert_eq!(body["journal"], journal_text, "{body}");
+    assert!(
+        body["fix"].as_str().is_some_and(|f| f.contains("restart")),
+        "{body}"
+    );
+    ctl.eventually(degraded_bound(), "haptic_journal_writable 0", || async {
+        let m = scrape(metrics).await;
+        (m.value("haptic_journal_writable") == 0.0)
+            .then_some(())
+            .ok_or(m.text)
+    })
+    .await;
+    let cond = ctl
+        .eventually(degraded_bound(), "JournalWritable=False", || async {
+            let c = world.hpcfg(MAIN).await.and_then(|c| journal_condition(&c));
+            match c {
+                Some(c) if c.0 == "False" => Ok(c),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+    assert_eq!(cond.1, "JournalUnavailable", "{cond:?}");
+    assert!(cond.2.contains("restart the pod"), "{cond:?}");
+    // It stays so: no resumption onto the unlinked file, no deployment of the held render.
+    tokio::time::sleep(bounds().deployment().min(Duration::from_secs(5))).await;
+    let (s, body) = get(metrics, "/readyz").await;
+    assert_eq!(s, 503, "still not ready: {body}");
+    assert_eq!(
+        world.reload_counts().await,
+        reloads_before,
+        "no pod reloaded while the journal is gone"
+    );
+    world.pods_answer("01-basic").await.unwrap();
+    let p = Published::of(&world.hpcfg(MAIN).await.unwrap());
+    assert_eq!(
+        p.spec,
+        checksum("01-basic"),
+        "the HAProxyCfg keeps the last render"
+    );
+    assert!(
+        !journal_path.exists(),
+        "nothing recreated the file at the path"
+    );
+    assert!(
+        ctl.child.try_wait().unwrap().is_none(),
+        "the controller stays up"
+    );
+    let shown_secs = removed_at.elapsed().as_secs_f64();
+
+    // The fix: restart the pod. The old process stops (its journal is gone: whatever it
+    // exits with, it exits); the new one opens a fresh journal at the path.
+    let stopped = ctl.stop(bounds().stop());
+    assert!(stopped.is_some(), "stops on SIGTERM\n{}", ctl.log_tail(40));
+    let restarted_at = Instant::now();
+    let mut ctl = world.controller(o.clone());
+    let bound = bounds().takeover() + bounds().converge();
+    let want = checksum("10-large-map");
+    ctl.eventually(
+        bound,
+        "10-large-map (held while the journal was gone) on every pod and published",
+        || async {
+            let p = Published::of(&world.hpcfg(MAIN).await.ok_or("no HAProxyCfg")?);
+            p.on(&want, 2).then_some(()).ok_or(format!("{p:?}"))
+        },
+    )
+    .await;
+    let recovered_secs = restarted_at.elapsed().as_secs_f64();
+    answers(&world, "10-large-map").await;
+    let metrics = ctl.metrics_addr().await;
+    let (s, body) = get(metrics, "/readyz").await;
+    assert_eq!(s, 200, "{body}");
+    // Per pod: one reload, for 10-large-map (the fresh journal did not push 01-basic again).
+    for (before, after) in reloads_before.iter().zip(world.reload_counts().await) {
+        assert!(
+            after <= before + 1,
+            "a pod reloaded more than once: {before} -> {after}"
+        );
+    }
+    let status = ctl.stop(bounds().stop()).expect("stops on SIGTERM");
+    assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
+    for sub in ["verify", "pending"] {
+        let (ok, text) = run(Command::new(journalctl()).arg(sub).arg(&journal_path));
+        assert!(ok, "haptic-journalctl {sub}: {text}");
+    }
+    let j = Journal::open(&JournalOptions::new(&journal_path).read_only(true)).unwrap();
+    assert!(j.verify().unwrap().is_clean());
+    // (Acked records are trimmed: only what is left can be looked at.)
+    assert!(
+        !rendered(&j).contains(&checksum("05-tls")),
+        "the fresh journal never took the refused ingest render"
+    );
+    drop(j);
+    // Nothing pending (a drain checkpoint aside), no checksum published twice.
+    if let Err(e) = crate::crash_matrix::journal_after_stop(&journal_path) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    eprintln!(
+        "journal removed: shown for {shown_secs:.1} s, recovered {recovered_secs:.1} s after \
+         the restart (bound {:.0} s), total {:.1} s",
+        bound.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    world.shutdown().await;
 }

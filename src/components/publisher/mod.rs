@@ -193,7 +193,7 @@ pub struct PublisherConfig {
     pub publish_interval: Duration,
     /// Compression threshold in bytes (0 = never). Default: 1 MiB.
     pub compression_threshold_bytes: u64,
-    /// Timeout of one API request. Default: 10 s.
+    /// Timeout of one API request (`--kube-request-timeout`). Default: 10 s.
     pub request_timeout: Duration,
     /// Retry policy of every worker: capped exponential backoff, forever (work is never acked
     /// unfinished). Flags `--publish-retry-initial` / `--publish-retry-max`. Default:
@@ -221,7 +221,7 @@ impl PublisherConfig {
             publish_interval: Duration::ZERO,
             compression_threshold_bytes:
                 crate::core::compression::DEFAULT_COMPRESSION_THRESHOLD_BYTES,
-            request_timeout: Duration::from_secs(10),
+            request_timeout: crate::k8s::client::DEFAULT_REQUEST_TIMEOUT,
             retry: decide::RetryPolicy::default(),
             reporter_instance: None,
             self_heal: true,

@@ -779,6 +779,37 @@ fn the_park_rule() {
     for (c, ch, want) in cases {
         assert_eq!(decide::park_rule(c, ch), want, "{ch:?}");
     }
+    // A render too large to publish (its `SizeLimitExceeded=True` names it): the pods'
+    // statuses for it are written although the spec keeps the last complete publication; a
+    // condition naming another render, or one that is False, changes nothing.
+    let too_large = |render: Checksum, status: &str| {
+        let mut c = cfg(sum(1), true, vec![]);
+        c.status.as_mut().unwrap().conditions.push(Condition {
+            type_: conditions::SIZE_LIMIT_EXCEEDED.into(),
+            status: status.into(),
+            reason: reasons::OBJECT_TOO_LARGE.into(),
+            message: decide::too_large_message(render, "api server answered 413 ..."),
+            last_transition_time: now(),
+            observed_generation: None,
+        });
+        c
+    };
+    assert_eq!(
+        decide::too_large_render(&too_large(sum(2), "True")),
+        Some(sum(2))
+    );
+    assert_eq!(
+        decide::park_rule(Some(&too_large(sum(2), "True")), &other),
+        PodOutcome::Done
+    );
+    assert_eq!(
+        decide::park_rule(Some(&too_large(sum(3), "True")), &other),
+        PodOutcome::Park
+    );
+    assert_eq!(
+        decide::park_rule(Some(&too_large(sum(2), "False")), &other),
+        PodOutcome::Park
+    );
 }
 
 #[test]

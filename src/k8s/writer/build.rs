@@ -180,11 +180,12 @@ impl Writer {
         let (name, o, size) = self.build_file(cfg_name, f, owner);
         let (kind, content) = (o.kind(), o.content());
         let wrote = match &o {
-            AuxObject::Map(o) => self.upsert(o).await?.1,
-            AuxObject::General(o) => self.upsert(o).await?.1,
-            AuxObject::CrtList(o) => self.upsert(o).await?.1,
-            AuxObject::Secret(o) => self.upsert(o).await?.1,
-        };
+            AuxObject::Map(o) => self.upsert(o).await.map(|x| x.1),
+            AuxObject::General(o) => self.upsert(o).await.map(|x| x.1),
+            AuxObject::CrtList(o) => self.upsert(o).await.map(|x| x.1),
+            AuxObject::Secret(o) => self.upsert(o).await.map(|x| x.1),
+        }
+        .map_err(|e| e.with_input(&f.path))?;
         Ok((kind, name, content, wrote, size))
     }
 }

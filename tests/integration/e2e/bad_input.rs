@@ -14,6 +14,8 @@ on_peers!(
     Emulator,
     bad_renders_are_refused_naming_the_input_and_the_fleet_keeps_the_last_good_one =>
         bad_renders,
+    a_5mb_render_and_a_3mib_map_reach_the_pods_and_say_why_they_are_not_published =>
+        oversized_renders,
 );
 
 /// `render` with the file at `path` replaced by `content` (added when absent).
@@ -144,5 +146,190 @@ pub async fn bad_renders(peers: Peers) {
     feed(&render_dir, "03-maps-changed");
     check_render(&world, "03-maps-changed", "02-maps").await;
     drop(ctl);
+    world.shutdown().await;
+}
+
+/// Text of `len` bytes that zstd cannot shrink by much (80-column lines of xorshift base64
+/// after `prefix` on each line), so an object holding it stays over the API server's limits
+/// compressed.
+fn incompressible(seed: u64, len: usize, prefix: &str) -> Vec<u8> {
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = seed;
+    let mut out = Vec::with_capacity(len + 128);
+    let mut line = 0u64;
+    while out.len() < len {
+        out.extend_from_slice(format!("{prefix}{line} ").as_bytes());
+        for _ in 0..64 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            out.push(alphabet[usize::try_from(s % 64).unwrap()]);
+        }
+        out.push(b'\n');
+        line += 1;
+    }
+    out
+}
+
+/// What every pod must answer for the oversized render `name` (its config returns
+/// `render <name> <map lookup of the host>`).
+fn oversized_check(
+    name: &str,
+    host: &str,
+    value: &str,
+) -> haptic_tools::sandbox::pods::demo::Check {
+    haptic_tools::sandbox::pods::demo::Check {
+        what: format!("{name}: Host {host}"),
+        tls: false,
+        host: Some(host.into()),
+        path: "/".into(),
+        expect: format!("render {name} {value}"),
+        last_line: false,
+    }
+}
+
+/// `02-maps` with its response naming `name` and looking the host up in `map` (a pod path).
+fn oversized_config(name: &str, map: &str, tail: &[u8]) -> Vec<u8> {
+    let base = String::from_utf8(corpus("02-maps").config).unwrap();
+    let mut config = base
+        .replace("render 02-maps", &format!("render {name}"))
+        .replace("/etc/haproxy/maps/hosts.map", map)
+        .into_bytes();
+    config.extend_from_slice(tail);
+    config
+}
+
+/// A 3 MiB map (in a render of 3 MiB) and a 5 MB `haproxy.cfg` (5 MB of comments), each past
+/// the API server's request limit even compressed. Each passes validation and reaches every
+/// pod through the Dataplane API (raw push, storage upload), which answers from it; its
+/// publication is refused (the map: etcd's 500; the config: a 413 before upload): the
+/// HAProxyCfg says `SizeLimitExceeded=True` and `Published=False` naming the render, the
+/// object, the render's file and the fix, the spec stays on the last render whose publication
+/// passed (02-maps), and each pod's status entry names the oversized render it runs; then
+/// `03-maps-changed` is published whole and the condition turns `False`.
+pub async fn oversized_renders(peers: Peers) {
+    use haptic::k8s::crd::conditions;
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "02-maps");
+    let o = opts(&world, "solo", &render_dir);
+    let mut ctl = world.controller(o.clone());
+    check_render(&world, "02-maps", "").await;
+    let good = corpus("02-maps").checksum();
+
+    let mut map = b"big.haptic.test found-in-the-3mib-map\n".to_vec();
+    map.extend(incompressible(0x9e37_79b9_7f4a_7c15, 3 << 20, "h"));
+    let huge_map = RenderContent::new(
+        oversized_config("huge-map", "/etc/haproxy/maps/huge.map", b""),
+        vec![RenderFile {
+            kind: haptic_journal::AuxKind::Map,
+            path: "maps/huge.map".into(),
+            content: map,
+        }],
+    );
+    let mut comments = incompressible(0x2545_f491_4f6c_dd1d, 5_000_000, "# filler ");
+    comments.splice(0..0, b"\n".iter().copied());
+    let huge_cfg = RenderContent::new(
+        oversized_config("huge-config", "/etc/haproxy/maps/hosts.map", &comments),
+        corpus("02-maps").files,
+    );
+    let cases = [
+        (
+            "a 3 MiB map",
+            huge_map,
+            "maps/huge.map",
+            oversized_check("huge-map", "big.haptic.test", "found-in-the-3mib-map"),
+        ),
+        (
+            "a 5 MB haproxy.cfg",
+            huge_cfg,
+            "haproxy.cfg",
+            oversized_check("huge-config", "nope.haptic.test", "no-route"),
+        ),
+    ];
+    for (what, render, input, check) in cases {
+        let started = std::time::Instant::now();
+        write_render(&render, &render_dir).unwrap();
+        let want = render.checksum();
+        // Every pod runs it (a render that passed validation is deployed).
+        world
+            .eventually(
+                bounds().converge(),
+                &format!("{what}: every pod answers it"),
+                || async {
+                    for p in world.pods() {
+                        let body = haptic_tools::sandbox::pods::demo::run_check(&p, &check).await;
+                        if !haptic_tools::sandbox::pods::demo::matches(&check, &body) {
+                            return Err(format!("{}: {body:?}", p.name));
+                        }
+                    }
+                    Ok(())
+                },
+            )
+            .await;
+        // The HAProxyCfg says why it is not published, naming the input and the fix.
+        let message = object_until(
+            &world,
+            MAIN,
+            bounds().follow_up(),
+            &format!("{what}: SizeLimitExceeded=True naming {input}"),
+            |c| {
+                let st = c.status.as_ref().ok_or("no status")?;
+                let too_large = st.conditions.iter().find(|x| {
+                    x.type_ == conditions::SIZE_LIMIT_EXCEEDED
+                        && x.status == "True"
+                        && x.message.contains(input)
+                });
+                let not_published = st
+                    .conditions
+                    .iter()
+                    .any(|x| x.type_ == conditions::PUBLISHED && x.status == "False");
+                match too_large {
+                    Some(x) if not_published && c.spec.checksum == good => Ok(x.message.clone()),
+                    _ => Err(format!("{} {:?}", c.spec.checksum, st.conditions)),
+                }
+            },
+        )
+        .await;
+        assert!(
+            message.contains("split it") && message.contains("the pods run it"),
+            "{what}: the fix is named: {message}"
+        );
+        // Each pod's status entry names what it runs: the oversized render (the spec never
+        // gets it; the condition names it, so its statuses are not parked for it).
+        object_until(
+            &world,
+            MAIN,
+            bounds().follow_up(),
+            &format!("{what}: every pod's status on it"),
+            |c| {
+                let on = c
+                    .status
+                    .iter()
+                    .flat_map(|s| s.deployed_to_pods.iter())
+                    .filter(|p| p.checksum == Some(want))
+                    .count();
+                (on == 2).then_some(()).ok_or(format!("{:?}", c.status))
+            },
+        )
+        .await;
+        eprintln!("{what}: shown after {:?}", started.elapsed());
+    }
+    // A render that fits after them is published whole, and the condition clears.
+    feed(&render_dir, "03-maps-changed");
+    check_render(&world, "03-maps-changed", "02-maps").await;
+    let c = world.hpcfg(MAIN).await.unwrap();
+    assert!(
+        c.status.as_ref().is_some_and(|s| s
+            .conditions
+            .iter()
+            .any(|x| x.type_ == conditions::SIZE_LIMIT_EXCEEDED && x.status == "False")),
+        "{:?}",
+        c.status
+    );
+    super::stop_cleanly(&mut ctl);
+    if let Err(e) = crate::crash_matrix::journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
     world.shutdown().await;
 }

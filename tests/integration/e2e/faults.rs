@@ -25,6 +25,7 @@ on_peers!(
     dataplane_401_then_accepted => dataplane_unauthorized,
     dataplane_reload_slower_than_the_deployment_timeout => dataplane_slow_reload,
     a_pod_that_disappears_mid_deployment => pod_disappears,
+    api_requests_held_past_the_request_timeout => api_timeouts,
 );
 
 const STREAM: [&str; 2] = ["02-maps", "03-maps-changed"];
@@ -354,6 +355,143 @@ pub async fn pod_disappears(peers: Peers) {
     .await;
     stop_cleanly(&mut ctl);
     if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    world.shutdown().await;
+}
+
+/// The controller's Kubernetes request timeout in [`api_timeouts`] (`--kube-request-timeout`).
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A hold that outlasts the whole scenario: the emulator answers (forwards) only after it, as a
+/// black-holed connection never answers at all.
+const HOLD_MS: u64 = 600_000;
+
+/// One held request: method, the fault's path pattern, the same as a test on a logged path,
+/// and whether only one caller sends it (so its next one is the retry, sent no sooner than the
+/// timeout; several workers write status).
+type Held = (&'static str, &'static str, fn(&str) -> bool, bool);
+
+fn held((method, path, ..): Held) -> Fault {
+    Fault {
+        method: method.into(),
+        path: path.into(),
+        delay_ms: Some(HOLD_MS),
+        times: Some(1),
+        ..Fault::default()
+    }
+}
+
+/// Whether `held` was sent again (and answered) after its hold; `Err` says what was seen.
+fn sent_again(
+    requests: &[haptic_tools::sandbox::control::RequestRecord],
+    (method, path, matches, single): Held,
+) -> Result<(), String> {
+    let same: Vec<_> = requests
+        .iter()
+        .filter(|r| r.method == method && matches(&r.path))
+        .collect();
+    let at = |r: &haptic_tools::sandbox::control::RequestRecord| {
+        r.at.parse::<k8s_openapi::jiff::Timestamp>()
+            .map_err(|e| e.to_string())
+    };
+    let hold = same
+        .iter()
+        .position(|r| r.status == 0)
+        .ok_or(format!("{method} {path}: no held request in {same:?}"))?;
+    let next = same[hold + 1..]
+        .iter()
+        .find(|r| r.status != 0)
+        .ok_or(format!("{method} {path}: not sent again after the hold"))?;
+    let waited = at(next)?.duration_since(at(same[hold])?);
+    if single && waited.as_secs_f64() < REQUEST_TIMEOUT.as_secs_f64() * 0.9 {
+        return Err(format!(
+            "{method} {path}: sent again after {waited:?}, before the request timeout"
+        ));
+    }
+    Ok(())
+}
+
+/// Requests held by the API emulator past the controller's request timeout (2 s through
+/// `--kube-request-timeout`), never answered within the scenario: the first list or watch of
+/// pods (discovery) and of Secrets (the Dataplane credentials), the first create of the
+/// HAProxyCfg and the first status write; after the first render converged, a Lease renew. The
+/// controller gives up on each after the timeout, sends it again and converges on the stream as
+/// a run without faults does (nothing lost, nothing published twice, no pod written more than
+/// the stream needs); the log names the timeout.
+pub async fn api_timeouts(peers: Peers) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, STREAM[0]);
+    let emulator = world.emulator().expect("the API emulator");
+    let first: [Held; 4] = [
+        ("GET", "/pods$", |p| p.ends_with("/pods"), true),
+        ("GET", "/secrets$", |p| p.ends_with("/secrets"), true),
+        (
+            "POST",
+            "/haproxycfgs$",
+            |p| p.ends_with("/haproxycfgs"),
+            true,
+        ),
+        (
+            "PUT",
+            "/haproxycfgs/[^/]+/status$",
+            |p| p.contains("/haproxycfgs/") && p.ends_with("/status"),
+            false,
+        ),
+    ];
+    for h in first {
+        emulator.add_fault(held(h)).unwrap();
+    }
+    let mut o = opts(&world, "solo", &render_dir);
+    o.extra.extend([
+        "--kube-request-timeout".into(),
+        format!("{}ms", REQUEST_TIMEOUT.as_millis()),
+    ]);
+    let mut ctl = world.controller(o.clone());
+    check_render(&world, STREAM[0], "").await;
+    let renew: Held = ("PUT", "/leases/", |p| p.contains("/leases/"), true);
+    emulator.add_fault(held(renew)).unwrap();
+    feed(&render_dir, STREAM[1]);
+    check_render(&world, STREAM[1], STREAM[0]).await;
+    // Every held request was sent again once the timeout ran out (the renew is held within a
+    // retry period of its arming, its retry follows within the renew deadline).
+    world
+        .eventually(
+            o.intervals.takeover(),
+            "every held request sent again",
+            || async {
+                let requests: Vec<_> = world
+                    .api_requests()
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .filter(|r| r.user_agent.contains("(solo)"))
+                    .collect();
+                first
+                    .into_iter()
+                    .chain([renew])
+                    .try_for_each(|h| sent_again(&requests, h))
+            },
+        )
+        .await;
+    let left = world
+        .api_faults()
+        .call(reqwest::Method::GET, "faults", None)
+        .await
+        .unwrap();
+    assert_eq!(left, json!([]), "API faults never met");
+    let log = ctl.log_text();
+    assert!(
+        log.contains("timed out after 2s"),
+        "the log names the timeout\n{}",
+        ctl.log_tail(40)
+    );
+    stop_cleanly(&mut ctl);
+    if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    let (pushes, files) = write_bounds(&STREAM);
+    if let Err(e) = pod_writes_within(&world, pushes, files).await {
         panic!("{e}\n{}", ctl.log_tail(30));
     }
     world.shutdown().await;

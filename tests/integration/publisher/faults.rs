@@ -280,3 +280,54 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
         .await;
     env.finish(term).await;
 }
+
+/// A CA file whose Secret carries over 1 MiB of data (under the request and storage limits):
+/// the API server answers 422 `data: Too long: must have at most 1048576 bytes`, as
+/// kube-apiserver's `ValidateSecret` does. That is a size rejection, not a schema one: sent
+/// once, `SizeLimitExceeded=True` naming the Secret, the render's file and the fix, the item
+/// released, never a loop; the spec back on the last complete publication.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_over_1mib_is_a_422_too_long_and_a_size_condition() {
+    let (mut env, p, term, small) = Env::with_published(&corpus("02-maps"), "published").await;
+    env.server().clear_requests();
+    let mut r = corpus("02-maps");
+    r.files.push((
+        AuxKind::Ca,
+        "ca/bundle.pem".into(),
+        incompressible(1_100_000),
+    ));
+    env.render_and_pass(&p, &r).await;
+    eventually(
+        bound(),
+        "released with a size condition naming the file",
+        || async {
+            p.counters().given_up.load(Ordering::Relaxed) == 1
+                && env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == conditions::SIZE_LIMIT_EXCEEDED
+                            && c.status == "True"
+                            && c.message
+                                .contains("Too long: must have at most 1048576 bytes")
+                            && c.message.contains("ca/bundle.pem")
+                            && c.message.contains("split it")
+                    })
+                })
+        },
+    )
+    .await;
+    env.wait_queue_empty(Queue::Publish, "released").await;
+    let requests = env.server().requests();
+    let rejected: Vec<_> = requests.iter().filter(|r| r.status == 422).collect();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert!(
+        rejected[0].path.ends_with("/secrets"),
+        "{}",
+        rejected[0].path
+    );
+    assert_eq!(p.counters().retries.load(Ordering::Relaxed), 0);
+    assert_eq!(env.published_events(), 1);
+    env.wait_spec("spec back to the last complete publication", small)
+        .await;
+    // The one 422 is this test's point: `finish` would refuse it.
+    term.stop().await;
+}

@@ -26,5 +26,5 @@ pub use router::{
 pub use status::{
     AuxChange, PodChange, PodOutcome, StatusRound, aux_round, failure_condition,
     merge_aux_pod_entry, merge_pod_entry, park_rule, published_condition, status_round,
-    verdict_conditions, within_size_limit_condition,
+    too_large_message, too_large_render, verdict_conditions, within_size_limit_condition,
 };

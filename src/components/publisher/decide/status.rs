@@ -59,8 +59,10 @@ pub enum PodOutcome {
 /// The park rule for one change, given the HAProxyCfg as read (`None`: absent).
 ///
 /// A successful deployment needs the object completely published (its status has the
-/// publication metadata) with the same `spec.checksum`; a failed one needs the object
-/// completely published; a removal is always done (an absent object has no entry to remove).
+/// publication metadata) with the same `spec.checksum`, or with `SizeLimitExceeded=True` for
+/// the change's render ([`too_large_render`]: a render the spec never gets, so its statuses
+/// would wait forever while every pod runs it); a failed one needs the object completely
+/// published; a removal is always done (an absent object has no entry to remove).
 #[must_use]
 pub fn park_rule(cfg: Option<&HAProxyCfg>, change: &PodChange) -> PodOutcome {
     let Some(checksum) = change.checksum() else {
@@ -70,11 +72,35 @@ pub fn park_rule(cfg: Option<&HAProxyCfg>, change: &PodChange) -> PodOutcome {
         return PodOutcome::Park;
     };
     let published = cfg.status.as_ref().is_some_and(|s| s.metadata.is_some());
-    if !published || (checksum != cfg.spec.checksum && !change.is_failure()) {
-        PodOutcome::Park
-    } else {
+    let shown = checksum == cfg.spec.checksum
+        || change.is_failure()
+        || too_large_render(cfg) == Some(checksum);
+    if published && shown {
         PodOutcome::Done
+    } else {
+        PodOutcome::Park
     }
+}
+
+/// The message of `SizeLimitExceeded=True` for `render`, whose publication failed with `what`
+/// (the error and the fix): `render <checksum> is not published: <what>`; the park rule reads
+/// the checksum back ([`too_large_render`]).
+#[must_use]
+pub fn too_large_message(render: Checksum, what: &str) -> String {
+    format!("render {render} is not published: {what}")
+}
+
+/// The render `SizeLimitExceeded=True` names ([`too_large_message`]), if any.
+#[must_use]
+pub fn too_large_render(cfg: &HAProxyCfg) -> Option<Checksum> {
+    let c = cfg
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == conditions::SIZE_LIMIT_EXCEEDED && c.status == "True")?;
+    let (sum, _) = c.message.strip_prefix("render ")?.split_once(' ')?;
+    Checksum::parse(sum).ok()
 }
 
 /// A per-pod change as an auxiliary object takes it.

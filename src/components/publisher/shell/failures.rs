@@ -64,6 +64,15 @@ pub(super) enum Attempts<T> {
     Stopped,
 }
 
+/// A permanent rejection as shown (Event, condition): the error, and the fix when there is one
+/// (a too-large object: what to do with the render's input it names).
+pub(super) fn rejection_message(e: &WriteError) -> String {
+    match e.operator_hint() {
+        Some(fix) => format!("{e}; {fix}"),
+        None => e.to_string(),
+    }
+}
+
 impl Inner {
     /// Decides what failed attempt `attempt` of `worker`, with `e`, leads to, and counts and
     /// shows it: retries are counted (per worker) and logged at warn, naming the fix when an
@@ -207,7 +216,8 @@ impl Inner {
         e: &WriteError,
         condition: bool,
     ) {
-        let note = format!("{} write rejected permanently: {e}", worker.as_str());
+        let what = rejection_message(e);
+        let note = format!("{} write rejected permanently: {what}", worker.as_str());
         self.event(
             EventType::Warning,
             event_reasons::PUBLICATION_REJECTED,
@@ -215,7 +225,7 @@ impl Inner {
             note,
         );
         if condition {
-            self.show_condition(writer, e.class(), &e.to_string()).await;
+            self.show_condition(writer, e.class(), &what).await;
         }
     }
 

@@ -313,7 +313,21 @@ impl Inner {
                     }
                     Retry::Reject => {
                         if e.is_too_large() {
-                            let _ = writer.set_too_large(&name, &e.to_string(), now_ms()).await;
+                            let what = decide::too_large_message(
+                                render,
+                                &super::failures::rejection_message(&e),
+                            );
+                            let _ = writer.set_too_large(&name, &what, now_ms()).await;
+                            // The pods' statuses for this render, parked until the spec had
+                            // it, may be written now (the park rule).
+                            let j = Arc::clone(&self.journal);
+                            let unparked = tokio::task::spawn_blocking(move || j.unpark(None))
+                                .await
+                                .map_err(|_| PublisherError::Join)?
+                                .map_err(PublisherError::Accept)?;
+                            if unparked > 0 {
+                                self.wake.status.notify_one();
+                            }
                         }
                         // The rejected render may have reached the spec before the
                         // failure: restore the last complete publication (never a

@@ -9,6 +9,38 @@ use std::sync::LazyLock;
 
 /// Total size of annotation keys and values (`TotalAnnotationSizeLimitB`).
 const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+/// A Secret's or ConfigMap's data (keys and values, decoded): upstream's `MaxSecretSize` and
+/// `MaxConfigMapSize`, 1 MiB.
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+
+/// The size check of a core Secret (`data`, base64 values, and `stringData`) or ConfigMap
+/// (`data` and `binaryData`) as kube-apiserver's `ValidateSecret` / `ValidateConfigMap` make
+/// it: keys and decoded values together at most 1 MiB, else a `Too long` cause on `data`.
+pub fn data_size(plural: &str, obj: &Value) -> Option<Cause> {
+    let base64_len = |v: &Value| {
+        v.as_str()
+            .map_or(0, |s| s.trim_end_matches('=').len() * 3 / 4)
+    };
+    let text_len = |v: &Value| v.as_str().map_or(0, str::len);
+    let sum = |field: &str, len: &dyn Fn(&Value) -> usize| -> usize {
+        obj[field]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| k.len() + len(v))
+            .sum()
+    };
+    let total = match plural {
+        "secrets" => sum("data", &base64_len) + sum("stringData", &text_len),
+        "configmaps" => sum("data", &text_len) + sum("binaryData", &base64_len),
+        _ => return None,
+    };
+    (total > MAX_DATA_BYTES).then(|| Cause {
+        reason: "FieldValueTooLong".into(),
+        message: format!("Too long: must have at most {MAX_DATA_BYTES} bytes"),
+        field: "data".into(),
+    })
+}
 
 static SUBDOMAIN: LazyLock<Option<regex::Regex>> = LazyLock::new(|| {
     regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").ok()

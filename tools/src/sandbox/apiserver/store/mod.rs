@@ -336,6 +336,9 @@ impl State {
             .unwrap_or_default()
             .to_owned();
         let mut causes = meta::validate(obj, rt.group.is_empty() && rt.plural == "namespaces");
+        if rt.group.is_empty() {
+            causes.extend(meta::data_size(&rt.plural, obj));
+        }
         if let Some(s) = &rt.schema {
             let report = schema::validate(s, obj);
             if opts.strict && !report.unknown.is_empty() {
