@@ -1,21 +1,15 @@
-//! The directory render source: a render directory watched by polling, read whole and only when
-//! complete and stable (DESIGN.md section 1, "Render directory").
+//! The directory render source: a render directory watched by polling, debounced, read whole and
+//! only when stable (DESIGN.md section 1, "Render directory").
 //!
 //! ```text
 //!  every poll_interval: commit stamp = (..data symlink target, haproxy.cfg inode/mtime/size)
-//!     changed by a commit (..data swapped, haproxy.cfg renamed in: a new inode)?
-//!         -> read now
-//!     changed in place (haproxy.cfg rewritten under the same inode), or found at start?
-//!         -> wait until the whole tree's fingerprint is unchanged for `debounce`
-//!     -> fingerprint F1, read everything, fingerprint F2; F1 != F2 -> wait for quiet, read again
+//!     changed? -> wait until the whole tree's fingerprint is unchanged for `debounce`
+//!     -> fingerprint F1, read everything, fingerprint F2; F1 != F2 -> read again
 //!     -> checksum differs from the last emitted render? -> Input::Rendered
 //! ```
 //!
 //! A render is complete when `haproxy.cfg` is renamed into place (writers put auxiliary files
-//! first) or, for a ConfigMap/Secret volume, when the `..data` symlink is swapped (DESIGN.md,
-//! "Render directory"): such a commit is read at the poll that sees it, without the debounce,
-//! since the writer has said the render is whole. The debounce is for writers that rewrite
-//! `haproxy.cfg` in place, where only quiet tells that the write has ended. Changes to
+//! first) or, for a ConfigMap/Secret volume, when the `..data` symlink is swapped. Changes to
 //! auxiliary files alone are a write in progress and are not read until the commit point moves.
 //! Polling (not inotify) is deliberate: it works the same on volume mounts, overlay file systems
 //! and NFS, and a render directory has tens of entries, so a 200 ms poll costs nothing.
@@ -36,9 +30,7 @@ pub struct DirSourceConfig {
     pub dir: PathBuf,
     /// How often the directory is looked at. Default: 200 ms.
     pub poll_interval: Duration,
-    /// How long the tree must stay unchanged after `haproxy.cfg` changed in place (same inode)
-    /// before it is read. A commit by rename or `..data` swap is read without it. Default:
-    /// 500 ms.
+    /// How long the tree must stay unchanged after a commit before it is read. Default: 500 ms.
     pub debounce: Duration,
 }
 
@@ -115,7 +107,6 @@ impl DirSource {
         // Warn once per absence (a mistyped --render-dir is otherwise silent), again after a
         // render was seen and haproxy.cfg vanished.
         let mut warned_missing = false;
-        let mut first_poll = true;
         loop {
             let stamp = commit_stamp(&self.config.dir);
             if stamp.is_none() && !warned_missing {
@@ -132,8 +123,7 @@ impl DirSource {
                 warned_missing = false;
             }
             if stamp.is_some() && stamp != committed {
-                let atomic = !first_poll && is_commit(committed.as_ref(), stamp.as_ref());
-                match self.read_stable(&cancel, atomic).await {
+                match self.read_stable(&cancel).await {
                     Some((content, took)) => {
                         committed = stamp;
                         // Every content hashed once: the unchanged check, the event and the
@@ -152,7 +142,6 @@ impl DirSource {
                     None => {}
                 }
             }
-            first_poll = false;
             tokio::select! {
                 () = cancel.cancelled() => return Ok(()),
                 () = tokio::time::sleep(self.config.poll_interval) => {}
@@ -160,20 +149,14 @@ impl DirSource {
         }
     }
 
-    /// Reads the tree whole, at once after a commit (`atomic`), else once it has been quiet for
-    /// `debounce`; when it changed while being read, waits for quiet and reads again. `None` when
-    /// cancelled or on a read error (logged).
-    async fn read_stable(
-        &self,
-        cancel: &CancellationToken,
-        atomic: bool,
-    ) -> Option<(RenderContent, Duration)> {
+    /// Waits for the tree to be quiet for `debounce`, then reads it whole, again if it changed
+    /// meanwhile. `None` when cancelled or on a read error (logged).
+    async fn read_stable(&self, cancel: &CancellationToken) -> Option<(RenderContent, Duration)> {
         let dir = self.config.dir.clone();
         let mut last = fingerprint(&dir);
         let mut quiet_since = Instant::now();
-        let mut at_once = atomic;
         loop {
-            if std::mem::take(&mut at_once) || quiet_since.elapsed() >= self.config.debounce {
+            if quiet_since.elapsed() >= self.config.debounce {
                 let dir2 = dir.clone();
                 let started = Instant::now();
                 let read = tokio::task::spawn_blocking(move || {
@@ -224,24 +207,6 @@ impl DirSource {
                 last = now;
                 quiet_since = Instant::now();
             }
-        }
-    }
-}
-
-/// Whether the commit stamp moved by a commit that says the render is whole: `haproxy.cfg`
-/// appearing, the `..data` symlink swapped, or `haproxy.cfg` replaced by another file (renamed into
-/// place: another inode). `haproxy.cfg` rewritten under the same inode is a write that may still
-/// be in progress. (What is there at start is not a commit the source saw: the caller debounces
-/// it, since a writer may be mid-write.)
-fn is_commit(
-    before: Option<&(Option<PathBuf>, Entry)>,
-    now: Option<&(Option<PathBuf>, Entry)>,
-) -> bool {
-    match (before, now) {
-        (_, None) => false,
-        (None, Some(_)) => true,
-        (Some((data0, cfg0)), Some((data1, cfg1))) => {
-            (data1.is_some() && data0 != data1) || cfg0.1 != cfg1.1
         }
     }
 }

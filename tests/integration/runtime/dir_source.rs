@@ -26,10 +26,9 @@ impl Drop for Running {
 }
 
 const POLL: Duration = Duration::from_millis(40);
-const DEBOUNCE: Duration = Duration::from_millis(150);
 
 fn start(dir: &Path) -> Running {
-    start_with(dir, DEBOUNCE)
+    start_with(dir, Duration::from_millis(150))
 }
 
 fn start_with(dir: &Path, debounce: Duration) -> Running {
@@ -115,7 +114,7 @@ async fn atomic_rename_flow_and_unchanged_content() {
 }
 
 #[tokio::test]
-async fn existing_render_is_sent_at_startup_and_in_place_writes_coalesce() {
+async fn existing_render_is_sent_at_startup_and_writes_during_debounce_coalesce() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     commit_config(dir, "global\n");
@@ -126,72 +125,13 @@ async fn existing_render_is_sent_at_startup_and_in_place_writes_coalesce() {
     };
     assert_eq!(trigger_reason, "startup");
 
-    // haproxy.cfg rewritten in place (same inode), several times well inside the debounce: a
-    // write in progress, read once it has been quiet for the debounce, so only the last text.
-    let cfg = dir.join("haproxy.cfg");
-    let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
-    let ino = inode(&cfg);
-    for i in 0..6 {
-        std::fs::write(&cfg, format!("global\n# partial {i}\n")).unwrap();
-        tokio::time::sleep(DEBOUNCE / 6).await;
-    }
-    std::fs::write(&cfg, "global\n# two\n").unwrap();
-    assert_eq!(inode(&cfg), ino, "the rewrite kept the inode");
+    // Two commits in quick succession: only the last is read.
+    commit_config(dir, "global\n# one\n");
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    commit_config(dir, "global\n# two\n");
     let (_, content) = next(&mut r, LONG).await.expect("render");
     assert_eq!(content.config, b"global\n# two\n");
     assert!(next(&mut r, QUIET).await.is_none());
-
-    // Two renames in quick succession: the last is read, and nothing after it.
-    commit_config(dir, "global\n# three\n");
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    commit_config(dir, "global\n# four\n");
-    let mut last = None;
-    while let Some((_, content)) = next(&mut r, QUIET).await {
-        last = Some(content.config);
-    }
-    assert_eq!(last.as_deref(), Some(&b"global\n# four\n"[..]));
-}
-
-/// A render committed by renaming `haproxy.cfg` into place (or swapping `..data`) is complete by
-/// the writer's word (DESIGN.md, "Render directory"): it is read at the next poll, not after the
-/// debounce, which is only for `haproxy.cfg` rewritten in place. With a 10 s debounce, both
-/// renders must arrive well before it (half of it) could have elapsed once.
-#[tokio::test]
-async fn a_commit_by_rename_or_data_swap_is_read_without_the_debounce() {
-    let long_debounce = Duration::from_secs(10);
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let mut r = start_with(dir, long_debounce);
-    // Let the source look at the empty directory first: what is there at its start is debounced.
-    assert!(next(&mut r, POLL * 3).await.is_none());
-    commit_config(dir, "global\n");
-    let (_, content) = next(&mut r, long_debounce / 2)
-        .await
-        .expect("render committed by rename, read before the debounce");
-    assert_eq!(content.config, b"global\n");
-
-    let vdir = tempfile::tempdir().unwrap();
-    let vol = vdir.path();
-    let swap = |name: &str, cfg: &str| {
-        std::fs::create_dir_all(vol.join(name)).unwrap();
-        std::fs::write(vol.join(name).join("haproxy.cfg"), cfg).unwrap();
-        let link = vol.join("..data_tmp");
-        std::os::unix::fs::symlink(name, &link).unwrap();
-        std::fs::rename(&link, vol.join("..data")).unwrap();
-    };
-    swap("..v1", "global\n# v1\n");
-    std::os::unix::fs::symlink("..data/haproxy.cfg", vol.join("haproxy.cfg")).unwrap();
-    let mut v = start_with(vol, long_debounce);
-    // At start the render is debounced (a writer may be mid-write).
-    let (_, content) = next(&mut v, long_debounce * 2)
-        .await
-        .expect("startup render");
-    assert_eq!(content.config, b"global\n# v1\n");
-    swap("..v2", "global\n# v2\n");
-    let (_, content) = next(&mut v, long_debounce / 2)
-        .await
-        .expect("render committed by a ..data swap, read before the debounce");
-    assert_eq!(content.config, b"global\n# v2\n");
 }
 
 #[tokio::test]
@@ -268,4 +208,112 @@ async fn a_bad_render_directory_names_the_file_and_sends_nothing_until_fixed() {
     std::fs::remove_file(&bad).unwrap();
     let (_, content) = next(&mut running, LONG).await.expect("the fixed render");
     assert_eq!(content.files.len(), 2);
+}
+
+/// Writers an operator really uses do not all put the folders first: default `rsync -a` (a temp
+/// file and a rename per file) and `kubectl cp` (tar, in lexical order) rename `haproxy.cfg` in
+/// before `maps/` is written. The tree is read only once it has been quiet for the debounce, so
+/// the render read is the new config with its new map (found by a newcomer's check of a change
+/// that read a renamed `haproxy.cfg` at the next poll: it read the old map, and never the new).
+/// The writes are 2 polls apart, the debounce is 25 polls.
+#[tokio::test]
+async fn haproxy_cfg_renamed_in_before_its_map_is_read_with_the_map() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::create_dir(dir.join("maps")).unwrap();
+    std::fs::write(dir.join("maps/hosts.map"), "a v1\n").unwrap();
+    commit_config(dir, "global\n# v1\n");
+    let mut r = start_with(dir, POLL * 25);
+    let (_, c) = next(&mut r, LONG).await.expect("startup render");
+    assert_eq!(c.config, b"global\n# v1\n");
+
+    commit_config(dir, "global\n# v2\n");
+    tokio::time::sleep(POLL * 2).await;
+    let t = dir.join("maps/.hosts.map.XXXXXX");
+    std::fs::write(&t, "a v2\n").unwrap();
+    std::fs::rename(&t, dir.join("maps/hosts.map")).unwrap();
+
+    let mut seen = Vec::new();
+    while let Some((_, c)) = next(&mut r, POLL * 50).await {
+        seen.push((
+            String::from_utf8_lossy(&c.config).into_owned(),
+            String::from_utf8_lossy(&c.files[0].content).into_owned(),
+        ));
+    }
+    assert_eq!(
+        seen,
+        vec![("global\n# v2\n".to_owned(), "a v2\n".to_owned())],
+        "renders read after the rsync-style write"
+    );
+}
+
+/// An editor's save (emacs' default, vim with `backupcopy=no`: the old file renamed away, a new
+/// one created and then written) or `kubectl cp` onto tmpfs puts a new inode at `haproxy.cfg`
+/// and fills it afterwards: the half-written file is never read.
+#[tokio::test]
+async fn a_new_haproxy_cfg_filled_after_creation_is_not_read_half_written() {
+    use std::io::Write as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    commit_config(dir, "global\n# v1\n");
+    let mut r = start_with(dir, POLL * 25);
+    next(&mut r, LONG).await.expect("startup render");
+
+    std::fs::rename(dir.join("haproxy.cfg"), dir.join("haproxy.cfg~")).unwrap();
+    let mut f = std::fs::File::create(dir.join("haproxy.cfg")).unwrap();
+    f.write_all(b"global\n").unwrap();
+    tokio::time::sleep(POLL * 2).await;
+    f.write_all(b"# v2: the rest of the file\n").unwrap();
+    drop(f);
+
+    let mut seen = Vec::new();
+    while let Some((_, c)) = next(&mut r, POLL * 50).await {
+        seen.push(String::from_utf8_lossy(&c.config).into_owned());
+    }
+    assert_eq!(
+        seen,
+        vec!["global\n# v2: the rest of the file\n".to_owned()],
+        "renders read after an editor-style save"
+    );
+}
+
+/// A writer that follows the protocol and commits renders back to back (the next render's map
+/// written right after the last `haproxy.cfg` rename): no render that mixes two commits is read,
+/// and the last one read is the last committed.
+#[tokio::test]
+async fn back_to_back_commits_never_read_a_mix_of_two_renders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let put_map = |text: &str| {
+        let t = dir.join("maps/.hosts.map.tmp");
+        std::fs::write(&t, text).unwrap();
+        std::fs::rename(&t, dir.join("maps/hosts.map")).unwrap();
+    };
+    std::fs::create_dir(dir.join("maps")).unwrap();
+    put_map("a v1\n");
+    commit_config(dir, "global\n# v1\n");
+    let mut r = start_with(dir, POLL * 25);
+    next(&mut r, LONG).await.expect("startup render");
+
+    put_map("a v2\n");
+    commit_config(dir, "global\n# v2\n");
+    put_map("a v3\n");
+    tokio::time::sleep(POLL * 2).await;
+    commit_config(dir, "global\n# v3\n");
+
+    let mut seen = Vec::new();
+    while let Some((_, c)) = next(&mut r, POLL * 50).await {
+        seen.push((
+            String::from_utf8_lossy(&c.config).into_owned(),
+            String::from_utf8_lossy(&c.files[0].content).into_owned(),
+        ));
+    }
+    for (cfg, map) in &seen {
+        assert_eq!(
+            cfg.replace("global\n# ", "a "),
+            *map,
+            "a render mixing two commits was read: {seen:?}"
+        );
+    }
+    assert_eq!(seen.last().map(|s| s.0.as_str()), Some("global\n# v3\n"));
 }

@@ -10,10 +10,9 @@
 //!  then haproxy.cfg:  write `.haproxy.cfg.tmp`, fsync, rename onto `haproxy.cfg`   <- commit point
 //! ```
 //!
-//! The directory source reads a render only after `haproxy.cfg` changed identity (at the next
-//! poll; a rewrite in place waits for its debounce), checks that nothing changed while it read, and
-//! skips hidden names, so the temporary names are never read and a reader never sees a
-//! half-written file.
+//! The directory source reads a render only after `haproxy.cfg` changed identity and the tree
+//! has been quiet for its debounce, and skips hidden names, so the temporary names are never read
+//! and a reader never sees a half-written file.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
