@@ -4,9 +4,12 @@
 //!  candidate --GET lease--> free / expired (no change observed for leaseDuration) / own?
 //!     --replace with resourceVersion, holder = me, leaseTransitions + 1--> leader, term = leaseTransitions
 //!        (409: someone else won; stay candidate, retry every retry_period)
-//!  leader --every retry_period: replace with the last resourceVersion, renewTime = now-->
+//!  leader --every retry_period: read; holder = me and leaseTransitions = term (at any
+//!          resourceVersion: a renew whose answer was lost may have moved it)?
+//!          replace with the read resourceVersion, renewTime = now-->
 //!     ok: guard valid until renewed_at + duration - margin
-//!     409 / holder changed / no success within renew_deadline --> LostLeadership, candidate again
+//!     409 / error: retry next period
+//!     holder or term changed / no success within renew_deadline --> LostLeadership, candidate again
 //!  cancel --> release (holder cleared) if leader, LostLeadership{released}
 //! ```
 //!
@@ -307,7 +310,7 @@ impl LeaderElector {
                 // elector from noticing the deadline.
                 Some((term, rv, last_ok)) => match tokio::time::timeout(
                     self.config.renew_deadline.saturating_sub(last_ok.elapsed()),
-                    self.renew(&rv),
+                    self.renew(term, &rv),
                 )
                 .await
                 .unwrap_or_else(|_| {
@@ -452,16 +455,36 @@ impl LeaderElector {
         }
     }
 
-    async fn renew(&self, rv: &str) -> Renew {
+    /// One renew of the Lease we hold in `term`, whose last write we know of is `rv`.
+    ///
+    /// The Lease is still ours when it names us as holder with our term's `leaseTransitions`,
+    /// even at another resourceVersion: a renew of ours the API server applied but whose answer
+    /// we never got (lost, or after `--kube-request-timeout`) moved it, and any other candidate
+    /// that takes it writes its own identity and the next term. client-go's elector likewise
+    /// renews whenever the holder is itself. A 409 on our write (our own late write landed
+    /// between the read and the write, or a successor's) is an error to retry: the next read
+    /// tells which, and the renew deadline still bounds how long we lead unconfirmed.
+    async fn renew(&self, term: Term, rv: &str) -> Renew {
         let sent_at = Instant::now();
         let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
             return Renew::Error;
         };
         let mut spec = lease.spec.clone().unwrap_or_default();
-        if lease.metadata.resource_version.as_deref() != Some(rv)
-            || spec.holder_identity.as_deref() != Some(self.config.identity.as_str())
-        {
+        let ours = spec.holder_identity.as_deref() == Some(self.config.identity.as_str())
+            && spec
+                .lease_transitions
+                .and_then(|t| u64::try_from(t).ok())
+                .is_some_and(|t| t == term.0);
+        if !ours {
             return Renew::Lost;
+        }
+        if lease.metadata.resource_version.as_deref() != Some(rv) {
+            tracing::info!(
+                identity = %self.config.identity,
+                term = term.0,
+                "the Lease moved to another resourceVersion and still names us in our term (a \
+                 renew whose answer was lost landed): renewing it"
+            );
         }
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         lease.spec = Some(spec);
@@ -471,7 +494,6 @@ impl LeaderElector {
             .await
         {
             Ok(l) => Renew::Ok(l.metadata.resource_version.unwrap_or_default(), sent_at),
-            Err(kube::Error::Api(s)) if s.code == 409 => Renew::Lost,
             Err(error) => {
                 tracing::warn!(error = %error, "lease renew failed");
                 Renew::Error

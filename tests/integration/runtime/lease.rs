@@ -152,6 +152,65 @@ async fn a_leader_that_loses_the_lease_rejoins() {
     a.task.await.unwrap();
 }
 
+/// A renew the API server applied but whose answer the leader never got (the emulator drops
+/// the connection after applying it: an answer lost after the commit, or one that came after
+/// `--kube-request-timeout`) changed the Lease's resourceVersion under the leader's feet. The
+/// Lease still names the leader with its term, so the leader takes the write as its own and
+/// keeps leading: no leadership change, no new term (client-go's elector also renews whenever
+/// the holder is itself). The next attempt comes a retry period (500 ms) later, within the
+/// renew deadline (3 s).
+#[tokio::test]
+async fn a_renew_whose_answer_was_lost_keeps_the_term() {
+    let emu = api_server().await;
+    let mut lease = LeaseConfig::new(NS, "haptic-leader", "a");
+    lease.duration = Duration::from_secs(4);
+    lease.renew_deadline = Duration::from_secs(3);
+    lease.retry_period = Duration::from_millis(500);
+    lease.margin = Duration::from_secs(1);
+    let elector = LeaderElector::new(emu.client(), lease.clone());
+    let guard = elector.guard();
+    let (tx, rx) = mpsc::channel(8);
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    let task = tokio::spawn(async move { elector.run(tx, c).await.unwrap() });
+    let mut a = Candidate {
+        rx,
+        guard,
+        cancel,
+        task,
+    };
+    let t1 = became_leader(&mut a, Duration::from_secs(5)).await;
+    let api = emu.emulator().unwrap();
+    api.add_fault(haptic_tools::sandbox::apiserver::Fault {
+        method: "PUT".into(),
+        path: "/leases/haptic-leader$".into(),
+        drop_after_apply: true,
+        times: Some(1),
+        ..Default::default()
+    })
+    .unwrap();
+    // The held renew is sent within a retry period; then several renews follow.
+    let watch = lease.retry_period + lease.renew_deadline + lease.duration;
+    if let Some(e) = next(&mut a, watch).await {
+        panic!("a landed renew changed the leadership: {e:?}");
+    }
+    let left: serde_json::Value = reqwest::get(format!("{}/_sandbox/faults", api.url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(left, serde_json::json!([]), "the renew was never held");
+    assert!(a.guard.is_valid(), "the leader stopped renewing");
+    assert_eq!(a.guard.term(), Some(t1));
+    assert_eq!(
+        i64::from(lease_transitions(emu.client()).await),
+        t1.0 as i64
+    );
+    a.cancel.cancel();
+    a.task.await.unwrap();
+}
+
 #[test]
 fn identity_prefers_the_flag() {
     assert_eq!(default_identity(Some("x-0")), "x-0");

@@ -9,14 +9,18 @@ use serde::{Deserialize, Serialize};
 /// path does not match `path_not` (e.g. every request but the Lease's: `"path_not": "/leases/"`).
 /// Faults are tried in the order they were added; the first match applies. `delay_ms` delays, then the fault either
 /// answers `status` (a Kubernetes `Status` body, with `Retry-After` when `retry_after_s` is set),
-/// closes the connection without an answer (`drop`), or forwards the request.
+/// closes the connection without an answer (`drop`), or forwards the request; with
+/// `drop_after_apply` it forwards the request and then closes the connection without sending
+/// the answer: a write lands and its client never learns that it did (an answer lost after the
+/// API server committed, which a client sees as a failed or timed-out request).
 /// `end_watch` ends the matching watch streams that are open when the fault is added (up to
 /// `times` of them); with `times` left over, it also ends that many matching watches opened later,
 /// right after their replayed events. An `end_watch` fault is kept for ordinary requests only when
 /// it also has a `status`, `drop` or `delay_ms`.
 ///
 /// Unknown fields, a status outside `100..=599` and contradictions (`drop` with `status`,
-/// `retry_after_s` without `status`, a fault that would do nothing) are refused
+/// `retry_after_s` without `status`, `drop_after_apply` with `drop` or `status`, a fault that
+/// would do nothing) are refused
 /// ([`crate::sandbox::control`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -38,6 +42,8 @@ pub struct Fault {
     pub delay_ms: Option<u64>,
     /// Close the connection without an answer.
     pub drop: bool,
+    /// Forward the request, then close the connection without its answer.
+    pub drop_after_apply: bool,
     /// End matching open watch streams.
     pub end_watch: bool,
 }
@@ -60,11 +66,18 @@ impl ArmedFault {
     /// # Errors
     /// The message (naming the field) when a pattern does not compile or the fault is invalid.
     pub fn new(spec: Fault) -> Result<Self, String> {
+        if spec.drop_after_apply && (spec.drop || spec.status.is_some()) {
+            return Err(
+                "drop_after_apply: the request is forwarded and its answer dropped; \
+                        give it without drop and status"
+                    .into(),
+            );
+        }
         crate::sandbox::control::check_request_fault(
             spec.status,
             spec.retry_after_s,
             spec.delay_ms,
-            spec.drop,
+            spec.drop || spec.drop_after_apply,
             spec.end_watch,
         )?;
         let method = regex::Regex::new(&spec.method).map_err(|e| format!("method: {e}"))?;
@@ -116,6 +129,7 @@ impl ArmedFault {
     pub fn acts_on_requests(&self) -> bool {
         self.spec.status.is_some()
             || self.spec.drop
+            || self.spec.drop_after_apply
             || self.spec.delay_ms.is_some_and(|d| d > 0)
             || !self.spec.end_watch
     }
@@ -176,5 +190,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.path_not.as_deref(), Some("/leases/"));
+    }
+
+    #[test]
+    fn drop_after_apply_acts_alone_and_is_refused_with_drop_or_status() {
+        let f = ArmedFault::new(Fault {
+            method: "PUT".into(),
+            drop_after_apply: true,
+            ..Fault::default()
+        })
+        .unwrap();
+        assert!(f.acts_on_requests());
+        for (drop, status) in [(true, None), (false, Some(500))] {
+            let e = ArmedFault::new(Fault {
+                drop_after_apply: true,
+                drop,
+                status,
+                ..Fault::default()
+            })
+            .unwrap_err();
+            assert!(e.starts_with("drop_after_apply:"), "{e}");
+        }
     }
 }

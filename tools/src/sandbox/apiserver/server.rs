@@ -234,7 +234,9 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body
             r.status = status;
         }
     };
+    let mut drop_answer = false;
     if let Some(f) = sh.take_fault(&method, &path) {
+        drop_answer = f.drop_after_apply;
         if let Some(d) = f.delay_ms.filter(|d| *d > 0) {
             tokio::time::sleep(Duration::from_millis(d)).await;
         }
@@ -254,6 +256,12 @@ async fn handle(sh: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body
         Ok(r) => r,
         Err(e) => error_resp(&e),
     };
+    if drop_answer {
+        // Applied; the answer is lost (the log keeps status 0: the client got none).
+        return Err(std::io::Error::other(
+            "answer dropped by a sandbox fault after the request was applied",
+        ));
+    }
     set_status(resp.status().as_u16());
     Ok(resp)
 }

@@ -236,7 +236,8 @@ async fn sandbox_control_paths_list_reject_and_compact() {
     assert_eq!(
         list,
         json!([{"method": "PUT", "path": "leases", "status": 503, "times": 1, "retry_after_s": null,
-        "delay_ms": null, "drop": false, "end_watch": false, "remaining": 1}])
+        "delay_ms": null, "drop": false, "drop_after_apply": false, "end_watch": false,
+        "remaining": 1}])
     );
     assert!(
         env.server.requests().is_empty(),
