@@ -27,7 +27,11 @@ fn candidate(client: kube::Client, identity: &str) -> Candidate {
     config.renew_deadline = Duration::from_millis(1200);
     config.retry_period = Duration::from_millis(200);
     config.margin = Duration::from_millis(600);
-    let elector = LeaderElector::new(client, config);
+    spawn(LeaderElector::new(client, config))
+}
+
+/// Runs `elector` until its candidate's `cancel` fires.
+fn spawn(elector: LeaderElector) -> Candidate {
     let guard = elector.guard();
     let (tx, rx) = mpsc::channel(8);
     let cancel = CancellationToken::new();
@@ -167,18 +171,7 @@ async fn a_renew_whose_answer_was_lost_keeps_the_term() {
     lease.renew_deadline = Duration::from_secs(3);
     lease.retry_period = Duration::from_millis(500);
     lease.margin = Duration::from_secs(1);
-    let elector = LeaderElector::new(emu.client(), lease.clone());
-    let guard = elector.guard();
-    let (tx, rx) = mpsc::channel(8);
-    let cancel = CancellationToken::new();
-    let c = cancel.clone();
-    let task = tokio::spawn(async move { elector.run(tx, c).await.unwrap() });
-    let mut a = Candidate {
-        rx,
-        guard,
-        cancel,
-        task,
-    };
+    let mut a = spawn(LeaderElector::new(emu.client(), lease.clone()));
     let t1 = became_leader(&mut a, Duration::from_secs(5)).await;
     let api = emu.emulator().unwrap();
     api.add_fault(haptic_tools::sandbox::apiserver::Fault {
@@ -229,19 +222,10 @@ async fn the_term_grows_past_the_journal_after_the_lease_is_deleted() {
     config.margin = Duration::from_millis(600);
     let floor = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(7));
     let f = floor.clone();
-    let elector = LeaderElector::new(emu.client(), config)
-        .with_term_floor(move || f.load(std::sync::atomic::Ordering::Relaxed));
-    let guard = elector.guard();
-    let (tx, rx) = mpsc::channel(8);
-    let cancel = CancellationToken::new();
-    let c = cancel.clone();
-    let task = tokio::spawn(async move { elector.run(tx, c).await.unwrap() });
-    let mut cand = Candidate {
-        rx,
-        guard,
-        cancel,
-        task,
-    };
+    let mut cand = spawn(
+        LeaderElector::new(emu.client(), config)
+            .with_term_floor(move || f.load(std::sync::atomic::Ordering::Relaxed)),
+    );
     let first = became_leader(&mut cand, Duration::from_secs(10)).await;
     assert_eq!(first, Term(8), "the first term is above the journal's 7");
     assert_eq!(lease_transitions(emu.client()).await, 8);
