@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the real peer programs (kube-apiserver, etcd, the HAProxy Dataplane API, helm) from their
-# published Go modules, once per machine, cached under
+# Builds the real peer programs (kube-apiserver, etcd, the HAProxy Dataplane API, helm) and the
+# kubectl the tests run, from their published Go modules, once per machine, cached under
 #   ${HAPTIC_PEERS_CACHE:-$HOME/.cache/haptic-peers}/<pins-hash>/bin
 # and prints that directory on the LAST line of stdout; everything else goes to stderr.
 #
@@ -12,13 +12,16 @@
 #
 # Usage:
 #   tests/peers/build.sh [PEER...]   build the peers not yet cached; print the bin dir
-#       PEER: kube-apiserver etcd dataplaneapi helm (default: $HAPTIC_PEERS, else all but
-#       dataplaneapi, whose module the Go module proxy refuses (403) for now: ask for it by name)
+#       PEER: kube-apiserver kubectl etcd dataplaneapi helm (default: $HAPTIC_PEERS, else all but
+#       dataplaneapi, whose module the Go module proxy refuses (403) for now: ask for it by name);
+#       kube-apiserver and kubectl come from the same k8s.io/kubernetes module (tests/peers/kube)
 #   --force   rebuild even if cached
 #   --check   build nothing: print the bin dir when the peers are cached, else fail naming
 #             this script (what the test kit runs, so a test never starts a 13-minute build)
 #   --regen   rewrite the go.mod/go.sum files from the pins (after a pin bump; commit the
 #             result), then build
+# Progress on stderr: one line per peer when its build starts and when it ends (with its elapsed
+# time), and a heartbeat every $HAPTIC_PEERS_HEARTBEAT seconds (default 60) while one builds.
 # Exit status: non-zero, with the module and the go error named, when a requested peer fails.
 # Needs: go >= 1.26 and the Go module proxy; flock, sha256sum.
 set -euo pipefail
@@ -37,10 +40,12 @@ LDFLAGS="-s -w"
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 script="$here/$(basename "${BASH_SOURCE[0]}")"
 cache=${HAPTIC_PEERS_CACHE:-$HOME/.cache/haptic-peers}
-all_peers=(kube-apiserver etcd dataplaneapi helm)
-default_peers=(kube-apiserver etcd helm)
+all_peers=(kube-apiserver kubectl etcd dataplaneapi helm)
+default_peers=(kube-apiserver kubectl etcd helm)
+heartbeat=${HAPTIC_PEERS_HEARTBEAT:-60}
 
 log() { printf 'peers: %s\n' "$*" >&2; }
+elapsed() { local s=$(( $(date +%s) - $1 )); if (( s >= 60 )); then echo "$((s / 60)) min $((s % 60)) s"; else echo "$s s"; fi; }
 die() { printf 'peers: error: %s\n' "$*" >&2; exit 1; }
 
 force=0 regen=0 check=0 peers=()
@@ -49,8 +54,8 @@ for a in "$@"; do
     --force) force=1 ;;
     --check) check=1 ;;
     --regen) regen=1; force=1 ;;
-    -h|--help) sed -n '2,23p' "$script" >&2; exit 0 ;;
-    kube-apiserver|etcd|dataplaneapi|helm) peers+=("$a") ;;
+    -h|--help) sed -n '2,27p' "$script" >&2; exit 0 ;;
+    kube-apiserver|kubectl|etcd|dataplaneapi|helm) peers+=("$a") ;;
     *) die "unknown argument: $a (see --help)" ;;
   esac
 done
@@ -71,10 +76,10 @@ kube_minor=$(cut -d. -f2 <<<"$KUBE_VERSION")
 staging_version="v0.${KUBE_VERSION#v1.}" # v1.37.2 -> v0.37.2
 
 # per peer: module dir under tests/peers, module, pinned version, package, extra ldflags
-dir() { case $1 in kube-apiserver) echo kube ;; *) echo "$1" ;; esac; }
+dir() { case $1 in kube-apiserver|kubectl) echo kube ;; *) echo "$1" ;; esac; }
 module() {
   case $1 in
-    kube-apiserver) echo k8s.io/kubernetes ;;
+    kube-apiserver|kubectl) echo k8s.io/kubernetes ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
     dataplaneapi) echo github.com/haproxytech/dataplaneapi ;;
     helm) echo helm.sh/helm/v4 ;;
@@ -82,7 +87,7 @@ module() {
 }
 version() {
   case $1 in
-    kube-apiserver) echo "$KUBE_VERSION" ;;
+    kube-apiserver|kubectl) echo "$KUBE_VERSION" ;;
     etcd) echo "$ETCD_VERSION" ;;
     dataplaneapi) echo "$DATAPLANEAPI_PSEUDO" ;;
     helm) echo "$HELM_VERSION" ;;
@@ -91,6 +96,7 @@ version() {
 package() {
   case $1 in
     kube-apiserver) echo k8s.io/kubernetes/cmd/kube-apiserver ;;
+    kubectl) echo k8s.io/kubernetes/cmd/kubectl ;;
     etcd) echo go.etcd.io/etcd/server/v3 ;;
     dataplaneapi) echo github.com/haproxytech/dataplaneapi/cmd/dataplaneapi ;;
     helm) echo helm.sh/helm/v4/cmd/helm ;;
@@ -99,7 +105,8 @@ package() {
 extra_ldflags() {
   local v
   case $1 in
-    kube-apiserver) # what kubernetes' hack/lib/version.sh sets, so /version tells the real version
+    kube-apiserver|kubectl) # what kubernetes' hack/lib/version.sh sets, so /version (and
+      # `kubectl version --client`) tell the real version
       for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
         printf -- '-X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=%s -X %s.gitTreeState=clean ' \
           "$v" "$KUBE_VERSION" "$v" "$v" "$kube_minor" "$v"
@@ -115,6 +122,10 @@ extra_ldflags() {
   esac
 }
 context() { echo "the module $(module "$1")@$(version "$1") (package $(package "$1"))"; }
+# the peers built from module dir $1 (kube: kube-apiserver and kubectl), one per line
+peers_of_dir() { local p; for p in "${all_peers[@]}"; do [[ $(dir "$p") != "$1" ]] || echo "$p"; done; }
+# each module dir of the peers "$@" once, in order
+dirs_of() { local p; for p in "$@"; do dir "$p"; done | awk '!seen[$0]++'; }
 
 # ---- --regen: write a module's go.mod/go.sum from the pins ----
 # Runs in a subshell called with ||, where set -e is off: every step checks.
@@ -133,19 +144,23 @@ regen_mod() {
       done < <(awk '$2 == "v0.0.0" && $1 ~ /^k8s.io\// {print $1}' "$kmod" | sort -u)
       go mod edit "-godebug=$(sed -n 's/^godebug //p' "$kmod" | head -1)" || return 1 ;;
   esac
-  # the module at its pin, then the tool line (go get -tool PKG would upgrade the module)
-  go get "$(module "$p")@$(version "$p")" && go mod edit -tool="$(package "$p")" && go mod tidy
+  # the module at its pin, then a tool line per peer of this dir (go get -tool PKG would
+  # upgrade the module)
+  go get "$(module "$p")@$(version "$p")" || return 1
+  while read -r m; do go mod edit -tool="$(package "$m")" || return 1; done < <(peers_of_dir "$(dir "$p")")
+  go mod tidy
 }
 if (( regen )); then
-  for p in "${peers[@]}"; do
-    log "regenerating tests/peers/$(dir "$p")/go.mod for $(context "$p")"
-    d="$here/$(dir "$p")"; bak=$(mktemp -d); cp "$d"/go.mod "$d"/go.sum "$bak/" 2>/dev/null || true
+  while read -r d; do
+    p=$(peers_of_dir "$d" | sed -n 1p)
+    log "regenerating tests/peers/$d/go.mod for $(context "$p") (tools: $(peers_of_dir "$d" | paste -sd ' '))"
+    bak=$(mktemp -d); cp "$here/$d"/go.mod "$here/$d"/go.sum "$bak/" 2>/dev/null || true
     if ! (regen_mod "$p"); then
-      cp "$bak"/go.* "$d/" 2>/dev/null || true; rm -rf "$bak" # put the committed files back
-      die "regenerating tests/peers/$(dir "$p")/go.mod for $(context "$p") failed: see the go error above"
+      cp "$bak"/go.* "$here/$d/" 2>/dev/null || true; rm -rf "$bak" # put the committed files back
+      die "regenerating tests/peers/$d/go.mod for $(context "$p") failed: see the go error above"
     fi
     rm -rf "$bak"
-  done
+  done < <(dirs_of "${peers[@]}")
 fi
 
 # ---- check the go.mod files against the pins ----
@@ -161,11 +176,11 @@ key=$( {
   sed -n '/^# ---- BEGIN PINS/,/^# ---- END PINS/p' "$script"
   declare -f module version package extra_ldflags # what is built, and how
   echo "$goversion $(go env GOOS GOARCH)"
-  for p in "${all_peers[@]}"; do
-    for f in "$here/$(dir "$p")"/go.mod "$here/$(dir "$p")"/go.sum "$here/$(dir "$p")"/*.go; do
-      if [[ -f $f ]]; then echo "== $(dir "$p")/$(basename "$f")"; cat "$f"; fi
+  while read -r d; do
+    for f in "$here/$d"/go.mod "$here/$d"/go.sum "$here/$d"/*.go; do
+      if [[ -f $f ]]; then echo "== $d/$(basename "$f")"; cat "$f"; fi
     done
-  done
+  done < <(dirs_of "${all_peers[@]}")
 } | sha256sum | cut -c1-16)
 out="$cache/$key"
 bin="$out/bin"
@@ -196,10 +211,21 @@ for p in "${todo[@]}"; do
   for f in "$here/$(dir "$p")"/*.go; do if [[ -f $f ]]; then cp "$f" "$src/"; fi; done
   t0=$(date +%s)
   log "building $p from $(context "$p") ..."
-  if ! (cd "$src" && CGO_ENABLED=0 nice -n 10 go build "${BUILD_FLAGS[@]}" \
-        -ldflags="$LDFLAGS $(extra_ldflags "$p")" -o "$bin/.$p.tmp" "$(package "$p")") >"$lg" 2>&1; then
+  (cd "$src" && CGO_ENABLED=0 nice -n 10 go build "${BUILD_FLAGS[@]}" \
+    -ldflags="$LDFLAGS $(extra_ldflags "$p")" -o "$bin/.$p.tmp" "$(package "$p")") >"$lg" 2>&1 &
+  build_pid=$!
+  # a heartbeat while go (silent when it downloads or compiles) works: a quiet terminal looks hung
+  n=0
+  while kill -0 "$build_pid" 2>/dev/null; do
+    sleep 1
+    if (( ++n % heartbeat == 0 )) && kill -0 "$build_pid" 2>/dev/null; then
+      log "still building $p: $(elapsed "$t0") so far"
+    fi
+  done
+  status=0; wait "$build_pid" || status=$?
+  if (( status != 0 )); then
     cat "$lg" >&2
-    die "building $p from $(context "$p") failed after $(( $(date +%s) - t0 ))s; go said: $(grep -v '^go: downloading' "$lg" | tail -n 4 | tr '\n' ' ')"
+    die "building $p from $(context "$p") failed after $(elapsed "$t0"); go said: $(grep -v '^go: downloading' "$lg" | tail -n 4 | tr '\n' ' ')"
   fi
   grep -v '^go: downloading' "$lg" >&2 || true
   if ! cmp -s "$src/go.mod" "$here/$(dir "$p")/go.mod" || ! cmp -s "$src/go.sum" "$here/$(dir "$p")/go.sum"; then
@@ -207,8 +233,8 @@ for p in "${todo[@]}"; do
   fi
   mv -f "$bin/.$p.tmp" "$bin/$p"
   rm -rf "$src"
-  log "built $p in $(( $(date +%s) - t0 ))s ($(du -h "$bin/$p" | cut -f1))"
+  log "built $p in $(elapsed "$t0") ($(du -h "$bin/$p" | cut -f1))"
 done
 rm -rf "$out/src"
-log "built ${todo[*]} in $(( $(date +%s) - t_all ))s total"
+log "built ${todo[*]} in $(elapsed "$t_all") total"
 echo "$bin"
