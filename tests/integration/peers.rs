@@ -225,9 +225,10 @@ impl KubeApiServer {
         out
     }
 
-    /// `kubectl --kubeconfig <ours> <args>` with `stdin`; (success, stdout + stderr).
+    /// The pinned `kubectl --kubeconfig <ours> <args>` ([`haptic_tools::peers::kubectl`]) with
+    /// `stdin`; (success, stdout + stderr).
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-        let mut cmd = Command::new("kubectl");
+        let mut cmd = Command::new(haptic_tools::peers::kubectl());
         cmd.arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)

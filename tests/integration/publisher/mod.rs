@@ -420,7 +420,7 @@ impl Env {
     }
 
     pub fn kubectl(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new("kubectl")
+        std::process::Command::new(haptic_tools::peers::kubectl())
             .env("KUBECONFIG", self.fleet.kubeconfig())
             .env_remove("HTTP_PROXY")
             .env_remove("http_proxy")

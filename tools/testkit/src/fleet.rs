@@ -377,7 +377,8 @@ impl Fleet {
     /// exited 0 and its stdout followed by its stderr.
     ///
     /// # Panics
-    /// When `kubectl` cannot be started (not installed: the tests need it, README "Set-up").
+    /// When the pinned `kubectl` is not built (`tests/peers/build.sh`; README "Set-up") or
+    /// cannot be started.
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> (bool, String) {
         crate::real::kubectl(
             &self.admin_kubeconfig,

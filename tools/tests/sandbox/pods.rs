@@ -1545,7 +1545,7 @@ async fn pods_up_registers_pods_and_secret_in_the_emulator() {
             );
         }
         // kubectl's table shows READY 2/2 (from containerStatuses, like the server-side printer)
-        let out = std::process::Command::new("kubectl")
+        let out = std::process::Command::new(haptic_tools::peers::kubectl())
             .args([
                 "--kubeconfig",
                 kubeconfig,

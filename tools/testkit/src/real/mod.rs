@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  bin_dir(): $HAPTIC_PEERS_BIN, else the last line of `tests/peers/build.sh --check
-//!             kube-apiserver etcd` (cached binaries only: never a build inside a test)
+//!             kube-apiserver etcd` (cached binaries only: never a build inside a test;
+//!             the lookup is haptic_tools::peers', which also finds the pinned kubectl)
 //!  shared(): the first real-peer fleet starts ApiPeers in /tmp/haptic-peers-*; every later
 //!            one reuses it; the janitor kills both and removes the directory at exit
 //!  ApiPeers::start(bin, dir):
@@ -47,7 +48,7 @@ use crate::fleet::PeerError;
 
 /// Environment variable naming the directory of the peer binaries (`tests/peers/build.sh`
 /// prints it on its last line); without it the kit asks `build.sh --check`.
-pub const BIN_ENV: &str = "HAPTIC_PEERS_BIN";
+pub const BIN_ENV: &str = haptic_tools::peers::BIN_ENV;
 
 /// Bound of etcd's start-up (measured 0.16-0.6 s).
 pub const ETCD_READY: Duration = Duration::from_secs(10);
@@ -58,65 +59,32 @@ pub const APISERVER_READY: Duration = Duration::from_secs(60);
 /// The repository's `tests/peers/build.sh`.
 #[must_use]
 pub fn build_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers/build.sh")
+    haptic_tools::peers::build_script()
 }
 
 /// The directory holding `kube-apiserver` and `etcd`: `$HAPTIC_PEERS_BIN`, else the last line
-/// of `bash tests/peers/build.sh --check kube-apiserver etcd`. Looked up once per process.
+/// of `bash tests/peers/build.sh --check kube-apiserver etcd`
+/// ([`haptic_tools::peers::find_bin_dir`]). Looked up once per process.
 ///
 /// # Errors
 /// [`PeerError::Missing`] naming `bash tests/peers/build.sh` when the binaries are not there
 /// (the real-peer tests fail then, never skip).
 pub fn bin_dir() -> Result<PathBuf, PeerError> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(find_bin_dir)
+    DIR.get_or_init(|| haptic_tools::peers::find_bin_dir(&API_PEERS))
         .clone()
         .map_err(PeerError::Missing)
 }
 
-fn find_bin_dir() -> Result<PathBuf, String> {
-    let dir = match std::env::var_os(BIN_ENV) {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            let script = build_script();
-            let out = Command::new("bash")
-                .arg(&script)
-                .args(["--check", "kube-apiserver", "etcd"])
-                .stdin(Stdio::null())
-                .output()
-                .map_err(|e| format!("running bash {}: {e}", script.display()))?;
-            if !out.status.success() {
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                return Err(format!(
-                    "the real peers are not built ({}): run `bash tests/peers/build.sh` \
-                     (or set {BIN_ENV}); build.sh --check said: {}",
-                    out.status,
-                    stderr.trim()
-                ));
-            }
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            PathBuf::from(stdout.lines().last().unwrap_or_default().trim())
-        }
-    };
-    check_bin_dir(&dir)?;
-    Ok(dir)
-}
+/// The peers [`bin_dir`] must hold.
+const API_PEERS: [&str; 2] = ["kube-apiserver", "etcd"];
 
 /// Whether `dir` holds `kube-apiserver` and `etcd`.
 ///
 /// # Errors
 /// The first one missing, and the command that builds it.
 pub fn check_bin_dir(dir: &Path) -> Result<(), String> {
-    for b in ["kube-apiserver", "etcd"] {
-        if !dir.join(b).is_file() {
-            return Err(format!(
-                "{} is missing: run `bash tests/peers/build.sh` (it prints the bin dir on its \
-                 last line; {BIN_ENV} names it)",
-                dir.join(b).display()
-            ));
-        }
-    }
-    Ok(())
+    haptic_tools::peers::check_bin_dir(dir, &API_PEERS)
 }
 
 /// The peer binary `name` (`kube-apiserver`, `etcd`, `helm`) in [`bin_dir`].
@@ -135,13 +103,14 @@ pub fn peer_bin(name: &str) -> Result<PathBuf, PeerError> {
     }
 }
 
-/// Runs `kubectl --kubeconfig <kubeconfig> --cache-dir <cache> <args>` (with `stdin` piped in
-/// when given; proxy variables removed); returns whether it exited 0 and its stdout followed by
-/// its stderr. The dispatcher installed here runs its newest build (1.32 or 1.33) against a
-/// v1.37 server, with a version-skew warning on stderr.
+/// Runs the pinned `kubectl --kubeconfig <kubeconfig> --cache-dir <cache> <args>`
+/// ([`haptic_tools::peers::kubectl`]: v1.37.2 from `tests/peers/build.sh`, never one on PATH;
+/// with `stdin` piped in when given; proxy variables removed); returns whether it exited 0 and
+/// its stdout followed by its stderr.
 ///
 /// # Panics
-/// When `kubectl` cannot be started.
+/// When the pinned `kubectl` is not built (naming `bash tests/peers/build.sh`) or cannot be
+/// started.
 #[must_use]
 pub fn kubectl(
     kubeconfig: &Path,
@@ -150,7 +119,7 @@ pub fn kubectl(
     stdin: Option<&str>,
 ) -> (bool, String) {
     use std::io::Write as _;
-    let mut cmd = Command::new("kubectl");
+    let mut cmd = Command::new(haptic_tools::peers::kubectl());
     cmd.arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--cache-dir")
@@ -175,7 +144,7 @@ pub fn kubectl(
     }
     let mut child = cmd
         .spawn()
-        .unwrap_or_else(|e| panic!("kubectl starts (README: the tests need kubectl): {e}"));
+        .unwrap_or_else(|e| panic!("the pinned kubectl starts: {e}"));
     if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
         let _ = pipe.write_all(text.as_bytes());
     }

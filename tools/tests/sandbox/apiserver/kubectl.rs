@@ -1,4 +1,5 @@
-//! The real kubectl 1.32 against the emulator, through the written kubeconfig.
+//! The real kubectl (the pinned v1.37.2 of `tests/peers/build.sh`, never one on PATH) against
+//! the emulator, through the written kubeconfig.
 
 use super::{Env, WAIT, haproxycfg_crd};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -15,15 +16,7 @@ struct Run {
 }
 
 fn command(env: &Env, args: &[&str]) -> tokio::process::Command {
-    let found = std::process::Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output();
-    assert!(
-        found.is_ok_and(|o| o.status.success()),
-        "kubectl is missing: install it (e.g. `apt-get install kubectl` from the Kubernetes or Google Cloud SDK apt repository) to run the emulator tests"
-    );
-    let mut c = tokio::process::Command::new("kubectl");
+    let mut c = tokio::process::Command::new(haptic_tools::peers::kubectl());
     c.args(args)
         .env("KUBECONFIG", &env.kubeconfig)
         .env("KUBECACHEDIR", env.dir.path().join("cache"))
@@ -88,6 +81,34 @@ async fn watch_until(
     .await
     .expect("kubectl watch did not show the expected line");
     seen
+}
+
+/// The kubectl every test here runs is the one `tests/peers/build.sh` pins (its `KUBE_VERSION`),
+/// whatever `kubectl` the machine has first on PATH.
+#[tokio::test]
+async fn the_kubectl_run_is_the_pinned_build() {
+    let script = std::fs::read_to_string(haptic_tools::peers::build_script()).unwrap();
+    let pin = script
+        .lines()
+        .find_map(|l| l.strip_prefix("KUBE_VERSION="))
+        .and_then(|v| v.split_whitespace().next())
+        .expect("build.sh pins KUBE_VERSION");
+    let env = Env::start().await;
+    let out = command(&env, &["version", "--client"])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().next(),
+        Some(format!("Client Version: {pin}").as_str()),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]
