@@ -3,8 +3,7 @@
 //! and how long each step took, then runs:
 //!
 //! ```text
-//!  cargo xtask demo [ARGS]  1 the Debian packages the demo needs (haproxy, curl, iproute2, a C
-//!                             compiler ...)
+//!  cargo xtask demo [ARGS]  1 the Debian packages the demo needs (haproxy, curl, iproute2 ...)
 //!                           2 cargo run --release --bin haptic-demo -- ARGS
 //!  cargo xtask test [ARGS]  1 the Debian packages the tests need (the demo's, socat, openssl,
 //!                             e2fsprogs ...)

@@ -30,15 +30,11 @@ pub struct Need {
 }
 
 /// Every program started by the code or the scripts beside it, except the peers
-/// (`tests/peers/build.sh` builds those) and Go (not a Debian package at the version needed).
+/// (`tests/peers/build.sh` builds those), Go (not a Debian package at the version needed) and
+/// the C compiler `cc` (Debian `gcc`), which cargo needs to link this very crate, so it is a
+/// prerequisite of Rust rather than a step here (it also builds ring's, zstd's and SQLite's C).
 /// `every_program_the_code_starts_is_listed` checks the Rust side of this table.
 pub const NEEDS: &[Need] = &[
-    need(
-        "cc",
-        &["gcc", "libc6-dev"],
-        true,
-        "the C parts of the build (ring, zstd, SQLite)",
-    ),
     need("haproxy", &["haproxy"], true, "the pods and `haproxy -c`"),
     need("curl", &["curl"], true, "requests to the pods"),
     need(
@@ -246,11 +242,18 @@ pub fn plan(packages: Vec<&'static str>, host: &Host) -> Plan {
 /// Arguments of `apt-get` that install `packages` (after an update).
 #[must_use]
 pub fn install_args(packages: &[&str]) -> Vec<String> {
-    ["install", "-y", "-q", "--no-install-recommends"]
-        .into_iter()
-        .chain(packages.iter().copied())
-        .map(str::to_owned)
-        .collect()
+    [
+        "install",
+        "-y",
+        "-qq",
+        "-o",
+        "Dpkg::Use-Pty=0",
+        "--no-install-recommends",
+    ]
+    .into_iter()
+    .chain(packages.iter().copied())
+    .map(str::to_owned)
+    .collect()
 }
 
 /// The line a user without root or a working `sudo -n` runs: one line, copied as it is.

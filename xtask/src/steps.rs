@@ -104,7 +104,7 @@ fn apt_install(sudo: bool, packages: &[&str]) -> Result<(), Failed> {
         packages.join(" ")
     ));
     let args = packages::install_args(packages);
-    for step in [vec!["update".to_owned(), "-q".to_owned()], args] {
+    for step in [vec!["update".to_owned(), "-qq".to_owned()], args] {
         let mut c = if sudo {
             let mut c = Command::new("sudo");
             c.arg("-n").arg("apt-get");
