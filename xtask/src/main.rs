@@ -68,7 +68,7 @@ fn main() -> ExitCode {
 /// `cargo xtask demo`: the packages, then the demo (which needs no peers).
 fn demo(args: Vec<OsString>) -> Result<(), Failed> {
     let path = step(1, 2, "the Debian packages the demo needs", || {
-        steps::ensure_packages(Purpose::Demo)
+        steps::ensure_packages(Purpose::Demo, "cargo xtask demo")
     })?;
     let mut cargo_args: Vec<OsString> = ["run", "--release", "--bin", "haptic-demo", "--"]
         .map(OsString::from)
@@ -82,7 +82,7 @@ fn demo(args: Vec<OsString>) -> Result<(), Failed> {
 /// `cargo xtask test`: the packages, Go, the peers and kubectl, then every test.
 fn test(args: Vec<OsString>) -> Result<(), Failed> {
     let path = step(1, 4, "the Debian packages the tests need", || {
-        steps::ensure_packages(Purpose::Test)
+        steps::ensure_packages(Purpose::Test, "cargo xtask test")
     })?;
     step(2, 4, "Go for the real peers", || {
         steps::ensure_go(&path).map(|v| say(&v))

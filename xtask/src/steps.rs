@@ -56,12 +56,13 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// Checks for the programs `purpose` needs and installs the missing ones (root: apt-get; else
-/// `sudo -n` when it works; else stops with the line to run). Returns the PATH for the
-/// children (PATH plus any `sbin` directory holding a needed program).
+/// `sudo -n` when it works; else stops with the line to run, then `again`, the command to run
+/// after it). Returns the PATH for the children (PATH plus any `sbin` directory holding a
+/// needed program).
 ///
 /// # Errors
 /// [`Failed`] naming the missing programs and the line to run, or apt-get's failure.
-pub fn ensure_packages(purpose: Purpose) -> Result<OsString, Failed> {
+pub fn ensure_packages(purpose: Purpose, again: &str) -> Result<OsString, Failed> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let s = packages::survey(purpose, &path);
     if s.missing.is_empty() {
@@ -79,9 +80,7 @@ pub fn ensure_packages(purpose: Purpose) -> Result<OsString, Failed> {
         Plan::Stop { reason, line } => {
             let mut message = format!("{reason}, so nothing was installed");
             if let Some(line) = line {
-                message.push_str(&format!(
-                    "; run this line, then the same cargo xtask command again:\n{line}"
-                ));
+                message.push_str(&format!("; run this line, then `{again}` again:\n{line}"));
             }
             return Err(Failed::new(message));
         }
@@ -145,7 +144,13 @@ fn sudo_works() -> Result<(), String> {
     {
         Err(e) => Err(format!("no sudo: {e}")),
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_owned()),
+        // the last line: sudo may warn first (e.g. that it cannot resolve the host name)
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .rfind(|l| !l.trim().is_empty())
+            .unwrap_or("sudo -n true failed")
+            .trim()
+            .to_owned()),
     }
 }
 
