@@ -23,6 +23,8 @@ COPY migrations migrations
 COPY tools tools
 # The demo (README command 1) is a workspace member Cargo must load; `-p haptic` does not build it.
 COPY demo demo
+# So is xtask (the README's `cargo xtask demo` / `cargo xtask test`), not built either.
+COPY xtask xtask
 # Declared [[bench]] targets must exist for Cargo to load the manifest.
 COPY benches benches
 RUN cargo build --release --locked -p haptic
