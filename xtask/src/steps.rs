@@ -96,31 +96,39 @@ pub fn ensure_packages(purpose: Purpose, again: &str) -> Result<OsString, Failed
     Ok(packages::extend_path(&path, &after.extra_dirs))
 }
 
+/// `apt-get update` and `apt-get install`, through `sudo -n env` when `sudo` (sudo resets the
+/// environment, and debconf must not ask). apt's stdout (dpkg's unpacking lines) is kept and
+/// printed only when a step fails; its stderr passes through.
 fn apt_install(sudo: bool, packages: &[&str]) -> Result<(), Failed> {
     let how = if sudo { "sudo -n apt-get" } else { "apt-get" };
     say(&format!(
-        "installing {} ({how} update, then install -y)",
+        "installing {} ({how} update, then install; apt's output only if it fails)",
         packages.join(" ")
     ));
     let args = packages::install_args(packages);
     for step in [vec!["update".to_owned(), "-qq".to_owned()], args] {
         let mut c = if sudo {
             let mut c = Command::new("sudo");
-            c.arg("-n").arg("apt-get");
+            c.args(["-n", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
             c
         } else {
-            Command::new("apt-get")
+            let mut c = Command::new("apt-get");
+            c.env("DEBIAN_FRONTEND", "noninteractive");
+            c
         };
         c.args(&step)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdin(Stdio::null());
-        let status = c
-            .status()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let out = c
+            .output()
             .map_err(|e| Failed::new(format!("starting {how}: {e}")))?;
-        if !status.success() {
+        if !out.status.success() {
+            eprint!("{}", String::from_utf8_lossy(&out.stdout));
             return Err(Failed::new(format!(
-                "`{how} {}` failed ({status}): see apt's output above",
-                step.join(" ")
+                "`{how} {}` failed ({}): see apt's output above",
+                step.join(" "),
+                out.status
             )));
         }
     }
