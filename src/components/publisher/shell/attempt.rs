@@ -46,7 +46,7 @@ pub(super) struct Target {
 }
 
 /// One publication in progress (borrowing the publish worker's parts).
-pub(super) struct Publication<'a> {
+pub(super) struct Publishing<'a> {
     pub(super) ctx: &'a Arc<Context>,
     pub(super) writes: &'a Writes,
     pub(super) cache: &'a HealCache,
@@ -61,7 +61,7 @@ pub(super) struct Publication<'a> {
     pub(super) drain: bool,
 }
 
-impl Publication<'_> {
+impl Publishing<'_> {
     /// Writes the target until it is complete, rejected, superseded or the term ends. Returns
     /// true when it committed (or was released), false when cancelled or superseded.
     pub(super) async fn run(self) -> Result<bool, PublisherError> {

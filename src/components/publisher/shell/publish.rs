@@ -13,7 +13,7 @@ use haptic_journal::{
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-use super::attempt::{Publication, Target};
+use super::attempt::{Publishing, Target};
 use super::cache::HealCache;
 use super::context::Context;
 use super::failures::Writes;
@@ -249,7 +249,7 @@ impl PublishWorker {
             deployment: item.deployment,
             moves,
         };
-        Publication {
+        Publishing {
             ctx: &self.ctx,
             writes: &self.writes,
             cache: &self.cache,
