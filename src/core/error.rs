@@ -173,14 +173,18 @@ impl ErrorClass {
 }
 
 /// `e` with every cause after it, joined by `: ` (what `{:#}` prints for an `anyhow::Error`), for
-/// journal records and one-line error output.
+/// journal records, logs, HTTP answers and one-line error output. A cause whose text the line
+/// already holds (a message that shows its source as `{0}`) is not repeated.
 #[must_use]
 pub fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut src = e.source();
     while let Some(s) = src {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        let cause = s.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
         src = s.source();
     }
     text
@@ -324,5 +328,34 @@ mod tests {
         assert_eq!(permanent, [&C::Rejected, &C::TooLarge, &C::Unbuildable]);
         let labels: std::collections::BTreeSet<_> = all.iter().map(|c| c.metric_label()).collect();
         assert_eq!(labels.len(), all.len());
+    }
+
+    /// An error whose message already shows its cause (`{0}` in the message, or a wrapper that
+    /// repeats it) is printed with that text once; every other cause follows with `: `.
+    #[test]
+    fn chain_prints_every_cause_once() {
+        #[derive(Debug)]
+        struct E(&'static str, Option<Box<E>>);
+        impl std::fmt::Display for E {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for E {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.1.as_deref().map(|e| e as _)
+            }
+        }
+        let io = E("connection refused", None);
+        let repeats = E(
+            "journal commit failed: connection refused",
+            Some(Box::new(io)),
+        );
+        let outer = E("ingest render not journaled", Some(Box::new(repeats)));
+        assert_eq!(
+            chain(&outer),
+            "ingest render not journaled: journal commit failed: connection refused"
+        );
+        assert_eq!(chain(&E("alone", None)), "alone");
     }
 }

@@ -147,7 +147,7 @@ impl Critical {
             async move {
                 let result = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(error_chain(&e)),
+                    Ok(Err(e)) => Err(crate::core::error::chain(&e)),
                     Err(_) => Err("panicked".to_owned()),
                 };
                 if let Err(reason) = &result {
@@ -162,21 +162,6 @@ impl Critical {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// An error with its sources: `outer: inner: innermost`.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// Runs the controller until SIGTERM/SIGINT (graceful, exit 0) or until a critical component

@@ -225,7 +225,7 @@ pub(super) async fn start_ingest(
                         info!(secret = %secret, "ingest token rotated");
                     }
                     Ok(_) => {}
-                    Err(error) => warn!(error = %super::error_chain(&error),
+                    Err(error) => warn!(error = %crate::core::error::chain(&error),
                         "ingest token Secret not readable; keeping the current token"),
                 }
             }

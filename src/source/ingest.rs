@@ -535,16 +535,7 @@ async fn commit(inner: &Inner, content: RenderContent, read_time: Duration) -> R
                 .fetch_add(1, Ordering::Relaxed);
             // `None`: the acceptor is gone (the process is stopping), nothing was journaled.
             let (message, kind) = match &e {
-                Some(e) => {
-                    let mut message = e.to_string();
-                    let mut source = std::error::Error::source(e);
-                    while let Some(s) = source {
-                        message.push_str(": ");
-                        message.push_str(&s.to_string());
-                        source = s.source();
-                    }
-                    (message, e.metric_label())
-                }
+                Some(e) => (crate::core::error::chain(e), e.metric_label()),
                 None => ("the acceptor is not running".to_owned(), "stopped"),
             };
             tracing::error!(error = %message, "ingest render not journaled");
@@ -586,13 +577,16 @@ fn insufficient_storage(inner: &Inner, error: Option<&crate::dispatch::DispatchE
             format!(
                 "journal {} not writable: {}; fix: {}",
                 path.display(),
-                error.map_or_else(String::new, |e| chain(e)),
+                error.map_or_else(String::new, |e| crate::core::error::chain(e)),
                 crate::dispatch::fault::fix(kind, path)
             ),
         ),
         None => (
             None,
-            error.map_or_else(|| "journal not writable".to_owned(), |e| chain(e)),
+            error.map_or_else(
+                || "journal not writable".to_owned(),
+                |e| crate::core::error::chain(e),
+            ),
         ),
     };
     tracing::warn!(error = %message, "ingest render refused: journal not writable");
@@ -614,21 +608,6 @@ fn insufficient_storage(inner: &Inner, error: Option<&crate::dispatch::DispatchE
         HeaderValue::from_static(INSUFFICIENT_STORAGE_RETRY_AFTER_SECONDS),
     );
     resp
-}
-
-/// An error with its sources, `outer: inner` (each text once).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// The `Retry-After` of a `507`, in seconds (the journal watch's longest probe interval).

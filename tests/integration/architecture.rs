@@ -472,12 +472,17 @@ fn core_has_no_io_clock_or_randomness() {
     assert_pure(&files, "src/core/");
 }
 
-#[test]
-fn component_decisions_have_no_io_clock_or_randomness() {
+/// The components' pure modules besides their `decide` files and folders (paths under
+/// `src/components/`): the scheduler's plan and the deployer's structural diff.
+const PURE_MODULES: &[&str] = &["scheduler/plan.rs", "deployer/structure.rs"];
+
+/// Every pure module of the components: each `decide.rs`, every file of a `decide/` folder, and
+/// [`PURE_MODULES`].
+fn pure_component_modules() -> Vec<PathBuf> {
     let root = src_dir().join("components");
     let mut files = Vec::new();
     rust_files(&root, &mut files);
-    let decide: Vec<PathBuf> = files
+    let mut pure: Vec<PathBuf> = files
         .into_iter()
         .filter(|f| {
             f.file_stem().is_some_and(|s| s == "decide")
@@ -486,11 +491,30 @@ fn component_decisions_have_no_io_clock_or_randomness() {
                     .is_some_and(|d| d == "decide")
         })
         .collect();
-    assert!(
-        decide.len() >= 2,
-        "no components/*/decide.rs found: {decide:?}"
-    );
-    assert_pure(&decide, "components/*/decide.rs");
+    for m in PURE_MODULES {
+        let path = root.join(m);
+        assert!(
+            path.is_file(),
+            "pure module {m} not found under src/components/"
+        );
+        pure.push(path);
+    }
+    pure.sort();
+    pure
+}
+
+#[test]
+fn component_decisions_have_no_io_clock_or_randomness() {
+    let pure = pure_component_modules();
+    // Each component's decision is under the check, not only some.
+    for component in ["scheduler", "deployer", "drift", "validator", "publisher"] {
+        assert!(
+            pure.iter()
+                .any(|f| f.components().any(|c| c.as_os_str() == component)),
+            "no pure module of components/{component} found: {pure:?}"
+        );
+    }
+    assert_pure(&pure, "the components' decisions (decide, plan, structure)");
 }
 
 #[test]
@@ -519,6 +543,271 @@ fn layers_point_one_way_and_components_form_no_circle() {
         "the layers of src/ (see tests/integration/architecture.rs):\n{}",
         problems.join("\n")
     );
+}
+
+// ----- the publisher: one owner per task (issue 26) -----
+
+/// Identifiers that name a lock type.
+const LOCKS: &[&str] = &[
+    "Mutex",
+    "RwLock",
+    "Semaphore",
+    "Condvar",
+    "ReentrantMutex",
+    "parking_lot",
+];
+
+/// The one lock the publisher may hold: the heal cache, a `std::sync::Mutex<TermCache>` in
+/// this file (under `components/publisher/`), which must name neither the journal nor an await.
+const HEAL_CACHE: &str = "shell/cache.rs";
+
+/// Whole-identifier occurrences of `word` in `code` (byte offsets).
+fn ident_at(code: &str, word: &str) -> Vec<usize> {
+    code.match_indices(word)
+        .filter(|(at, _)| {
+            !is_ident(code[..*at].chars().next_back())
+                && !is_ident(code[at + word.len()..].chars().next())
+        })
+        .map(|(at, _)| at)
+        .collect()
+}
+
+/// The names of the types (`struct`, `enum`, `union`) a file defines.
+fn defined_types(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for kw in ["struct", "enum", "union"] {
+        for at in ident_at(code, kw) {
+            let name: String = code[at + kw.len()..]
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// The types a file has inherent `impl` blocks for (`impl X`, `impl<T> X<T>`, `impl a::X`;
+/// trait impls `impl T for X` are not inherent).
+fn inherent_impls(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for at in ident_at(code, "impl") {
+        let rest = &code[at + 4..];
+        let Some(open) = rest.find('{') else { continue };
+        let head = rest[..open].trim();
+        // Leading generics, balanced.
+        let head = if let Some(g) = head.strip_prefix('<') {
+            let mut depth = 1;
+            let mut end = 0;
+            for (i, c) in g.char_indices() {
+                match c {
+                    '<' => depth += 1,
+                    '>' => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    end = i + 1;
+                    break;
+                }
+            }
+            g[end..].trim()
+        } else {
+            head
+        };
+        if ident_at(head, "for").into_iter().next().is_some() || head.starts_with('(') {
+            continue;
+        }
+        let path: String = head
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+            .collect();
+        if let Some(name) = path.rsplit("::").next().filter(|n| !n.is_empty()) {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+/// What breaks the publisher's shape in `files` (paths relative to
+/// `src/components/publisher/`): a `use super::*`; an inherent `impl` of a type in another
+/// file than the one defining it; a lock anywhere but the heal cache ([`HEAL_CACHE`]), or a
+/// heal cache that holds anything but the `TermCache`, reads the journal or awaits.
+fn publisher_shape_problems(files: &[(PathBuf, String)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let codes: Vec<(String, String)> = files
+        .iter()
+        .map(|(p, s)| (p.display().to_string(), code_only(s)))
+        .collect();
+    let mut defined_in: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, code) in &codes {
+        for t in defined_types(code) {
+            defined_in.entry(t).or_default().insert(file.clone());
+        }
+    }
+    for (file, code) in &codes {
+        let compact: String = code.split_whitespace().collect();
+        if compact.contains("usesuper::*;") || compact.contains("usesuper::super::*;") {
+            problems.push(format!(
+                "{file}: `use super::*` (import what the file uses by name)"
+            ));
+        }
+        for t in inherent_impls(code) {
+            if let Some(homes) = defined_in.get(&t)
+                && !homes.contains(file)
+            {
+                let home = homes.iter().cloned().collect::<Vec<_>>().join(", ");
+                problems.push(format!(
+                    "{file}: `impl {t}`, a type defined in {home} (one file per type's methods)"
+                ));
+            }
+        }
+        for lock in LOCKS {
+            for at in ident_at(code, lock) {
+                let line = code[..at].matches('\n').count() + 1;
+                let heal_cache = file == HEAL_CACHE
+                    && *lock == "Mutex"
+                    && !code[..at].ends_with("tokio::sync::");
+                let wraps_cache = code[at + lock.len()..]
+                    .trim_start()
+                    .starts_with("<TermCache>");
+                let import =
+                    code[..at].trim_end().ends_with("{") || code[..at].trim_end().ends_with("::");
+                if heal_cache && (wraps_cache || import) {
+                    continue;
+                }
+                problems.push(format!(
+                    "{file}:{line}: `{lock}`: the publisher's only lock is the heal cache \
+                     (Mutex<TermCache> in {HEAL_CACHE}); share values by message or watch"
+                ));
+            }
+        }
+        if file == HEAL_CACHE {
+            for word in ["journal", "Journal", "await", "tokio"] {
+                if !ident_at(code, word).is_empty() {
+                    problems.push(format!(
+                        "{file}: `{word}` beside the heal cache's lock (nothing under it reads \
+                         the journal or awaits)"
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+fn load_publisher() -> Vec<(PathBuf, String)> {
+    let root = src_dir().join("components").join("publisher");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let text = fs::read_to_string(&f).unwrap();
+            (f.strip_prefix(&root).unwrap().to_path_buf(), text)
+        })
+        .collect()
+}
+
+/// The publisher is built as the scheduler is (issue 26): no `use super::*`, no type's methods
+/// spread over files, and one lock, the heal cache, under which nothing reads the journal; so no
+/// journal read happens while any lock of the publisher is held, and it has no async lock.
+#[test]
+fn the_publisher_has_one_owner_per_task_and_one_lock() {
+    let files = load_publisher();
+    assert!(
+        files.iter().any(|(p, _)| p == Path::new(HEAL_CACHE)),
+        "{HEAL_CACHE} not found under src/components/publisher/"
+    );
+    assert!(files.len() > 10, "src/components/publisher/ not found");
+    let problems = publisher_shape_problems(&files);
+    assert!(
+        problems.is_empty(),
+        "the publisher's shape (tests/integration/architecture.rs):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn publisher_scanner_catches_each_plant() {
+    let cache = "use std::sync::{Mutex, PoisonError};\n\
+                 pub(crate) struct HealCache(Mutex<TermCache>);\n\
+                 impl HealCache { fn with(&self) { self.0.lock(); } }";
+    let worker = "pub(super) struct PublishWorker { last: u8 }\n\
+                  impl PublishWorker { fn run(self) {} }\n\
+                  impl std::fmt::Debug for PublishWorker { fn fmt() {} }";
+    let clean = |extra: &[(&str, &str)]| {
+        let mut files = vec![
+            (PathBuf::from(HEAL_CACHE), cache.to_owned()),
+            (PathBuf::from("shell/publish.rs"), worker.to_owned()),
+        ];
+        files.extend(
+            extra
+                .iter()
+                .map(|(p, s)| (PathBuf::from(p), (*s).to_owned())),
+        );
+        publisher_shape_problems(&files)
+    };
+    assert!(clean(&[]).is_empty(), "{:?}", clean(&[]));
+    for (plant, file, source) in [
+        (
+            "a glob import",
+            "shell/status.rs",
+            "use super::*;\nfn f() {}",
+        ),
+        (
+            "a glob import of the parent's parent",
+            "shell/status.rs",
+            "use super :: super :: *;",
+        ),
+        (
+            "a type's methods in another file",
+            "shell/attempt.rs",
+            "impl<'a> super::publish::PublishWorker { fn more(&self) {} }",
+        ),
+        (
+            "a second lock type",
+            "shell/router.rs",
+            "struct Router { state: std::sync::RwLock<u8> }",
+        ),
+        (
+            "a second mutex",
+            "shell/router.rs",
+            "struct Router { state: std::sync::Mutex<RouterState> }",
+        ),
+        (
+            "an async lock",
+            "shell/publish2.rs",
+            "struct P { publish_lock: tokio::sync::Mutex<()> }",
+        ),
+        (
+            "a journal read under the heal cache",
+            HEAL_CACHE,
+            "fn f(j: &Journal) { let _ = j.queue(q); }",
+        ),
+        (
+            "an await under the heal cache",
+            HEAL_CACHE,
+            "async fn f() { g().await; }",
+        ),
+    ] {
+        let mut files = vec![(PathBuf::from("shell/publish.rs"), worker.to_owned())];
+        if file == HEAL_CACHE {
+            files.push((PathBuf::from(HEAL_CACHE), format!("{cache}\n{source}")));
+        } else {
+            files.push((PathBuf::from(HEAL_CACHE), cache.to_owned()));
+            files.push((PathBuf::from(file), source.to_owned()));
+        }
+        let problems = publisher_shape_problems(&files);
+        assert!(!problems.is_empty(), "{plant} not caught: {source}");
+    }
+    // A heal cache holding something else is a second lock too.
+    let other = cache.replace("Mutex<TermCache>", "Mutex<RouterState>");
+    assert!(!publisher_shape_problems(&[(PathBuf::from(HEAL_CACHE), other)]).is_empty());
+    // Comments and strings are not code.
+    assert!(clean(&[("shell/x.rs", "// use super::*;\nlet s = \"Mutex<u8>\";")]).is_empty());
 }
 
 /// The names under `[dependencies]` of a Cargo manifest (not dev- or build-dependencies).

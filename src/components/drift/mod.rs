@@ -32,106 +32,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use haptic_journal::{Correlation, Event, EventKind, UnixMillis};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
 
+pub mod decide;
 #[cfg(test)]
 mod tests;
 
+pub use decide::{DriftState, Effect, Input, decide};
+
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "drift-monitor";
-
-/// The monitor's state.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DriftState {
-    /// Drift interval. Default 60 s.
-    pub interval: Duration,
-    /// When the timer fires; `None` when stopped (not leader).
-    pub next_fire: Option<Instant>,
-    /// Last successful deployment (or leadership start).
-    pub last_success: Option<Instant>,
-    /// Triggers published (correlation ids).
-    pub fired: u64,
-}
-
-impl DriftState {
-    /// A stopped monitor.
-    #[must_use]
-    pub fn new(interval: Duration) -> Self {
-        DriftState {
-            interval,
-            next_fire: None,
-            last_success: None,
-            fired: 0,
-        }
-    }
-
-    /// Stalled: running and its timer is late by more than half an interval (it has not fired
-    /// for 1.5x the interval while it should have).
-    #[must_use]
-    pub fn stalled(&self, now: Instant) -> bool {
-        self.next_fire.is_some_and(|t| now > t + self.interval / 2)
-    }
-}
-
-/// Facts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Input {
-    /// Live `BecameLeader`.
-    BecameLeader,
-    /// Live `LostLeadership`.
-    LostLeadership,
-    /// `DeploymentCompleted` with this many successes.
-    Completed {
-        /// Endpoints that succeeded.
-        succeeded: u32,
-    },
-    /// The timer fired.
-    Tick,
-}
-
-/// What the shell does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Effect {
-    /// Publish `DriftPreventionTriggered`.
-    Trigger {
-        /// Time since the last successful deployment.
-        since: Duration,
-    },
-}
-
-/// Applies one input.
-pub fn decide(state: &mut DriftState, input: Input, now: Instant) -> Vec<Effect> {
-    match input {
-        Input::BecameLeader => {
-            state.last_success = Some(now);
-            state.next_fire = Some(now + state.interval);
-            Vec::new()
-        }
-        Input::LostLeadership => {
-            state.next_fire = None;
-            Vec::new()
-        }
-        Input::Completed { succeeded } => {
-            if succeeded > 0 && state.next_fire.is_some() {
-                state.last_success = Some(now);
-                state.next_fire = Some(now + state.interval);
-            }
-            Vec::new()
-        }
-        Input::Tick => match state.next_fire {
-            Some(t) if t <= now => {
-                state.next_fire = Some(now + state.interval);
-                state.fired += 1;
-                let since = now.duration_since(state.last_success.unwrap_or(now));
-                vec![Effect::Trigger { since }]
-            }
-            _ => Vec::new(),
-        },
-    }
-}
 
 /// Subscription the monitor needs.
 #[must_use]
@@ -194,9 +106,10 @@ pub async fn run(
                     _ => continue,
                 }
             }
-            () = async { match next { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => Input::Tick,
+            () = async { match next { Some(t) => tokio::time::sleep_until(t.into()).await, None => std::future::pending().await } } => Input::Tick,
         };
-        let now = Instant::now();
+        // The decision takes std instants; tokio's clock (paused in tests) is converted.
+        let now = tokio::time::Instant::now().into_std();
         for effect in decide(&mut state, input, now) {
             let Effect::Trigger { since } = effect;
             handle.triggers.fetch_add(1, Ordering::Relaxed);
@@ -216,7 +129,8 @@ pub async fn run(
                 .await?;
         }
         let due = state.next_fire.map_or(0, |t| {
-            UnixMillis::now().0 + t.saturating_duration_since(Instant::now()).as_millis() as u64
+            let now = tokio::time::Instant::now().into_std();
+            UnixMillis::now().0 + t.saturating_duration_since(now).as_millis() as u64
         });
         handle.due_ms.store(due, Ordering::Relaxed);
     }

@@ -1,9 +1,11 @@
-use super::*;
+use std::time::{Duration, Instant};
+
+use super::decide::{DriftState, Effect, Input, decide};
 
 const I: Duration = Duration::from_secs(60);
 
-#[tokio::test(start_paused = true)]
-async fn fires_after_an_idle_interval_and_rearms() {
+#[test]
+fn fires_after_an_idle_interval_and_rearms() {
     let t0 = Instant::now();
     let mut s = DriftState::new(I);
     assert!(
@@ -19,8 +21,8 @@ async fn fires_after_an_idle_interval_and_rearms() {
     assert_eq!(s.next_fire, Some(t0 + I * 2), "re-armed at once");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_successful_deployment_resets_the_timer_a_failed_one_does_not() {
+#[test]
+fn a_successful_deployment_resets_the_timer_a_failed_one_does_not() {
     let t0 = Instant::now();
     let mut s = DriftState::new(I);
     decide(&mut s, Input::BecameLeader, t0);
@@ -31,8 +33,8 @@ async fn a_successful_deployment_resets_the_timer_a_failed_one_does_not() {
     assert!(decide(&mut s, Input::Tick, t0 + I).is_empty());
 }
 
-#[tokio::test(start_paused = true)]
-async fn lost_leadership_stops_and_became_leader_restarts() {
+#[test]
+fn lost_leadership_stops_and_became_leader_restarts() {
     let t0 = Instant::now();
     let mut s = DriftState::new(I);
     decide(&mut s, Input::BecameLeader, t0);
@@ -46,8 +48,8 @@ async fn lost_leadership_stops_and_became_leader_restarts() {
     assert_eq!(s.next_fire, Some(t0 + I * 4));
 }
 
-#[tokio::test(start_paused = true)]
-async fn stall_detection_after_one_and_a_half_intervals() {
+#[test]
+fn stall_detection_after_one_and_a_half_intervals() {
     let t0 = Instant::now();
     let mut s = DriftState::new(I);
     decide(&mut s, Input::BecameLeader, t0);

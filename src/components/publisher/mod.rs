@@ -1,6 +1,10 @@
 //! `config-publisher`: publishes what was rendered, validated and deployed as custom resources
 //! (seeds/configpublisher.txt, made durable on the journal). Its workers run while this replica
-//! leads; its router folds every event, leader or not (DESIGN.md J11).
+//! leads; its router folds every event, leader or not (DESIGN.md J11). Built as the scheduler
+//! is: the router is one task that owns its state and checkpoint (inputs are messages), each
+//! leadership term has one owner (writer, cancellation, heal cache, the drain as a message to
+//! its publish worker), each worker is one struct owning its fields, and the heal cache is the
+//! only lock (`shell/mod.rs` draws the tasks).
 //!
 //! ```text
 //!  dispatcher --Delivery{seq, event, replayed}--> skip if checkpoint folded it
@@ -265,6 +269,9 @@ pub enum PublisherError {
     /// the first step): DESIGN.md J10, refuse to go on.
     #[error("publisher checkpoint unreadable")]
     CheckpointUnreadable,
+    /// The router task ended (it panicked): nothing more is folded; stop and restart.
+    #[error("publisher router task stopped")]
+    RouterStopped,
 }
 
 impl PublisherError {
@@ -275,27 +282,34 @@ impl PublisherError {
     }
 }
 
-/// The config publisher.
+/// The config publisher: a handle on its router task (started here) and its shared part; a
+/// term's workers start with [`ConfigPublisher::start`] or, on a dispatcher, from
+/// [`ConfigPublisher::run`].
 #[derive(Clone)]
 pub struct ConfigPublisher {
-    inner: Arc<shell::Inner>,
+    ctx: Arc<shell::Context>,
+    router: shell::RouterHandle,
 }
 
 impl std::fmt::Debug for ConfigPublisher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConfigPublisher")
-            .field("cfg", &self.inner.cfg)
+            .field("cfg", &self.ctx.cfg)
             .finish()
     }
 }
 
 impl ConfigPublisher {
-    /// A publisher on `journal`, writing through `client` (kube's retry layer off).
+    /// A publisher on `journal`, writing through `client` (kube's retry layer off). Restores
+    /// the router's checkpoint (one short journal read) and spawns the router task, which ends
+    /// when the last handle (this, its clones, a running term) is dropped.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
     #[must_use]
     pub fn new(journal: Arc<Journal>, client: kube::Client, cfg: PublisherConfig) -> Self {
-        ConfigPublisher {
-            inner: Arc::new(shell::Inner::new(journal, client, cfg)),
-        }
+        let (ctx, router) = shell::build(journal, client, cfg);
+        ConfigPublisher { ctx, router }
     }
 
     /// Handles one accepted event as a leader (or a replay) does: folds it into the router and
@@ -307,10 +321,18 @@ impl ConfigPublisher {
     /// [`PublisherError`] when the journal commit fails (nothing was queued).
     ///
     /// # Cancel safety
-    /// Not cancel safe between the commit and the wake-up; the workers re-read their queues at
-    /// every term start, so nothing is lost.
+    /// Once handed to the router the event is folded and committed even if this future is
+    /// dropped; the workers re-read their queues at every term start, so nothing is lost.
     pub async fn on_event(&self, seq: Seq, event: &Event) -> Result<(), PublisherError> {
-        self.inner.deliver(seq, None, event, true, false).await
+        self.router
+            .deliver(shell::Delivery {
+                seq,
+                at: None,
+                event: Arc::new(event.clone()),
+                leading: true,
+                replayed: false,
+            })
+            .await
     }
 
     /// Starts the workers for leadership term `term` (the term already journaled). Queued work
@@ -318,28 +340,28 @@ impl ConfigPublisher {
     /// against the cluster first.
     #[must_use]
     pub fn start(&self, term: Term) -> TermHandle {
-        self.inner.start(term)
+        shell::start(&self.ctx, &self.router, term)
     }
 
     /// Graceful leader stop: publishes the newest queued deploy-driven render past the
     /// throttle; once it commits the older ones are dropped and the drain checkpoint records it.
     /// Call after every accepted event was delivered. Returns the render published, `None`
     /// when there was nothing, the term already ended, or the publication failed (queue left
-    /// as it was).
+    /// as it was). The running term's publish worker does it, between two publications.
     ///
     /// # Errors
     /// [`PublisherError`] when the journal fails.
     ///
     /// # Cancel safety
-    /// Cancelling leaves the queue as it was (the ack is one commit).
+    /// Cancelling leaves the queue as it was or drained (the ack is one commit).
     pub async fn drain(&self) -> Result<Option<Checksum>, PublisherError> {
-        self.inner.drain().await
+        shell::drain(&self.ctx).await
     }
 
     /// Sends the publisher's own commits (acks with `config.published`) through the dispatcher
     /// so its subscribers are woken at once. Call once, before [`ConfigPublisher::run`].
     pub fn attach(&self, handle: crate::dispatch::DispatchHandle) {
-        let _ = self.inner.dispatch.set(handle);
+        self.ctx.commit.attach(handle);
     }
 
     /// Runs the component on a dispatcher subscription made with [`subscribe_options`]: each
@@ -351,7 +373,8 @@ impl ConfigPublisher {
     /// status removal, queued when the next term starts.
     ///
     /// # Errors
-    /// [`PublisherError`] when the journal fails (stop acting and reopen).
+    /// [`PublisherError`] when the journal fails (stop acting and reopen), or the router task
+    /// stopped.
     ///
     /// # Cancel safety
     /// Cancel via `cancel`: the current delivery is finished (or left undone, so it is replayed)
@@ -386,14 +409,14 @@ impl ConfigPublisher {
             // did for the process that first delivered it (the router decides from the log); a
             // follower only folds.
             if let Err(e) = self
-                .inner
-                .deliver(
-                    d.seq,
-                    Some(d.accepted_at),
-                    &d.event,
-                    term.is_some(),
-                    d.replayed,
-                )
+                .router
+                .deliver(shell::Delivery {
+                    seq: d.seq,
+                    at: Some(d.accepted_at),
+                    event: Arc::clone(&d.event),
+                    leading: term.is_some(),
+                    replayed: d.replayed,
+                })
                 .await
             {
                 break Err(e);
@@ -411,13 +434,13 @@ impl ConfigPublisher {
     /// checkpoint at construction); a discovery without them clears their status entries.
     #[must_use]
     pub fn known_pod_count(&self) -> usize {
-        self.inner.known_pod_count()
+        self.ctx.view.borrow().known_pods.len()
     }
 
     /// Counters.
     #[must_use]
     pub fn counters(&self) -> &Counters {
-        &self.inner.counters
+        &self.ctx.counters
     }
 
     /// Why the publisher's writes wait for an operator, one line per blocked worker
@@ -425,22 +448,12 @@ impl ConfigPublisher {
     /// The runtime's `/readyz` reports it (the writes are retried meanwhile).
     #[must_use]
     pub fn blocked(&self) -> Option<String> {
-        let b = self
-            .inner
-            .blocked
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        (!b.is_empty()).then(|| {
-            b.iter()
-                .map(|(w, r)| format!("{w}: {r}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        self.ctx.blocked.describe()
     }
 
     /// Settings.
     #[must_use]
     pub fn config(&self) -> &PublisherConfig {
-        &self.inner.cfg
+        &self.ctx.cfg
     }
 }

@@ -1256,3 +1256,118 @@ fn every_condition_built_is_in_the_catalogue() {
         );
     }
 }
+
+/// The publication choice (`decide::choose`): (queued item, checkpoint, live object of a
+/// repeat) -> what the publication does, one row per rule.
+#[test]
+fn the_publication_choice() {
+    use decide::{Choice, Facts, Live, choose};
+    let (a, b) = (sum(1), sum(2));
+    let live = |checksum, ours, queued| {
+        Some(Live {
+            checksum,
+            ours,
+            queued,
+        })
+    };
+    let write = |render, seq, moves| Choice::Write {
+        render,
+        render_seq: Seq(seq),
+        moves,
+    };
+    let rows: [(&str, Facts, Choice); 10] = [
+        (
+            "a repeat with nothing published does nothing",
+            Facts {
+                item: None,
+                checkpoint: None,
+                live: None,
+            },
+            Choice::Nothing,
+        ),
+        (
+            "a repeat writes the checkpoint again",
+            Facts {
+                item: None,
+                checkpoint: Some((a, Seq(5))),
+                live: None,
+            },
+            write(a, 5, Publication::Repeat),
+        ),
+        (
+            "a repeat over the same render in the cluster writes it (idempotent)",
+            Facts {
+                item: None,
+                checkpoint: Some((a, Seq(5))),
+                live: live(a, false, false),
+            },
+            write(a, 5, Publication::Repeat),
+        ),
+        (
+            "a repeat leaves another term's render",
+            Facts {
+                item: None,
+                checkpoint: Some((a, Seq(5))),
+                live: live(b, false, true),
+            },
+            Choice::Skip,
+        ),
+        (
+            "a repeat yields to the queued publication of the spec's render",
+            Facts {
+                item: None,
+                checkpoint: Some((a, Seq(5))),
+                live: live(b, true, true),
+            },
+            Choice::Defer,
+        ),
+        (
+            "a repeat restores our own object edited to another render",
+            Facts {
+                item: None,
+                checkpoint: Some((a, Seq(5))),
+                live: live(b, true, false),
+            },
+            write(a, 5, Publication::Repeat),
+        ),
+        (
+            "a first publication advances",
+            Facts {
+                item: Some((a, Seq(3))),
+                checkpoint: None,
+                live: None,
+            },
+            write(a, 3, Publication::Advance),
+        ),
+        (
+            "a newer render advances",
+            Facts {
+                item: Some((b, Seq(7))),
+                checkpoint: Some((a, Seq(5))),
+                live: None,
+            },
+            write(b, 7, Publication::Advance),
+        ),
+        (
+            "an older render is acked, the spec left",
+            Facts {
+                item: Some((b, Seq(4))),
+                checkpoint: Some((a, Seq(5))),
+                live: None,
+            },
+            Choice::AckOlder,
+        ),
+        (
+            "a queued item never reads the cluster: the live object does not matter",
+            Facts {
+                item: Some((a, Seq(5))),
+                checkpoint: Some((a, Seq(5))),
+                live: live(b, false, true),
+            },
+            write(a, 5, Publication::Repeat),
+        ),
+    ];
+    for (what, facts, want) in rows {
+        assert_eq!(choose(&facts), want, "{what}");
+    }
+}

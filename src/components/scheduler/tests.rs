@@ -91,8 +91,8 @@ fn complete_all(s: &mut SchedulerState, req: &DeployRequest, now: Instant) -> Ve
     )
 }
 
-#[tokio::test(start_paused = true)]
-async fn validation_completed_persists_then_starts_a_deployment_to_every_endpoint() {
+#[test]
+fn validation_completed_persists_then_starts_a_deployment_to_every_endpoint() {
     let (mut s, t0) = leader(3);
     let fx = decide(&mut s, validated(1), t0);
     let p = pending_written(&fx).expect("pending slot written first");
@@ -115,8 +115,8 @@ async fn validation_completed_persists_then_starts_a_deployment_to_every_endpoin
     assert_eq!(s.phase_name(t0), "deploying");
 }
 
-#[tokio::test(start_paused = true)]
-async fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
+#[test]
+fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
     let (mut s, t0) = leader(2);
     let fx = decide(&mut s, validated(1), t0);
     let r = started(&fx).unwrap().clone();
@@ -146,8 +146,8 @@ async fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
 /// skip cache is dropped and every endpoint gets the last validated render again (the deployer
 /// then writes nothing a pod runs, and each pod reports to the new HAProxyCfg); the same
 /// HAProxyCfg named again changes nothing.
-#[tokio::test(start_paused = true)]
-async fn another_runtime_config_redeploys_the_last_render_to_every_endpoint() {
+#[test]
+fn another_runtime_config_redeploys_the_last_render_to_every_endpoint() {
     let (mut s, t0) = leader(2);
     let r = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     complete_all(&mut s, &r, t0);
@@ -165,8 +165,8 @@ async fn another_runtime_config_redeploys_the_last_render_to_every_endpoint() {
     assert!(s.applied.is_empty(), "skip cache dropped");
 }
 
-#[tokio::test(start_paused = true)]
-async fn no_endpoints_or_no_runtime_config_or_follower_deploys_nothing() {
+#[test]
+fn no_endpoints_or_no_runtime_config_or_follower_deploys_nothing() {
     let mut s = SchedulerState::new(SchedulerSettings::default(), "d");
     let t0 = Instant::now();
     decide(&mut s, Input::RuntimeConfig(rc()), t0);
@@ -194,8 +194,8 @@ async fn no_endpoints_or_no_runtime_config_or_follower_deploys_nothing() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn in_progress_queueing_latest_wins_then_rate_limit() {
+#[test]
+fn in_progress_queueing_latest_wins_then_rate_limit() {
     let (mut s, t0) = leader(1);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     // Two renders arrive while deploying: only the latest stays pending.
@@ -227,8 +227,8 @@ async fn in_progress_queueing_latest_wins_then_rate_limit() {
     assert!(s.pending.is_none());
 }
 
-#[tokio::test(start_paused = true)]
-async fn first_deployment_has_no_rate_limit_and_a_completion_far_in_the_past_neither() {
+#[test]
+fn first_deployment_has_no_rate_limit_and_a_completion_far_in_the_past_neither() {
     let (mut s, t0) = leader(1);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     complete_all(&mut s, &r1, t0);
@@ -236,8 +236,8 @@ async fn first_deployment_has_no_rate_limit_and_a_completion_far_in_the_past_nei
     assert!(started(&fx).is_some());
 }
 
-#[tokio::test(start_paused = true)]
-async fn stale_completion_is_ignored() {
+#[test]
+fn stale_completion_is_ignored() {
     let (mut s, t0) = leader(1);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     let fx = decide(
@@ -254,8 +254,8 @@ async fn stale_completion_is_ignored() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn timeout_cancels_and_retries_the_same_render_at_most_three_times_then_gives_up() {
+#[test]
+fn timeout_cancels_and_retries_the_same_render_at_most_three_times_then_gives_up() {
     let (mut s, t0) = leader(2);
     let r = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     // Endpoint 1 finished, endpoint 2 hangs.
@@ -309,8 +309,8 @@ async fn timeout_cancels_and_retries_the_same_render_at_most_three_times_then_gi
     assert!(started(&fx).is_some());
 }
 
-#[tokio::test(start_paused = true)]
-async fn timeout_prefers_the_pending_slot_with_the_retry_suffix() {
+#[test]
+fn timeout_prefers_the_pending_slot_with_the_retry_suffix() {
     let (mut s, t0) = leader(1);
     started(&decide(&mut s, validated(1), t0)).unwrap();
     decide(&mut s, validated(2), t0 + Duration::from_secs(1));
@@ -327,8 +327,8 @@ async fn timeout_prefers_the_pending_slot_with_the_retry_suffix() {
     ));
 }
 
-#[tokio::test(start_paused = true)]
-async fn rate_limiting_is_never_timed_out() {
+#[test]
+fn rate_limiting_is_never_timed_out() {
     let (mut s, t0) = leader(1);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     complete_all(&mut s, &r1, t0);
@@ -337,8 +337,8 @@ async fn rate_limiting_is_never_timed_out() {
     assert!(!fx.iter().any(|e| matches!(e, Effect::Cancel { .. })));
 }
 
-#[tokio::test(start_paused = true)]
-async fn validation_failed_redeploys_the_last_good_render_to_current_endpoints() {
+#[test]
+fn validation_failed_redeploys_the_last_good_render_to_current_endpoints() {
     let (mut s, t0) = leader(2);
     let r1 = started(&decide(&mut s, validated(7), t0)).unwrap().clone();
     complete_all(&mut s, &r1, t0);
@@ -368,8 +368,8 @@ async fn validation_failed_redeploys_the_last_good_render_to_current_endpoints()
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn pod_discovery_deploys_only_to_new_or_changed_endpoints() {
+#[test]
+fn pod_discovery_deploys_only_to_new_or_changed_endpoints() {
     let (mut s, t0) = leader(2);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     complete_all(&mut s, &r1, t0);
@@ -408,8 +408,8 @@ async fn pod_discovery_deploys_only_to_new_or_changed_endpoints() {
     assert_eq!(started(&fx).unwrap().endpoints, vec![moved]);
 }
 
-#[tokio::test(start_paused = true)]
-async fn pod_terminated_drops_the_endpoint() {
+#[test]
+fn pod_terminated_drops_the_endpoint() {
     let (mut s, t0) = leader(2);
     decide(&mut s, Input::PodTerminated { pod: ep(2).pod }, t0);
     assert_eq!(s.endpoints, vec![ep(1)]);
@@ -421,8 +421,8 @@ async fn pod_terminated_drops_the_endpoint() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn drift_checks_every_endpoint_without_the_skip_cache() {
+#[test]
+fn drift_checks_every_endpoint_without_the_skip_cache() {
     let (mut s, t0) = leader(3);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     complete_all(&mut s, &r1, t0);
@@ -439,8 +439,8 @@ async fn drift_checks_every_endpoint_without_the_skip_cache() {
     assert_eq!(r.render, render(1));
 }
 
-#[tokio::test(start_paused = true)]
-async fn failed_endpoints_retry_with_bounded_exponential_backoff_and_success_resets() {
+#[test]
+fn failed_endpoints_retry_with_bounded_exponential_backoff_and_success_resets() {
     let (mut s, t0) = leader(2);
     let mut req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     let mut now = t0;
@@ -494,8 +494,8 @@ async fn failed_endpoints_retry_with_bounded_exponential_backoff_and_success_res
     assert_eq!(s.applied.get(&ep(2).url), Some(&render(1)));
 }
 
-#[tokio::test(start_paused = true)]
-async fn lost_leadership_clears_the_phase_and_keeps_journaled_work_for_the_next_term() {
+#[test]
+fn lost_leadership_clears_the_phase_and_keeps_journaled_work_for_the_next_term() {
     let (mut s, t0) = leader(1);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     decide(&mut s, validated(2), t0);
@@ -518,8 +518,8 @@ async fn lost_leadership_clears_the_phase_and_keeps_journaled_work_for_the_next_
     assert_eq!(started(&fx).unwrap().render, render(2));
 }
 
-#[tokio::test(start_paused = true)]
-async fn recovery_resumes_the_inflight_deployment_and_keeps_applied_state() {
+#[test]
+fn recovery_resumes_the_inflight_deployment_and_keeps_applied_state() {
     let t0 = Instant::now();
     let mut s = SchedulerState::new(SchedulerSettings::default(), "d2");
     let req = DeployRequest {
@@ -558,8 +558,8 @@ async fn recovery_resumes_the_inflight_deployment_and_keeps_applied_state() {
     assert_eq!(s.phase, Phase::Idle);
 }
 
-#[tokio::test(start_paused = true)]
-async fn became_leader_deploys_only_to_endpoints_not_known_to_run_the_render() {
+#[test]
+fn became_leader_deploys_only_to_endpoints_not_known_to_run_the_render() {
     let mut s = SchedulerState::new(SchedulerSettings::default(), "d");
     let t0 = Instant::now();
     decide(&mut s, Input::RuntimeConfig(rc()), t0);

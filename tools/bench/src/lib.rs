@@ -21,7 +21,7 @@
 //!
 //! Progress goes to stderr; stdout holds only the table (or the JSON lines).
 //!
-//! The binary is `src/main.rs`; `cargo bench -p haptic-journal --bench journal` runs the same
+//! The binary is `src/main.rs`; `cargo bench -p haptic-bench --bench journal` runs the same
 //! [`run`] (a thin wrapper).
 
 #![warn(missing_docs)]

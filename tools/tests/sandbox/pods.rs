@@ -1,6 +1,6 @@
 //! Sandbox pod and Dataplane endpoint tests.
 //!
-//! Most tests lease a pod of one shared sandbox (its own runtime on a background thread), so the
+//! Most tests borrow a pod of one shared sandbox (its own runtime on a background thread), so the
 //! HAProxy processes start once per test binary. Bounded waits only; no timed assertions.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
@@ -51,13 +51,13 @@ fn shared() -> &'static Shared {
     })
 }
 
-/// Exclusive use of one shared pod for the duration of a test.
-struct Lease {
+/// Exclusive use of one shared pod for the duration of a test (given back on drop).
+struct BorrowedPod {
     idx: usize,
     pod: PodInfo,
 }
 
-impl Drop for Lease {
+impl Drop for BorrowedPod {
     fn drop(&mut self) {
         let s = shared();
         s.free
@@ -68,12 +68,12 @@ impl Drop for Lease {
     }
 }
 
-fn lease() -> Lease {
+fn borrow_pod() -> BorrowedPod {
     let s = shared();
     let mut free = s.free.lock().unwrap_or_else(|p| p.into_inner());
     loop {
         if let Some(idx) = free.pop() {
-            return Lease {
+            return BorrowedPod {
                 idx,
                 pod: s.sandbox.pods()[idx].clone(),
             };
@@ -209,7 +209,7 @@ fn md5_hex(b: &[u8]) -> String {
 
 #[tokio::test]
 async fn pods_version_conflict_and_auth() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     let v = dp.version().await;
     let r = dp
@@ -299,7 +299,7 @@ async fn pods_version_conflict_and_auth() {
 
 #[tokio::test]
 async fn pods_invalid_config_rejected_with_haproxy_message() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     let v = dp.version().await;
     let r = dp.push(&render("08-invalid", "haproxy.cfg"), "").await;
@@ -332,7 +332,7 @@ async fn pods_invalid_config_rejected_with_haproxy_message() {
 
 #[tokio::test]
 async fn pods_reload_lifecycle_and_last_known_good() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     // A slow reload keeps the id in progress long enough to see it.
     let r = dp
@@ -428,7 +428,7 @@ async fn pods_reload_lifecycle_and_last_known_good() {
 
 #[tokio::test]
 async fn pods_storage_rules() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     // Start from a config that references nothing.
     let r = dp
@@ -643,7 +643,7 @@ async fn pods_storage_rules() {
 
 #[tokio::test]
 async fn pods_corpus_config_pushed_and_read_back() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     let cfg = read(&format!("{CORPUS}/basic/two-servers.cfg"));
     let v = dp.version().await;
@@ -748,7 +748,7 @@ async fn pods_corpus_config_pushed_and_read_back() {
 
 #[tokio::test]
 async fn pods_renders_01_02_05_serve_traffic() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     let _ = dp
         .req(
@@ -814,7 +814,7 @@ async fn pods_renders_01_02_05_serve_traffic() {
 
 #[tokio::test]
 async fn pods_faults_requests_and_drift_hooks() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     assert_eq!(
         dp.c.delete(format!("{}/_sandbox/requests", dp.base))
@@ -1352,7 +1352,7 @@ fn peer_allowed(peer: &str) -> bool {
 
 #[tokio::test]
 async fn pods_network_safety_corpus_targets_never_leave_the_pod() {
-    let l = lease();
+    let l = borrow_pod();
     let Some(ns) = l.pod.netns.clone() else {
         return; // loopback mode (not root): the outbound refusal is tested by the non-root test
     };
@@ -1815,7 +1815,7 @@ async fn pods_and_emulator_control_paths_take_curl_d_and_answer_alike() {
     let api = ApiServer::start(ApiServerConfig::default())
         .await
         .expect("emulator");
-    let l = lease();
+    let l = borrow_pod();
     let pod = l.pod.dataplane_url.clone();
     let emu = api.url().trim_end_matches('/').to_string();
     let mut answers = Vec::new();
@@ -1858,7 +1858,7 @@ async fn pods_and_emulator_validate_faults_and_drop_spent_ones() {
     let api = ApiServer::start(ApiServerConfig::default())
         .await
         .expect("emulator");
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     let emu = api.url().trim_end_matches('/').to_string();
     let c = client();
@@ -2065,7 +2065,7 @@ async fn pods_stale_cleanup_removes_dead_sandboxes_directories() {
 /// `openssl x509 -serial -issuer -fingerprint -dates` prints them for the corpus files.
 #[tokio::test]
 async fn pods_certificate_metadata_is_what_the_real_api_reports() {
-    let l = lease();
+    let l = borrow_pod();
     let dp = Dp::new(&l.pod);
     let r = dp
         .push(&render("01-basic", "haproxy.cfg"), "&skip_reload=true")

@@ -9,14 +9,22 @@
 //!   when a newer render supersedes a retry.
 //! - [`status`]: the park rule, the per-pod status merge, a status round over a HAProxyCfg and
 //!   its auxiliary objects, and the conditions.
+//! - [`choice`]: what one publication does before it writes (nothing, skip, defer, ack an
+//!   older item, write).
 //! - [`retry`]: the retry rule by error class (never an ack of unfinished work) and the
 //!   throttle.
+//! - [`heal`]: what self-healing remembers of a term's publications, and which watch events
+//!   are outside edits.
 
+pub mod choice;
+pub mod heal;
 pub mod pick;
 pub mod retry;
 pub mod router;
 pub mod status;
 
+pub use choice::{Choice, Facts, Live, choose};
+pub use heal::{HEAL_HISTORY, ObjectKey, Objects, Seen, TermCache, outside_edit};
 pub use pick::{Pick, Publication, Queued, pick_publication, publication, superseded};
 pub use retry::{Retry, RetryPolicy, on_failure, throttle_wait};
 pub use router::{

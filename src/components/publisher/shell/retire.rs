@@ -1,24 +1,41 @@
-//! Retirement of what this journal published under an earlier `--config-name` (issue 15): at
-//! each term start, every HAProxyCfg with a published checkpoint in this journal whose name is
-//! neither the main HAProxyCfg nor the `-invalid` one of the current config name is deleted
-//! with its auxiliary objects and Secrets ([`Writer::retire_cfg`]), then its checkpoint is
-//! removed in the batch that releases the render hold the publication took. Only objects this
-//! journal recorded as published, and only while they still hold the render it recorded: a
-//! second controller in the namespace, or one that took the old name over, keeps its objects.
-//! Each retirement is logged and shown as a Normal Event on the main HAProxyCfg.
+//! Retirement of what this journal published under an earlier `--config-name`: at each term
+//! start, every HAProxyCfg with a published checkpoint in this journal whose name is neither
+//! the main HAProxyCfg nor the `-invalid` one of the current config name is deleted with its
+//! auxiliary objects and Secrets ([`crate::k8s::writer::Writer::retire_cfg`]), then its
+//! checkpoint is removed in the batch that releases the render hold the publication took. Only
+//! objects this journal recorded as published, and only while they still hold the render it
+//! recorded: a second controller in the namespace, or one that took the old name over, keeps
+//! its objects. Each retirement is logged and shown as a Normal Event on the main HAProxyCfg.
 
+use std::sync::Arc;
+
+use haptic_journal::{Batch, PublishedCheckpoint, ReadError};
 use kube::runtime::events::EventType;
+use tracing::{info, warn};
 
-use super::failures::{Attempts, Worker, event_reasons};
-use super::*;
+use super::context::Context;
+use super::failures::{Attempts, Writes, event_reasons};
+use crate::core::naming::invalid_haproxycfg_name;
 
-impl Inner {
+/// The retirement task of one term (the publish worker's failure handling).
+pub(super) struct Retire {
+    ctx: Arc<Context>,
+    writes: Writes,
+}
+
+impl Retire {
+    /// The task.
+    pub(super) fn new(ctx: Arc<Context>, writes: Writes) -> Retire {
+        Retire { ctx, writes }
+    }
+
     /// The published checkpoints that belong to an earlier config name (not the main or the
-    /// `-invalid` HAProxyCfg of `self.cfg.identity`), by name.
-    fn retired_checkpoints(&self) -> Result<Vec<haptic_journal::PublishedCheckpoint>, ReadError> {
-        let main = self.cfg.haproxycfg_name();
-        let invalid = invalid_haproxycfg_name(self.cfg.identity.name.as_str());
+    /// `-invalid` HAProxyCfg of the configured identity), by name.
+    fn retired_checkpoints(&self) -> Result<Vec<PublishedCheckpoint>, ReadError> {
+        let main = self.ctx.cfg.haproxycfg_name();
+        let invalid = invalid_haproxycfg_name(self.ctx.cfg.identity.name.as_str());
         Ok(self
+            .ctx
             .journal
             .published_checkpoints()?
             .into_iter()
@@ -29,11 +46,7 @@ impl Inner {
     /// Retires every HAProxyCfg an earlier config name left (see the module docs). Transient
     /// API failures are retried (the publish worker's policy); a permanent rejection leaves
     /// the checkpoint for the next term; the end of the term stops it with nothing removed.
-    pub(super) async fn retire_earlier_configs(
-        self: Arc<Self>,
-        writer: Writer,
-        cancel: CancellationToken,
-    ) {
+    pub(super) async fn run(self) {
         let retired = match self.retired_checkpoints() {
             Ok(r) => r,
             Err(e) => {
@@ -41,30 +54,30 @@ impl Inner {
                 return;
             }
         };
+        let writer = &self.writes.writer;
         for cp in retired {
             let name = cp.name.as_str().to_owned();
             let outcome = match self
-                .with_retries(&writer, Worker::Publish, &cancel, || {
-                    writer.retire_cfg(&name, cp.render)
-                })
+                .writes
+                .with_retries(|| writer.retire_cfg(&name, cp.render))
                 .await
             {
                 Attempts::Done(o) => o,
                 Attempts::Rejected => continue,
                 Attempts::Stopped => return,
             };
-            if !self.authoritative(writer.config().term, &cancel) {
+            if !self.writes.authoritative() {
                 return;
             }
             let mut b = Batch::new();
             b.release_blob(cp.render);
             b.remove_published_checkpoint(cp.name.clone());
-            if let Err(e) = self.commit(b).await {
+            if let Err(e) = self.ctx.commit.commit(b).await {
                 warn!(error = %e, name = %name, "publisher: journal failure removing a retired checkpoint; stopping the term");
-                cancel.cancel();
+                self.writes.cancel.cancel();
                 return;
             }
-            let current = self.cfg.haproxycfg_name();
+            let current = self.ctx.cfg.haproxycfg_name();
             if let Some(theirs) = outcome.not_ours {
                 info!(
                     name = %name,
@@ -81,7 +94,7 @@ impl Inner {
                 current = %current,
                 "publisher: retired the HAProxyCfg of an earlier config name"
             );
-            self.event(
+            self.ctx.events.emit(
                 EventType::Normal,
                 event_reasons::RETIRED_CONFIG_REMOVED,
                 "Retire",

@@ -1,70 +1,65 @@
 //! The status worker: per-pod status (coalesced, one write per object per round, and only for
-//! an object some entry of which changed), parking, and the term-start step of the router.
+//! an object some entry of which changed), and parking. The park rule and the merge are
+//! [`decide`]'s.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use haptic_journal::{Batch, Queue, UnixMillis, WorkEntry, WorkId, WorkItem, WorkKey};
 use kube::runtime::events::EventType;
+use tracing::warn;
 
-use super::failures::Attempts;
-use super::*;
-use crate::k8s::crd::AuxiliaryFileReferences;
+use super::context::Context;
+use super::failures::{Writes, sleep_or_cancel};
+use crate::components::publisher::PublisherError;
+use crate::components::publisher::decide::{self, Retry};
+use crate::k8s::WriteError;
+use crate::k8s::crd::{
+    AuxiliaryFileReferences, AuxiliaryFileStatus, HAProxyCRTListFile, HAProxyGeneralFile,
+    HAProxyMapFile,
+};
+use crate::k8s::writer::k8s_time;
 
-impl Inner {
-    /// Term start: the router queues what it owes the new term (status removals of pods that
-    /// went away while this replica did not lead). On a journal that had no checkpoint, the
-    /// pods the published status lists are folded too ([`decide::Input::StatusListed`]; the
-    /// router folds them whatever their order with the first discovery, so nothing waits for
-    /// this read). A journal failure stops the term's workers.
-    pub(super) async fn term_started(self: Arc<Self>, writer: Writer, cancel: CancellationToken) {
-        if let Err(e) = self.step(Input::TermStarted).await {
-            warn!(error = %e, "publisher: journal failure at term start; stopping the term");
-            cancel.cancel();
-            return;
-        }
-        if self.restored || self.listed.load(Ordering::Acquire) {
-            return;
-        }
-        let name = self.cfg.haproxycfg_name();
-        let cfg = match self
-            .with_retries(&writer, Worker::Status, &cancel, || writer.get_cfg(&name))
-            .await
-        {
-            Attempts::Done(cfg) => cfg,
-            Attempts::Rejected | Attempts::Stopped => return,
-        };
-        let pods: Vec<haptic_journal::PodRef> = cfg
-            .iter()
-            .flat_map(|c| c.status.iter().flat_map(|s| s.deployed_to_pods.iter()))
-            .map(|p| haptic_journal::PodRef {
-                namespace: p
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| self.cfg.namespace.clone())
-                    .into(),
-                name: p.pod_name.as_str().into(),
-            })
-            .collect();
-        match self.step(Input::StatusListed { pods: &pods }).await {
-            Ok(()) => self.listed.store(true, Ordering::Release),
-            Err(e) => {
-                warn!(error = %e, "publisher: journal failure folding the listed pods; stopping the term");
-                cancel.cancel();
-            }
+/// The status worker of one term.
+pub(super) struct StatusWorker {
+    ctx: Arc<Context>,
+    writes: Writes,
+    /// When the last round wrote (the throttle's leading edge).
+    last: Option<Instant>,
+    /// Failed rounds in a row (the back-off's attempt number).
+    attempt: u32,
+}
+
+impl StatusWorker {
+    /// The worker; its first round runs at once.
+    pub(super) fn new(ctx: Arc<Context>, writes: Writes) -> StatusWorker {
+        StatusWorker {
+            ctx,
+            writes,
+            last: None,
+            attempt: 0,
         }
     }
 
-    pub(super) async fn status_worker(self: Arc<Self>, writer: Writer, cancel: CancellationToken) {
-        let mut last: Option<Instant> = None;
-        let mut attempt = 0u32;
+    /// Runs rounds until the term ends: throttled, woken by new items and publications; a
+    /// failed write backs off ([`Writes::failed`]), a permanent rejection acks the round's
+    /// items of that object.
+    pub(super) async fn run(mut self) {
+        let cancel = self.writes.cancel.clone();
         loop {
             let mut wait = None;
-            if let Some(w) = decide::throttle_wait(self.cfg.publish_interval, last, Instant::now())
+            if let Some(w) =
+                decide::throttle_wait(self.ctx.cfg.publish_interval, self.last, Instant::now())
             {
                 wait = Some(w);
             } else {
-                match self.status_round(&writer).await {
+                match self.round().await {
                     Ok(wrote) => {
-                        attempt = 0;
+                        self.attempt = 0;
                         if wrote {
-                            last = Some(Instant::now());
+                            self.last = Some(Instant::now());
                         }
                     }
                     Err(StatusErr::Journal(e)) => {
@@ -72,21 +67,18 @@ impl Inner {
                         return;
                     }
                     Err(StatusErr::Write { error, items }) => {
-                        attempt += 1;
-                        match self
-                            .failed(&writer, Worker::Status, &error, attempt, &cancel, false)
-                            .await
-                        {
+                        self.attempt += 1;
+                        match self.writes.failed(&error, self.attempt, false).await {
                             Retry::After(d) => wait = Some(d),
                             Retry::StopTerm => return,
                             Retry::Reject => {
                                 // Recorded and shown: the round's items of that object end.
-                                attempt = 0;
+                                self.attempt = 0;
                                 let mut b = Batch::new();
                                 for (queue, key, id) in items {
                                     b.ack(queue, key, id);
                                 }
-                                if let Err(e) = self.commit(b).await {
+                                if let Err(e) = self.ctx.commit.commit(b).await {
                                     warn!(error = %e, "status worker: journal failure; stopping");
                                     return;
                                 }
@@ -104,7 +96,7 @@ impl Inner {
                 None => {
                     tokio::select! {
                         () = cancel.cancelled() => return,
-                        () = self.wake.status.notified() => {}
+                        () = self.ctx.wake.status.notified() => {}
                     }
                 }
             }
@@ -115,8 +107,10 @@ impl Inner {
     /// ([`decide::status_round`]) and each auxiliary object's ([`decide::aux_round`]) are
     /// written only when some entry changed; then, in one commit, the done items are acked and
     /// the others parked. `Ok(true)` when something was written.
-    async fn status_round(&self, writer: &Writer) -> Result<bool, StatusErr> {
+    async fn round(&self) -> Result<bool, StatusErr> {
+        let writer = &self.writes.writer;
         let pending = self
+            .ctx
             .queue(Queue::StatusPending)
             .map_err(StatusErr::Journal)?;
         if pending.is_empty() {
@@ -151,7 +145,7 @@ impl Inner {
                     .map(|e| (e.queue, e.key.clone(), e.record.id))
                     .collect(),
             };
-            let now = k8s_time(now_ms());
+            let now = k8s_time(UnixMillis::now());
             let read = writer
                 .modify_cfg_status(&name, |cfg| {
                     let round = decide::status_round(Some(cfg), &changes, &now);
@@ -169,7 +163,7 @@ impl Inner {
             };
             if wrote {
                 for (pod, error) in &round.rejected {
-                    self.event(
+                    self.ctx.events.emit(
                         EventType::Warning,
                         crate::k8s::events::reasons::DEPLOYMENT_REJECTED,
                         crate::k8s::events::actions::QUARANTINE,
@@ -181,11 +175,14 @@ impl Inner {
                 && let Some(refs) = refs
             {
                 wrote |= self
-                    .aux_round(writer, &refs, &changes, &round.aux)
+                    .aux_round(&refs, &changes, &round.aux)
                     .await
                     .map_err(failed)?;
             }
-            self.counters.status_rounds.fetch_add(1, Ordering::Relaxed);
+            self.ctx
+                .counters
+                .status_rounds
+                .fetch_add(1, Ordering::Relaxed);
             if wrote {
                 haptic_journal::crash_point!("status::after_status_write");
             }
@@ -203,7 +200,11 @@ impl Inner {
                     (decide::PodOutcome::Park, _) => {}
                 }
             }
-            self.commit(b).await.map_err(StatusErr::Journal)?;
+            self.ctx
+                .commit
+                .commit(b)
+                .await
+                .map_err(StatusErr::Journal)?;
             if parked {
                 haptic_journal::crash_point!("status::after_park");
             }
@@ -215,12 +216,12 @@ impl Inner {
     /// write per object whose entries change). Returns whether something was written.
     async fn aux_round(
         &self,
-        writer: &Writer,
         refs: &AuxiliaryFileReferences,
         changes: &[decide::PodChange],
         aux: &[decide::AuxChange],
     ) -> Result<bool, WriteError> {
-        let f = |file, generation, st: Option<&crate::k8s::crd::AuxiliaryFileStatus>| {
+        let writer = &self.writes.writer;
+        let f = |file, generation, st: Option<&AuxiliaryFileStatus>| {
             decide::aux_round(st, file, generation, changes, aux)
         };
         let mut wrote = false;
@@ -243,12 +244,14 @@ impl Inner {
     }
 }
 
+/// Why a status round stopped.
 enum StatusErr {
+    /// The journal failed: the worker stops.
     Journal(PublisherError),
     /// A write failed; `items` are the round's items of that object (acked when the failure
     /// is a permanent rejection).
     Write {
         error: WriteError,
-        items: Vec<(Queue, WorkKey, haptic_journal::WorkId)>,
+        items: Vec<(Queue, WorkKey, WorkId)>,
     },
 }

@@ -27,6 +27,7 @@ mod routes;
 mod schema;
 mod select;
 mod server;
+mod shared;
 mod status;
 mod store;
 mod table;
@@ -64,7 +65,7 @@ impl Default for ApiServerConfig {
 /// A running emulator; dropping it (or [`ApiServer::shutdown`]) stops it.
 #[derive(Debug)]
 pub struct ApiServer {
-    shared: Arc<server::Shared>,
+    shared: Arc<shared::Shared>,
     /// The accept loop; ends when `shared.shutdown` is cancelled.
     accept: Option<tokio::task::JoinHandle<()>>,
 }
@@ -87,7 +88,7 @@ impl ApiServer {
                 )
             })?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(server::Shared::new(addr));
+        let shared = Arc::new(shared::Shared::new(addr));
         let accept = tokio::spawn(server::serve(listener, Arc::clone(&shared)));
         Ok(ApiServer {
             shared,

@@ -4,7 +4,7 @@
 use super::discovery;
 use super::resources::ResourceType;
 use super::select::Selector;
-use super::server::{Body, Shared, full, json_resp, lock};
+use super::shared::{Body, Shared, full, json_resp, lock};
 use super::status::{ApiError, ApiResult};
 use super::store::{self, WriteOpts};
 use super::table;

@@ -5,7 +5,7 @@
 
 use super::resources::ResourceType;
 use super::select::Selector;
-use super::server::{Body, Shared};
+use super::shared::{Body, OpenWatch, Shared};
 use super::store::State;
 use super::table;
 use futures::StreamExt as _;
@@ -41,15 +41,6 @@ pub struct WatchParams {
     pub table: bool,
     /// Events carry `PartialObjectMetadata` (metadata watchers).
     pub metadata_only: bool,
-}
-
-/// An open watch stream that `end_watch` faults can end.
-#[derive(Debug, Clone)]
-pub struct OpenWatch {
-    /// Request path.
-    pub path: String,
-    /// Cancelled to end the stream.
-    pub end: CancellationToken,
 }
 
 fn line(v: &Value) -> Bytes {

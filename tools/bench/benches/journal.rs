@@ -1,4 +1,4 @@
-//! `cargo bench -p haptic-journal --bench journal`: a thin wrapper around `haptic-bench`
+//! `cargo bench -p haptic-bench --bench journal`: a thin wrapper around `haptic_bench::run`
 //! (`tools/bench`), which prints the journal's figures (commit floor, durable accept, recovery,
 //! size), each beside raw redb and SQLite measured in the same run, as one Markdown table.
 //!
