@@ -464,17 +464,20 @@ mod tests {
         );
     }
 
-    /// The `pub const NAME: &str = "Value";` items of `mod <module> {` in `source`.
+    /// The `const NAME: &str = "Value";` items (of any visibility) of `mod <module> {` in `source`, whatever
+    /// the module's visibility (`pub`, `pub(super)`, ...).
     fn consts_of(source: &str, module: &str) -> Vec<(String, String)> {
         let start = source
-            .find(&format!("pub mod {module} {{"))
+            .find(&format!(" mod {module} {{"))
             .unwrap_or_else(|| panic!("no mod {module}"));
         let body = &source[start..];
         let body = &body[..body.find("\n}\n").expect("end of the module")];
-        body.lines()
-            .filter_map(|l| l.trim().strip_prefix("pub const "))
-            .filter_map(|l| {
-                let (name, rest) = l.split_once(": &str = \"")?;
+        // One item per `;`, its words joined: rustfmt may break a long one after the `=`.
+        body.split(';')
+            .map(|item| item.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter_map(|item| {
+                let at = item.rfind("const ")?;
+                let (name, rest) = item[at + "const ".len()..].split_once(": &str = \"")?;
                 Some((name.to_owned(), rest.split_once('"')?.0.to_owned()))
             })
             .collect()
