@@ -118,6 +118,15 @@ pub enum Op {
     PutEndpointApplied(EndpointApplied),
     /// Forget an endpoint.
     RemoveEndpointApplied(crate::ids::EndpointUrl),
+    /// Set an endpoint's stored-file state (schema 2; replaces the one before).
+    PutEndpointFiles(crate::pod::EndpointFiles),
+    /// Forget an endpoint's stored-file state; absent is a no-op.
+    RemoveEndpointFiles(crate::ids::EndpointUrl),
+    /// Set the transaction open on an endpoint (schema 2; replaces the one before).
+    PutEndpointTransaction(crate::pod::EndpointTransaction),
+    /// Forget the transaction of an endpoint (it was committed, aborted or deleted); absent is
+    /// a no-op.
+    RemoveEndpointTransaction(crate::ids::EndpointUrl),
     /// Set a HAProxyCfg's published checkpoint.
     PutPublishedCheckpoint(PublishedCheckpoint),
     /// Remove a HAProxyCfg's published checkpoint (the object was retired: an earlier

@@ -95,6 +95,26 @@ pub fn endpoint_applied(bytes: &[u8]) -> Result<(RecordHeader, EndpointApplied),
     codec::open_as(bytes, |k| k == EndpointApplied::RECORD_KIND)
 }
 
+/// An `endpoint_files` record (schema 2).
+///
+/// # Errors
+/// A [`CorruptReason`] when the envelope, the kind or the payload is wrong.
+pub fn endpoint_files(
+    bytes: &[u8],
+) -> Result<(RecordHeader, crate::pod::EndpointFiles), CorruptReason> {
+    codec::open_as(bytes, |k| k == crate::pod::EndpointFiles::RECORD_KIND)
+}
+
+/// An `endpoint_transaction` record (schema 2).
+///
+/// # Errors
+/// A [`CorruptReason`] when the envelope, the kind or the payload is wrong.
+pub fn endpoint_transaction(
+    bytes: &[u8],
+) -> Result<(RecordHeader, crate::pod::EndpointTransaction), CorruptReason> {
+    codec::open_as(bytes, |k| k == crate::pod::EndpointTransaction::RECORD_KIND)
+}
+
 /// A `component_state` record.
 ///
 /// # Errors
@@ -136,6 +156,10 @@ pub enum Decoded {
     },
     /// From `endpoint_applied`.
     EndpointApplied(EndpointApplied),
+    /// From `endpoint_files`.
+    EndpointFiles(crate::pod::EndpointFiles),
+    /// From `endpoint_transaction`.
+    EndpointTransaction(crate::pod::EndpointTransaction),
     /// From `published_checkpoint`.
     PublishedCheckpoint(PublishedCheckpoint),
     /// From `component_state`.
@@ -166,6 +190,10 @@ pub fn any(table: &str, bytes: &[u8]) -> Result<(RecordHeader, Decoded), Corrupt
         }
         "endpoint_applied" => {
             endpoint_applied(bytes).map(|(h, e)| (h, Decoded::EndpointApplied(e)))
+        }
+        "endpoint_files" => endpoint_files(bytes).map(|(h, e)| (h, Decoded::EndpointFiles(e))),
+        "endpoint_transaction" => {
+            endpoint_transaction(bytes).map(|(h, t)| (h, Decoded::EndpointTransaction(t)))
         }
         "published_checkpoint" => {
             published_checkpoint(bytes).map(|(h, p)| (h, Decoded::PublishedCheckpoint(p)))

@@ -333,6 +333,10 @@ string_newtype!(
     ReloadId
 );
 string_newtype!(
+    /// A Dataplane API configuration transaction id (`id` of `POST .../transactions`).
+    TransactionId
+);
+string_newtype!(
     /// The identity of a controller replica (the pod name, or `standalone`).
     Identity
 );

@@ -65,6 +65,7 @@ pub mod failpoints;
 pub mod ids;
 mod journal;
 mod meta;
+pub mod pod;
 pub mod render;
 mod report;
 pub mod tables;
@@ -90,7 +91,7 @@ pub use events::{
 pub use ids::{
     BlobRefs, Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId,
     Generation, HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId,
-    ResourceVersion, Seq, Term, UnixMillis, WorkId,
+    ResourceVersion, Seq, Term, TransactionId, UnixMillis, WorkId,
 };
 pub use journal::{
     BlobCounts, CommitStats, Concurrency, Durability, Journal, JournalOptions, Pending,
@@ -99,6 +100,7 @@ pub use journal::{
 pub use meta::{
     Meta, SCHEMA_VERSION, init_tables, read_meta, read_schema_version, write_schema_version,
 };
+pub use pod::{EndpointFiles, EndpointTransaction, FileStore, StoredFileState, TransactionState};
 pub use render::{AuxFile, AuxKind, Render, render_checksum, render_checksum_of_hashes};
 pub use verify::{Problem, ProblemKind, VerifyReport};
 pub use work::{

@@ -10,7 +10,7 @@ use crate::tables::{self, META_CODEC, META_CREATED_AT, META_SCHEMA_VERSION};
 use crate::work::{Queue, QueueShape};
 
 /// The schema version this code reads and writes (DESIGN.md J8).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Values of the `meta` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +57,8 @@ pub fn init_tables(txn: &redb::WriteTransaction) -> Result<(), redb::Error> {
             }
         }
         txn.open_table(tables::ENDPOINT_APPLIED)?;
+        txn.open_table(tables::ENDPOINT_FILES)?;
+        txn.open_table(tables::ENDPOINT_TRANSACTION)?;
         txn.open_table(tables::PUBLISHED_CHECKPOINT)?;
         txn.open_table(tables::COMPONENT_STATE)?;
         let mut meta = txn.open_table(tables::META)?;

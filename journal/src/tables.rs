@@ -37,6 +37,11 @@ pub const DEPLOY_INFLIGHT: TableDefinition<(), &[u8]> = TableDefinition::new("de
 pub const DRAIN_CHECKPOINT: TableDefinition<(), &[u8]> = TableDefinition::new("drain_checkpoint");
 /// `endpoint_applied`: `endpoint URL -> envelope(EndpointApplied)`.
 pub const ENDPOINT_APPLIED: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoint_applied");
+/// `endpoint_files` (schema 2): `endpoint URL -> envelope(EndpointFiles)`.
+pub const ENDPOINT_FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("endpoint_files");
+/// `endpoint_transaction` (schema 2): `endpoint URL -> envelope(EndpointTransaction)`.
+pub const ENDPOINT_TRANSACTION: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("endpoint_transaction");
 /// `published_checkpoint`: `HAProxyCfg name -> envelope(PublishedCheckpoint)`.
 pub const PUBLISHED_CHECKPOINT: TableDefinition<&str, &[u8]> =
     TableDefinition::new("published_checkpoint");
@@ -59,6 +64,8 @@ pub const ALL_TABLES: &[&str] = &[
     "deploy_inflight",
     "drain_checkpoint",
     "endpoint_applied",
+    "endpoint_files",
+    "endpoint_transaction",
     "published_checkpoint",
     "component_state",
 ];

@@ -160,6 +160,8 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
     // state tables
     for (name, def) in [
         ("endpoint_applied", tables::ENDPOINT_APPLIED),
+        ("endpoint_files", tables::ENDPOINT_FILES),
+        ("endpoint_transaction", tables::ENDPOINT_TRANSACTION),
         ("published_checkpoint", tables::PUBLISHED_CHECKPOINT),
         ("component_state", tables::COMPONENT_STATE),
     ] {
@@ -187,6 +189,10 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
                     }
                     h
                 })
+            } else if name == "endpoint_files" {
+                decode::endpoint_files(v.value()).map(|(h, _)| h)
+            } else if name == "endpoint_transaction" {
+                decode::endpoint_transaction(v.value()).map(|(h, _)| h)
             } else {
                 decode::published_checkpoint(v.value()).map(|(h, _)| h)
             };

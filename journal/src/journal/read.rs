@@ -288,6 +288,56 @@ impl Journal {
         })
     }
 
+    /// Every endpoint's stored-file state (schema 2), by URL.
+    ///
+    /// # Errors
+    /// [`ReadError::Corrupt`] at the first corrupt record.
+    pub fn endpoints_files(&self) -> Result<Vec<crate::pod::EndpointFiles>, ReadError> {
+        self.state_table(
+            tables::ENDPOINT_FILES,
+            "endpoint_files",
+            decode::endpoint_files,
+        )
+    }
+
+    /// Every transaction this replica has open on an endpoint (schema 2), by URL.
+    ///
+    /// # Errors
+    /// [`ReadError::Corrupt`] at the first corrupt record.
+    pub fn endpoint_transactions(&self) -> Result<Vec<crate::pod::EndpointTransaction>, ReadError> {
+        self.state_table(
+            tables::ENDPOINT_TRANSACTION,
+            "endpoint_transaction",
+            decode::endpoint_transaction,
+        )
+    }
+
+    /// Every record of a state table keyed by text, decoded by `decode`.
+    fn state_table<T>(
+        &self,
+        def: redb::TableDefinition<&str, &[u8]>,
+        table: &'static str,
+        decode: fn(&[u8]) -> Result<(crate::codec::RecordHeader, T), crate::CorruptReason>,
+    ) -> Result<Vec<T>, ReadError> {
+        guarded(|| {
+            let rtx = self.read_txn()?;
+            let t = rtx.open_table(def).map_err(storage)?;
+            let mut out = Vec::new();
+            for r in t.iter().map_err(storage)? {
+                let (k, v) = r.map_err(storage)?;
+                let (_, e) = decode(v.value()).map_err(|reason| {
+                    ReadError::Corrupt(Corrupt {
+                        table,
+                        key: RecordKey::Text(k.value().to_owned()),
+                        reason,
+                    })
+                })?;
+                out.push(e);
+            }
+            Ok(out)
+        })
+    }
+
     /// The checkpoint of `component` (`deployment-scheduler`, `validator`, `config-publisher`),
     /// if one was written (DESIGN.md J11).
     ///
@@ -458,6 +508,12 @@ pub(crate) fn raw_table(
         "blobs" => dump!(tables::BLOBS, |k: &[u8]| Checksum::from_key(k)
             .map_or_else(|| RecordKey::BadBlobKey(k.to_vec()), RecordKey::Blob)),
         "endpoint_applied" => dump!(tables::ENDPOINT_APPLIED, |k: &str| RecordKey::Text(
+            k.to_owned()
+        )),
+        "endpoint_files" => dump!(tables::ENDPOINT_FILES, |k: &str| RecordKey::Text(
+            k.to_owned()
+        )),
+        "endpoint_transaction" => dump!(tables::ENDPOINT_TRANSACTION, |k: &str| RecordKey::Text(
             k.to_owned()
         )),
         "published_checkpoint" => dump!(tables::PUBLISHED_CHECKPOINT, |k: &str| RecordKey::Text(

@@ -281,6 +281,19 @@ fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, Re
             |k| k.len(),
             |v| v.len(),
         )?,
+        "endpoint_files" => stat_of(
+            rtx.open_table(tables::ENDPOINT_FILES).map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |v| v.len(),
+        )?,
+        "endpoint_transaction" => stat_of(
+            rtx.open_table(tables::ENDPOINT_TRANSACTION)
+                .map_err(storage)?,
+            &mut live,
+            |k| k.len(),
+            |v| v.len(),
+        )?,
         _ => stat_of(
             rtx.open_table(tables::PUBLISHED_CHECKPOINT)
                 .map_err(storage)?,

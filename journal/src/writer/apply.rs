@@ -351,6 +351,50 @@ impl Tx<'_> {
                     }
                     OpOutcome::Done
                 }
+                Op::PutEndpointFiles(e) => {
+                    let mut buf = std::mem::take(&mut self.buf);
+                    codec::seal_value_into(
+                        &mut buf,
+                        crate::pod::EndpointFiles::RECORD_KIND,
+                        ctx.now,
+                        ctx.term,
+                        e,
+                    );
+                    let r = self
+                        .endpoint_files()?
+                        .insert(e.endpoint.as_str(), buf.as_slice())
+                        .map(|_| ());
+                    self.buf = buf;
+                    r.map_err(s)?;
+                    OpOutcome::Done
+                }
+                Op::RemoveEndpointFiles(url) => {
+                    self.endpoint_files()?.remove(url.as_str()).map_err(s)?;
+                    OpOutcome::Done
+                }
+                Op::PutEndpointTransaction(t) => {
+                    let mut buf = std::mem::take(&mut self.buf);
+                    codec::seal_value_into(
+                        &mut buf,
+                        crate::pod::EndpointTransaction::RECORD_KIND,
+                        ctx.now,
+                        ctx.term,
+                        t,
+                    );
+                    let r = self
+                        .endpoint_transactions()?
+                        .insert(t.endpoint.as_str(), buf.as_slice())
+                        .map(|_| ());
+                    self.buf = buf;
+                    r.map_err(s)?;
+                    OpOutcome::Done
+                }
+                Op::RemoveEndpointTransaction(url) => {
+                    self.endpoint_transactions()?
+                        .remove(url.as_str())
+                        .map_err(s)?;
+                    OpOutcome::Done
+                }
                 Op::PutPublishedCheckpoint(p) => {
                     let mut buf = std::mem::take(&mut self.buf);
                     codec::seal_value_into(

@@ -73,6 +73,8 @@ pub(crate) struct Tx<'t> {
     parked: Option<StrTable<'t>>,
     slots: [Option<SlotTable<'t>>; 3],
     endpoints: Option<StrTable<'t>>,
+    endpoint_files: Option<StrTable<'t>>,
+    endpoint_transactions: Option<StrTable<'t>>,
     published: Option<StrTable<'t>>,
     components: Option<StrTable<'t>>,
     /// Blobs whose count may have reached zero in this request.
@@ -128,6 +130,8 @@ impl<'t> Tx<'t> {
             parked: None,
             slots: [None, None, None],
             endpoints: None,
+            endpoint_files: None,
+            endpoint_transactions: None,
             published: None,
             components: None,
             gc: Vec::new(),
@@ -197,6 +201,18 @@ impl<'t> Tx<'t> {
 
     pub(super) fn endpoints(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
         lazy(self.txn, &mut self.endpoints, tables::ENDPOINT_APPLIED)
+    }
+
+    pub(super) fn endpoint_files(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.endpoint_files, tables::ENDPOINT_FILES)
+    }
+
+    pub(super) fn endpoint_transactions(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
+        lazy(
+            self.txn,
+            &mut self.endpoint_transactions,
+            tables::ENDPOINT_TRANSACTION,
+        )
     }
 
     pub(super) fn published(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
