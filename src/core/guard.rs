@@ -24,7 +24,19 @@ impl LeaseGuard for AlwaysValid {
     }
 }
 
-/// Called when a drift check found a pod differing from its render: the pod and what differed.
-/// The runtime turns it into a Kubernetes Event (`DriftDetected`); the deployer already logs
-/// it and counts it.
-pub type DriftHook = Arc<dyn Fn(&PodRef, &[String]) + Send + Sync>;
+/// What the deployer tells an operator about one pod, beyond the deployment's outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeployerNotice {
+    /// A drift check found the pod differing from its render: what differed (`config`,
+    /// `file maps/hosts.map`).
+    Drift(Vec<String>),
+    /// Server changes the runtime API applies without a reload went by a transaction with a
+    /// reload: the pod's configuration has no admin stats socket (`stats socket <path> level
+    /// admin` in `global` is the fix). Once per deployment and pod.
+    NoRuntimeApi,
+}
+
+/// Called with the pod and a [`DeployerNotice`]. The runtime turns each into a Kubernetes Event
+/// (`DriftDetected`, `NoRuntimeApi`); the deployer already logs it and counts it.
+pub type NoticeHook = Arc<dyn Fn(&PodRef, &DeployerNotice) + Send + Sync>;

@@ -215,9 +215,11 @@ impl DataplaneClient {
         let version = header_version(&headers)
             .or_else(|| version_in_text(&text))
             .ok_or_else(|| self.invalid("configuration version"))?;
+        let file_version = version_in_text(&text);
         Ok(RawConfiguration {
             text,
             version,
+            file_version,
             configuration_checksum: header_string(&headers, CONFIGURATION_CHECKSUM_HEADER),
         })
     }
@@ -287,6 +289,7 @@ impl DataplaneClient {
             reload_id,
             version_after: header_version(headers),
             configuration_checksum: header_string(headers, CONFIGURATION_CHECKSUM_HEADER),
+            answered_at: header_date(headers),
         })
     }
 
@@ -512,6 +515,14 @@ pub(super) fn header_version(headers: &HeaderMap) -> Option<ConfigVersion> {
     header_string(headers, CONFIGURATION_VERSION_HEADER)
         .and_then(|v| v.parse::<i64>().ok())
         .map(ConfigVersion)
+}
+
+/// The `Date` header as unix seconds (HTTP-date, RFC 9110 5.6.7).
+pub(super) fn header_date(headers: &HeaderMap) -> Option<i64> {
+    let text = header_string(headers, "date")?;
+    let at = httpdate::parse_http_date(&text).ok()?;
+    let secs = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    i64::try_from(secs).ok()
 }
 
 /// The `# _version=N` line of a configuration file (ecosystem.md A.1).

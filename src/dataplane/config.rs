@@ -13,27 +13,12 @@
 use haptic_journal::{ConfigVersion, ReloadId};
 use reqwest::{Method, StatusCode};
 
-use super::client::{DataplaneClient, drain, header_reload_id, header_version};
+use super::client::{DataplaneClient, drain, header_date, header_reload_id, header_version};
 use super::error::DataplaneError;
 
-/// A transaction id (`id` of `POST .../transactions`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Deserialize)]
-#[serde(transparent)]
-pub struct TransactionId(pub String);
-
-impl TransactionId {
-    /// The id as sent.
-    #[must_use]
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for TransactionId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+/// A transaction id (`id` of `POST .../transactions`); the journal's type (it records the
+/// transactions this replica opens, issue 24).
+pub use haptic_journal::TransactionId;
 
 /// An open transaction.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -65,6 +50,8 @@ pub struct ConfigWriteOutcome {
     pub reload_id: Option<ReloadId>,
     /// `Configuration-Version` after the call.
     pub version_after: Option<ConfigVersion>,
+    /// The answer's `Date` header, unix seconds (the pod's clock).
+    pub answered_at: Option<i64>,
 }
 
 impl DataplaneClient {
@@ -208,6 +195,7 @@ impl DataplaneClient {
             status,
             reload_id: header_reload_id(&headers),
             version_after: header_version(&headers),
+            answered_at: header_date(&headers),
         })
     }
 }

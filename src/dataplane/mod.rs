@@ -9,7 +9,9 @@
 //!            reload_status / wait_for_reload       GET /v3/services/haproxy/reloads/{id}
 //!            list/get/create/replace/delete        .../storage/{maps,ssl_certificates,general}, .../runtime/ssl_ca_files
 //!            ssl_certificate_info / ca_file_info / ca_file_entry   metadata of certificates and CA files
-//!            start/commit/delete_transaction       .../transactions[/{id}]
+//!            start/commit/delete_transaction       .../transactions[/{id}]; transactions() lists them
+//!            runtime_map_entries / runtime_certificate / runtime_crt_list_entries
+//!                                                  .../runtime/{maps,ssl_certs,ssl_crt_lists}: what HAProxy loaded
 //!            configuration_object(method, path)    .../configuration/{backends,frontends}/...?version=N|transaction_id=T
 //! ```
 //!
@@ -29,6 +31,7 @@ mod client;
 mod config;
 mod error;
 mod normalize;
+mod runtime;
 mod storage;
 mod types;
 
@@ -42,7 +45,8 @@ pub use error::DataplaneError;
 pub use haptic_journal::{ConfigVersion, ReloadId};
 pub use normalize::{normalize_raw_config, raw_configs_equal};
 pub use types::{
-    ApiInfo, BasicAuth, CaFileInfo, ClientSettings, HaproxyHealth, Health, Info, PushApplied,
-    PushOptions, PushOutcome, RawConfiguration, ReloadInfo, SslCertificateInfo, StorageKind,
-    StorageWriteOptions, StorageWriteOutcome, StoredFile,
+    ApiInfo, BasicAuth, CaFileInfo, ClientSettings, CrtListEntry, HaproxyHealth, Health, Info,
+    MapEntry, PushApplied, PushOptions, PushOutcome, RawConfiguration, ReloadInfo,
+    SslCertificateInfo, StorageKind, StorageWriteOptions, StorageWriteOutcome, StoredFile,
+    TransactionInfo,
 };

@@ -5,7 +5,7 @@ use reqwest::header::HeaderMap;
 use reqwest::multipart::{Form, Part};
 use reqwest::{Method, RequestBuilder, StatusCode};
 
-use super::client::{DataplaneClient, drain, header_reload_id, header_version};
+use super::client::{DataplaneClient, drain, header_date, header_reload_id, header_version};
 use super::error::DataplaneError;
 use super::types::{
     CaFileInfo, SslCertificateInfo, StorageKind, StorageWriteOptions, StorageWriteOutcome,
@@ -219,6 +219,7 @@ fn write_outcome(headers: &HeaderMap) -> StorageWriteOutcome {
         storage_name: None,
         reload_id: header_reload_id(headers),
         version_after: header_version(headers),
+        answered_at: header_date(headers),
     }
 }
 

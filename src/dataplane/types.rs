@@ -86,6 +86,9 @@ pub struct PushOutcome {
     pub version_after: Option<ConfigVersion>,
     /// The `Configuration-Checksum` header (md5 of the file; only comparable with itself).
     pub configuration_checksum: Option<String>,
+    /// The answer's `Date` header, unix seconds (the pod's clock): a reload proves this push
+    /// loaded only when its `reload_timestamp` is not older.
+    pub answered_at: Option<i64>,
 }
 
 /// The running configuration file as the Dataplane API reads it from disk.
@@ -96,6 +99,12 @@ pub struct RawConfiguration {
     pub text: String,
     /// `Configuration-Version` header, else the file's `# _version=` line.
     pub version: ConfigVersion,
+    /// The file's own `# _version=` line, when it has one. It differs from [`Self::version`]
+    /// (the API's in-memory parser) after a failed reload: the API puts the last good file
+    /// back on disk but keeps the failed configuration and its version in memory
+    /// (`observed-v3.4.md`), so an object written through the API would then apply to a
+    /// configuration the file does not show.
+    pub file_version: Option<ConfigVersion>,
     /// `Configuration-Checksum` header (md5), when sent.
     pub configuration_checksum: Option<String>,
 }
@@ -103,8 +112,11 @@ pub struct RawConfiguration {
 /// `GET /v3/services/haproxy/reloads/{id}` (ecosystem.md A.3).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ReloadInfo {
-    /// The reload ID.
-    pub id: ReloadId,
+    /// The reload ID; absent while a reload is queued (the real API answers
+    /// `{"status": "in_progress"}` without an id then, `observed-v3.4.md`; every field of the
+    /// spec's `reload` model is optional).
+    #[serde(default)]
+    pub id: Option<ReloadId>,
     /// Its state.
     pub status: ReloadStatus,
     /// HAProxy's output, set on failures.
@@ -327,4 +339,49 @@ pub struct StorageWriteOutcome {
     pub reload_id: Option<ReloadId>,
     /// `Configuration-Version` header after the call.
     pub version_after: Option<ConfigVersion>,
+    /// The answer's `Date` header, unix seconds (the pod's clock).
+    pub answered_at: Option<i64>,
+}
+
+/// One entry of a map as HAProxy has it loaded (`map_entry`, `GET
+/// .../runtime/maps/{name}/entries`: HAProxy's `show map`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct MapEntry {
+    /// The key.
+    #[serde(default)]
+    pub key: String,
+    /// The value.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// One line of a crt-list as HAProxy has it loaded (`ssl_crt_list_entry`, `GET
+/// .../runtime/ssl_crt_lists/entries?name=...`: HAProxy's `show ssl crt-list -n`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CrtListEntry {
+    /// The certificate file the line names.
+    #[serde(default)]
+    pub file: String,
+    /// The SSL options between brackets, without them (`alpn h2 ...`).
+    #[serde(default)]
+    pub ssl_bind_config: Option<String>,
+    /// The SNI filters after the options.
+    #[serde(default)]
+    pub sni_filter: Vec<String>,
+    /// The line's number in the file.
+    #[serde(default)]
+    pub line_number: Option<i64>,
+}
+
+/// A configuration transaction as `GET .../transactions` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TransactionInfo {
+    /// Its id.
+    pub id: super::TransactionId,
+    /// The configuration version it was started at.
+    #[serde(rename = "_version", default)]
+    pub version: Option<i64>,
+    /// `in_progress`, `outdated`, `failed` or `success` (as sent).
+    #[serde(default)]
+    pub status: Option<String>,
 }

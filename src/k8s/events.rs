@@ -1,9 +1,13 @@
-//! Kubernetes Events for drift: the [`DriftHook`] that reports a `DriftDetected` Warning.
+//! Kubernetes Events for what the deployer notices on a pod: the [`NoticeHook`] that reports a
+//! `DriftDetected` Warning (a drift check found the pod differing from its render) and a
+//! `NoRuntimeApi` Warning (server changes had to reload because the pod's configuration has no
+//! admin stats socket).
 //!
 //! The DriftPreventionMonitor's checks run through the deployer; when one finds a pod differing
-//! from its render, the deployer logs it, counts it and calls its [`DriftHook`]. The hook built
-//! here writes an `events.k8s.io/v1` Event through kube's [`Recorder`] on the HAProxyCfg of the
-//! runtime config, naming the pod and what differed (`config`, `file maps/hosts.map`).
+//! from its render, or a sync had to reload for runtime changes, the deployer logs it, counts it
+//! and calls its [`NoticeHook`]. The hook built here writes an `events.k8s.io/v1` Event through
+//! kube's [`Recorder`] on the HAProxyCfg of the runtime config, naming the pod and what differed
+//! (`config`, `file maps/hosts.map`) or the fix.
 //!
 //! Writing is detached and bounded by a timeout: an Event that cannot be written is logged at
 //! warn and never blocks or fails the deployment.
@@ -15,7 +19,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
-use crate::core::guard::DriftHook;
+use crate::core::guard::{DeployerNotice, NoticeHook};
 use crate::k8s::crd::HAProxyCfg;
 use haptic_journal::{PodRef, RuntimeConfigRef};
 
@@ -26,6 +30,8 @@ pub const CONTROLLER: &str = "haptic";
 pub mod reasons {
     /// A drift check found a pod differing from its render.
     pub const DRIFT_DETECTED: &str = "DriftDetected";
+    /// Server changes went by a reload: the pod's configuration has no admin stats socket.
+    pub const NO_RUNTIME_API: &str = "NoRuntimeApi";
     /// A pod's Dataplane API rejected a render permanently: it is quarantined for that pod
     /// (`Synced=False/DeploymentRejected` on the HAProxyCfg).
     pub const DEPLOYMENT_REJECTED: &str = "DeploymentRejected";
@@ -35,12 +41,14 @@ pub mod reasons {
 pub mod actions {
     /// The deployer re-pushes the render to the drifted pod.
     pub const DRIFT_REPAIR: &str = "DriftRepair";
+    /// The deployer applied runtime changes with a reload (one transaction).
+    pub const RELOAD: &str = "Reload";
     /// The render is not retried on the pod that rejected it (until a new render, a pod change
     /// or the annotation `haproxy-haptic.org/retry-rejected`).
     pub const QUARANTINE: &str = "Quarantine";
 }
 
-/// Bound of one Event write. Default of [`drift_hook`]'s callers.
+/// Bound of one Event write. Default of [`notice_hook`]'s callers.
 pub const EVENT_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The reference of the HAProxyCfg named by `runtime_config`, built from its namespace and name
@@ -81,6 +89,17 @@ pub fn rejected_note(pod: &str, error: &str) -> String {
     truncate(note, 1024)
 }
 
+/// The note of a `NoRuntimeApi` Event: the pod and the fix.
+#[must_use]
+pub fn no_runtime_api_note(pod: &PodRef) -> String {
+    format!(
+        "pod {}/{}: server changes need a reload because its configuration has no admin stats \
+         socket; add `stats socket /var/run/haproxy.sock mode 600 level admin` to the global \
+         section of the render so they apply at runtime",
+        pod.namespace, pod.name
+    )
+}
+
 fn truncate(mut s: String, max_bytes: usize) -> String {
     if s.len() > max_bytes {
         let mut end = max_bytes - 3;
@@ -93,20 +112,21 @@ fn truncate(mut s: String, max_bytes: usize) -> String {
     s
 }
 
-/// A [`DriftHook`] writing a `DriftDetected` Warning Event (action `DriftRepair`, reporting
-/// controller `haptic`, instance `identity`) on the HAProxyCfg of `runtime_config` for every
-/// drifted pod.
+/// A [`NoticeHook`] writing a Warning Event (reporting controller `haptic`, instance
+/// `identity`) on the HAProxyCfg of `runtime_config` for every notice: `DriftDetected` (action
+/// `DriftRepair`, note [`drift_note`]) and `NoRuntimeApi` (action `Reload`, note
+/// [`no_runtime_api_note`]).
 ///
 /// Each call spawns the write on the current tokio runtime and returns at once; the write is
 /// bounded by `timeout`, and a failure or timeout is logged at warn. Called outside a tokio
 /// runtime, the Event is dropped with a warning.
 #[must_use]
-pub fn drift_hook(
+pub fn notice_hook(
     client: kube::Client,
     identity: &str,
     runtime_config: &RuntimeConfigRef,
     timeout: Duration,
-) -> DriftHook {
+) -> NoticeHook {
     let recorder = Arc::new(Recorder::new(
         client,
         Reporter {
@@ -115,16 +135,28 @@ pub fn drift_hook(
         },
     ));
     let reference = Arc::new(haproxycfg_reference(runtime_config));
-    Arc::new(move |pod: &PodRef, differed: &[String]| {
+    Arc::new(move |pod: &PodRef, notice: &DeployerNotice| {
+        let (reason, action, note) = match notice {
+            DeployerNotice::Drift(differed) => (
+                reasons::DRIFT_DETECTED,
+                actions::DRIFT_REPAIR,
+                drift_note(pod, differed),
+            ),
+            DeployerNotice::NoRuntimeApi => (
+                reasons::NO_RUNTIME_API,
+                actions::RELOAD,
+                no_runtime_api_note(pod),
+            ),
+        };
         let event = Event {
             type_: EventType::Warning,
-            reason: reasons::DRIFT_DETECTED.to_owned(),
-            note: Some(drift_note(pod, differed)),
-            action: actions::DRIFT_REPAIR.to_owned(),
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
             secondary: None,
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            tracing::warn!(pod = %pod.name, "drift event not written: no tokio runtime");
+            tracing::warn!(pod = %pod.name, reason, "event not written: no tokio runtime");
             return;
         };
         let (recorder, reference, pod) = (recorder.clone(), reference.clone(), pod.name.clone());
@@ -132,10 +164,10 @@ pub fn drift_hook(
             match tokio::time::timeout(timeout, recorder.publish(&event, &reference)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(error)) => {
-                    tracing::warn!(%pod, %error, "drift event not written");
+                    tracing::warn!(%pod, reason, %error, "event not written");
                 }
                 Err(_) => {
-                    tracing::warn!(%pod, timeout_ms = timeout.as_millis(), "drift event write timed out");
+                    tracing::warn!(%pod, reason, timeout_ms = timeout.as_millis(), "event write timed out");
                 }
             }
         });

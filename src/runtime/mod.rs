@@ -355,7 +355,7 @@ pub async fn run(args: RunArgs) -> Result<(), RuntimeError> {
             ..DeployerSettings::default()
         },
         Arc::new(guard.clone()),
-        Some(crate::k8s::events::drift_hook(
+        Some(crate::k8s::events::notice_hook(
             client.clone(),
             &identity,
             &runtime_config,

@@ -1,7 +1,7 @@
 //! Kubernetes Events (kube's event recorder) on the HAProxyCfg for what an operator should see
 //! in `kubectl describe`: deployment failures, pinning and release of the render gate,
 //! leadership changes and journal recovery. Drift Events come from the deployer's hook
-//! ([`crate::k8s::events::drift_hook`]).
+//! ([`crate::k8s::events::notice_hook`]).
 //!
 //! Live events only (a replay after a restart writes no Event twice). Deployment and gate
 //! Events are written by the leader only; leadership Events by the replica they concern. Writes

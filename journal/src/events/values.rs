@@ -198,6 +198,12 @@ pub enum SyncMode {
     /// A raw push because the change touches an object the structural comparison does not
     /// model (never guessed).
     RawUnmodelled,
+    /// A raw push because the pod's Dataplane API holds another configuration in memory than
+    /// its file (a reload failed: the API restored the file, kept its in-memory one; schema 2).
+    RawResync,
+    /// A transaction with one reload for changes the runtime API would apply without one:
+    /// the pod's configuration has no admin stats socket (schema 2).
+    NoRuntimeApi,
 }
 
 impl SyncMode {
@@ -212,17 +218,21 @@ impl SyncMode {
             SyncMode::RawThreshold => "raw_threshold",
             SyncMode::RawFallback => "raw_fallback",
             SyncMode::RawUnmodelled => "raw_unmodelled",
+            SyncMode::RawResync => "raw_resync",
+            SyncMode::NoRuntimeApi => "no_runtime_api",
         }
     }
 
     /// Every mode, in declaration order.
-    pub const ALL: [SyncMode; 6] = [
+    pub const ALL: [SyncMode; 8] = [
         SyncMode::FineGrained,
         SyncMode::Runtime,
         SyncMode::RawInitial,
         SyncMode::RawThreshold,
         SyncMode::RawFallback,
         SyncMode::RawUnmodelled,
+        SyncMode::RawResync,
+        SyncMode::NoRuntimeApi,
     ];
 
     /// True for the raw-push modes.

@@ -4,14 +4,17 @@
 //! ```text
 //!  RunningPod (what the pod reports)  ─┐
 //!  LoadedRender (what it should run)  ─┼─► decide ─► Vec<Operation>
-//!  KnownRun (what this journal last    ┘     1. UploadFile / ReplaceFile  (skip_reload, certificates,
-//!   recorded it running; may be None)           CA files, general files, maps)
-//!                                            2. PushRawConfig{version} | Reload{version}  (at most one)
+//!  EndpointFiles (what this journal    ┘     1. UploadFile / ReplaceFile  (certificates and CA
+//!   recorded written and loaded;               files applied at runtime; general files, maps
+//!   may be None)                               with skip_reload)
+//!                                            2. one configuration step: PushRawConfig | Transaction
+//!                                               | UpdateServer... | Reload   (at most one reload)
 //!                                            3. DeleteFile  (files the render no longer names)
 //! ```
 //!
-//! Every comparison is against what the pod holds, never against which journal wrote it, so a
-//! restarted leader, a new leader with an empty journal and a rebuilt journal decide alike:
+//! What is on disk is compared with what the pod holds, never with which journal wrote it, so a
+//! restarted leader, a new leader with an empty journal and a rebuilt journal decide alike
+//! ([`super::compare`]):
 //! - maps and general files (crt-lists too) by content;
 //! - certificates, whose content the API does not return, by the metadata it does
 //!   ([`SslCertificateInfo`]): as upstream, the leaf's serial and the set of issuers, falling
@@ -45,29 +48,66 @@
 //!
 //! A pod that reports nothing to compare a certificate by gets it uploaded again (the safe side).
 //!
+//! **On disk is not loaded** (issue 24). A file is applied on a pod only when HAProxy runs it,
+//! not when it sits on disk: a `skip_reload` write whose reload then failed, timed out or never
+//! came (a kill, a cancel) leaves the new content on disk and the old one in HAProxy. For every
+//! render file whose content on disk is the render's, [`plan`] asks, in this order:
+//! 1. the journal's record of the endpoint ([`EndpointFiles`], table `endpoint_files`): the file
+//!    is loaded when the record says HAProxy loaded exactly this content (a reload that succeeded
+//!    after the write, a runtime update that answered it applied, or a runtime view that showed
+//!    it); the record survives failures, retries and restarts (J11), so a retry reloads;
+//! 2. else what HAProxy reports loaded through the runtime endpoints, read by the sync for the
+//!    files [`runtime_read_plan`] lists (maps, certificates, crt-lists; [`super::compare`]);
+//!    a new leader with no record, or a record another replica's syncs made stale, is proved
+//!    right without a write;
+//! 3. else (general files such as error pages, which have no runtime view) it is not known to
+//!    be loaded: one reload on that first sync, recorded, then never again.
+//!
+//! CA files are read through the runtime in the first place (loaded when equal). A file not
+//! known to be loaded makes the configuration step reload ([`Operation::Transaction`] instead of
+//! runtime server updates, or a push) or, when the configuration is the render's, one
+//! [`Operation::Reload`].
+//!
+//! **Runtime-applied files.** The Data Plane API applies a certificate (storage
+//! `ssl_certificates`) and a CA file (runtime `ssl_ca_files`) through HAProxy's runtime API when
+//! written without `skip_reload` (200/201, no reload; 202 with a `Reload-ID` only when that
+//! update failed, `observed-v3.4.md`). They are written that way and count as loaded by the
+//! answer, never reloaded for.
+//!
 //! One reload per render, and never the new files with the old configuration: when the
-//! configuration differs, every file write skips the reload and the [`Operation::PushRawConfig`]
-//! that follows loads them all. When only files differ, all writes but the last skip the reload
-//! and the last one reloads (no configuration push); a trailing [`Operation::Reload`] with
-//! `unless_reloaded` covers the case where that write needed no reload (a certificate taken in
-//! at runtime) while earlier ones did. [`KnownRun`] is used for one thing only: a file the pod
-//! holds with the render's content that this journal last saw the pod run with other content may
-//! be on disk but never loaded (a sync stopped between a `skip_reload` write and its reload), so
-//! it gets a reload; when the pod already runs the render's configuration and that differs from
-//! the known one, the push that put it there came after the files and loaded them.
-//! Without a known run (a new leader, a rebuilt journal) files on disk are taken as loaded.
+//! configuration differs, every other file write skips the reload and the configuration step
+//! that follows loads them all. When only files differ, all writes but the last skip the
+//! reload and the last one reloads (no configuration push); a trailing [`Operation::Reload`]
+//! with `unless_reloaded` covers the case where that write needed no reload while earlier ones
+//! did.
+//!
+//! **A pod whose API holds another configuration than its file.** After a failed reload the
+//! real API puts the last good file back on disk but keeps the failed configuration and its
+//! version in memory (`observed-v3.4.md`): the raw file's `# _version=` line and the
+//! `Configuration-Version` header differ. An object write would then apply to a configuration
+//! the file does not show, so the render goes by one raw push ([`SyncMode::RawResync`]), which
+//! replaces both, even when the file already equals the render.
+//!
+//! **No runtime API.** Runtime server updates need HAProxy's admin stats socket in the running
+//! configuration (`stats socket ... level admin`); without one the API reloads for each. Such a
+//! change goes by one transaction (one reload) in [`SyncMode::NoRuntimeApi`], which the executor
+//! reports (a warning naming the fix, an Event, the pod's `syncMode`).
 //!
 //! Pure: no I/O, no clock, no randomness.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use haptic_journal::{AuxKind, Checksum, ConfigVersion, OperationCounts, SyncMode};
+use haptic_journal::{
+    AuxKind, Checksum, ConfigVersion, EndpointFiles, FileStore, OperationCounts, SyncMode,
+};
 
+use super::compare::{compare, loaded_matches};
 use super::structure::{
     self, ChildKind, ConfigChange, ConfigDiff, ObjectBody, ParentKind, ParsedConfig,
 };
-use crate::dataplane::cert::{self, PemSummary};
-use crate::dataplane::{RawConfiguration, SslCertificateInfo, StorageKind};
+use crate::dataplane::{
+    CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind,
+};
 
 /// One auxiliary file of the render being deployed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,16 +180,39 @@ pub struct RunningPod {
     /// Every file the storage listings name, keyed by storage kind and stored name; the render's
     /// files read as [`read_plan`] says, the others [`Stored::Listed`].
     pub files: BTreeMap<(StorageKind, String), Stored>,
+    /// What HAProxy has loaded for the files [`runtime_read_plan`] listed, same key.
+    pub loaded: BTreeMap<(StorageKind, String), LoadedView>,
 }
 
-/// What this journal last recorded an endpoint running (`endpoint_applied` and the render it
-/// names), if anything.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KnownRun {
-    /// Blob key of that render's `haproxy.cfg`.
-    pub config: Checksum,
-    /// That render's files: path to blob key.
-    pub files: BTreeMap<String, Checksum>,
+/// What HAProxy reports loaded for one file, through a runtime endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoadedView {
+    /// A map's entries (`GET .../runtime/maps/{name}/entries`).
+    MapEntries(Vec<MapEntry>),
+    /// A certificate (`GET .../runtime/ssl_certs/{name}`).
+    Certificate(Box<SslCertificateInfo>),
+    /// A crt-list's lines (`GET .../runtime/ssl_crt_lists/entries?name=`).
+    CrtList(Vec<CrtListEntry>),
+    /// HAProxy has nothing loaded under that name (404).
+    Absent,
+}
+
+/// The journal's storage area of a Dataplane storage kind.
+#[must_use]
+pub fn file_store(kind: StorageKind) -> FileStore {
+    match kind {
+        StorageKind::SslCertificate => FileStore::SslCertificate,
+        StorageKind::CaFile => FileStore::CaFile,
+        StorageKind::General => FileStore::General,
+        StorageKind::Map => FileStore::Map,
+    }
+}
+
+/// Whether the Dataplane API applies a write of this kind through HAProxy's runtime API (no
+/// reload when it succeeds): certificates and CA files (module doc).
+#[must_use]
+pub fn applied_at_runtime(kind: StorageKind) -> bool {
+    matches!(kind, StorageKind::SslCertificate | StorageKind::CaFile)
 }
 
 /// Why a file is written.
@@ -216,7 +279,8 @@ pub enum Operation {
         path: String,
         /// Why.
         reason: FileReason,
-        /// Sent with `skip_reload=true` (every write but the last of a files-only change).
+        /// Sent with `skip_reload=true` (every write but the last of a files-only change; never
+        /// for certificates and CA files, which the API applies at runtime).
         skip_reload: bool,
     },
     /// `PUT .../{kind}/{name}`: replace a stored file that differs. A 404 (deleted meanwhile)
@@ -262,6 +326,9 @@ pub enum Operation {
         version: ConfigVersion,
         /// The changes, in apply order.
         changes: Vec<ConfigChange>,
+        /// [`SyncMode::FineGrained`], or [`SyncMode::NoRuntimeApi`] when the changes are
+        /// runtime server updates that the pod cannot apply without a reload (module doc).
+        mode: SyncMode,
     },
     /// The configuration is already the render's but files need loading: the same
     /// configuration is pushed at `version`, the API's way to reload everything on disk
@@ -286,9 +353,9 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// True for the operations that reload HAProxy whatever the answers before them: a push, an
-    /// unconditional reload, a file write without `skip_reload` (the API reloads, or takes the
-    /// file in at runtime).
+    /// True for the operations that reload HAProxy whatever the answers before them: a push, a
+    /// transaction, an unconditional reload, a file write without `skip_reload` of a kind the
+    /// API does not apply at runtime (certificates and CA files are taken in at runtime).
     #[must_use]
     pub fn reloads(&self) -> bool {
         match self {
@@ -297,8 +364,12 @@ impl Operation {
             Operation::Reload {
                 unless_reloaded, ..
             } => !unless_reloaded,
-            Operation::UploadFile { skip_reload, .. }
-            | Operation::ReplaceFile { skip_reload, .. } => !skip_reload,
+            Operation::UploadFile {
+                kind, skip_reload, ..
+            }
+            | Operation::ReplaceFile {
+                kind, skip_reload, ..
+            } => !skip_reload && !applied_at_runtime(*kind),
             Operation::DeleteFile { .. } => false,
         }
     }
@@ -371,14 +442,15 @@ pub fn fallback(version: ConfigVersion) -> Operation {
 }
 
 /// How a list of operations applies the configuration: the raw push's mode, `runtime` for
-/// server updates, else `fine_grained` (a transaction, files only, or nothing).
+/// server updates, the transaction's mode, else `fine_grained` (files only, or nothing).
 #[must_use]
 pub fn mode_of(ops: &[Operation]) -> SyncMode {
     ops.iter()
         .find_map(|o| match o {
-            Operation::PushRawConfig { mode, .. } => Some(*mode),
+            Operation::PushRawConfig { mode, .. } | Operation::Transaction { mode, .. } => {
+                Some(*mode)
+            }
             Operation::UpdateServer { .. } => Some(SyncMode::Runtime),
-            Operation::Transaction { .. } => Some(SyncMode::FineGrained),
             _ => None,
         })
         .unwrap_or(SyncMode::FineGrained)
@@ -441,14 +513,43 @@ pub fn config_changes(running: &RunningPod, render: &LoadedRender) -> Option<Vec
     }
 }
 
+/// Whether a configuration text gives HAProxy's runtime API with the rights a runtime server
+/// update needs: a `stats socket ... level admin` line in its `global` section.
+#[must_use]
+pub fn has_admin_socket(config: &str) -> bool {
+    let mut in_global = false;
+    for line in config.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(first) = words.first() else { continue };
+        if first.starts_with('#') {
+            continue;
+        }
+        if structure::SECTION_KEYWORDS.contains(first) {
+            in_global = *first == "global";
+            continue;
+        }
+        if in_global
+            && words.len() > 2
+            && words[0] == "stats"
+            && words[1] == "socket"
+            && words.windows(2).any(|w| w == ["level", "admin"])
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// How to apply a configuration difference (module doc, steps 1-5). `files_pending`: files are
-/// written or need loading in this sync, so the change must reload once.
+/// written or need loading in this sync, so the change must reload once. `runtime_api`: the pod
+/// can apply server updates without a reload.
 fn config_operation(
     version: ConfigVersion,
     running: &ParsedConfig,
     render: &ParsedConfig,
     policy: &SyncPolicy,
     files_pending: bool,
+    runtime_api: bool,
 ) -> Vec<Operation> {
     let raw = |mode| vec![Operation::PushRawConfig { version, mode }];
     if version.0 == 1 {
@@ -465,7 +566,15 @@ fn config_operation(
     if policy.raw_push_threshold > 0 && changes.len() > policy.raw_push_threshold as usize {
         return raw(SyncMode::RawThreshold);
     }
-    if !files_pending && changes.iter().all(ConfigChange::is_runtime_server_update) {
+    let runtime_only = changes.iter().all(ConfigChange::is_runtime_server_update);
+    if runtime_only && !runtime_api {
+        return vec![Operation::Transaction {
+            version,
+            changes,
+            mode: SyncMode::NoRuntimeApi,
+        }];
+    }
+    if runtime_only && !files_pending {
         return changes
             .into_iter()
             .filter_map(|c| match c {
@@ -485,7 +594,72 @@ fn config_operation(
             })
             .collect();
     }
-    vec![Operation::Transaction { version, changes }]
+    vec![Operation::Transaction {
+        version,
+        changes,
+        mode: SyncMode::FineGrained,
+    }]
+}
+
+/// Which render files the sync reads through a runtime endpoint before deciding: those whose
+/// content on disk is the render's ([`compare`]), that `record` does not prove loaded, and whose
+/// kind has a runtime view (maps, certificates, crt-lists; CA files are read through the
+/// runtime already).
+///
+/// Shape: sorted by (kind, name), no duplicates; each with the render file.
+#[must_use]
+pub fn runtime_read_plan<'r>(
+    running: &RunningPod,
+    render: &'r LoadedRender,
+    record: Option<&EndpointFiles>,
+) -> Vec<((StorageKind, String), &'r LoadedFile)> {
+    let mut out: BTreeMap<(StorageKind, String), &LoadedFile> = BTreeMap::new();
+    for f in &render.files {
+        let (kind, name) = (f.storage(), f.name().to_owned());
+        if !has_runtime_view(f) {
+            continue;
+        }
+        let Some(stored) = running.files.get(&(kind, name.clone())) else {
+            continue;
+        };
+        if compare(kind, stored, &f.content).is_err() || recorded_loaded(record, f) {
+            continue;
+        }
+        out.insert((kind, name), f);
+    }
+    out.into_iter().collect()
+}
+
+/// Whether HAProxy's runtime reports what it loaded for this file (module doc).
+#[must_use]
+pub fn has_runtime_view(f: &LoadedFile) -> bool {
+    match f.storage() {
+        StorageKind::Map | StorageKind::SslCertificate => true,
+        StorageKind::General => f.kind == AuxKind::CrtList,
+        StorageKind::CaFile => false,
+    }
+}
+
+/// Whether `record` says HAProxy loaded exactly the render's content of `f`.
+fn recorded_loaded(record: Option<&EndpointFiles>, f: &LoadedFile) -> bool {
+    record
+        .and_then(|r| r.file(file_store(f.storage()), f.name()))
+        .is_some_and(|s| s.loaded_is(f.blob))
+}
+
+/// Whether a render file whose content on disk is the render's is known to be loaded (module
+/// doc: the record, else the runtime view read, else not for files without one).
+#[must_use]
+pub fn is_loaded(f: &LoadedFile, running: &RunningPod, record: Option<&EndpointFiles>) -> bool {
+    if f.storage() == StorageKind::CaFile || recorded_loaded(record, f) {
+        return true;
+    }
+    running
+        .loaded
+        .get(&(f.storage(), f.name().to_owned()))
+        .is_some_and(|view| {
+            loaded_matches(f.storage(), f.kind == AuxKind::CrtList, view, &f.content)
+        })
 }
 
 /// What to do on a pod reporting `running` so it runs `render` (module doc), with the default
@@ -494,12 +668,13 @@ fn config_operation(
 pub fn decide(
     running: &RunningPod,
     render: &LoadedRender,
-    known: Option<&KnownRun>,
+    record: Option<&EndpointFiles>,
 ) -> Vec<Operation> {
-    plan(running, render, known, &SyncPolicy::default())
+    plan(running, render, record, &SyncPolicy::default())
 }
 
 /// What to do on a pod reporting `running` so it runs `render` (module doc) under `policy`.
+/// `record` is the journal's stored-file state of the endpoint, when it has one for this pod.
 ///
 /// Shape: file writes (sorted by kind and name), then at most one configuration step (a raw
 /// push, a transaction, server updates, or a reload), then deletes of stale files.
@@ -507,7 +682,7 @@ pub fn decide(
 pub fn plan(
     running: &RunningPod,
     render: &LoadedRender,
-    known: Option<&KnownRun>,
+    record: Option<&EndpointFiles>,
     policy: &SyncPolicy,
 ) -> Vec<Operation> {
     let parsed_running = structure::parse(&running.config.text);
@@ -520,13 +695,15 @@ pub fn plan(
     for file in files {
         let (kind, name) = (file.storage(), file.name().to_owned());
         let path = file.path.clone();
+        // Certificates and CA files are applied at runtime: written without skip_reload.
+        let skip_reload = !applied_at_runtime(kind);
         match running.files.get(&(kind, name.clone())) {
             None => writes.push(Operation::UploadFile {
                 kind,
                 name,
                 path,
                 reason: FileReason::Missing,
-                skip_reload: true,
+                skip_reload,
             }),
             Some(stored) => match compare(kind, stored, &file.content) {
                 Err(reason) => writes.push(Operation::ReplaceFile {
@@ -534,10 +711,10 @@ pub fn plan(
                     name,
                     path,
                     reason,
-                    skip_reload: true,
+                    skip_reload,
                 }),
                 Ok(()) => {
-                    if maybe_not_loaded(file, render, known, config_equal) {
+                    if !is_loaded(file, running, record) {
                         not_loaded.push(path);
                     }
                 }
@@ -545,27 +722,40 @@ pub fn plan(
         }
     }
     let version = running.config.version;
-    let written = writes.len();
+    // Writes that need a reload to be loaded (the others are applied at runtime).
+    let reloading_writes = writes.iter().filter(|w| needs_reload(w)).count();
     let mut ops = writes;
     not_loaded.sort();
-    if !config_equal {
-        let files_pending = written > 0 || !not_loaded.is_empty();
+    let diverged = running
+        .config
+        .file_version
+        .is_some_and(|file| file != version);
+    if diverged {
+        // The API's in-memory configuration is not the file's (a failed reload): only a raw
+        // push replaces both (module doc).
+        ops.push(Operation::PushRawConfig {
+            version,
+            mode: SyncMode::RawResync,
+        });
+    } else if !config_equal {
+        let files_pending = reloading_writes > 0 || !not_loaded.is_empty();
         ops.extend(config_operation(
             version,
             &parsed_running,
             &parsed_render,
             policy,
             files_pending,
+            has_admin_socket(&running.config.text),
         ));
-    } else if let Some(last) = ops.last_mut() {
-        // Files only: the last write reloads, and a push follows when it did not although
-        // earlier writes or files on disk still need loading.
-        if let Operation::UploadFile { skip_reload, .. }
-        | Operation::ReplaceFile { skip_reload, .. } = last
+    } else if reloading_writes > 0 {
+        // Files only: the last write that needs a reload reloads, and a push follows when it
+        // did not although earlier writes or files on disk still need loading.
+        if let Some(Operation::UploadFile { skip_reload, .. } | Operation::ReplaceFile { skip_reload, .. }) =
+            ops.iter_mut().rev().find(|w| needs_reload(w))
         {
             *skip_reload = false;
         }
-        if written > 1 || !not_loaded.is_empty() {
+        if reloading_writes > 1 || !not_loaded.is_empty() {
             ops.push(Operation::Reload {
                 version,
                 reason: ReloadReason::FilesWritten,
@@ -583,25 +773,18 @@ pub fn plan(
     ops
 }
 
-/// A file the pod holds with the render's content, which this journal last saw the pod run
-/// with other content, and no later push of ours can have loaded (module doc).
-fn maybe_not_loaded(
-    file: &LoadedFile,
-    render: &LoadedRender,
-    known: Option<&KnownRun>,
-    config_equal: bool,
-) -> bool {
-    let Some(known) = known else {
-        return false;
-    };
-    let older = known.files.get(&file.path).is_some_and(|b| *b != file.blob);
-    let loaded_by_push = config_equal && known.config != render.config_blob;
-    older && !loaded_by_push
+/// A file write whose content HAProxy takes only at a reload (not a certificate or CA file).
+fn needs_reload(op: &Operation) -> bool {
+    matches!(op,
+        Operation::UploadFile { kind, .. } | Operation::ReplaceFile { kind, .. }
+            if !applied_at_runtime(*kind))
 }
 
 /// Stored files the render does not name, deleted last. Certificates and CA files share one
 /// directory (and may be listed by both endpoints): a name the render uses for either kind is
 /// kept, and each other name there is deleted once (through the CA endpoint when it lists it).
+/// Names HAProxy provides itself (starting with `@`, such as the `@system-ca` bundle the real
+/// API lists among CA files) are not ours and never deleted.
 fn stale(running: &RunningPod, render: &LoadedRender) -> Vec<Operation> {
     let is_ssl_dir =
         |k: StorageKind| matches!(k, StorageKind::SslCertificate | StorageKind::CaFile);
@@ -617,6 +800,9 @@ fn stale(running: &RunningPod, render: &LoadedRender) -> Vec<Operation> {
     let mut ssl_deleted: BTreeSet<&str> = BTreeSet::new();
     for (kind, name) in running.files.keys() {
         let kind = *kind;
+        if name.starts_with('@') {
+            continue;
+        }
         if is_ssl_dir(kind) {
             if wanted_ssl.contains(name.as_str()) {
                 continue;
@@ -636,138 +822,4 @@ fn stale(running: &RunningPod, render: &LoadedRender) -> Vec<Operation> {
         });
     }
     out
-}
-
-/// `Ok` when the stored file holds `content`; otherwise why not.
-fn compare(kind: StorageKind, stored: &Stored, content: &[u8]) -> Result<(), FileReason> {
-    match (kind, stored) {
-        (StorageKind::Map | StorageKind::General, Stored::Content(bytes)) => {
-            if bytes.as_slice() == content {
-                Ok(())
-            } else {
-                Err(FileReason::ContentDiffers)
-            }
-        }
-        (StorageKind::SslCertificate, Stored::Certificate(info)) => {
-            let info: &SslCertificateInfo = info;
-            let summary = cert::summarize_pem(content).map_err(|_| FileReason::Unparsable)?;
-            certificate_matches(info, &summary, content.len())
-        }
-        (StorageKind::CaFile, Stored::CaFile(entries)) => {
-            let summary = cert::summarize_pem(content).map_err(|_| FileReason::Unparsable)?;
-            ca_file_matches(entries, &summary)
-        }
-        _ => Err(FileReason::Unread),
-    }
-}
-
-fn reported(field: Option<&String>) -> Option<&str> {
-    field.map(|s| s.trim()).filter(|s| !s.is_empty())
-}
-
-/// A stored certificate against the render's PEM: serial + issuers, falling back to the SHA-256
-/// fingerprint; a reported size and a reported fingerprint must agree as well.
-fn certificate_matches(
-    info: &SslCertificateInfo,
-    summary: &PemSummary,
-    size: usize,
-) -> Result<(), FileReason> {
-    if let Some(stored) = info.size
-        && usize::try_from(stored).ok() != Some(size)
-    {
-        return Err(FileReason::SizeDiffers {
-            stored,
-            wanted: size,
-        });
-    }
-    let leaf = summary.leaf();
-    let mut identified = false;
-    if let Some(serial) = reported(info.serial.as_ref()) {
-        let Some(leaf) = leaf else {
-            return Err(FileReason::SerialDiffers);
-        };
-        if serial != leaf.serial_decimal {
-            return Err(FileReason::SerialDiffers);
-        }
-        let issuers = info.issuers.as_deref().map(cert::issuer_set);
-        if issuers.unwrap_or_default() != summary.issuers() {
-            return Err(FileReason::IssuersDiffer);
-        }
-        identified = true;
-    }
-    if let Some(fp) = reported(info.sha256_finger_print.as_ref()) {
-        if !leaf.is_some_and(|l| cert::fingerprint_eq(fp, &l.sha256)) {
-            return Err(FileReason::FingerprintDiffers);
-        }
-        identified = true;
-    }
-    if identified {
-        Ok(())
-    } else {
-        Err(FileReason::NoIdentity)
-    }
-}
-
-/// A CA file's entries against the render's PEM: the count, then every entry matched to a
-/// distinct certificate of the file (HAProxy may number them in another order).
-fn ca_file_matches(stored: &CaFileEntries, summary: &PemSummary) -> Result<(), FileReason> {
-    let n = summary.certificates.len();
-    if stored.count != u32::try_from(n).ok() || stored.entries.len() != n {
-        return Err(FileReason::CaEntriesDiffer);
-    }
-    let mut unused: Vec<&cert::CertificateFacts> = summary.certificates.iter().collect();
-    for entry in &stored.entries {
-        let mut last = FileReason::CaEntriesDiffer;
-        let found = unused
-            .iter()
-            .position(|c| match ca_entry_matches(entry, c) {
-                Ok(()) => true,
-                Err(reason) => {
-                    last = reason;
-                    false
-                }
-            });
-        match found {
-            Some(i) => {
-                unused.swap_remove(i);
-            }
-            None if n == 1 => return Err(last),
-            None => return Err(FileReason::CaEntriesDiffer),
-        }
-    }
-    Ok(())
-}
-
-/// One CA-file entry (runtime form: hex serial, one-line DN issuer) against one certificate.
-fn ca_entry_matches(
-    entry: &SslCertificateInfo,
-    facts: &cert::CertificateFacts,
-) -> Result<(), FileReason> {
-    let mut identified = false;
-    if let Some(serial) = reported(entry.serial.as_ref()) {
-        if !cert::serial_hex_eq(serial, &facts.serial_hex) {
-            return Err(FileReason::SerialDiffers);
-        }
-        let issuer = reported(entry.issuers.as_ref()).and_then(cert::dn_common_name);
-        if issuer != facts.issuer_cn {
-            return Err(FileReason::IssuersDiffer);
-        }
-        identified = true;
-    }
-    for (fp, digest) in [
-        (entry.sha1_finger_print.as_ref(), &facts.sha1[..]),
-        (entry.sha256_finger_print.as_ref(), &facts.sha256[..]),
-    ] {
-        if let Some(fp) = reported(fp) {
-            if !cert::fingerprint_eq(fp, digest) {
-                return Err(FileReason::FingerprintDiffers);
-            }
-            identified = true;
-        }
-    }
-    if identified {
-        Ok(())
-    } else {
-        Err(FileReason::NoIdentity)
-    }
 }

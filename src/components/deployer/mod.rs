@@ -65,7 +65,11 @@
 //! successes/failures, reloads, drift detections, deposed runs, successful syncs by
 //! [`SyncMode`] (`haptic_endpoint_sync_modes_total`).
 
+pub mod compare;
 pub mod decide;
+mod exec;
+pub mod ledger;
+pub mod retry;
 pub mod structure;
 #[cfg(test)]
 mod structure_tests;
@@ -81,8 +85,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use haptic_journal::{
-    Batch, DeployRequest, DeploymentCause, EndpointApplied, Event, Journal, Op, Queue,
-    SyncMetadata, SyncMode, UnixMillis, WorkId, WorkKey,
+    Batch, DeployRequest, DeploymentCause, EndpointApplied, EndpointFiles, EndpointTransaction,
+    Event, Journal, Op, Queue, SyncMetadata, SyncMode, Term, UnixMillis, WorkId, WorkKey,
 };
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -90,13 +94,17 @@ use tokio_util::sync::CancellationToken;
 use crate::dataplane::{BasicAuth, Dataplane, Endpoint as DpEndpoint};
 use crate::dispatch::{DispatchError, DispatchHandle};
 
-pub use decide::{KnownRun, LoadedFile, LoadedRender, Operation, SyncPolicy};
-pub use sync::{SyncError, SyncLimits, SyncReport, sync_endpoint};
+pub use decide::{LoadedFile, LoadedRender, Operation, SyncPolicy};
+pub use ledger::PodLedger;
+pub use sync::{
+    NoPodJournal, PodJournal, PodSync, SyncError, SyncLimits, SyncOutcome, SyncReport,
+    sync_endpoint,
+};
 
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "deployer";
 
-use crate::core::guard::{DriftHook, LeaseGuard};
+use crate::core::guard::{DeployerNotice, LeaseGuard, NoticeHook};
 
 /// Deployer settings.
 #[derive(Clone, Debug)]
@@ -186,7 +194,7 @@ pub struct DeployerStats {
     /// Runs stopped because the Lease was no longer valid.
     pub deposed: AtomicU64,
     /// Successful endpoint syncs by [`SyncMode`], in [`SyncMode::ALL`] order.
-    pub modes: [AtomicU64; 6],
+    pub modes: [AtomicU64; 8],
 }
 
 impl DeployerStats {
@@ -235,8 +243,13 @@ pub struct Deployer {
     dataplane: Dataplane,
     settings: DeployerSettings,
     lease: Arc<dyn LeaseGuard>,
-    /// Replaceable after start ([`Deployer::set_drift_hook`]); read once per drifted pod.
-    drift_hook: std::sync::RwLock<Option<DriftHook>>,
+    /// Replaceable after start ([`Deployer::set_notice_hook`]); read once per notice (a
+    /// drifted pod, a pod without a runtime API).
+    notice_hook: std::sync::RwLock<Option<NoticeHook>>,
+    /// Per endpoint URL, the leader term in which its transactions were last listed and
+    /// deleted: the first sync of an endpoint in a term does it (a killed predecessor's
+    /// transactions are not in this journal).
+    cleaned: Mutex<HashMap<String, Term>>,
     /// `/v3/info` per endpoint URL, read once.
     info: Mutex<HashMap<String, crate::dataplane::Info>>,
     /// The HAProxy version each endpoint URL reported (`None`: it reported none), read once.
@@ -263,7 +276,30 @@ debug_non_exhaustive!(Deployer, |x| "settings" => x.settings);
 struct EndpointResult {
     endpoint: haptic_journal::Endpoint,
     result: Result<SyncReport, SyncError>,
+    /// The pod-truth record as the sync ended; `None` when it did not end (a timeout): what it
+    /// journaled before its writes stays (the intents are the conservative record).
+    ledger: Option<PodLedger>,
+    /// Whether the pod's transactions were listed and deleted.
+    cleaned: bool,
     duration: Duration,
+}
+
+/// The deployer's [`PodJournal`]: one batch through the dispatcher per commit.
+struct DispatchPodJournal<'a>(&'a DispatchHandle);
+
+impl PodJournal for DispatchPodJournal<'_> {
+    fn commit(
+        &self,
+        ops: Vec<Op>,
+    ) -> futures::future::BoxFuture<'_, Result<(), DispatchError>> {
+        Box::pin(async move {
+            let mut b = Batch::new();
+            for op in ops {
+                b.push(op);
+            }
+            self.0.accept(b).await.map(|_| ())
+        })
+    }
 }
 
 impl Deployer {
@@ -274,14 +310,15 @@ impl Deployer {
         dataplane: Dataplane,
         settings: DeployerSettings,
         lease: Arc<dyn LeaseGuard>,
-        drift_hook: Option<DriftHook>,
+        notice_hook: Option<NoticeHook>,
     ) -> Self {
         Deployer {
             dispatch,
             dataplane,
             settings,
             lease,
-            drift_hook: std::sync::RwLock::new(drift_hook),
+            notice_hook: std::sync::RwLock::new(notice_hook),
+            cleaned: Mutex::new(HashMap::new()),
             info: Mutex::new(HashMap::new()),
             versions: Mutex::new(HashMap::new()),
             version_report: tokio::sync::watch::Sender::new(VersionReport::default()),
@@ -290,13 +327,25 @@ impl Deployer {
         }
     }
 
-    /// Replaces the [`DriftHook`] (e.g. once the runtime config and a kube client are known);
-    /// takes effect from the next drifted pod.
-    pub fn set_drift_hook(&self, hook: Option<DriftHook>) {
+    /// Replaces the [`NoticeHook`] (e.g. once the runtime config and a kube client are known);
+    /// takes effect from the next notice.
+    pub fn set_notice_hook(&self, hook: Option<NoticeHook>) {
         *self
-            .drift_hook
+            .notice_hook
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = hook;
+    }
+
+    /// Calls the notice hook, if any.
+    fn notice(&self, pod: &haptic_journal::PodRef, notice: &DeployerNotice) {
+        let hook = self
+            .notice_hook
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(h) = hook {
+            h(pod, notice);
+        }
     }
 
     fn journal(&self) -> &Arc<Journal> {
@@ -381,7 +430,7 @@ impl Deployer {
             })
             .await?;
         let loaded = self.load(&request).await?;
-        let previous = self.previous_files().await?;
+        let (records, term) = self.pod_records().await?;
         let permits = Arc::new(Semaphore::new(if self.settings.max_parallel == 0 {
             Semaphore::MAX_PERMITS
         } else {
@@ -392,20 +441,39 @@ impl Deployer {
         for ep in &request.endpoints {
             let loaded = loaded.clone();
             let permits = permits.clone();
-            let known = previous.get(ep.url.as_str()).cloned();
+            let (files, txn) = records
+                .get(ep.url.as_str())
+                .cloned()
+                .unwrap_or_default();
+            let ledger = PodLedger::new(&ep.url, &ep.pod, files, txn);
+            let clean = self.needs_cleaning(ep.url.as_str(), term);
             futs.push(async move {
                 let t = Instant::now();
-                let result = match &loaded {
-                    Err(msg) => Err(SyncError::Dataplane {
-                        step: "load render",
-                        source: crate::dataplane::DataplaneError::NotFound { path: msg.clone() },
-                        conflict_retries: 0,
-                    }),
-                    Ok(render) => self.sync_one(ep, render, known.as_ref(), &permits).await,
+                let (result, ledger, cleaned) = match &loaded {
+                    Err(msg) => (
+                        Err(SyncError::Dataplane {
+                            step: "load render",
+                            source: crate::dataplane::DataplaneError::NotFound {
+                                path: msg.clone(),
+                            },
+                            conflict_retries: 0,
+                        }),
+                        Some(ledger),
+                        false,
+                    ),
+                    Ok(render) => {
+                        let pod = PodSync {
+                            ledger,
+                            clean_transactions: clean,
+                        };
+                        self.sync_one(ep, render, pod, &permits).await
+                    }
                 };
                 EndpointResult {
                     endpoint: ep.clone(),
                     result,
+                    ledger,
+                    cleaned,
                     duration: t.elapsed(),
                 }
             });
@@ -421,7 +489,17 @@ impl Deployer {
                 }
                 n = futs.next() => n,
             };
-            let Some(r) = next else { break };
+            let Some(mut r) = next else { break };
+            if r.cleaned {
+                lock(&self.cleaned).insert(r.endpoint.url.to_string(), term);
+            }
+            if let Err(SyncError::Journal(_)) = &r.result {
+                // The record could not be journaled: nothing more is written (J1); stop and let
+                // the runtime reopen the journal.
+                if let Err(SyncError::Journal(e)) = std::mem::replace(&mut r.result, Err(SyncError::LeaseLost)) {
+                    return Err(e);
+                }
+            }
             if matches!(r.result, Err(SyncError::LeaseLost)) {
                 tracing::warn!(deployment = %request.deployment, "lease lost: deployment stopped");
                 self.stats.deposed.fetch_add(1, Ordering::Relaxed);
@@ -459,14 +537,18 @@ impl Deployer {
                             differed = ?rep.differed,
                             "drift detected"
                         );
-                        let hook = self
-                            .drift_hook
-                            .read()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .clone();
-                        if let Some(h) = hook {
-                            h(&r.endpoint.pod, &rep.differed);
-                        }
+                        self.notice(
+                            &r.endpoint.pod,
+                            &DeployerNotice::Drift(rep.differed.clone()),
+                        );
+                    }
+                    if rep.mode == SyncMode::NoRuntimeApi {
+                        tracing::warn!(
+                            pod = %r.endpoint.pod.name,
+                            fix = "add `stats socket <path> mode 600 level admin` to the global section",
+                            "server changes reloaded: the pod's configuration has no admin stats socket"
+                        );
+                        self.notice(&r.endpoint.pod, &DeployerNotice::NoRuntimeApi);
                     }
                     b.push(Op::PutEndpointApplied(EndpointApplied {
                         endpoint: r.endpoint.url.clone(),
@@ -491,7 +573,7 @@ impl Deployer {
                     tracing::warn!(pod = %r.endpoint.pod.name, error = %text, "endpoint deployment failed");
                     sync.version_conflict_retries = e.conflict_retries();
                     sync.error = Some(text.clone());
-                    sync.rejected = matches!(e, SyncError::PushRejected { .. });
+                    sync.rejected = e.rejected();
                     b.push(Op::RemoveEndpointApplied(r.endpoint.url.clone()));
                     b.event(Event::InstanceDeploymentFailed {
                         correlation: corr.clone(),
@@ -501,6 +583,15 @@ impl Deployer {
                         retryable: e.retryable(),
                     });
                 }
+            }
+            // The pod-truth record as the sync ended (a timed-out sync keeps what it journaled
+            // before its writes).
+            if let Some(ledger) = r.ledger.take() {
+                b.push(Op::PutEndpointFiles(ledger.files));
+                b.push(match ledger.transaction {
+                    Some(t) => Op::PutEndpointTransaction(t),
+                    None => Op::RemoveEndpointTransaction(r.endpoint.url.clone()),
+                });
             }
             // Every synced endpoint is reported, a no-op included: a resumed deployment whose
             // writes landed before a crash still reports each pod's new state (the publisher
@@ -553,52 +644,62 @@ impl Deployer {
         })
     }
 
+    /// Whether the endpoint's transactions must be listed and deleted before its next write:
+    /// not yet done in leader term `term` (a killed predecessor's are in no journal of ours).
+    fn needs_cleaning(&self, url: &str, term: Term) -> bool {
+        lock(&self.cleaned).get(url) != Some(&term)
+    }
+
     async fn sync_one(
         &self,
         ep: &haptic_journal::Endpoint,
         render: &LoadedRender,
-        known: Option<&KnownRun>,
+        pod: PodSync,
         permits: &Arc<Semaphore>,
-    ) -> Result<SyncReport, SyncError> {
+    ) -> (Result<SyncReport, SyncError>, Option<PodLedger>, bool) {
         let Ok(url) = reqwest::Url::parse(ep.url.as_str()) else {
-            return Err(SyncError::Dataplane {
-                step: "endpoint url",
-                source: crate::dataplane::DataplaneError::NotFound {
-                    path: ep.url.to_string(),
-                },
-                conflict_retries: 0,
-            });
+            return (
+                Err(SyncError::Dataplane {
+                    step: "endpoint url",
+                    source: crate::dataplane::DataplaneError::NotFound {
+                        path: ep.url.to_string(),
+                    },
+                    conflict_retries: 0,
+                }),
+                Some(pod.ledger),
+                false,
+            );
         };
         let client = self
             .dataplane
             .client(DpEndpoint::new(url, self.settings.current_credentials()));
         let timeout = self.settings.endpoint_timeout;
+        let journal = DispatchPodJournal(&self.dispatch);
         let work = async {
-            let cached = self
-                .info
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .contains_key(ep.url.as_str());
+            let cached = lock(&self.info).contains_key(ep.url.as_str());
             if !cached {
                 let info = {
                     let _p = permits.acquire().await;
                     client.info().await
+                };
+                match info {
+                    Ok(info) => {
+                        lock(&self.info).insert(ep.url.to_string(), info);
+                    }
+                    Err(source) => {
+                        return SyncOutcome {
+                            result: Err(SyncError::Dataplane {
+                                step: "read info",
+                                source,
+                                conflict_retries: 0,
+                            }),
+                            ledger: pod.ledger,
+                            transactions_cleaned: false,
+                        };
+                    }
                 }
-                .map_err(|source| SyncError::Dataplane {
-                    step: "read info",
-                    source,
-                    conflict_retries: 0,
-                })?;
-                self.info
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(ep.url.to_string(), info);
             }
-            let version_known = self
-                .versions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .contains_key(ep.url.as_str());
+            let version_known = lock(&self.versions).contains_key(ep.url.as_str());
             if !version_known && self.settings.validator_version.is_some() {
                 // Best effort: the comparison is a warning, never a reason to fail a sync. A
                 // failed read is tried again at the next sync; an API without the endpoint
@@ -613,16 +714,14 @@ impl Deployer {
                     Err(_) => None,
                 };
                 if let Some(v) = known {
-                    self.versions
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(ep.url.to_string(), v);
+                    lock(&self.versions).insert(ep.url.to_string(), v);
                 }
             }
             sync_endpoint(
                 &client,
                 render,
-                known,
+                pod,
+                &journal,
                 permits,
                 self.lease.as_ref(),
                 &self.settings.limits,
@@ -633,8 +732,8 @@ impl Deployer {
             .await
         };
         match tokio::time::timeout(timeout, work).await {
-            Ok(r) => r,
-            Err(_) => Err(SyncError::Timeout(timeout)),
+            Ok(o) => (o.result, Some(o.ledger), o.transactions_cleaned),
+            Err(_) => (Err(SyncError::Timeout(timeout)), None, false),
         }
     }
 
@@ -679,30 +778,33 @@ impl Deployer {
         .map_err(DispatchError::Join)?
     }
 
-    /// Per endpoint URL: what this journal last recorded it running (`endpoint_applied` and the
-    /// render manifest it names, while stored). Only a hint of files that may be unloaded
-    /// ([`decide`]); equality is always decided from what the pod reports.
-    async fn previous_files(&self) -> Result<HashMap<String, KnownRun>, DispatchError> {
+    /// Per endpoint URL, the journal's pod-truth records (stored files, open transaction),
+    /// and the current leader term.
+    async fn pod_records(&self) -> Result<(PodRecords, Term), DispatchError> {
         let j = self.journal().clone();
         tokio::task::spawn_blocking(move || {
-            let mut out = HashMap::new();
-            for a in j.endpoints_applied().map_err(DispatchError::Read)? {
-                if let Some(r) = j.get_render(a.render).map_err(DispatchError::Read)? {
-                    let files = r.files.into_iter().map(|f| (f.path, f.blob)).collect();
-                    out.insert(
-                        a.endpoint.to_string(),
-                        KnownRun {
-                            config: r.config,
-                            files,
-                        },
-                    );
-                }
+            let mut out: PodRecords = HashMap::new();
+            for f in j.endpoints_files().map_err(DispatchError::Read)? {
+                let url = f.endpoint.to_string();
+                out.entry(url).or_default().0 = Some(f);
             }
-            Ok(out)
+            for t in j.endpoint_transactions().map_err(DispatchError::Read)? {
+                let url = t.endpoint.to_string();
+                out.entry(url).or_default().1 = Some(t);
+            }
+            let term = j.term().map_err(DispatchError::Read)?;
+            Ok((out, term))
         })
         .await
         .map_err(DispatchError::Join)?
     }
+}
+
+/// The journal's pod-truth records of each endpoint URL.
+type PodRecords = HashMap<String, (Option<EndpointFiles>, Option<EndpointTransaction>)>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn error_text(e: &SyncError) -> String {

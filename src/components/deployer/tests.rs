@@ -6,13 +6,16 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use haptic_journal::{AuxKind, Checksum, ConfigVersion, SyncMode};
+use haptic_journal::{AuxKind, Checksum, ConfigVersion, EndpointFiles, SyncMode};
 
 use super::decide::{
-    CaFileEntries, FileReason, KnownRun, LoadedFile, LoadedRender, Operation, ReloadReason,
-    RunningPod, Stored, decide, read_plan,
+    CaFileEntries, FileReason, LoadedFile, LoadedRender, LoadedView, Operation, ReloadReason,
+    RunningPod, Stored, decide, read_plan, runtime_read_plan,
 };
-use crate::dataplane::{RawConfiguration, SslCertificateInfo, StorageKind};
+use super::ledger::PodLedger;
+use crate::dataplane::{
+    CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind,
+};
 
 mod fixtures {
     use super::*;
@@ -92,6 +95,7 @@ mod fixtures {
         RawConfiguration {
             text: format!("# _version={version}\n{text}"),
             version: ConfigVersion(version),
+            file_version: Some(ConfigVersion(version)),
             configuration_checksum: None,
         }
     }
@@ -157,6 +161,39 @@ mod fixtures {
         RunningPod {
             config: stored_config("global\n    daemon\n", 1),
             files: BTreeMap::new(),
+            loaded: BTreeMap::new(),
+        }
+    }
+
+    /// What HAProxy's runtime reports for a loaded certificate (`show ssl cert`: hex serial,
+    /// one-line DN issuer, SHA-1 fingerprint).
+    pub fn loaded_certificate(pem: &[u8]) -> SslCertificateInfo {
+        reported_ca(pem).entries.remove(0)
+    }
+
+    /// What HAProxy's runtime reports loaded for `f`, when it has a view of its kind.
+    pub fn loaded_view(f: &LoadedFile) -> Option<LoadedView> {
+        match (f.storage(), f.kind) {
+            (StorageKind::Map, _) => Some(LoadedView::MapEntries(
+                super::super::compare::map_entries(&f.content)
+                    .into_iter()
+                    .map(|(key, value)| MapEntry { key, value })
+                    .collect(),
+            )),
+            (StorageKind::SslCertificate, _) => Some(LoadedView::Certificate(Box::new(
+                loaded_certificate(&f.content),
+            ))),
+            (StorageKind::General, AuxKind::CrtList) => Some(LoadedView::CrtList(
+                super::super::compare::crt_list_lines(&f.content)
+                    .into_iter()
+                    .map(|(file, sni_filter)| CrtListEntry {
+                        file,
+                        sni_filter,
+                        ..CrtListEntry::default()
+                    })
+                    .collect(),
+            )),
+            _ => None,
         }
     }
 
@@ -173,21 +210,31 @@ mod fixtures {
             };
             files.insert((f.storage(), f.name().to_owned()), stored);
         }
+        // HAProxy runs it: every runtime view shows the render's content.
+        let loaded = render
+            .files
+            .iter()
+            .filter_map(|f| Some(((f.storage(), f.name().to_owned()), loaded_view(f)?)))
+            .collect();
         RunningPod {
             config: stored_config(&render.config, version),
             files,
+            loaded,
         }
     }
 
-    pub fn known(render: &LoadedRender) -> KnownRun {
-        KnownRun {
-            config: render.config_blob,
-            files: render
-                .files
-                .iter()
-                .map(|f| (f.path.clone(), f.blob))
-                .collect(),
+    /// The journal's record of a pod that loaded every file of `render`.
+    pub fn record(render: &LoadedRender) -> EndpointFiles {
+        let url = haptic_journal::EndpointUrl::new("http://127.0.0.1:5555");
+        let pod = haptic_journal::PodRef {
+            namespace: "ns".into(),
+            name: "haproxy-0".into(),
+        };
+        let mut l = PodLedger::new(&url, &pod, None, None);
+        for f in &render.files {
+            l.proved_loaded(f);
         }
+        l.files
     }
 }
 
@@ -222,12 +269,30 @@ fn a_pod_that_runs_the_render_gets_nothing_for_every_corpus_render() {
     for name in corpus_names() {
         let r = corpus(&name);
         let pod = pod_running(&r, 7);
-        assert_eq!(decide(&pod, &r, None), vec![], "{name}: no known run");
         assert_eq!(
-            decide(&pod, &r, Some(&known(&r))),
+            decide(&pod, &r, Some(&record(&r))),
             vec![],
-            "{name}: known to run it"
+            "{name}: recorded loaded"
         );
+        // No record (a new leader, a rebuilt journal): the runtime views prove maps,
+        // certificates and crt-lists loaded; general files (error pages) have none, so they get
+        // one reload on that first sync.
+        let general: Vec<String> = r
+            .files
+            .iter()
+            .filter(|f| f.kind == AuxKind::General)
+            .map(|f| f.path.clone())
+            .collect();
+        let want = if general.is_empty() {
+            vec![]
+        } else {
+            vec![Operation::Reload {
+                version: ConfigVersion(7),
+                reason: ReloadReason::StoredNotLoaded { paths: general },
+                unless_reloaded: false,
+            }]
+        };
+        assert_eq!(decide(&pod, &r, None), want, "{name}: no record");
     }
 }
 
@@ -267,7 +332,7 @@ fn corpus_stream_each_step_writes_only_what_changed_and_reloads_once() {
     for pair in names.windows(2) {
         let (from, to) = (corpus(&pair[0]), corpus(&pair[1]));
         let pod = pod_running(&from, 3);
-        let ops = decide(&pod, &to, Some(&known(&from)));
+        let ops = decide(&pod, &to, Some(&record(&from)));
         let reloads = ops.iter().filter(|o| o.reloads()).count();
         assert!(reloads <= 1, "{} -> {}: {ops:?}", pair[0], pair[1]);
         let config_at = ops.iter().position(|o| {
@@ -387,13 +452,43 @@ fn maps_and_general_files_are_compared_by_content() {
 
 #[test]
 fn files_only_the_last_write_reloads_and_a_push_covers_the_rest() {
+    // A certificate and a crt-list change: the certificate is applied at runtime (written
+    // without skip_reload, no reload for it), the crt-list's write reloads; nothing else.
     let old = corpus("06-crtlist");
     let mut new = old.clone();
     for f in &mut new.files {
         let content = [f.content.clone(), b"\n".to_vec()].concat();
         *f = file(f.kind, &f.path, &content);
     }
-    let ops = decide(&pod_running(&old, 8), &new, Some(&known(&old)));
+    let ops = decide(&pod_running(&old, 8), &new, Some(&record(&old)));
+    let skips: Vec<(StorageKind, bool)> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Operation::ReplaceFile {
+                kind, skip_reload, ..
+            } => Some((*kind, *skip_reload)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        skips,
+        vec![
+            (StorageKind::SslCertificate, false),
+            (StorageKind::General, false)
+        ],
+        "certificate at runtime, then the crt-list reloads: {ops:?}"
+    );
+    assert_eq!(ops.len(), 2, "no push: {ops:?}");
+    assert_eq!(ops.iter().filter(|o| o.reloads()).count(), 1);
+    // Two error pages: the first skips the reload, the last reloads, and a push follows
+    // only when the last write did not reload.
+    let old = corpus("04-errors");
+    let mut new = old.clone();
+    for f in &mut new.files {
+        let content = [f.content.clone(), b"\n".to_vec()].concat();
+        *f = file(f.kind, &f.path, &content);
+    }
+    let ops = decide(&pod_running(&old, 8), &new, Some(&record(&old)));
     let skips: Vec<bool> = ops
         .iter()
         .filter_map(|o| match o {
@@ -401,11 +496,7 @@ fn files_only_the_last_write_reloads_and_a_push_covers_the_rest() {
             _ => None,
         })
         .collect();
-    assert_eq!(
-        skips,
-        vec![true, false],
-        "certificate, then the crt-list reloads"
-    );
+    assert_eq!(skips, vec![true, false], "{ops:?}");
     assert_eq!(
         ops.last(),
         Some(&Operation::Reload {
@@ -533,9 +624,16 @@ fn certificates_compare_serial_and_issuers_then_fingerprint() {
         assert_eq!(replaced_because(&ops), want, "{what}: {ops:?}");
         match want {
             None => assert_eq!(ops, vec![], "{what}"),
+            // A certificate is applied at runtime: one write, no reload for it.
             Some(_) => assert!(
-                ops.len() == 1 && ops[0].reloads(),
-                "{what}: one write that reloads: {ops:?}"
+                matches!(
+                    ops.as_slice(),
+                    [Operation::ReplaceFile {
+                        skip_reload: false,
+                        ..
+                    }]
+                ) && !ops[0].reloads(),
+                "{what}: one write applied at runtime: {ops:?}"
             ),
         }
     }
@@ -638,10 +736,10 @@ fn ca_files_compare_count_and_entries_in_any_order() {
     );
 }
 
+/// Issue 24: a file on disk is not a file HAProxy runs. The record decides first, then what
+/// HAProxy's runtime reports, else (general files) one reload.
 #[test]
-fn stored_but_not_loaded_files_get_one_reload_only_when_this_journal_says_so() {
-    // The pod holds the render's map, but this journal last saw it run another map with the
-    // same configuration: a `skip_reload` write may never have been loaded.
+fn stored_but_not_loaded_files_get_one_reload() {
     let old = corpus("02-maps");
     let mut new = old.clone();
     new.files[0] = file(
@@ -649,24 +747,154 @@ fn stored_but_not_loaded_files_get_one_reload_only_when_this_journal_says_so() {
         "maps/hosts.map",
         b"shop.haptic.test shop-v9\n",
     );
-    let pod = pod_running(&new, 6);
+    let reload = vec![Operation::Reload {
+        version: ConfigVersion(6),
+        reason: ReloadReason::StoredNotLoaded {
+            paths: vec!["maps/hosts.map".into()],
+        },
+        unless_reloaded: false,
+    }];
+    // On disk the new map; HAProxy's runtime shows the old one (a skip_reload write whose
+    // reload failed).
+    let mut pod = pod_running(&new, 6);
+    pod.loaded = pod_running(&old, 6).loaded;
+    // The record says written new, loaded old: reload, whatever the runtime says.
+    let url = haptic_journal::EndpointUrl::new("http://127.0.0.1:5555");
+    let pod_ref = haptic_journal::PodRef {
+        namespace: "ns".into(),
+        name: "haproxy-0".into(),
+    };
+    let mut ledger = PodLedger::new(&url, &pod_ref, Some(record(&old)), None);
+    ledger.before_write(
+        &new.files[0],
+        Some(&Stored::Content(old.files[0].content.clone())),
+    );
+    assert_eq!(decide(&pod, &new, ledger.record()), reload);
+    // No record (a new leader): the runtime view shows the old entries: reload.
+    assert_eq!(decide(&pod, &new, None), reload);
+    // No record, and the runtime view shows the new entries: loaded, nothing to do.
+    assert_eq!(decide(&pod_running(&new, 6), &new, None), vec![]);
+    // Nothing loaded under that name (404): reload.
+    let mut absent = pod_running(&new, 6);
+    absent
+        .loaded
+        .insert((StorageKind::Map, "hosts.map".into()), LoadedView::Absent);
+    assert_eq!(decide(&absent, &new, None), reload);
+    // The record proves it loaded: no runtime read needed, nothing to do.
+    ledger.reloaded();
+    assert!(runtime_read_plan(&pod, &new, ledger.record()).is_empty());
+    assert_eq!(decide(&pod, &new, ledger.record()), vec![]);
+    // Without the record, the sync reads the map's runtime view.
     assert_eq!(
-        decide(&pod, &new, Some(&known(&old))),
-        vec![Operation::Reload {
-            version: ConfigVersion(6),
-            reason: ReloadReason::StoredNotLoaded {
-                paths: vec!["maps/hosts.map".into()]
-            },
-            unless_reloaded: false,
+        runtime_read_plan(&pod, &new, None)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect::<Vec<_>>(),
+        vec![(StorageKind::Map, "hosts.map".to_owned())]
+    );
+}
+
+/// A map change plus a server weight change: the file is written with skip_reload and the
+/// weight goes by the transaction (one reload), not at runtime (which would never load the
+/// map); on the retry after a failed reload, the file on disk is not loaded, so again.
+#[test]
+fn a_file_not_loaded_makes_a_runtime_change_a_transaction() {
+    let base = "global\n    stats socket /var/run/haproxy.sock mode 600 level admin\nbackend be\n    server s1 127.0.0.1:8080 weight 10\n";
+    let map_old = file(AuxKind::Map, "maps/hosts.map", b"a 1\n");
+    let map_new = file(AuxKind::Map, "maps/hosts.map", b"a 2\n");
+    let old = render(base, vec![map_old.clone()]);
+    let new = render(&base.replace("weight 10", "weight 20"), vec![map_new.clone()]);
+    let pod = pod_running(&old, 4);
+    let ops = decide(&pod, &new, Some(&record(&old)));
+    assert!(
+        matches!(ops.as_slice(), [
+            Operation::ReplaceFile { skip_reload: true, .. },
+            Operation::Transaction { mode: SyncMode::FineGrained, .. }
+        ]),
+        "{ops:?}"
+    );
+    // Only the weight differs: at runtime, no reload.
+    let ops = decide(&pod_running(&old, 4), &render(&new.config, vec![map_old]), Some(&record(&old)));
+    assert!(
+        matches!(ops.as_slice(), [Operation::UpdateServer { .. }]),
+        "{ops:?}"
+    );
+    // After a failed reload: the map on disk is the new one, HAProxy runs the old one and the
+    // configuration file is back to the old weight: one transaction again.
+    let mut retry = pod_running(&new, 6);
+    retry.config = fixtures::stored_config(&old.config, 6);
+    retry.loaded = pod_running(&old, 6).loaded;
+    let ops = decide(&retry, &new, None);
+    assert!(
+        matches!(ops.as_slice(), [Operation::Transaction { mode: SyncMode::FineGrained, .. }]),
+        "{ops:?}"
+    );
+}
+
+/// The API keeps a failed configuration in memory while the file is the last good one: a raw
+/// push of the render, even when the file already equals it.
+#[test]
+fn a_pod_whose_api_holds_another_configuration_gets_a_raw_push() {
+    let r = corpus("01-basic");
+    let mut pod = pod_running(&r, 9);
+    pod.config.version = ConfigVersion(10);
+    assert_eq!(
+        decide(&pod, &r, None),
+        vec![Operation::PushRawConfig {
+            version: ConfigVersion(10),
+            mode: SyncMode::RawResync,
         }]
     );
-    // No known run (a new leader, a rebuilt journal): the pod is taken as it reports itself.
-    assert_eq!(decide(&pod, &new, None), vec![]);
-    // The known run had another configuration and the pod runs the render's: the push that
-    // put it there came after the files and loaded them.
-    let mut other_config = known(&old);
-    other_config.config = Checksum::of(b"another configuration");
-    assert_eq!(decide(&pod, &new, Some(&other_config)), vec![]);
+}
+
+/// Without an admin stats socket a server change reloads: one transaction for all of them,
+/// in mode `no_runtime_api`.
+#[test]
+fn without_an_admin_socket_server_changes_go_by_one_transaction() {
+    let with = "global\n    stats socket /var/run/haproxy.sock mode 600 level admin\nbackend be\n    server s1 127.0.0.1:8080 weight 10\n    server s2 127.0.0.1:8081 weight 10\n";
+    let without = with.replace("level admin", "level user");
+    for (config, runtime) in [(with.to_owned(), true), (without, false)] {
+        let old = render(&config, vec![]);
+        let new = render(&config.replace("weight 10", "weight 30"), vec![]);
+        let ops = decide(&pod_running(&old, 3), &new, None);
+        if runtime {
+            assert_eq!(ops.len(), 2, "{ops:?}");
+            assert!(ops.iter().all(|o| matches!(o, Operation::UpdateServer { .. })));
+        } else {
+            assert!(
+                matches!(ops.as_slice(), [Operation::Transaction { mode: SyncMode::NoRuntimeApi, changes, .. }] if changes.len() == 2),
+                "{ops:?}"
+            );
+            assert_eq!(super::decide::mode_of(&ops), SyncMode::NoRuntimeApi);
+        }
+    }
+    assert!(!super::decide::has_admin_socket("frontend f\n    stats socket /x level admin\n"));
+}
+
+#[test]
+fn haproxys_own_names_are_never_deleted() {
+    let r = corpus("07-ca");
+    let mut pod = pod_running(&r, 2);
+    pod.files
+        .insert((StorageKind::CaFile, "@system-ca".into()), Stored::Listed);
+    pod.files.insert(
+        (StorageKind::SslCertificate, "@system-ca".into()),
+        Stored::Listed,
+    );
+    assert_eq!(decide(&pod, &r, Some(&record(&r))), vec![]);
+}
+
+#[test]
+fn map_files_are_read_as_haproxy_reads_them() {
+    assert_eq!(
+        super::compare::map_entries(b"# comment\n\n  a.example  backend 1 \t\r\nb\tx\nb y\nonly\n"),
+        vec![
+            ("a.example".to_owned(), "backend 1".to_owned()),
+            ("b".to_owned(), "x".to_owned()),
+            ("b".to_owned(), "y".to_owned()),
+            ("only".to_owned(), String::new()),
+        ]
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! The scheduler turns the trigger into a drift check of every endpoint; the deployer reports
-//! what differed (`DriftDetected` log, metric and the [`crate::core::guard::DriftHook`]
+//! what differed (`DriftDetected` log, metric and the [`crate::core::guard::NoticeHook`]
 //! the runtime wires to a Kubernetes Event).
 //!
 //! # Inputs

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use haptic::k8s::events::drift_hook;
+use haptic::k8s::events::notice_hook;
 use haptic_journal::RuntimeConfigRef;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, ListParams};
@@ -34,7 +34,7 @@ pub async fn drift_event(peers: haptic_testkit::Peers) {
     let knobs = Knobs::drift(Duration::from_millis(700));
     let h = Harness::start(&sb.dir().join("j.redb"), &sb, knobs).await;
     // The HAProxyCfg does not exist in the emulator: the Event is written with its reference.
-    h.deployer.set_drift_hook(Some(drift_hook(
+    h.deployer.set_notice_hook(Some(notice_hook(
         client,
         "replica-a",
         &RuntimeConfigRef {

@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use haptic::components::deployer::{LoadedRender, SyncLimits, SyncPolicy, sync_endpoint};
+use haptic::components::deployer::{
+    LoadedRender, NoPodJournal, PodLedger, PodSync, SyncLimits, SyncPolicy, sync_endpoint,
+};
 use haptic::core::guard::AlwaysValid;
 use haptic::dataplane::{ConfigVersion, DataplaneClient, PushOptions, ReloadStatus};
 use haptic_journal::{Checksum, SyncMode};
@@ -108,6 +110,19 @@ async fn raw_push(client: &DataplaneClient, config: &str) -> Result<()> {
     Ok(())
 }
 
+/// A pod with no journal record (the figure measures the Dataplane side only).
+fn fresh(c: &DataplaneClient) -> PodSync {
+    let url = haptic_journal::EndpointUrl::new(c.endpoint().url().as_str());
+    let pod = haptic_journal::PodRef {
+        namespace: "bench".into(),
+        name: url.as_str().into(),
+    };
+    PodSync {
+        ledger: PodLedger::new(&url, &pod, None, None),
+        clean_transactions: false,
+    }
+}
+
 async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     let changes = ctx.pick(20, 100);
     let sb = Fleet::try_start(FleetConfig {
@@ -129,7 +144,18 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     // The starting render everywhere (a fresh pod gets one raw push on both sides).
     let base = loaded(&render(0));
     for c in fine {
-        sync_endpoint(c, &base, None, &permits, &lease, &limits, &policy).await?;
+        sync_endpoint(
+            c,
+            &base,
+            fresh(c),
+            &NoPodJournal,
+            &permits,
+            &lease,
+            &limits,
+            &policy,
+        )
+        .await
+        .result?;
     }
     for c in raw {
         raw_push(c, &base.config).await?;
@@ -144,13 +170,23 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
         let r = loaded(&render(i));
         let t = Instant::now();
         let reports = futures::future::join_all(
-            fine.iter()
-                .map(|c| sync_endpoint(c, &r, None, &permits, &lease, &limits, &policy)),
+            fine.iter().map(|c| {
+                sync_endpoint(
+                    c,
+                    &r,
+                    fresh(c),
+                    &NoPodJournal,
+                    &permits,
+                    &lease,
+                    &limits,
+                    &policy,
+                )
+            }),
         )
         .await;
         fine_time += t.elapsed();
         for rep in reports {
-            let rep = rep?;
+            let rep = rep.result?;
             *modes.entry(rep.mode.as_str()).or_default() += 1;
             if rep.mode != SyncMode::Runtime {
                 bail!("change {i}: mode {} (want runtime)", rep.mode);
