@@ -69,9 +69,8 @@ pub struct Pending {
     pub undispatched_events: u64,
     /// Every queue, in [`Queue::ALL`] order.
     pub queues: Vec<QueueSummary>,
-    /// Schema 2: the Dataplane transactions this replica has open on endpoints (table
-    /// `endpoint_transaction`), by URL. A restart finds each one and, per its state, goes on with
-    /// it or deletes it on the pod; an operator sees what is left there.
+    /// Schema 2: the Dataplane transactions this replica opened on endpoints and has not seen
+    /// end (table `endpoint_transaction`), by URL: what may be left open on the pods.
     pub open_transactions: Vec<crate::pod::EndpointTransaction>,
 }
 
