@@ -24,14 +24,17 @@
 //!   `haptic-journalctl migrate --write`).
 //!
 //! # Journal records
-//! [`v1`] is the frozen copy of the schema-1 record types and tables. Schema 1 is the baseline:
-//! there is no step into it, [`STEPS`] is empty. The committed fixture `fixtures/v1.redb` is a
-//! real schema-1 file (regenerate it with
-//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v1_fixture`).
+//! [`v1`] is the frozen copy of the schema-1 record types and tables; schema 1 is the baseline,
+//! there is no step into it. [`v2`] is the frozen schema 2: schema 1 plus the pod-truth tables
+//! `endpoint_files` and `endpoint_transaction`. [`STEPS`] holds [`V1_TO_V2`] (creates those two
+//! tables, empty; nothing else in the file changes). The committed fixtures are real files:
+//! `fixtures/v1.redb` (schema 1, frozen: this code can no longer write schema 1) and
+//! `fixtures/v2.redb` (schema 2; regenerate it with
+//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v2_fixture`).
 //!
 //! # Failpoints
-//! Feature `test-v2` (implies `failpoints`): `migrations::after_test_v2_half_rewritten`, inside
-//! the test-only v1 -> v2 step ([`test_v2`]).
+//! Feature `test-v3` (implies `failpoints`): `migrations::after_test_v3_half_rewritten`, inside
+//! the test-only v2 -> v3 step ([`test_v3`]) that follows the real chain.
 //!
 //! # Metrics
 //! None; every applied step is logged (`tracing`, info, "journal migration step applied").
@@ -44,9 +47,13 @@ use std::path::{Path, PathBuf};
 use haptic_journal::redb::{self, ReadableDatabase};
 use haptic_journal::{Concurrency, Journal, JournalOptions, OpenError, ReadError};
 
-#[cfg(feature = "test-v2")]
-pub mod test_v2;
+#[cfg(feature = "test-v3")]
+pub mod test_v3;
 pub mod v1;
+mod v1_to_v2;
+pub mod v2;
+
+pub use v1_to_v2::V1_TO_V2;
 
 /// The oldest schema version: files are created at it (or newer); there is no step into it.
 pub const BASELINE: u32 = 1;
@@ -111,8 +118,8 @@ step_storage_from!(
     redb::CommitError
 );
 
-/// The production upgrade steps, oldest first. Empty: schema 1 is the baseline.
-pub const STEPS: &[Step] = &[];
+/// The production upgrade steps, oldest first: [`V1_TO_V2`].
+pub const STEPS: &[Step] = &[V1_TO_V2];
 
 /// The newest schema version `steps` lead to ([`BASELINE`] when there is none).
 #[must_use]
@@ -422,6 +429,7 @@ mod tests {
     #[test]
     fn production_chain_ends_at_the_journal_schema() {
         assert_eq!(supported_version(STEPS), haptic_journal::SCHEMA_VERSION);
+        assert_eq!(STEPS.first().map(|s| s.from), Some(BASELINE));
         for w in STEPS.windows(2) {
             assert_eq!(w[0].to, w[1].from);
         }

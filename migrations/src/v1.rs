@@ -1,11 +1,10 @@
 //! Frozen copy of the schema-1 record types (DESIGN.md J8, STYLE.md 2.3).
 //!
 //! Copied from `haptic-journal` (ids.rs, events.rs, work.rs, render.rs) at schema 1: the serde
-//! shape of every payload stored in a v1 file, without behaviour. A later migration step
-//! (`v1_to_v2`) decodes v1 payloads with these types and writes the new ones; nothing here may
-//! change once v1 is released (tag `v0.1.0`). Until then, when schema 1 changes in the journal
-//! crate, copy the types again (`migrations/README.md`) and regenerate the fixture; the test
-//! `fixture_v1::frozen_types_round_trip_every_payload` fails while they disagree.
+//! shape of every payload stored in a v1 file, without behaviour. Frozen: schema 2 exists
+//! ([`crate::v2`] re-exports these types unchanged and adds its own), so nothing here may change
+//! and `fixtures/v1.redb` is never regenerated; the test
+//! `fixture_v1::frozen_types_round_trip_every_payload` checks these types against that file.
 //!
 //! Payload codec at schema 1 (meta `codec` = [`CODEC_NAME`]): bincode 2 through serde,
 //! little-endian, fixed-width integers, 256 MiB limit, no trailing bytes ([`decode`], [`encode`]).

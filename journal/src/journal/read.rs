@@ -317,7 +317,7 @@ impl Journal {
         &self,
         def: redb::TableDefinition<&str, &[u8]>,
         table: &'static str,
-        decode: fn(&[u8]) -> Result<(crate::codec::RecordHeader, T), crate::CorruptReason>,
+        decode: Decoder<T>,
     ) -> Result<Vec<T>, ReadError> {
         guarded(|| {
             let rtx = self.read_txn()?;
@@ -537,3 +537,6 @@ pub(crate) fn raw_table(
     }
     Ok(out)
 }
+
+/// A record decoder of `decode` (bytes to header and record).
+type Decoder<T> = fn(&[u8]) -> Result<(RecordHeader, T), CorruptReason>;

@@ -69,6 +69,9 @@ pub struct Pending {
     pub undispatched_events: u64,
     /// Every queue, in [`Queue::ALL`] order.
     pub queues: Vec<QueueSummary>,
+    /// Schema 2: the Dataplane transactions this replica opened on endpoints and has not seen
+    /// end (table `endpoint_transaction`), by URL: what may be left open on the pods.
+    pub open_transactions: Vec<crate::pod::EndpointTransaction>,
 }
 
 /// Size of one table.
@@ -127,10 +130,11 @@ impl Journal {
         }
     }
 
-    /// What a restart would replay: undispatched events and every queue's count and oldest item.
+    /// What a restart would replay: undispatched events, every queue's count and oldest item, and
+    /// the open Dataplane transactions; one read snapshot.
     ///
     /// # Errors
-    /// [`ReadError::Corrupt`] when a queue item is corrupt.
+    /// [`ReadError::Corrupt`] when a queue item or a transaction record is corrupt.
     pub fn pending(&self) -> Result<Pending, ReadError> {
         guarded(|| {
             let rtx = self.read_txn()?;
@@ -146,6 +150,7 @@ impl Journal {
                 last_seq,
                 undispatched_events: last_seq.0.saturating_sub(meta.dispatched_through.0),
                 queues,
+                open_transactions: open_transactions(&rtx)?,
             })
         })
     }
@@ -200,6 +205,29 @@ fn summarize(rtx: &ReadTransaction, queue: Queue) -> Result<QueueSummary, ReadEr
         oldest_enqueued_at: items.iter().map(|e| e.record.enqueued_at).min(),
         value_bytes: items.iter().map(|e| e.header.size_bytes).sum(),
     })
+}
+
+/// Every record of `endpoint_transaction`, by URL.
+fn open_transactions(
+    rtx: &ReadTransaction,
+) -> Result<Vec<crate::pod::EndpointTransaction>, ReadError> {
+    crate::contain::at_table("endpoint_transaction");
+    let t = rtx
+        .open_table(tables::ENDPOINT_TRANSACTION)
+        .map_err(storage)?;
+    let mut out = Vec::new();
+    for r in t.iter().map_err(storage)? {
+        let (k, v) = r.map_err(storage)?;
+        let (_, tx) = crate::decode::endpoint_transaction(v.value()).map_err(|reason| {
+            ReadError::Corrupt(crate::corrupt::Corrupt {
+                table: "endpoint_transaction",
+                key: crate::corrupt::RecordKey::Text(k.value().to_owned()),
+                reason,
+            })
+        })?;
+        out.push(tx);
+    }
+    Ok(out)
 }
 
 fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, ReadError> {

@@ -306,3 +306,42 @@ fn endpoint_applied_keeps_its_render_after_the_events_are_trimmed() {
     assert!(j.get_render(r2).unwrap().is_none());
     assert!(j.verify().unwrap().is_clean());
 }
+
+#[test]
+fn pending_lists_the_open_transactions_until_they_are_removed() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    assert!(j.pending().unwrap().open_transactions.is_empty());
+    let tx = |ip: u8, state| EndpointTransaction {
+        endpoint: EndpointUrl::new(format!("http://10.231.0.{ip}:5555")),
+        pod: pod("p1"),
+        id: TransactionId::new(format!("tx-{ip}")),
+        version: ConfigVersion(4),
+        state,
+        started_at: UnixMillis(1),
+    };
+    let mut b = Batch::new();
+    b.push(Op::PutEndpointTransaction(tx(3, TransactionState::Open)));
+    b.push(Op::PutEndpointTransaction(tx(2, TransactionState::Unknown)));
+    j.accept(b).unwrap();
+    let p = j.pending().unwrap();
+    assert_eq!(
+        p.open_transactions,
+        vec![
+            tx(2, TransactionState::Unknown),
+            tx(3, TransactionState::Open)
+        ],
+        "by URL"
+    );
+    // The commit's answer is journaled: the transaction is forgotten.
+    let mut b = Batch::new();
+    b.push(Op::RemoveEndpointTransaction(EndpointUrl::new(
+        "http://10.231.0.3:5555",
+    )));
+    j.accept(b).unwrap();
+    assert_eq!(
+        j.pending().unwrap().open_transactions,
+        vec![tx(2, TransactionState::Unknown)]
+    );
+    assert_eq!(j.endpoint_transactions().unwrap().len(), 1);
+}

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use haptic_journal::*;
 
+/// The newest committed fixture (schema [`SCHEMA_VERSION`]; older ones are refused by the open).
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v1.redb")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v2.redb")
 }
 
 /// Copies of the fixture: one per zeroed page, one per flipped byte.
@@ -61,8 +62,8 @@ fn contents(j: &Journal) -> Result<Vec<TableRows>, String> {
 /// Every page of the fixture zeroed in turn, plus the first byte of every page flipped: each
 /// copy is either reported damaged (by the check `reported`) or reads exactly like the original
 /// (the page was free: harmless). At least `MIN_REPORTED` copies must be reported, so the sweep
-/// is not vacuous. Derived from the fixture's own layout, so a regenerated fixture (schema 1 may
-/// still change, J8) keeps the test meaningful.
+/// is not vacuous. Derived from the fixture's own layout, so a regenerated or newer fixture (J8)
+/// keeps the test meaningful.
 fn sweep(reported: impl Fn(&str, &Path) -> Option<Journal>) {
     let dir = tempfile::tempdir().unwrap();
     let original = Journal::open(

@@ -1,14 +1,50 @@
-//! The schema-1 fixture: what `fixtures/v1.redb` holds, built through the public journal API.
+//! The fixtures: what `fixtures/v1.redb` and `fixtures/v2.redb` hold, built through the public
+//! journal API.
 //!
-//! `build(journal)` writes it; `expected()` describes it without a journal (events in `Seq`
-//! order, every queue's items, blobs, state tables, meta), so the test can check a file written
-//! by an older build of this code.
+//! `build(journal, fixture)` writes one; `expected(fixture)` describes it without a journal
+//! (events in `Seq` order, every queue's items, blobs, state tables, meta), so the test can check
+//! a file written by an older build of this code. Both share the schema-1 records (the v1 file
+//! was written by this builder when the journal was at schema 1); the v2 fixture adds the
+//! pod-truth records of schema 2 ([`crate::fixture_pod`]). The v1 fixture, migrated, holds the
+//! schema-2 tables empty.
 
 use std::collections::BTreeMap;
 
 use haptic_journal::*;
 
-/// Events, in `Seq` order from 1.
+use crate::fixture_pod;
+
+/// A committed fixture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fixture {
+    /// `fixtures/v1.redb`: written at schema 1 (frozen: this code writes schema 2).
+    V1,
+    /// `fixtures/v2.redb`: written at schema 2, with records in the schema-2 tables.
+    V2,
+}
+
+impl Fixture {
+    /// Both, oldest first.
+    pub const ALL: [Fixture; 2] = [Fixture::V1, Fixture::V2];
+
+    /// The schema version the file was written at.
+    pub fn version(self) -> u32 {
+        match self {
+            Fixture::V1 => 1,
+            Fixture::V2 => 2,
+        }
+    }
+
+    /// `v1.redb`, `v2.redb`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Fixture::V1 => "v1.redb",
+            Fixture::V2 => "v2.redb",
+        }
+    }
+}
+
+/// What a fixture holds. Events, in `Seq` order from 1.
 pub struct Expected {
     pub events: Vec<Event>,
     /// Queue -> (item, attempt) in queue order.
@@ -20,6 +56,10 @@ pub struct Expected {
     pub endpoints: Vec<EndpointApplied>,
     pub checkpoints: Vec<PublishedCheckpoint>,
     pub components: Vec<ComponentCheckpoint>,
+    /// Schema 2: `endpoint_files`, by URL (empty in the v1 fixture).
+    pub endpoint_files: Vec<EndpointFiles>,
+    /// Schema 2: `endpoint_transaction`, by URL (empty in the v1 fixture).
+    pub transactions: Vec<EndpointTransaction>,
     pub term: Term,
     pub identity: Identity,
     pub dispatched_through: Seq,
@@ -97,7 +137,7 @@ fn identity() -> ConfigIdentity {
     }
 }
 
-fn pod(name: &str) -> PodRef {
+pub fn pod(name: &str) -> PodRef {
     PodRef {
         namespace: Namespace::new("haptic"),
         name: ObjectName::new(name),
@@ -607,10 +647,13 @@ fn components() -> Vec<ComponentCheckpoint> {
     ]
 }
 
-/// Writes the fixture into an empty journal.
-pub fn build(j: &Journal) {
+/// Writes `fixture` into an empty journal (the v1 fixture's records: only what schema 1 had).
+pub fn build(j: &Journal, fixture: Fixture) {
     for b in script().batches {
         j.accept(b).expect("fixture batch");
+    }
+    if fixture == Fixture::V2 {
+        j.accept(fixture_pod::batch()).expect("pod-truth batch");
     }
     // Park haproxy-1's status (the HAProxyCfg "cannot take it yet"); fail one publish attempt.
     let pending = j.queue(Queue::StatusPending).expect("status");
@@ -636,8 +679,8 @@ pub fn build(j: &Journal) {
     j.mark_dispatched(DISPATCHED).expect("dispatched");
 }
 
-/// What [`build`] wrote.
-pub fn expected() -> Expected {
+/// What [`build`] wrote for `fixture`.
+pub fn expected(fixture: Fixture) -> Expected {
     let s = script();
     let mut queues: BTreeMap<Queue, Vec<(WorkItem, u32)>> = BTreeMap::new();
     for q in Queue::ALL {
@@ -689,20 +732,29 @@ pub fn expected() -> Expected {
         endpoints: endpoints(),
         checkpoints: checkpoints(),
         components: components(),
+        endpoint_files: match fixture {
+            Fixture::V1 => Vec::new(),
+            Fixture::V2 => fixture_pod::endpoint_files(),
+        },
+        transactions: match fixture {
+            Fixture::V1 => Vec::new(),
+            Fixture::V2 => fixture_pod::transactions(),
+        },
         term: TERM,
         identity: Identity::new("haptic-0"),
         dispatched_through: DISPATCHED,
     }
 }
 
-/// Asserts that `j` holds exactly [`expected`] (record for record) and verifies clean.
-pub fn assert_matches(j: &Journal) {
-    let exp = expected();
+/// Asserts that `j` (opened at this build's schema, [`SCHEMA_VERSION`]) holds exactly
+/// [`expected`]`(fixture)`, record for record, and verifies clean.
+pub fn assert_matches(j: &Journal, fixture: Fixture) {
+    let exp = expected(fixture);
     let report = j.verify().expect("verify runs");
     assert!(report.is_clean(), "verify: {:?}", report.problems);
     assert!(report.records_checked > 0);
     let meta = j.meta().expect("meta");
-    assert_eq!(meta.schema_version, 1);
+    assert_eq!(meta.schema_version, SCHEMA_VERSION);
     assert_eq!(meta.codec, "bincode2-serde-le-fixint");
     assert_eq!(meta.term, exp.term);
     assert_eq!(meta.identity.as_ref(), Some(&exp.identity));
@@ -755,4 +807,17 @@ pub fn assert_matches(j: &Journal) {
             Some(c)
         );
     }
+    assert_eq!(
+        j.endpoints_files().expect("endpoint_files"),
+        exp.endpoint_files
+    );
+    assert_eq!(
+        j.endpoint_transactions().expect("endpoint_transaction"),
+        exp.transactions
+    );
+    assert_eq!(
+        j.pending().expect("pending").open_transactions,
+        exp.transactions,
+        "pending lists every open transaction"
+    );
 }

@@ -1,213 +1,258 @@
-//! The committed schema-1 fixture opens with the current code and holds every record it should.
+//! The committed schema-1 fixture (frozen): refused without a migration, migrated by
+//! `v1_to_v2` into schema 2 with nothing but the two new (empty) tables and the version changed.
 
-use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
+use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, v1};
+use haptic_migrations::{MigrateError, Policy, v1, v2};
 
-use crate::fixture;
+use crate::fixture::{self, Fixture};
+use crate::frozen;
 use crate::{fixture_copy, fixture_path};
 
-/// Writes `fixtures/v1.redb` anew. Run by hand (see main.rs); the normal run never rewrites it.
-#[test]
-#[ignore = "rewrites the committed fixture; run by hand when schema 1 changes"]
-fn regenerate_v1_fixture() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("v1.redb");
-    {
-        let j = Journal::open(&JournalOptions::new(&tmp).trim_every_commits(0)).unwrap();
-        fixture::build(&j);
-        fixture::assert_matches(&j);
-        j.compact().unwrap();
+/// Every record of every schema-1 table, raw (`table key-hex value-hex`), plus meta but its
+/// `schema_version`, plus the schema-2 tables when the file has them; and the names of the
+/// file's tables. The file's logical content: a read-write open rewrites redb's own pages
+/// (header, allocator state) even when nothing is committed, so whole files are not compared.
+pub fn raw_records(path: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let mut out = Vec::new();
+    macro_rules! dump {
+        ($name:expr, $def:expr, $k:expr, $v:expr) => {
+            for r in rtx.open_table($def).unwrap().iter().unwrap() {
+                let (k, v) = r.unwrap();
+                out.push(format!("{} {} {}", $name, $k(k.value()), $v(v.value())));
+            }
+        };
     }
-    std::fs::copy(&tmp, fixture_path()).unwrap();
+    let text = |k: &str| k.to_owned();
+    let bytes = |v: &[u8]| hex::encode(v);
+    let num = |k: u64| k.to_string();
+    for r in rtx.open_table(v1::tables::META).unwrap().iter().unwrap() {
+        let (k, v) = r.unwrap();
+        if k.value() != "schema_version" {
+            out.push(format!("meta {} {}", k.value(), hex::encode(v.value())));
+        }
+    }
+    dump!("events", v1::tables::EVENTS, num, bytes);
+    dump!("blobs", v1::tables::BLOBS, bytes, bytes);
+    dump!("blob_refs", v1::tables::BLOB_REFS, bytes, |(a, b): (
+        u64,
+        u64
+    )| {
+        format!("{a}/{b}")
+    });
+    for name in v1::tables::FIFO {
+        let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
+        dump!(name, def, num, bytes);
+    }
+    for name in v1::tables::BY_POD {
+        let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(name);
+        dump!(name, def, text, bytes);
+    }
+    for name in v1::tables::SLOTS {
+        let def: redb::TableDefinition<(), &[u8]> = redb::TableDefinition::new(name);
+        dump!(name, def, |()| "slot".to_owned(), bytes);
+    }
+    dump!(
+        "endpoint_applied",
+        v1::tables::ENDPOINT_APPLIED,
+        text,
+        bytes
+    );
+    dump!(
+        "published_checkpoint",
+        v1::tables::PUBLISHED_CHECKPOINT,
+        text,
+        bytes
+    );
+    dump!("component_state", v1::tables::COMPONENT_STATE, text, bytes);
+    let mut names: Vec<String> = rtx
+        .list_tables()
+        .unwrap()
+        .map(|h| redb::TableHandle::name(&h).to_owned())
+        .collect();
+    names.sort();
+    for (name, def) in [
+        ("endpoint_files", v2::tables::ENDPOINT_FILES),
+        ("endpoint_transaction", v2::tables::ENDPOINT_TRANSACTION),
+    ] {
+        match rtx.open_table(def) {
+            Ok(t) => {
+                for r in t.iter().unwrap() {
+                    let (k, v) = r.unwrap();
+                    out.push(format!("{name} {} {}", k.value(), hex::encode(v.value())));
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => out.push(format!("{name} is not a schema-2 table: {e}")),
+        }
+    }
+    (out, names)
+}
+
+fn schema_version_of(path: &std::path::Path) -> Option<u32> {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    read_schema_version(&db.begin_read().unwrap()).unwrap()
 }
 
 #[test]
-fn fixture_builder_writes_what_expected_describes() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fresh.redb");
-    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
-    fixture::build(&j);
-    fixture::assert_matches(&j);
+fn committed_v1_fixture_is_refused_without_a_migration() {
+    let (_d, path) = fixture_copy(Fixture::V1);
+    let before = raw_records(&path);
+    let opts = JournalOptions::new(&path);
+    match haptic_migrations::open(&opts, Policy::Refuse) {
+        Err(e @ MigrateError::SchemaTooOld { .. }) => {
+            let MigrateError::SchemaTooOld {
+                found, supported, ..
+            } = &e
+            else {
+                unreachable!()
+            };
+            assert_eq!((*found, *supported), (1, 2));
+            let text = e.to_string();
+            assert!(
+                text.contains(&path.display().to_string())
+                    && text.contains("haptic-journalctl migrate --write"),
+                "names the file and the fix: {text}"
+            );
+        }
+        other => panic!("expected SchemaTooOld, got {other:?}"),
+    }
+    // A read-only open never migrates, whatever the policy.
+    assert!(matches!(
+        haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
+        Err(MigrateError::SchemaTooOld {
+            found: 1,
+            supported: 2,
+            ..
+        })
+    ));
+    // The controller's own open (Journal::open) refuses it too, typed.
+    match Journal::open(&opts) {
+        Err(e @ OpenError::SchemaTooOld { .. }) => {
+            assert!(e.to_string().contains("haptic-journalctl migrate --write"));
+            assert!(matches!(
+                e,
+                OpenError::SchemaTooOld {
+                    found: 1,
+                    supported: 2,
+                    ..
+                }
+            ));
+        }
+        other => panic!("expected OpenError::SchemaTooOld, got {other:?}"),
+    }
+    assert_eq!(raw_records(&path), before, "a refusal wrote");
+    assert_eq!(schema_version_of(&path), Some(1));
 }
 
 #[test]
-fn committed_v1_fixture_opens_and_every_record_verifies() {
-    let (_d, path) = fixture_copy();
-    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Refuse)
-        .expect("schema 1 opens without a migration");
-    fixture::assert_matches(&j);
-    drop(j);
-    // Read-only, as haptic-journalctl opens it.
-    let j = Journal::open(&JournalOptions::new(fixture_path()).read_only(true)).unwrap();
-    fixture::assert_matches(&j);
-}
-
-#[test]
-fn committed_v1_fixture_needs_no_step() {
+fn plan_lists_v1_to_v2() {
     let p = haptic_migrations::plan(
-        &JournalOptions::new(fixture_path()),
+        &JournalOptions::new(fixture_path(Fixture::V1)),
         haptic_migrations::STEPS,
     )
     .unwrap();
-    assert_eq!((p.found, p.target), (1, 1));
-    assert!(p.steps.is_empty());
-    let (_d, path) = fixture_copy();
-    let m = haptic_migrations::migrate(&JournalOptions::new(&path)).unwrap();
-    assert_eq!((m.from, m.to), (1, 1));
-    assert!(m.applied.is_empty());
+    assert_eq!((p.found, p.target), (1, 2));
+    let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
+    assert_eq!(names, vec!["v1_to_v2"]);
+    assert_eq!((p.steps[0].from, p.steps[0].to), (1, 2));
+}
+
+#[test]
+fn migrate_takes_a_copy_to_v2_and_changes_nothing_else() {
+    let (_d, path) = fixture_copy(Fixture::V1);
+    let (records, tables) = raw_records(&path);
+    assert!(
+        v2::tables::ADDED
+            .iter()
+            .all(|t| !tables.iter().any(|n| n == t)),
+        "the v1 fixture has no schema-2 table: {tables:?}"
+    );
+    let opts = JournalOptions::new(&path);
+    let m = haptic_migrations::migrate(&opts).unwrap();
+    assert_eq!((m.from, m.to), (1, 2));
+    assert_eq!(m.applied, vec!["v1_to_v2"]);
+    assert_eq!(schema_version_of(&path), Some(2));
+    // Idempotent.
+    let again = haptic_migrations::migrate(&opts).unwrap();
+    assert_eq!((again.from, again.to), (2, 2));
+    assert!(again.applied.is_empty());
+    // Every schema-1 record byte for byte, meta but the version; the two new tables, empty.
+    let (after, after_tables) = raw_records(&path);
+    assert_eq!(after, records, "a v1 record changed");
+    let mut want = tables.clone();
+    want.extend(v2::tables::ADDED.iter().map(|t| (*t).to_owned()));
+    want.sort();
+    assert_eq!(after_tables, want);
+    {
+        let db = redb::Builder::new().open_read_only(&path).unwrap();
+        let rtx = db.begin_read().unwrap();
+        assert!(
+            rtx.open_table(v2::tables::ENDPOINT_FILES)
+                .unwrap()
+                .is_empty()
+                .unwrap()
+        );
+        assert!(
+            rtx.open_table(v2::tables::ENDPOINT_TRANSACTION)
+                .unwrap()
+                .is_empty()
+                .unwrap()
+        );
+    }
+    // The frozen v1 types still describe every schema-1 record.
+    frozen::round_trip_v1_tables(&path, Fixture::V1);
+    // This build opens it (verify on open), read-write and read-only; every v1 record is there.
+    let j = Journal::open(&opts).unwrap();
+    fixture::assert_matches(&j, Fixture::V1);
+    drop(j);
+    let j = Journal::open(&opts.read_only(true)).unwrap();
+    fixture::assert_matches(&j, Fixture::V1);
+}
+
+#[test]
+fn open_with_policy_migrate_upgrades_then_opens() {
+    let (_d, path) = fixture_copy(Fixture::V1);
+    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
+    assert_eq!(j.meta().unwrap().schema_version, 2);
+    fixture::assert_matches(&j, Fixture::V1);
+}
+
+/// A step that fails rolls its transaction back: the file stays at schema 1, unchanged. Here a
+/// schema-1 file that (against every rule) already has an `endpoint_files` table of another type.
+#[test]
+fn a_failing_step_leaves_the_file_at_v1() {
+    let (_d, path) = fixture_copy(Fixture::V1);
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let bad: redb::TableDefinition<u64, u64> = redb::TableDefinition::new("endpoint_files");
+        txn.open_table(bad).unwrap().insert(1, 2).unwrap();
+        txn.commit().unwrap();
+    }
+    let before = raw_records(&path);
+    match haptic_migrations::migrate(&JournalOptions::new(&path)) {
+        Err(e @ MigrateError::Step { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("v1_to_v2") && text.contains("unchanged at version 1"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a failed step, got {other:?}"),
+    }
+    assert_eq!(schema_version_of(&path), Some(1));
+    assert_eq!(
+        raw_records(&path),
+        before,
+        "the failed step left something behind"
+    );
 }
 
 /// The frozen `v1` types describe every stored payload exactly: decode, re-encode, same bytes.
 #[test]
 fn frozen_types_round_trip_every_payload() {
-    fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
-        table: &str,
-        key: &str,
-        envelope: &[u8],
-    ) {
-        let raw = codec::open(envelope).unwrap_or_else(|e| panic!("{table} {key}: {e}"));
-        let v: T = v1::decode(raw.payload)
-            .unwrap_or_else(|| panic!("{table} {key} does not decode as v1"));
-        assert_eq!(
-            v1::encode(&v).unwrap(),
-            raw.payload,
-            "{table} {key}: v1 types re-encode differently"
-        );
-    }
-    let db = redb::Builder::new().open_read_only(fixture_path()).unwrap();
-    let rtx = db.begin_read().unwrap();
-    let mut n = 0;
-    for r in rtx.open_table(v1::tables::EVENTS).unwrap().iter().unwrap() {
-        let (k, v) = r.unwrap();
-        round_trip::<v1::Event>("events", &k.value().to_string(), v.value());
-        n += 1;
-    }
-    assert_eq!(n, fixture::expected().events.len());
-    for name in v1::tables::FIFO {
-        let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
-        for r in rtx.open_table(def).unwrap().iter().unwrap() {
-            let (k, v) = r.unwrap();
-            round_trip::<v1::WorkRecord>(name, &k.value().to_string(), v.value());
-            n += 1;
-        }
-    }
-    for name in v1::tables::BY_POD {
-        let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(name);
-        for r in rtx.open_table(def).unwrap().iter().unwrap() {
-            let (k, v) = r.unwrap();
-            round_trip::<v1::WorkRecord>(name, k.value(), v.value());
-            n += 1;
-        }
-    }
-    for name in v1::tables::SLOTS {
-        let def: redb::TableDefinition<(), &[u8]> = redb::TableDefinition::new(name);
-        for r in rtx.open_table(def).unwrap().iter().unwrap() {
-            let (_, v) = r.unwrap();
-            round_trip::<v1::WorkRecord>(name, "slot", v.value());
-            n += 1;
-        }
-    }
-    for r in rtx
-        .open_table(v1::tables::ENDPOINT_APPLIED)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        round_trip::<v1::EndpointApplied>("endpoint_applied", k.value(), v.value());
-    }
-    for r in rtx
-        .open_table(v1::tables::PUBLISHED_CHECKPOINT)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        round_trip::<v1::PublishedCheckpoint>("published_checkpoint", k.value(), v.value());
-    }
-    let mut components = 0;
-    for r in rtx
-        .open_table(v1::tables::COMPONENT_STATE)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        round_trip::<v1::ComponentCheckpoint>("component_state", k.value(), v.value());
-        components += 1;
-    }
-    assert_eq!(components, 3, "a checkpoint of every component");
-    let mut renders = 0;
-    for r in rtx.open_table(v1::tables::BLOBS).unwrap().iter().unwrap() {
-        let (_, v) = r.unwrap();
-        let raw = codec::open(v.value()).unwrap();
-        if raw.kind == "blob.render" {
-            round_trip::<v1::Render>("blobs", "render", v.value());
-            renders += 1;
-        }
-    }
-    assert_eq!(renders, 2);
-    assert!(n > 20);
-}
-
-fn set_schema_version(path: &std::path::Path, v: u32) {
-    let db = redb::Database::open(path).unwrap();
-    let txn = db.begin_write().unwrap();
-    write_schema_version(&txn, v).unwrap();
-    txn.commit().unwrap();
-}
-
-#[test]
-fn schema_too_new_is_refused_with_both_versions() {
-    let (_d, path) = fixture_copy();
-    set_schema_version(&path, 99);
-    let opts = JournalOptions::new(&path);
-    for policy in [Policy::Refuse, Policy::Migrate] {
-        match haptic_migrations::open(&opts, policy) {
-            Err(MigrateError::SchemaTooNew {
-                found, supported, ..
-            }) => assert_eq!((found, supported), (99, 1)),
-            other => panic!("expected SchemaTooNew, got {other:?}"),
-        }
-    }
-    let err = haptic_migrations::migrate(&opts).unwrap_err();
-    assert!(matches!(
-        err,
-        MigrateError::SchemaTooNew {
-            found: 99,
-            supported: 1,
-            ..
-        }
-    ));
-    let text = err.to_string();
-    assert!(
-        text.contains("99") && text.contains(&path.display().to_string()),
-        "{text}"
-    );
-    assert!(matches!(
-        Journal::open(&opts),
-        Err(OpenError::SchemaTooNew {
-            found: 99,
-            supported: 1,
-            ..
-        })
-    ));
-    // Nothing was written: still 99.
-    let p = haptic_migrations::plan(&opts, &[]);
-    assert!(matches!(
-        p,
-        Err(MigrateError::SchemaTooNew { found: 99, .. })
-    ));
-}
-
-#[test]
-fn missing_file_is_an_open_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = JournalOptions::new(dir.path().join("nope.redb"));
-    assert!(matches!(
-        haptic_migrations::migrate(&opts),
-        Err(MigrateError::Open(OpenError::NotFound { .. }))
-    ));
-    assert!(!opts.path.exists());
+    frozen::round_trip_v1_tables(&fixture_path(Fixture::V1), Fixture::V1);
 }

@@ -1,27 +1,36 @@
-//! haptic-migrations tests (one binary): the committed schema-1 fixture, `SchemaTooNew`, and
-//! (feature `test-v2`) a test-only v1 -> v2 step with a crash in the middle.
+//! haptic-migrations tests (one binary): the committed fixtures (`fixtures/v1.redb`, schema 1,
+//! migrated by `v1_to_v2`; `fixtures/v2.redb`, schema 2), `SchemaTooNew`, and (feature
+//! `test-v3`) a test-only v2 -> v3 step after the real chain with a crash in its middle.
 //!
-//! Regenerate the fixture (only when schema 1 changes before `v0.1.0`, DESIGN.md J8):
-//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v1_fixture`
+//! Regenerate the v2 fixture (only when schema 2 changes before it is released, DESIGN.md J8):
+//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v2_fixture`.
+//! The v1 fixture is frozen: this code writes schema 2 and cannot write it again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod fixture;
+mod fixture_pod;
 mod fixture_v1;
-#[cfg(feature = "test-v2")]
-mod test_v2;
+mod fixture_v2;
+mod frozen;
+#[cfg(feature = "test-v3")]
+mod test_v3;
 
 use std::path::{Path, PathBuf};
 
-/// The committed fixture.
-pub fn fixture_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/v1.redb")
+use fixture::Fixture;
+
+/// A committed fixture.
+pub fn fixture_path(f: Fixture) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(f.file_name())
 }
 
-/// A private copy of the fixture (tests never open the committed file read-write).
-pub fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
+/// A private copy of a fixture (tests never open the committed files read-write).
+pub fn fixture_copy(f: Fixture) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("v1.redb");
-    std::fs::copy(fixture_path(), &path).unwrap();
+    let path = dir.path().join(f.file_name());
+    std::fs::copy(fixture_path(f), &path).unwrap();
     (dir, path)
 }

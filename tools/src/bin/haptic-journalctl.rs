@@ -61,7 +61,7 @@ enum Command {
         /// The journal file.
         file: PathBuf,
     },
-    /// What a restart would replay, per queue.
+    /// What a restart would replay, per queue, and the Dataplane transactions left open on pods.
     Pending {
         /// The journal file.
         file: PathBuf,
@@ -718,7 +718,8 @@ fn pending(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
     let p = j.pending().map_err(|e| read_fail(path, e))?;
     let now = UnixMillis::now();
     if out.json {
-        // Exactly one line per queue, in Queue::ALL order (the documented format).
+        // Exactly one line per queue, in Queue::ALL order (the documented format), then one line
+        // per open Dataplane transaction, by endpoint URL.
         for q in &p.queues {
             let age = q
                 .oldest_age_secs(now)
@@ -728,6 +729,18 @@ fn pending(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
                 Value::String(q.queue.as_str().to_owned()),
                 q.count,
                 age
+            );
+        }
+        for t in &p.open_transactions {
+            outln!(
+                "{{\"transaction\": {}, \"endpoint\": {}, \"pod\": {}, \"state\": \"{}\", \
+                 \"version\": {}, \"age_s\": {}}}",
+                Value::String(t.id.as_str().to_owned()),
+                Value::String(t.endpoint.as_str().to_owned()),
+                Value::String(format!("{}/{}", t.pod.namespace, t.pod.name)),
+                t.state.as_str(),
+                t.version.0,
+                t.started_at.until_ms(now) / 1000
             );
         }
         return Ok(0);
@@ -745,6 +758,31 @@ fn pending(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         .collect();
     out.table(&["QUEUE", "COUNT", "OLDEST_AGE"], &rows);
     outln!();
+    if !p.open_transactions.is_empty() {
+        let rows: Vec<Vec<String>> = p
+            .open_transactions
+            .iter()
+            .map(|t| {
+                vec![
+                    t.endpoint.as_str().to_owned(),
+                    format!("{}/{}", t.pod.namespace, t.pod.name),
+                    t.id.as_str().to_owned(),
+                    t.state.as_str().to_owned(),
+                    t.version.0.to_string(),
+                    age(Some(t.started_at.until_ms(now) / 1000)),
+                ]
+            })
+            .collect();
+        out.table(
+            &["ENDPOINT", "POD", "TRANSACTION", "STATE", "VERSION", "AGE"],
+            &rows,
+        );
+        outln!();
+    }
+    outln!(
+        "open Dataplane transactions: {} (opened on pods by this replica, not seen to end)",
+        p.open_transactions.len()
+    );
     outln!(
         "events to dispatch again: {} (seq {}..={}), term {}",
         p.undispatched_events,
@@ -988,6 +1026,10 @@ fn known_kinds(name: &str) -> Vec<String> {
             BlobKind::Render.record_kind().to_owned(),
         ],
         "endpoint_applied" => vec![haptic_journal::EndpointApplied::RECORD_KIND.to_owned()],
+        "endpoint_files" => vec![haptic_journal::EndpointFiles::RECORD_KIND.to_owned()],
+        "endpoint_transaction" => {
+            vec![haptic_journal::EndpointTransaction::RECORD_KIND.to_owned()]
+        }
         "published_checkpoint" => {
             vec![haptic_journal::PublishedCheckpoint::RECORD_KIND.to_owned()]
         }
@@ -1053,6 +1095,8 @@ fn decoded_json(d: &decode::Decoded) -> Value {
             "render": render.as_ref().map(to_json),
         }),
         decode::Decoded::EndpointApplied(e) => to_json(e),
+        decode::Decoded::EndpointFiles(e) => to_json(e),
+        decode::Decoded::EndpointTransaction(t) => to_json(t),
         decode::Decoded::PublishedCheckpoint(p) => to_json(p),
         decode::Decoded::ComponentCheckpoint(c) => to_json(c),
         _ => Value::Null,

@@ -1,0 +1,206 @@
+//! The frozen record types against real files: every payload of a fixture decodes with the
+//! frozen types of its schema and re-encodes to the same bytes; the schema-2 records also mean
+//! what the journal wrote (field for field, enum variants by name).
+
+use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
+use haptic_journal::*;
+use haptic_migrations::{v1, v2};
+
+use crate::fixture::{self, Fixture};
+
+/// Decodes `envelope`'s payload as `T` (frozen codec), re-encodes it, asserts the same bytes;
+/// returns the value and the envelope's kind.
+fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
+    table: &str,
+    key: &str,
+    envelope: &[u8],
+) -> (T, String) {
+    let raw = codec::open(envelope).unwrap_or_else(|e| panic!("{table} {key}: {e}"));
+    let v: T = v1::decode(raw.payload)
+        .unwrap_or_else(|| panic!("{table} {key} does not decode with the frozen types"));
+    assert_eq!(
+        v1::encode(&v).unwrap(),
+        raw.payload,
+        "{table} {key}: frozen types re-encode differently"
+    );
+    (v, raw.kind.to_owned())
+}
+
+/// Every record of the schema-1 tables of `path` round-trips through the frozen `v1` types.
+/// Returns the number of records checked.
+pub fn round_trip_v1_tables(path: &std::path::Path, f: Fixture) -> usize {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let mut n = 0;
+    for r in rtx.open_table(v1::tables::EVENTS).unwrap().iter().unwrap() {
+        let (k, v) = r.unwrap();
+        round_trip::<v1::Event>("events", &k.value().to_string(), v.value());
+        n += 1;
+    }
+    assert_eq!(n, fixture::expected(f).events.len());
+    for name in v1::tables::FIFO {
+        let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
+        for r in rtx.open_table(def).unwrap().iter().unwrap() {
+            let (k, v) = r.unwrap();
+            round_trip::<v1::WorkRecord>(name, &k.value().to_string(), v.value());
+            n += 1;
+        }
+    }
+    for name in v1::tables::BY_POD {
+        let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(name);
+        for r in rtx.open_table(def).unwrap().iter().unwrap() {
+            let (k, v) = r.unwrap();
+            round_trip::<v1::WorkRecord>(name, k.value(), v.value());
+            n += 1;
+        }
+    }
+    for name in v1::tables::SLOTS {
+        let def: redb::TableDefinition<(), &[u8]> = redb::TableDefinition::new(name);
+        for r in rtx.open_table(def).unwrap().iter().unwrap() {
+            let (_, v) = r.unwrap();
+            round_trip::<v1::WorkRecord>(name, "slot", v.value());
+            n += 1;
+        }
+    }
+    for r in rtx
+        .open_table(v1::tables::ENDPOINT_APPLIED)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        round_trip::<v1::EndpointApplied>("endpoint_applied", k.value(), v.value());
+        n += 1;
+    }
+    for r in rtx
+        .open_table(v1::tables::PUBLISHED_CHECKPOINT)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        round_trip::<v1::PublishedCheckpoint>("published_checkpoint", k.value(), v.value());
+        n += 1;
+    }
+    let mut components = 0;
+    for r in rtx
+        .open_table(v1::tables::COMPONENT_STATE)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        round_trip::<v1::ComponentCheckpoint>("component_state", k.value(), v.value());
+        components += 1;
+    }
+    assert_eq!(components, 3, "a checkpoint of every component");
+    let mut renders = 0;
+    for r in rtx.open_table(v1::tables::BLOBS).unwrap().iter().unwrap() {
+        let (_, v) = r.unwrap();
+        let raw = codec::open(v.value()).unwrap();
+        if raw.kind == "blob.render" {
+            round_trip::<v1::Render>("blobs", "render", v.value());
+            renders += 1;
+        }
+    }
+    assert_eq!(renders, 2);
+    assert!(n > 20);
+    n + components + renders
+}
+
+fn store(s: FileStore) -> v2::FileStore {
+    match s {
+        FileStore::SslCertificate => v2::FileStore::SslCertificate,
+        FileStore::CaFile => v2::FileStore::CaFile,
+        FileStore::General => v2::FileStore::General,
+        FileStore::Map => v2::FileStore::Map,
+    }
+}
+
+fn checksum(c: Checksum) -> v2::Checksum {
+    v2::Checksum(c.0)
+}
+
+fn pod(p: &PodRef) -> v2::PodRef {
+    v2::PodRef {
+        namespace: v2::Namespace(p.namespace.as_str().to_owned()),
+        name: v2::ObjectName(p.name.as_str().to_owned()),
+    }
+}
+
+/// The journal's `EndpointFiles` in the frozen v2 shape (by field and variant name).
+fn frozen_files(e: &EndpointFiles) -> v2::EndpointFiles {
+    v2::EndpointFiles {
+        endpoint: v2::EndpointUrl(e.endpoint.as_str().to_owned()),
+        pod: pod(&e.pod),
+        files: e
+            .files
+            .iter()
+            .map(|f| v2::StoredFileState {
+                store: store(f.store),
+                name: f.name.clone(),
+                written: checksum(f.written),
+                loaded: f.loaded.map(checksum),
+            })
+            .collect(),
+        updated_at: v2::UnixMillis(e.updated_at.0),
+    }
+}
+
+/// The journal's `EndpointTransaction` in the frozen v2 shape.
+fn frozen_transaction(t: &EndpointTransaction) -> v2::EndpointTransaction {
+    v2::EndpointTransaction {
+        endpoint: v2::EndpointUrl(t.endpoint.as_str().to_owned()),
+        pod: pod(&t.pod),
+        id: v2::TransactionId(t.id.as_str().to_owned()),
+        version: v2::ConfigVersion(t.version.0),
+        state: match t.state {
+            TransactionState::Open => v2::TransactionState::Open,
+            TransactionState::Committing => v2::TransactionState::Committing,
+            TransactionState::Unknown => v2::TransactionState::Unknown,
+        },
+        started_at: v2::UnixMillis(t.started_at.0),
+    }
+}
+
+/// Every record of the tables schema 2 added round-trips through the frozen `v2` types and
+/// equals, in the frozen shape, what [`fixture::expected`] says the journal wrote. Returns the
+/// number of records checked.
+pub fn round_trip_v2_tables(path: &std::path::Path, f: Fixture) -> usize {
+    let exp = fixture::expected(f);
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let mut files = Vec::new();
+    for r in rtx
+        .open_table(v2::tables::ENDPOINT_FILES)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        let (e, kind) = round_trip::<v2::EndpointFiles>("endpoint_files", k.value(), v.value());
+        assert_eq!(kind, v2::EndpointFiles::RECORD_KIND);
+        assert_eq!(k.value(), e.endpoint.0, "keyed by URL");
+        files.push(e);
+    }
+    let want: Vec<v2::EndpointFiles> = exp.endpoint_files.iter().map(frozen_files).collect();
+    assert_eq!(files, want);
+    let mut txs = Vec::new();
+    for r in rtx
+        .open_table(v2::tables::ENDPOINT_TRANSACTION)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        let (t, kind) =
+            round_trip::<v2::EndpointTransaction>("endpoint_transaction", k.value(), v.value());
+        assert_eq!(kind, v2::EndpointTransaction::RECORD_KIND);
+        assert_eq!(k.value(), t.endpoint.0, "keyed by URL");
+        txs.push(t);
+    }
+    let want: Vec<v2::EndpointTransaction> =
+        exp.transactions.iter().map(frozen_transaction).collect();
+    assert_eq!(txs, want);
+    files.len() + txs.len()
+}

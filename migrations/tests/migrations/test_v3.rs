@@ -1,0 +1,196 @@
+//! Feature `test-v3`: the test-only v2 -> v3 step after the real chain migrates a copy of each
+//! fixture, and a crash in the middle of it leaves the file at v2, intact (with the real
+//! `v1_to_v2` of the same run committed).
+//!
+//! The crashing child is this test binary, re-executed with `HAPTIC_MIGRATIONS_CHILD=<file>` and
+//! `CRASH_AT=migrations::after_test_v3_half_rewritten`, running only `test_v3::child_migrate`.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
+
+use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use haptic_journal::*;
+use haptic_migrations::test_v3::{CRASH_POINT, EVENTS_V3, STEPS, V3Event};
+use haptic_migrations::{MigrateError, Policy, v2};
+
+use crate::fixture::{self, Fixture};
+use crate::fixture_copy;
+
+const CHILD_ENV: &str = "HAPTIC_MIGRATIONS_CHILD";
+
+/// Every envelope table's raw `(key, value)` pairs plus blob counts and meta: the file's whole
+/// content, read by this build (schema 2).
+fn snapshot(path: &std::path::Path) -> Vec<String> {
+    let j = Journal::open(&JournalOptions::new(path).read_only(true)).unwrap();
+    let mut out = Vec::new();
+    for t in tables::ALL_TABLES {
+        if *t == "blob_refs" {
+            continue;
+        }
+        for (k, v) in j.raw_table(t, None, usize::MAX).unwrap() {
+            out.push(format!("{t} {k} {}", hex::encode(v)));
+        }
+    }
+    for (h, kind, size, c) in j.blobs().unwrap() {
+        out.push(format!("{h} {kind:?} {size} {c:?}"));
+    }
+    out
+}
+
+fn events_payloads(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let t = rtx.open_table(v2::tables::EVENTS).unwrap();
+    t.iter()
+        .unwrap()
+        .map(|r| {
+            let (k, v) = r.unwrap();
+            let raw = codec::open(v.value()).unwrap();
+            (k.value(), raw.payload.to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn v2_to_v3_migrates_a_copy_of_each_fixture() {
+    for f in Fixture::ALL {
+        let (_d, path) = fixture_copy(f);
+        let before = events_payloads(&path);
+        assert_eq!(before.len(), fixture::expected(f).events.len());
+        let opts = JournalOptions::new(&path);
+        // Refused unless allowed (never silent).
+        match haptic_migrations::open_with(&opts, Policy::Refuse, STEPS) {
+            Err(MigrateError::SchemaTooOld {
+                found, supported, ..
+            }) => assert_eq!((found, supported), (f.version(), 3), "{f:?}"),
+            other => panic!("{f:?}: expected SchemaTooOld, got {other:?}"),
+        }
+        let (_d2, other) = fixture_copy(f);
+        // Allowed: migrated (logged), then this build's schema-2 journal refuses the v3 file.
+        match haptic_migrations::open_with(&JournalOptions::new(&other), Policy::Migrate, STEPS) {
+            Err(MigrateError::SchemaTooNew {
+                found, supported, ..
+            }) => assert_eq!((found, supported), (3, 2)),
+            other => panic!("{f:?}: expected SchemaTooNew after migrating, got {other:?}"),
+        }
+        let plan = haptic_migrations::plan(&JournalOptions::new(&other), STEPS).unwrap();
+        assert_eq!((plan.found, plan.steps.len()), (3, 0));
+        let plan = haptic_migrations::plan(&opts, STEPS).unwrap();
+        let names: Vec<&str> = plan.steps.iter().map(|s| s.name).collect();
+        let want: &[&str] = match f {
+            Fixture::V1 => &["v1_to_v2", "test_v2_to_v3"],
+            Fixture::V2 => &["test_v2_to_v3"],
+        };
+        assert_eq!(names, want);
+        let m = haptic_migrations::migrate_with(&opts, STEPS).unwrap();
+        assert_eq!((m.from, m.to), (f.version(), 3));
+        assert_eq!(m.applied, want);
+        // Idempotent.
+        let again = haptic_migrations::migrate_with(&opts, STEPS).unwrap();
+        assert!(again.applied.is_empty());
+        // The file is wholly schema 3: version bumped, events moved, old table gone, the
+        // schema-2 tables still there.
+        let db = redb::Builder::new().open_read_only(&path).unwrap();
+        let rtx = db.begin_read().unwrap();
+        assert_eq!(read_schema_version(&rtx).unwrap(), Some(3));
+        assert!(rtx.open_table(v2::tables::EVENTS).is_err());
+        assert_eq!(
+            rtx.open_table(v2::tables::ENDPOINT_TRANSACTION)
+                .unwrap()
+                .len()
+                .unwrap(),
+            fixture::expected(f).transactions.len() as u64
+        );
+        let t = rtx.open_table(EVENTS_V3).unwrap();
+        assert_eq!(t.len().unwrap(), before.len() as u64);
+        let exp = fixture::expected(f);
+        for (seq, payload) in &before {
+            let v = t.get(*seq).unwrap().unwrap();
+            let rec: V3Event = v2::decode(v.value()).unwrap();
+            assert_eq!(&v2::encode(&rec.event).unwrap(), payload, "seq {seq}");
+            assert_eq!(
+                rec.kind,
+                exp.events[(*seq - 1) as usize].kind().as_str(),
+                "seq {seq}"
+            );
+        }
+        drop(t);
+        drop(rtx);
+        drop(db);
+        // This build's journal (schema 2) refuses the v3 file with a typed error.
+        assert!(matches!(
+            Journal::open(&opts),
+            Err(OpenError::SchemaTooNew {
+                found: 3,
+                supported: 2,
+                ..
+            })
+        ));
+    }
+}
+
+/// Child mode: a no-op unless the env var names a file.
+#[test]
+fn child_migrate() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let _ = haptic_migrations::migrate_with(&JournalOptions::new(path), STEPS);
+    eprintln!("child finished without crashing");
+}
+
+/// Runs the test chain on `path` in a child that aborts at [`CRASH_POINT`].
+fn crash_child(path: &std::path::Path) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "test_v3::child_migrate",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD_ENV, path)
+        .env("CRASH_AT", CRASH_POINT)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.signal(),
+        Some(6),
+        "child must die by SIGABRT: {:?} {stderr}",
+        out.status
+    );
+    assert!(
+        stderr.contains(&format!("crash_point fired: {CRASH_POINT}")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn crash_in_the_middle_of_the_step_leaves_the_file_at_v2_intact() {
+    for f in Fixture::ALL {
+        let (_d, path) = fixture_copy(f);
+        // What the file holds at v2: the fixture itself, or the v1 fixture migrated by the real
+        // chain (a second copy).
+        let (_d2, reference) = fixture_copy(f);
+        haptic_migrations::migrate(&JournalOptions::new(&reference)).unwrap();
+        let before = snapshot(&reference);
+        crash_child(&path);
+        // At schema 2 (the v1 fixture: v1_to_v2 committed before the crash); verify passes on
+        // open (verify_on_open); every record unchanged.
+        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        assert_eq!(j.meta().unwrap().schema_version, 2, "{f:?}");
+        fixture::assert_matches(&j, f);
+        drop(j);
+        assert_eq!(snapshot(&path), before, "{f:?}");
+        {
+            let db = redb::Builder::new().open_read_only(&path).unwrap();
+            let rtx = db.begin_read().unwrap();
+            assert!(rtx.open_table(EVENTS_V3).is_err(), "no half-written table");
+        }
+        // The step runs to the end once the crash point is disarmed.
+        let m = haptic_migrations::migrate_with(&JournalOptions::new(&path), STEPS).unwrap();
+        assert_eq!((m.from, m.to), (2, 3));
+        assert_eq!(m.applied, vec!["test_v2_to_v3"]);
+    }
+}
