@@ -31,6 +31,15 @@ pub const ALL: &[&str] = &[
     "scheduler::after_scheduled_journaled",
     // deployer, per endpoint: before each storage upload or replace (earlier files are written).
     "deployer::before_storage_upload",
+    // deployer, per endpoint: a storage write answered (its intent journaled, its reload not
+    // come: the file on disk, not loaded).
+    "deployer::after_storage_write",
+    // deployer, per endpoint: a transaction started and journaled open, no change written.
+    "deployer::after_transaction_started",
+    // deployer, per endpoint: a change written into the open transaction, not committed.
+    "deployer::after_transaction_change",
+    // deployer, per endpoint: the transaction journaled committing, the commit not sent.
+    "deployer::before_transaction_commit",
     // deployer, per endpoint: the raw configuration accepted by the Dataplane API, its reload not
     // waited for, nothing journaled.
     "deployer::after_raw_push",

@@ -6,6 +6,12 @@
 //! (`v2::Event` is `v1::Event`), so a later step `v2_to_v3` reads a v2 file with this module
 //! alone. The payload codec is schema 1's ([`decode`], [`encode`], [`CODEC_NAME`]).
 //!
+//! Schema 2 also appends two variants to `SyncMode` (a field of `config.applied.to.pod`):
+//! `RawResync` (bincode tag 6) and `NoRuntimeApi` (tag 7). Appending keeps every schema-1 event
+//! decodable, so no step rewrites events; the re-exported v1 `Event` decodes every event of a
+//! v2 file except one carrying those two modes, which a step out of schema 2 must freeze with
+//! the event types (the fixture holds none, so the round-trip test cannot see it).
+//!
 //! Nothing here may change once schema 2 is released. The test
 //! `fixture_v2::frozen_types_round_trip_every_payload` fails while these types and the journal's
 //! disagree about a record of `fixtures/v2.redb`.

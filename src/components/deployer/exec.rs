@@ -269,8 +269,12 @@ pub(super) async fn execute(
         if written {
             ledger.before_write(f, running.files.get(&key));
             intents = true;
-        } else if running.files.contains_key(&key) && is_loaded(f, running, ledger.record()) {
-            ledger.proved_loaded(f);
+        } else if running.files.contains_key(&key) {
+            if is_loaded(f, running, ledger.record()) {
+                ledger.proved_loaded(f);
+            } else {
+                ledger.found_on_disk(f);
+            }
         }
     }
     if intents {

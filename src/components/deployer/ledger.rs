@@ -13,6 +13,8 @@
 //! - a reload that succeeded after the writes loads every file written before it;
 //! - a file found on disk with the render's content and proved loaded (the record, a runtime
 //!   view) is recorded loaded, so later syncs need no runtime read;
+//! - a file found on disk with the render's content but not proved loaded is recorded written
+//!   with it (what HAProxy runs stays as known), so the reload that follows loads it;
 //! - a deleted file is forgotten.
 
 use haptic_journal::{
@@ -84,6 +86,19 @@ impl PodLedger {
     /// `file` was written and applied at runtime (no reload needed).
     pub fn applied_at_runtime(&mut self, file: &LoadedFile) {
         self.proved_loaded(file);
+    }
+
+    /// `file` is on disk with the render's content, not known loaded: `written` is the
+    /// render's content, `loaded` stays what HAProxy was known to run (a later reload loads it).
+    pub fn found_on_disk(&mut self, file: &LoadedFile) {
+        let store = file_store(file.storage());
+        let loaded = self.files.file(store, file.name()).and_then(|s| s.loaded);
+        self.files.set(StoredFileState {
+            store,
+            name: file.name().to_owned(),
+            written: file.blob,
+            loaded,
+        });
     }
 
     /// `file` is on disk with the render's content and HAProxy runs it.

@@ -6,17 +6,24 @@
 //!  scheduler shell ── run(inflight WorkId, DeployRequest, cancel) ──► Deployer
 //!     DeploymentStarted ──► journal+dispatch
 //!     per endpoint (at most max_parallel Dataplane requests in flight, own timeout):
-//!        sync_endpoint: read what the pod reports (listings, the render's files, raw config)
-//!          ─► decide::plan(running, render, known, policy) ─► Vec<Operation>
-//!             (structure.rs: the configuration compared section by section, object by object)
-//!          ─► execute: files (skip_reload), then one of: POST raw?version=N (raw_initial,
-//!             raw_unmodelled, raw_threshold) | PUT servers at runtime (runtime, no reload) |
-//!             one transaction (fine_grained, one reload at commit, aborted on every failure);
-//!             a 409 re-reads and plans again (bounded), another fine-grained failure falls
-//!             back to one raw push (raw_fallback); poll Reload-ID (bounded), delete
-//!             unreferenced files
-//!        ──► one batch: endpoint_applied state + InstanceDeployed/InstanceDeploymentFailed
-//!            + ConfigAppliedToPod (every synced endpoint, no-ops included)
+//!        sync_endpoint (sync.rs, exec.rs): delete left-over transactions (first sync of the
+//!          endpoint this term, or one recorded); read what the pod reports (listings, the
+//!          render's files, raw config, runtime views of files not known loaded)
+//!          ─► decide::plan(running, render, record, policy) ─► Vec<Operation>
+//!             (structure.rs: the configuration compared section by section, object by object;
+//!             compare.rs: files on disk and loaded)
+//!          ─► journal the file intents ─► execute: files (certificates and CA files at
+//!             runtime, others skip_reload), then one of: POST raw?version=N (raw_initial,
+//!             raw_unmodelled, raw_threshold, raw_resync) | PUT servers at runtime (runtime,
+//!             no reload) | one transaction (fine_grained, no_runtime_api: journaled open and
+//!             committing, one reload at commit, aborted on every failure) | a reload; poll
+//!             Reload-ID (bounded), delete unreferenced files
+//!          ─► retry::next_step: plan again (409/406, an unconfirmed reload, a file not yet
+//!             loaded), delete transactions (429), fall back to one raw push (raw_fallback),
+//!             or fail
+//!        ──► one batch: endpoint_applied + endpoint_files + endpoint_transaction state
+//!            + InstanceDeployed/InstanceDeploymentFailed + ConfigAppliedToPod (every synced
+//!            endpoint, no-ops included)
 //!     one batch: DeploymentCompleted + DeployedConfigPublishRequest (when >= 1 pod took it)
 //!                + ack of the deploy-inflight slot (J3)
 //! ```
@@ -25,9 +32,9 @@
 //! for maps and general files, metadata for certificates and CA files, content for the
 //! configuration), never from which journal wrote it: a restarted leader, a newly elected one
 //! with an empty journal and a rebuilt journal find a pod that runs the render equal and leave
-//! it alone (no write, no reload). The deployer keeps no decision state of its own;
-//! `endpoint_applied` (what each endpoint last ran) only hints at files that may be on disk but
-//! not loaded (see [`decide`]).
+//! it alone (no write; a reload only for general files no record proves loaded). Whether what
+//! is on disk is loaded comes from the journal's `endpoint_files` record, else the pod's
+//! runtime views ([`decide`], module doc; journal/DESIGN.md "Pod truth").
 //!
 //! # Inputs
 //! A journaled in-flight deployment (its [`WorkId`] and [`DeployRequest`]) and a cancel token;
@@ -40,15 +47,21 @@
 //!
 //! # Journal records
 //! - `deployment.started`, once per run, before any Dataplane call;
-//! - per endpoint, one batch after its sync returned: table `endpoint_applied` (put on success:
-//!   render, configuration version, reload id; removed on failure) with `instance.deployed` or
+//! - per endpoint, before its first write: `endpoint_files` with the file intents; around a
+//!   transaction: `endpoint_transaction` (open before its first change, committing before the
+//!   commit);
+//! - per endpoint, one batch after its sync returned: tables `endpoint_files` and
+//!   `endpoint_transaction` as the sync ended (kept as journaled when it timed out), table
+//!   `endpoint_applied` (put on success: render, configuration version, reload id; removed on
+//!   failure) with `instance.deployed` or
 //!   `instance.deployment.failed`, and `config.applied.to.pod` for every synced endpoint, a
 //!   no-op included (`is_drift_check` set on drift runs; `sync` says what was done: its
 //!   `sync_mode` (how the configuration was applied), `fallback_used` (only for
 //!   `raw_fallback`), `operation_counts` (backends, servers and frontends from the structural
 //!   diff, files from the writes; zero for a no-op); `error` is set on a failure, with no mode;
-//!   `rejected` when the failure is [`sync::SyncError::PushRejected`]: a 400/422 on the
-//!   configuration push that persisted after the pod's files were synced again, the one failure
+//!   `rejected` when the failure is [`sync::SyncError::PushRejected`] (a 400/422 on the
+//!   configuration push that persisted after the pod's files were synced again) or
+//!   [`sync::SyncError::FileRejected`] (a certificate the API cannot parse), the failures
 //!   `instance.deployment.failed` reports not `retryable`, which the scheduler quarantines). A resumed deployment
 //!   whose writes landed before a crash therefore still reports each pod's new state; the
 //!   publisher writes a pod's status only when it differs from what that pod runs;
@@ -57,8 +70,11 @@
 //!   queue `deploy-inflight` (J3).
 //!
 //! # Failpoints
-//! `deployer::after_endpoint_applied` (one endpoint journaled, deployment not completed),
-//! `deployer::before_completed`.
+//! `deployer::before_storage_upload`, `deployer::after_storage_write` (a file on disk, not
+//! loaded), `deployer::after_transaction_started`, `deployer::after_transaction_change`,
+//! `deployer::before_transaction_commit` (a transaction open on the pod),
+//! `deployer::after_raw_push`, `deployer::after_reload`, `deployer::after_endpoint_applied`
+//! (one endpoint journaled, deployment not completed), `deployer::before_completed`.
 //!
 //! # Metrics
 //! [`DeployerStats`]: deployments (and those with a failed endpoint), endpoint

@@ -954,3 +954,4 @@ fn read_plan_reads_the_render_files_the_listings_name() {
         ]
     );
 }
+

@@ -196,6 +196,33 @@ pub(super) fn cases() -> Vec<Case> {
             Seq_,
             A::InFlight(None),
         ),
+        // Between a file write and its reload, and inside a transaction (01 -> 02 writes the
+        // map with skip_reload and changes the frontend's rule by one transaction): after the
+        // restart the map is loaded and no transaction is left on any pod.
+        case(
+            "deployer::after_storage_write",
+            maps,
+            Seq_,
+            A::InFlight(None),
+        ),
+        case(
+            "deployer::after_transaction_started",
+            maps,
+            Seq_,
+            A::InFlight(None),
+        ),
+        case(
+            "deployer::after_transaction_change",
+            maps,
+            Seq_,
+            A::InFlight(None),
+        ),
+        case(
+            "deployer::before_transaction_commit",
+            maps,
+            Seq_,
+            A::InFlight(None),
+        ),
         case("deployer::after_raw_push", basic, Seq_, A::InFlight(None)),
         case("deployer::after_reload", basic, Seq_, A::InFlight(None)),
         case(

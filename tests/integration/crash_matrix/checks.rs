@@ -74,6 +74,17 @@ pub(super) async fn converged(
                 return Err(format!("{}: zero deployedAt", e.pod_name));
             }
         }
+        // No transaction of ours left on any live pod (a kill inside one, issue 24).
+        for pod in fleet.pods().iter().filter(|p| live.contains(&p.name)) {
+            let open = pod
+                .dataplane()
+                .transactions()
+                .await
+                .map_err(|e| format!("{}: listing transactions: {e}", pod.name))?;
+            if !open.is_empty() {
+                return Err(format!("{}: transactions left open: {open:?}", pod.name));
+            }
+        }
         fleet.pods_answer_of(last, &live).await
     };
     match until_or_exit(ctl, bound, &format!("converge on {last}"), probe).await? {
@@ -198,6 +209,12 @@ pub(crate) fn journal_after_stop(journal: &std::path::Path) -> Result<(), String
         .collect();
     if !left.is_empty() {
         return Err(format!("pending after a clean stop: {left:?}"));
+    }
+    if !pending.open_transactions.is_empty() {
+        return Err(format!(
+            "transactions journaled open after a clean stop: {:?}",
+            pending.open_transactions
+        ));
     }
     // (2): one ConfigPublished per checksum per HAProxyCfg.
     let mut per: BTreeMap<(String, String), usize> = BTreeMap::new();

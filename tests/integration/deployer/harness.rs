@@ -424,8 +424,24 @@ impl Harness {
             if missing.is_empty() && idle {
                 Ok(())
             } else {
+                // The last failure of each missing endpoint names what blocks it.
+                let events = self.events();
+                let failures: Vec<String> = missing
+                    .iter()
+                    .filter_map(|url| {
+                        events.iter().rev().find_map(|e| match e {
+                            Event::InstanceDeploymentFailed {
+                                endpoint, error, ..
+                            } if endpoint.url.as_str() == *url => {
+                                Some(format!("{url}: {error}"))
+                            }
+                            _ => None,
+                        })
+                    })
+                    .collect();
                 Err(format!(
-                    "not yet on the render: {missing:?}; queues idle: {idle}"
+                    "not yet on the render: {missing:?}; queues idle: {idle}; last failures: \
+                     {failures:?}"
                 ))
             }
         })
