@@ -93,8 +93,8 @@ fn is_space(c: char) -> bool {
 /// `'...'` quote; `#` outside quotes starts a comment; a `\r` ends the line; outside single
 /// quotes `\` escapes a blank, `\`, `#`, `'`, `"` (and `$` inside double quotes), and `\t`,
 /// `\n`, `\r`, `\xHH` stand for their bytes, while any other `\` stays as written (`\1`, `\.`);
-/// `$NAME` and `${NAME}` inside double quotes are environment variables, kept as [`ENV`] and
-/// the expression. A non-ASCII `\xHH` is kept as [`BYTE`] and its digits.
+/// `$NAME` and `${NAME}` inside double quotes are environment variables, kept as a private-use
+/// marker and the expression. A non-ASCII `\xHH` is kept as another marker and its digits.
 #[must_use]
 pub fn tokenize(line: &str) -> Vec<String> {
     let chars: Vec<char> = line.chars().collect();
