@@ -11,6 +11,7 @@ mod faults;
 mod fine_grained;
 mod harness;
 mod one_reload;
+mod order;
 mod parallel;
 mod quarantine;
 mod render_stream;
