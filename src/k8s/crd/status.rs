@@ -50,7 +50,9 @@ pub struct PodDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_used: Option<bool>,
     /// How the last successful sync applied the configuration: `fine_grained`, `runtime`,
-    /// `raw_initial`, `raw_threshold`, `raw_fallback` or `raw_unmodelled`.
+    /// `raw_initial`, `raw_threshold`, `raw_fallback`, `raw_unmodelled`, `raw_resync` (the
+    /// pod's Dataplane API held a configuration its file did not, after a failed reload) or
+    /// `no_runtime_api` (server changes reloaded: the configuration has no admin stats socket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_mode: Option<String>,
     /// What the last sync changed.
