@@ -312,8 +312,8 @@ pub fn alert_lines(out: &str) -> String {
 }
 
 /// Validates `text` with `haproxy -c` as the pod would load it (its files at their pod paths).
-/// Returns the ALERT lines on failure (client-native `configuration/check.go`: the message is the
-/// list of ALERT lines; ecosystem.md §A.2).
+/// On failure: `exit status N: ` and the ALERT lines (client-native `configuration/check.go`:
+/// the command's error, then the list of ALERT lines; ecosystem.md §A.2).
 pub async fn validate(bin: &str, fs: &PodFs, view: &View, text: &str) -> Result<(), String> {
     let n = std::process::id() ^ rand_u32();
     let name = format!(".candidate-{n}.cfg");
@@ -341,14 +341,14 @@ pub async fn validate(bin: &str, fs: &PodFs, view: &View, text: &str) -> Result<
         .replace(&file_arg, "/etc/haproxy/haproxy.cfg")
         .replace(&format!("{}/", fs.etc.display()), "/etc/haproxy/");
     let alerts = alert_lines(&all);
+    let status = out
+        .status
+        .code()
+        .map_or_else(|| out.status.to_string(), |c| format!("exit status {c}"));
     Err(if alerts.is_empty() {
-        format!(
-            "haproxy -c failed with {} and no ALERT line: {}",
-            out.status,
-            all.trim()
-        )
+        format!("{status}: haproxy -c printed no ALERT line: {}", all.trim())
     } else {
-        alerts
+        format!("{status}: {alerts}")
     })
 }
 

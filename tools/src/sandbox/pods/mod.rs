@@ -51,27 +51,10 @@
 //! fields, a status outside 100..=599 and contradictions answer 400 naming the field
 //! ([`crate::sandbox::control`]).
 //!
-//! # Deviations from the real Dataplane API (v3) a client must know
-//! - Subset only: no transactions, no fine-grained configuration endpoints, no runtime map or server
-//!   endpoints, no `X-Runtime-Actions`; unknown paths answer 401 without credentials, 404 with them.
-//! - `GET /reloads` and `/reloads/{id}` keep every reload of this endpoint's life (the real agent keeps
-//!   only failed ones and the last success); ids are `YYYY-MM-DD-n` with `n` counting from 1.
-//! - Validation messages are HAProxy's `[ALERT]` lines joined by newlines, with the temporary file
-//!   renamed to `/etc/haproxy/haproxy.cfg`.
-//! - A failed reload restores last-known-good on disk but keeps the in-memory version (as the real
-//!   agent, §A.3): afterwards `GET .../version` is N+1 while `GET .../raw` shows the file at N.
-//! - crt-lists (`/storage/ssl_crt_lists`) are stored in `/etc/haproxy/general/` (DESIGN.md §1), not
-//!   beside the certificates; CA files (`/runtime/ssl_ca_files`) in `/etc/haproxy/ssl/`.
-//! - Certificates: POST answers 201 (202 + Reload-ID when the running config already names the file);
-//!   PUT answers 200 unless the running config names the file (then 202 + Reload-ID); no runtime
-//!   hot update. DELETE answers 409 for maps, certificates, CA files and crt-lists the running config
-//!   names; general files are always deleted (204).
-//! - Loopback mode only: renders naming non-loopback targets are refused with 400 (the real API
-//!   would accept them); ports below 1024 listen at port + 10000 when not root.
-//! - `/_sandbox/requests` lists `/v3` requests only (not the `/_sandbox` calls themselves).
-//! - `GET /services/haproxy/runtime/info` answers `info.version` (the first word after `HAProxy
-//!   version` of the pod binary's `haproxy -v`), `pid` and `uptime` only; the real one has all of
-//!   `show info`.
+//! # The Dataplane API stand-in
+//! What each pod's endpoint answers is held to what a real dataplaneapi 3.4 answered and to the
+//! published spec; the operations served, their tests and the deviations left are in
+//! `tools/src/sandbox/pods/README.md`.
 
 pub mod dataplane;
 pub mod demo;

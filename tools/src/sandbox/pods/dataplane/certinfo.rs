@@ -195,13 +195,26 @@ pub(super) fn ca_entry(name: &str, pem: &[u8], index: usize) -> Option<Value> {
     let mut out = Map::new();
     out.insert("storage_name".into(), json!(name));
     out.insert("status".into(), json!("Used"));
+    show_ssl_fields(&mut out, &cert, der, false);
+    Some(Value::Object(out))
+}
+
+/// What HAProxy's `show ssl cert` / `show ssl ca-file` print of one certificate: serial
+/// (upper-case hex), dates, subject alternative names (`with_sans`), algorithm, SHA-1
+/// fingerprint of the DER, subject and issuer as one-line DNs.
+fn show_ssl_fields(
+    out: &mut Map<String, Value>,
+    cert: &X509Certificate<'_>,
+    der: &[u8],
+    with_sans: bool,
+) {
     let magnitude: Vec<u8> = cert
         .raw_serial()
         .iter()
         .copied()
         .skip_while(|b| *b == 0)
         .collect();
-    put(&mut out, "serial", hex::encode_upper(magnitude));
+    put(out, "serial", hex::encode_upper(magnitude));
     let validity = cert.validity();
     if let Some(t) = date_time(validity.not_before.timestamp()) {
         out.insert("not_before".into(), json!(t));
@@ -209,13 +222,56 @@ pub(super) fn ca_entry(name: &str, pem: &[u8], index: usize) -> Option<Value> {
     if let Some(t) = date_time(validity.not_after.timestamp()) {
         out.insert("not_after".into(), json!(t));
     }
-    put(&mut out, "algorithm", algorithm(&cert));
+    if with_sans {
+        let (dns, ips) = names(cert);
+        let sans: Vec<String> = dns
+            .iter()
+            .map(|d| format!("DNS:{d}"))
+            .chain(ips.iter().map(|i| format!("IP Address:{i}")))
+            .collect();
+        put(out, "subject_alternative_names", sans.join(", "));
+    }
+    put(out, "algorithm", algorithm(cert));
     put(
-        &mut out,
+        out,
         "sha1_finger_print",
         hex::encode_upper(sha1::Sha1::digest(der)),
     );
-    put(&mut out, "subject", oneline(cert.subject()));
-    put(&mut out, "issuers", oneline(cert.issuer()));
-    Some(Value::Object(out))
+    put(out, "subject", oneline(cert.subject()));
+    put(out, "issuers", oneline(cert.issuer()));
+}
+
+/// HAProxy's date in `show ssl cert` (`Nov  6 05:49:15 2126 GMT`) as go-openapi writes a
+/// date-time.
+pub(super) fn haproxy_date(text: &str) -> Option<String> {
+    let t = jiff::civil::DateTime::strptime("%b %e %H:%M:%S %Y GMT", text.trim())
+        .or_else(|_| jiff::civil::DateTime::strptime("%b %d %H:%M:%S %Y GMT", text.trim()))
+        .ok()?;
+    let ts = t.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+    date_time(ts.as_second())
+}
+
+/// The `ssl_certificate` answer of `GET .../runtime/ssl_certs/{name}` for a loaded PEM, the
+/// fields HAProxy's `show ssl cert <file>` prints (`Status`, `Serial`, `notBefore`, `notAfter`,
+/// `Subject Alternative Name`, `Algorithm`, `SHA1 FingerPrint`, `Subject`, `Issuer`, `Chain
+/// Subject`, `Chain Issuer`) under the model's names. HAProxy 2.6 prints no SHA-256
+/// fingerprint, so `sha256_finger_print` is left out here too.
+pub(super) fn runtime_certificate(file: &str, pem: &[u8], used: bool) -> Value {
+    let mut out = Map::new();
+    let base = file.rsplit('/').next().unwrap_or(file);
+    out.insert("storage_name".into(), json!(base));
+    out.insert("file".into(), json!(file));
+    out.insert("status".into(), json!(if used { "Used" } else { "Unused" }));
+    let ders = certificate_ders(pem).unwrap_or_default();
+    let certs: Vec<X509Certificate<'_>> = ders.iter().filter_map(|d| parse(d)).collect();
+    // HAProxy's leaf is the first certificate of the file; the rest is the chain.
+    let (Some(leaf), Some(der)) = (certs.first(), ders.first()) else {
+        return Value::Object(out);
+    };
+    show_ssl_fields(&mut out, leaf, der, true);
+    if let Some(chain) = certs.get(1) {
+        put(&mut out, "chain_subject", oneline(chain.subject()));
+        put(&mut out, "chain_issuer", oneline(chain.issuer()));
+    }
+    Value::Object(out)
 }

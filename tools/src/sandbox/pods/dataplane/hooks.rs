@@ -1,19 +1,172 @@
-//! `/_sandbox/` test hooks (no auth): faults, request log, drift and kill.
+//! `/_sandbox/` test hooks (no auth): faults, request log, drift and kill; and the fault and
+//! request-log steps [`super::handle`] runs before and after the API itself.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{
-    PodCore, ReloadFault, ReloadFaultKind, RequestFault, error, qbool, strip_meta, write_atomic,
-};
+use super::{Dropped, PodCore, RequestRecord, error, qbool, write_atomic};
+
+/// The request log keeps the newest requests only (long benchmark runs).
+pub const MAX_RECORDED_REQUESTS: usize = 100_000;
+
+#[derive(Debug)]
+pub(super) struct RequestFault {
+    method: Regex,
+    path: Regex,
+    status: Option<u16>,
+    times: u32,
+    used: u32,
+    retry_after_s: Option<u64>,
+    delay_ms: u64,
+    drop: bool,
+    spec: FaultSpec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReloadFaultKind {
+    Slow,
+    Fail,
+}
+
+#[derive(Debug)]
+pub(super) struct ReloadFault {
+    pub(super) kind: ReloadFaultKind,
+    pub(super) times: u32,
+    pub(super) used: u32,
+    pub(super) delay_ms: u64,
+    spec: FaultSpec,
+}
+
+/// The armed faults of one pod.
+#[derive(Debug, Default)]
+pub(super) struct Faults {
+    requests: Vec<RequestFault>,
+    pub(super) reloads: Vec<ReloadFault>,
+}
+
+impl Faults {
+    /// Faults armed (request and reload).
+    fn len(&self) -> usize {
+        self.requests.len() + self.reloads.len()
+    }
+
+    /// As `GET /_sandbox/faults` lists them.
+    fn listed(&self) -> serde_json::Value {
+        let left = |times: u32, used: u32| (times > 0).then(|| times.saturating_sub(used));
+        let mut out: Vec<serde_json::Value> = self
+            .requests
+            .iter()
+            .map(|r| r.spec.listed(left(r.times, r.used)))
+            .collect();
+        out.extend(
+            self.reloads
+                .iter()
+                .map(|r| r.spec.listed(left(r.times, r.used))),
+        );
+        serde_json::Value::Array(out)
+    }
+}
+
+/// What the request log and the faults see of a request.
+#[derive(Debug)]
+pub(super) struct Seen {
+    method: String,
+    pub(super) path: String,
+    pub(super) query: String,
+    user_agent: String,
+}
+
+impl Seen {
+    pub(super) fn of<B>(req: &axum::http::Request<B>) -> Seen {
+        Seen {
+            method: req.method().to_string(),
+            path: req.uri().path().to_string(),
+            query: req.uri().query().unwrap_or_default().to_string(),
+            user_agent: req
+                .headers()
+                .get(axum::http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+
+    /// A `/_sandbox/` call (never faulted, never logged).
+    pub(super) fn is_sandbox_hook(&self) -> bool {
+        self.path.starts_with("/_sandbox/")
+    }
+}
+
+impl PodCore {
+    /// Logs a request and its status (0: dropped); `/_sandbox/` calls are not logged.
+    pub(super) fn record(&self, seen: &Seen, status: u16) {
+        if seen.is_sandbox_hook() {
+            return;
+        }
+        let mut r = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        if r.len() >= MAX_RECORDED_REQUESTS {
+            r.drain(..MAX_RECORDED_REQUESTS / 10);
+        }
+        r.push(RequestRecord {
+            method: seen.method.clone(),
+            path: seen.path.clone(),
+            query: seen.query.clone(),
+            status,
+            at: jiff::Timestamp::now().to_string(),
+            user_agent: seen.user_agent.clone(),
+        });
+    }
+
+    /// The first armed request fault matching the request, applied: its delay, then its
+    /// answer (or the dropped connection); `None` lets the request through.
+    pub(super) async fn scripted_fault(&self, seen: &Seen) -> Option<Result<Response, Dropped>> {
+        let (status, retry_after, delay_ms, drop) = {
+            let mut f = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+            let i = f.requests.iter().position(|r| {
+                (r.times == 0 || r.used < r.times)
+                    && r.method.is_match(&seen.method)
+                    && r.path.is_match(&seen.path)
+            })?;
+            let r = &mut f.requests[i];
+            r.used += 1;
+            let out = (r.status, r.retry_after_s, r.delay_ms, r.drop);
+            if r.times != 0 && r.used >= r.times {
+                f.requests.remove(i);
+            }
+            out
+        };
+        if delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        }
+        if drop {
+            self.record(seen, 0);
+            return Some(Err(Dropped));
+        }
+        let status = status?;
+        let mut r = error(
+            status,
+            format!(
+                "haptic-sandbox scripted fault: {} {}",
+                seen.method, seen.path
+            ),
+        );
+        if let Some(s) = retry_after
+            && let Ok(v) = HeaderValue::from_str(&s.to_string())
+        {
+            r.headers_mut().insert("retry-after", v);
+        }
+        self.record(seen, status);
+        Some(Ok(r))
+    }
+}
 
 /// A fault as posted (and listed by `GET /_sandbox/faults`, plus `remaining`). Unknown fields are
 /// refused, like every invalid fault ([`crate::sandbox::control`]).
@@ -174,13 +327,12 @@ pub(super) async fn clear_requests(State(core): State<Arc<PodCore>>) -> Response
 /// `POST /_sandbox/bump-version`: the version moves, the content does not (another client's no-op
 /// commit).
 pub(super) async fn bump_version(State(core): State<Arc<PodCore>>) -> Response {
-    let _st = core.cfg.lock().await;
+    let mut st = core.cfg.lock().await;
     let v = core.version() + 1;
-    let text = core.read_config();
-    if let Err(e) = core.write_config(&super::with_version(&text, v)) {
+    let body = st.memory.clone();
+    if let Err(e) = core.store_config(&mut st, &body, v) {
         return error(500, e.to_string());
     }
-    core.version.store(v, Ordering::SeqCst);
     axum::Json(json!({"version": v})).into_response()
 }
 
@@ -226,11 +378,9 @@ pub(super) async fn edit_config(
     } else {
         core.version()
     };
-    let stored = format!("# _version={v}\n{}", strip_meta(&body));
-    if let Err(e) = core.write_config(&stored) {
+    if let Err(e) = core.store_config(&mut st, &body, v) {
         return error(500, e.to_string());
     }
-    core.version.store(v, Ordering::SeqCst);
     let res = core.reload_locked(&mut st).await;
     axum::Json(json!({
         "version": v,

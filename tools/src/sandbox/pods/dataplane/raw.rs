@@ -1,69 +1,101 @@
-//! Configuration version, raw configuration and reloads (ecosystem.md §A.1-§A.3).
+//! Configuration version and raw configuration (observed-v3.4.md, ecosystem.md §A.1-§A.2):
+//!
+//! ```text
+//!  GET  configuration/version        200, a bare number (the in-memory version)
+//!  GET  configuration/raw            200 text/plain, the file on disk (`# _md5hash=`, `# _version=N`),
+//!                                    Configuration-Checksum
+//!  POST configuration/raw?version=N  202 + Reload-ID, version N+1 (an identical text too);
+//!                                    201 without Reload-ID with skip_reload or force_reload;
+//!                                    202 without Reload-ID and nothing written with only_validate;
+//!                                    409 `version mismatch: ...`; 400 `validation error: ...`,
+//!                                    without a version, for an empty body; 415 for JSON
+//! ```
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 
-use super::{PodCore, error, md5_hex, qbool, with_version};
+use super::{
+    PodCore, error, md5_hex, qbool, reloads, strip_meta, version_mismatch, with_reload_id,
+    with_version,
+};
 
-fn set_headers(r: &mut Response, version: u64, file: &[u8]) {
+pub(super) fn routes() -> Router<Arc<PodCore>> {
+    Router::new()
+        .route(
+            "/v3/services/haproxy/configuration/version",
+            get(get_version),
+        )
+        .route(
+            "/v3/services/haproxy/configuration/raw",
+            get(get_raw).post(post_raw),
+        )
+        .route("/v3/services/haproxy/reloads", get(reloads::list_reloads))
+        .route(
+            "/v3/services/haproxy/reloads/{id}",
+            get(reloads::get_reload),
+        )
+}
+
+fn text_answer(status: StatusCode, text: String, version: u64) -> Response {
+    let checksum = md5_hex(strip_meta(&text).as_bytes());
+    let mut r = (status, [("content-type", "text/plain")], text).into_response();
     if let Ok(v) = HeaderValue::from_str(&version.to_string()) {
         r.headers_mut().insert("configuration-version", v);
     }
-    if let Ok(v) = HeaderValue::from_str(&md5_hex(file)) {
+    if let Ok(v) = HeaderValue::from_str(&checksum) {
         r.headers_mut().insert("configuration-checksum", v);
     }
-}
-
-/// `GET /v3/services/haproxy/configuration/version` → bare JSON integer (§A.1).
-pub(super) async fn get_version(State(core): State<Arc<PodCore>>) -> Response {
-    axum::Json(core.version()).into_response()
-}
-
-/// `GET .../configuration/raw` → the file on disk as text/plain (v3.1+; §A.8), version and checksum
-/// headers.
-pub(super) async fn get_raw(State(core): State<Arc<PodCore>>) -> Response {
-    let text = core.read_config();
-    let mut r = (
-        StatusCode::OK,
-        [("content-type", "text/plain")],
-        text.clone(),
-    )
-        .into_response();
-    set_headers(&mut r, core.version(), text.as_bytes());
     r
 }
 
-/// `POST .../configuration/raw` (§A.2).
-pub(super) async fn post_raw(
+/// `GET .../configuration/version`: the in-memory version as a bare JSON integer.
+async fn get_version(State(core): State<Arc<PodCore>>) -> Response {
+    axum::Json(core.version()).into_response()
+}
+
+/// `GET .../configuration/raw`: the file on disk.
+async fn get_raw(State(core): State<Arc<PodCore>>) -> Response {
+    text_answer(StatusCode::OK, core.read_config(), core.version())
+}
+
+/// `POST .../configuration/raw` (module doc).
+async fn post_raw(
     State(core): State<Arc<PodCore>>,
     Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
     body: String,
 ) -> Response {
-    let skip_version = qbool(&q, "skip_version");
-    let skip_reload = qbool(&q, "skip_reload");
-    let force_reload = qbool(&q, "force_reload");
-    let only_validate = qbool(&q, "only_validate");
-    if let Some(t) = q.get("transaction_id") {
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if content_type.starts_with("application/json") || content_type.starts_with("multipart/") {
         return error(
-            404,
-            format!("transaction {t} not found (haptic-sandbox implements no transactions)"),
+            415,
+            format!("unsupported media type {content_type}: the configuration is text/plain"),
         );
     }
-    if !body.is_empty() && !body.contains('\n') {
+    if q.contains_key("transaction_id") {
+        return error(
+            501,
+            "haptic-sandbox does not implement a raw configuration inside a transaction (the real Data Plane API does)",
+        );
+    }
+    let skip_version = qbool(&q, "skip_version");
+    if body.trim().is_empty() {
+        return error(400, "invalid configuration: empty body");
+    }
+    if !body.contains('\n') {
         return error(400, "invalid configuration: no newline character found");
     }
     let mut st = core.cfg.lock().await;
     let current = core.version();
-    let conflict = |msg: String| {
-        let file = core.read_config();
-        let mut r = error(409, msg);
-        set_headers(&mut r, current, file.as_bytes());
-        r
-    };
     if !skip_version {
         let Some(v) = q.get("version") else {
             return error(400, "version or transaction not specified");
@@ -72,86 +104,39 @@ pub(super) async fn post_raw(
             return error(400, format!("invalid version: {v}"));
         };
         if v != current {
-            return conflict(format!(
-                "version in configuration file is {current}, given version is {v}"
-            ));
+            let mut r = error(409, version_mismatch(current, v));
+            let checksum = md5_hex(strip_meta(&core.read_config()).as_bytes());
+            if let Ok(h) = HeaderValue::from_str(&checksum) {
+                r.headers_mut().insert("configuration-checksum", h);
+            }
+            return r;
         }
     }
     if let Err(msg) = core.validate(&body).await {
         return error(400, msg);
     }
-    if only_validate {
-        // raw.go answers 202 without a Reload-ID here (§A.2).
-        let mut r = (
-            StatusCode::ACCEPTED,
-            [("content-type", "text/plain")],
-            body.clone(),
-        )
-            .into_response();
-        let file = core.read_config();
-        set_headers(&mut r, current, file.as_bytes());
-        return r;
+    if qbool(&q, "only_validate") {
+        return text_answer(StatusCode::ACCEPTED, body, current);
     }
     let new_version = if skip_version {
         super::parse_version(&body).unwrap_or(current)
     } else {
         current + 1
     };
-    let stored = with_version(&body, new_version);
-    if let Err(e) = core.write_config(&stored) {
+    if let Err(e) = core.store_config(&mut st, &body, new_version) {
         return error(500, format!("writing configuration: {e}"));
     }
-    core.version
-        .store(new_version, std::sync::atomic::Ordering::SeqCst);
-    let mut r = if skip_reload {
-        (
-            StatusCode::CREATED,
-            [("content-type", "text/plain")],
-            stored.clone(),
-        )
-            .into_response()
-    } else if force_reload {
-        match core.reload_locked(&mut st).await {
-            Ok(()) => (
-                StatusCode::CREATED,
-                [("content-type", "text/plain")],
-                stored.clone(),
-            )
-                .into_response(),
-            Err(msg) => return error(400, msg),
-        }
-    } else {
-        let id = core.schedule_reload();
-        let mut r = (
-            StatusCode::ACCEPTED,
-            [("content-type", "text/plain")],
-            stored.clone(),
-        )
-            .into_response();
-        if let Ok(v) = HeaderValue::from_str(&id) {
-            r.headers_mut().insert("reload-id", v);
-        }
-        r
-    };
-    set_headers(&mut r, new_version, core.read_config().as_bytes());
-    r
-}
-
-/// `GET /v3/services/haproxy/reloads` (all reloads this endpoint knows; the real one keeps only
-/// failed ones and the last success).
-pub(super) async fn list_reloads(State(core): State<Arc<PodCore>>) -> Response {
-    let ra = core.reloads.lock().unwrap_or_else(|p| p.into_inner());
-    axum::Json(ra.records.values().cloned().collect::<Vec<_>>()).into_response()
-}
-
-/// `GET /v3/services/haproxy/reloads/{id}` → `{id,status,response,reload_timestamp}` or 404.
-pub(super) async fn get_reload(
-    State(core): State<Arc<PodCore>>,
-    Path(id): Path<String>,
-) -> Response {
-    let ra = core.reloads.lock().unwrap_or_else(|p| p.into_inner());
-    match ra.records.get(&id) {
-        Some(r) => axum::Json(r.clone()).into_response(),
-        None => error(404, format!("reload {id} not found")),
+    let stored = with_version(&body, new_version);
+    if qbool(&q, "skip_reload") {
+        return text_answer(StatusCode::CREATED, stored, new_version);
     }
+    if qbool(&q, "force_reload") {
+        return match core.reload_locked(&mut st).await {
+            Ok(()) => text_answer(StatusCode::CREATED, stored, new_version),
+            Err(msg) => error(400, msg),
+        };
+    }
+    drop(st);
+    let id = core.schedule_reload();
+    with_reload_id(text_answer(StatusCode::ACCEPTED, stored, new_version), &id)
 }

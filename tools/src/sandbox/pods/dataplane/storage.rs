@@ -1,7 +1,18 @@
-//! Storage endpoints (ecosystem.md §A.5): maps, SSL certificates, general files, crt-lists, and CA
-//! files through `/v3/services/haproxy/runtime/ssl_ca_files` (stored beside the certificates).
-//! Files land in the pod's `/etc/haproxy/{maps,ssl,general}` (DESIGN.md §1: crt-lists are stored in
-//! `general/`, where renders reference them).
+//! Storage endpoints (observed-v3.4.md, ecosystem.md §A.5): maps, SSL certificates, general
+//! files, crt-lists, and CA files through `/v3/services/haproxy/runtime/ssl_ca_files` (stored
+//! beside the certificates). Files land in the pod's `/etc/haproxy/{maps,ssl,general}`
+//! (DESIGN.md §1: crt-lists are stored in `general/`, where renders reference them).
+//!
+//! ```text
+//!  maps             POST multipart 201 (409 exists); GET the file (octet-stream) / 404;
+//!                   PUT text/plain 202 + Reload-ID (204 skip_reload; 415 multipart); DELETE 204
+//!  ssl_certificates POST/PUT 201/200 with the metadata, applied at runtime without a reload
+//!                   (202 + Reload-ID when the runtime update fails); not a PEM 500 "failed to
+//!                   parse certificate"; DELETE 202 + Reload-ID (204 skip_reload)
+//!  general          POST multipart 201; PUT multipart 202 (204 skip_reload), text/plain 415
+//!  ssl_ca_files     listed with HAProxy's built-in @system-ca; PUT applied at runtime (200)
+//! ```
+//! A delete of a file the in-memory configuration names is 409 (general files excepted).
 
 #![allow(clippy::result_large_err)]
 
@@ -10,12 +21,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{FromRequest as _, Multipart, Path, Query, Request, State};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use super::{PodCore, certinfo, error, qbool, write_atomic};
+use super::{PodCore, certinfo, error, qbool, with_reload_id, write_atomic};
+
+/// HAProxy's built-in CA bundle, listed among the CA files once HAProxy runs.
+const SYSTEM_CA: &str = "@system-ca";
+/// Where the host keeps the bundle `@system-ca` loads.
+const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -35,9 +51,9 @@ impl Kind {
         }
     }
 
-    /// Stored name (client-native storage rules, approximated: characters outside
-    /// `[A-Za-z0-9._-]` become `_`; maps get `.map` appended when missing; a certificate's base name
-    /// loses its dots, `a.b.pem` → `a_b.pem`).
+    /// Stored name (client-native's `SanitizeFilename`, approximated: characters outside
+    /// `[A-Za-z0-9._-]` become `_`; maps get `.map` appended when missing; a certificate's base
+    /// name loses its dots, `a.b.pem` → `a_b.pem`).
     fn storage_name(self, filename: &str) -> Option<String> {
         let base = filename.rsplit('/').next().unwrap_or_default();
         let mut name: String = base
@@ -64,6 +80,10 @@ impl Kind {
         }
         Some(name)
     }
+
+    fn pod_path(self, name: &str) -> String {
+        format!("/etc/haproxy/{}/{name}", self.dir())
+    }
 }
 
 pub(super) fn routes() -> Router<Arc<PodCore>> {
@@ -78,7 +98,7 @@ pub(super) fn routes() -> Router<Arc<PodCore>> {
         r = r
             .route(
                 base,
-                get(move |s, q| list(kind, s, q)).post(move |s, q, req| create(kind, s, q, req)),
+                get(move |s| list(kind, s)).post(move |s, q, req| create(kind, s, q, req)),
             )
             .route(
                 &format!("{base}/{{name}}"),
@@ -118,28 +138,24 @@ async fn ca_entry(
 /// A listing entry, as the real handlers send it: name and path (no size), plus the count for
 /// CA files (`show ssl ca-file`: `3 certificate(s)`).
 fn listed(core: &PodCore, kind: Kind, name: &str) -> serde_json::Value {
-    let path = format!("/etc/haproxy/{}/{name}", kind.dir());
-    match kind {
-        Kind::Ca => ca_meta(core, name),
-        Kind::Map => json!({"storage_name": name, "file": path, "description": "managed map file"}),
-        Kind::Cert => {
-            json!({"storage_name": name, "file": path, "description": "managed SSL file"})
-        }
-        Kind::General | Kind::CrtList => {
-            json!({"storage_name": name, "file": path, "description": "managed general use file"})
-        }
-    }
+    let path = kind.pod_path(name);
+    let description = match kind {
+        Kind::Ca => return ca_meta(core, name),
+        Kind::Map => "managed map file",
+        Kind::Cert => "managed SSL file",
+        Kind::General | Kind::CrtList => "managed general use file",
+    };
+    json!({"storage_name": name, "file": path, "description": description})
 }
 
 /// What create/replace/GET answer for one stored file: the certificate model (certinfo.rs) for
 /// certificates, the listing entry with its size for the others.
 fn meta(core: &PodCore, kind: Kind, name: &str) -> serde_json::Value {
     let on_disk = core.fs.etc.join(kind.dir()).join(name);
-    let path = format!("/etc/haproxy/{}/{name}", kind.dir());
     match kind {
         Kind::Cert => {
             let pem = std::fs::read(&on_disk).unwrap_or_default();
-            certinfo::storage_certificate(name, &path, &pem)
+            certinfo::storage_certificate(name, &kind.pod_path(name), &pem)
         }
         _ => {
             let mut v = listed(core, kind, name);
@@ -152,22 +168,29 @@ fn meta(core: &PodCore, kind: Kind, name: &str) -> serde_json::Value {
 
 /// `GET .../runtime/ssl_ca_files/{name}`: the CA file and how many certificates it holds.
 fn ca_meta(core: &PodCore, name: &str) -> serde_json::Value {
-    let pem = std::fs::read(core.fs.etc.join(Kind::Ca.dir()).join(name)).unwrap_or_default();
+    let pem = if name == SYSTEM_CA {
+        std::fs::read(SYSTEM_CA_BUNDLE).unwrap_or_default()
+    } else {
+        std::fs::read(core.fs.etc.join(Kind::Ca.dir()).join(name)).unwrap_or_default()
+    };
     json!({"storage_name": name, "count": format!("{} certificate(s)", certinfo::ca_count(&pem))})
 }
 
-/// A file of the SSL directory that holds a private key is a certificate, not a CA file (the
-/// real runtime lists the CA files HAProxy loaded; certificates must carry their key, §A.5).
+/// A file of the SSL directory that holds a private key is a certificate, not a CA file.
 fn is_ca_file(core: &PodCore, name: &str) -> bool {
     std::fs::read(core.fs.etc.join(Kind::Ca.dir()).join(name))
         .is_ok_and(|b| !String::from_utf8_lossy(&b).contains("PRIVATE KEY-----"))
 }
 
-async fn list(
-    kind: Kind,
-    State(core): State<Arc<PodCore>>,
-    Query(_q): Query<HashMap<String, String>>,
-) -> Response {
+/// The stored name a path names (`@`-names of HAProxy's own CA files kept as they are).
+fn name_of(kind: Kind, name: &str) -> Option<String> {
+    if kind == Kind::Ca && name == SYSTEM_CA {
+        return Some(name.to_owned());
+    }
+    kind.storage_name(name)
+}
+
+async fn list(kind: Kind, State(core): State<Arc<PodCore>>) -> Response {
     let dir = core.fs.etc.join(kind.dir());
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .map(|rd| {
@@ -180,14 +203,10 @@ async fn list(
     names.sort();
     if kind == Kind::Ca {
         names.retain(|n| is_ca_file(&core, n));
+        names.insert(0, SYSTEM_CA.to_owned());
     }
-    axum::Json(
-        names
-            .iter()
-            .map(|n| listed(&core, kind, n))
-            .collect::<Vec<_>>(),
-    )
-    .into_response()
+    let entries: Vec<_> = names.iter().map(|n| listed(&core, kind, n)).collect();
+    axum::Json(entries).into_response()
 }
 
 async fn get_one(
@@ -195,19 +214,19 @@ async fn get_one(
     State(core): State<Arc<PodCore>>,
     Path(name): Path<String>,
 ) -> Response {
-    let Some(name) = kind.storage_name(&name) else {
+    let Some(name) = name_of(kind, &name) else {
         return error(400, "invalid name");
     };
-    let path = core.fs.etc.join(kind.dir()).join(&name);
-    let Ok(bytes) = std::fs::read(&path) else {
+    if kind == Kind::Ca && name == SYSTEM_CA {
+        return axum::Json(ca_meta(&core, &name)).into_response();
+    }
+    let Ok(bytes) = std::fs::read(core.fs.etc.join(kind.dir()).join(&name)) else {
         return error(404, format!("file {name} not found"));
     };
-    if kind == Kind::Ca && !is_ca_file(&core, &name) {
-        return error(404, format!("ca file {name} not found"));
-    }
     match kind {
         Kind::Cert => axum::Json(meta(&core, kind, &name)).into_response(),
-        Kind::Ca => axum::Json(ca_meta(&core, &name)).into_response(),
+        Kind::Ca if is_ca_file(&core, &name) => axum::Json(ca_meta(&core, &name)).into_response(),
+        Kind::Ca => error(404, format!("ca file {name} not found")),
         _ => (
             StatusCode::OK,
             [("content-type", "application/octet-stream")],
@@ -215,6 +234,13 @@ async fn get_one(
         )
             .into_response(),
     }
+}
+
+fn is_multipart(req: &Request) -> bool {
+    req.headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("multipart/"))
 }
 
 /// The multipart part `file_upload` (filename, content).
@@ -235,13 +261,20 @@ async fn upload(req: Request) -> Result<(String, Vec<u8>), Response> {
     Err(error(400, "missing multipart part file_upload"))
 }
 
-/// A replacement body: multipart `file_upload` or the raw body (text/plain).
-async fn replacement(req: Request) -> Result<Vec<u8>, Response> {
-    let multipart = req
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("multipart/"));
+/// A replacement body: maps take text/plain only, general and CA files multipart only (415
+/// otherwise, as the real API); certificates and crt-lists either.
+async fn replacement(kind: Kind, req: Request) -> Result<Vec<u8>, Response> {
+    let multipart = is_multipart(&req);
+    match kind {
+        Kind::Map if multipart => return Err(error(415, "maps are replaced with text/plain")),
+        Kind::General | Kind::Ca if !multipart => {
+            return Err(error(
+                415,
+                "the file is replaced with multipart/form-data (file_upload)",
+            ));
+        }
+        _ => {}
+    }
     if multipart {
         return upload(req).await.map(|(_, b)| b);
     }
@@ -251,46 +284,46 @@ async fn replacement(req: Request) -> Result<Vec<u8>, Response> {
         .map_err(|e| error(400, format!("reading body: {e}")))
 }
 
+/// client-native's `validatePEM`: its errors are plain errors, answered 500.
 fn check_pem(kind: Kind, bytes: &[u8]) -> Result<(), Response> {
     let text = String::from_utf8_lossy(bytes);
-    let has_cert = text.contains("-----BEGIN CERTIFICATE-----");
+    let has_cert = certinfo::ca_count(bytes) > 0;
     let has_key = text.contains("PRIVATE KEY-----");
     match kind {
-        Kind::Cert if !(has_cert && has_key) => Err(error(
-            400,
-            "invalid certificate: the PEM file must contain a certificate and a private key",
+        Kind::Cert if !has_cert => Err(error(500, "failed to parse certificate")),
+        Kind::Cert if !has_key => Err(error(
+            500,
+            "file should contain both certificate and private key",
         )),
         Kind::Ca if !has_cert => Err(error(400, "invalid CA file: no certificate found")),
         _ => Ok(()),
     }
 }
 
-/// Whether HAProxy has the file loaded: the running configuration names it, or (certificates)
-/// a crt-list in `general/` does. A loaded certificate or CA file that is replaced without
-/// `skip_reload` takes effect at once in the real API (runtime `set ssl cert` / `set ssl
-/// ca-file` and commit); the sandbox gets the same effect with a reload.
-fn loaded(core: &PodCore, kind: Kind, name: &str) -> bool {
-    if referenced(core, kind, name) {
-        return true;
-    }
-    let pod_path = format!("/etc/haproxy/{}/{name}", kind.dir());
-    matches!(kind, Kind::Cert | Kind::Ca)
-        && std::fs::read_dir(core.fs.etc.join(Kind::General.dir())).is_ok_and(|rd| {
-            rd.filter_map(Result::ok)
-                .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains(&pod_path)))
-        })
+/// Whether the API's in-memory configuration names the file.
+async fn referenced(core: &PodCore, kind: Kind, name: &str) -> bool {
+    core.cfg.lock().await.memory.contains(&kind.pod_path(name))
 }
 
-fn referenced(core: &PodCore, kind: Kind, name: &str) -> bool {
-    let pod_path = format!("/etc/haproxy/{}/{name}", kind.dir());
-    core.read_config().contains(&pod_path)
-}
-
-fn with_reload_id(mut r: Response, id: &str) -> Response {
-    if let Ok(v) = HeaderValue::from_str(id) {
-        r.headers_mut().insert("reload-id", v);
+/// Scheduled, forced or skipped: the answer of a write whose file is stored.
+async fn after_write(
+    core: &PodCore,
+    q: &HashMap<String, String>,
+    done: Response,
+    scheduled: Response,
+) -> Response {
+    if qbool(q, "skip_reload") {
+        return done;
     }
-    r
+    if qbool(q, "force_reload") {
+        let mut st = core.cfg.lock().await;
+        return match core.reload_locked(&mut st).await {
+            Ok(()) => done,
+            Err(msg) => error(500, format!("Reload failed: {msg}")),
+        };
+    }
+    let id = core.schedule_reload();
+    with_reload_id(scheduled, &id)
 }
 
 async fn create(
@@ -309,22 +342,50 @@ async fn create(
     if let Err(r) = check_pem(kind, &bytes) {
         return r;
     }
-    let _st = core.cfg.lock().await;
     let path = core.fs.etc.join(kind.dir()).join(&name);
     if path.exists() {
-        return error(409, format!("file {name} already exists"));
+        return error(409, format!("file {} already exists", kind.pod_path(&name)));
     }
     if let Err(e) = write_atomic(&path, &bytes) {
         return error(500, e.to_string());
     }
-    let body = axum::Json(meta(&core, kind, &name));
-    // A new certificate the running config (or a crt-list) already names needs a reload (the real API tries a
-    // runtime hot-add first and answers 202 + Reload-ID when it cannot; §A.5).
-    if kind == Kind::Cert && !qbool(&q, "skip_reload") && loaded(&core, kind, &name) {
-        let id = core.schedule_reload();
-        return with_reload_id((StatusCode::ACCEPTED, body).into_response(), &id);
+    let body = meta(&core, kind, &name);
+    if kind != Kind::Cert {
+        return (StatusCode::CREATED, axum::Json(body)).into_response();
     }
-    (StatusCode::CREATED, body).into_response()
+    let pod_path = kind.pod_path(&name);
+    after_cert_write(
+        &core,
+        &q,
+        &pod_path,
+        &bytes,
+        true,
+        StatusCode::CREATED,
+        body,
+    )
+    .await
+}
+
+/// A certificate stored: applied at runtime (`status` and the metadata), unless `skip_reload`
+/// or `force_reload` say otherwise; when the runtime update fails, 202 + Reload-ID.
+async fn after_cert_write(
+    core: &PodCore,
+    q: &HashMap<String, String>,
+    pod_path: &str,
+    pem: &[u8],
+    new: bool,
+    status: StatusCode,
+    body: serde_json::Value,
+) -> Response {
+    let done = (status, axum::Json(body.clone())).into_response();
+    let runtime = !qbool(q, "skip_reload")
+        && !qbool(q, "force_reload")
+        && core.runtime_cert(pod_path, pem, new).await.is_ok();
+    if runtime {
+        return done;
+    }
+    let scheduled = (StatusCode::ACCEPTED, axum::Json(body)).into_response();
+    after_write(core, q, done, scheduled).await
 }
 
 async fn replace(
@@ -337,14 +398,13 @@ async fn replace(
     let Some(name) = kind.storage_name(&name) else {
         return error(400, "invalid name");
     };
-    let bytes = match replacement(req).await {
+    let bytes = match replacement(kind, req).await {
         Ok(b) => b,
         Err(r) => return r,
     };
     if let Err(r) = check_pem(kind, &bytes) {
         return r;
     }
-    let mut st = core.cfg.lock().await;
     let path = core.fs.etc.join(kind.dir()).join(&name);
     if !path.exists() {
         return error(404, format!("file {name} not found"));
@@ -352,63 +412,65 @@ async fn replace(
     if let Err(e) = write_atomic(&path, &bytes) {
         return error(500, e.to_string());
     }
-    let skip = qbool(&q, "skip_reload");
-    let force = qbool(&q, "force_reload");
-    let ok_status = match kind {
-        Kind::Cert | Kind::Ca => StatusCode::OK,
-        _ => StatusCode::NO_CONTENT,
-    };
-    let ok = |core: &PodCore| -> Response {
-        if ok_status == StatusCode::NO_CONTENT {
-            StatusCode::NO_CONTENT.into_response()
-        } else {
-            (ok_status, axum::Json(meta(core, kind, &name))).into_response()
+    let pod_path = kind.pod_path(&name);
+    match kind {
+        Kind::Map | Kind::General => {
+            let done = StatusCode::NO_CONTENT.into_response();
+            after_write(&core, &q, done, StatusCode::ACCEPTED.into_response()).await
         }
-    };
-    if skip {
-        return ok(&core);
+        Kind::Cert => {
+            let body = meta(&core, kind, &name);
+            after_cert_write(&core, &q, &pod_path, &bytes, false, StatusCode::OK, body).await
+        }
+        Kind::CrtList => {
+            let body = axum::Json(meta(&core, kind, &name));
+            let done = (StatusCode::OK, body.clone()).into_response();
+            let scheduled = (StatusCode::ACCEPTED, body).into_response();
+            after_write(&core, &q, done, scheduled).await
+        }
+        Kind::Ca => {
+            // The spec's PUT has no 202: HAProxy takes the CA file at runtime when it has it
+            // loaded; otherwise its next reload loads the stored file.
+            let _ = core.runtime_ca_file(&pod_path, &bytes).await;
+            (StatusCode::OK, axum::Json(meta(&core, kind, &name))).into_response()
+        }
     }
-    if force {
-        return match core.reload_locked(&mut st).await {
-            Ok(()) => ok(&core),
-            Err(msg) => error(400, msg),
-        };
-    }
-    if matches!(kind, Kind::Cert | Kind::Ca) && !loaded(&core, kind, &name) {
-        return ok(&core);
-    }
-    let id = core.schedule_reload();
-    with_reload_id(
-        (StatusCode::ACCEPTED, axum::Json(meta(&core, kind, &name))).into_response(),
-        &id,
-    )
 }
 
 async fn delete(
     kind: Kind,
     State(core): State<Arc<PodCore>>,
     Path(name): Path<String>,
-    Query(_q): Query<HashMap<String, String>>,
+    Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let Some(name) = kind.storage_name(&name) else {
+    let Some(name) = name_of(kind, &name) else {
         return error(400, "invalid name");
     };
-    let _st = core.cfg.lock().await;
+    if kind == Kind::Ca && name == SYSTEM_CA {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     let path = core.fs.etc.join(kind.dir()).join(&name);
     if !path.exists() {
         return error(404, format!("file {name} not found"));
     }
-    if kind != Kind::General && referenced(&core, kind, &name) {
+    if kind != Kind::General && referenced(&core, kind, &name).await {
         return error(
             409,
             format!(
-                "rejecting attempt to delete file /etc/haproxy/{}/{name} referenced in haproxy conf",
-                kind.dir()
+                "rejecting attempt to delete file {} referenced in haproxy conf",
+                kind.pod_path(&name)
             ),
         );
     }
-    match std::fs::remove_file(&path) {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => error(500, e.to_string()),
+    if let Err(e) = std::fs::remove_file(&path) {
+        return error(500, e.to_string());
     }
+    let done = StatusCode::NO_CONTENT.into_response();
+    if kind != Kind::Cert
+        || qbool(&q, "skip_reload")
+        || (!qbool(&q, "force_reload") && core.runtime_cert_delete(&name).await.is_ok())
+    {
+        return done;
+    }
+    after_write(&core, &q, done, StatusCode::ACCEPTED.into_response()).await
 }
