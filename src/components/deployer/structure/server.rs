@@ -108,9 +108,9 @@ fn server_param(kw: &str) -> Option<Param> {
         "no-backup" => Flag("backup", "disabled"),
         "check" => Flag("check", "enabled"),
         "no-check" => Flag("check", "disabled"),
-        "check-ssl" => Flag("check_ssl", "enabled"),
-        "no-check-ssl" => Flag("check_ssl", "disabled"),
-        "check-send-proxy" => Flag("check_send_proxy", "enabled"),
+        "check-ssl" => Flag("check-ssl", "enabled"),
+        "no-check-ssl" => Flag("check-ssl", "disabled"),
+        "check-send-proxy" => Flag("check-send-proxy", "enabled"),
         "disabled" => Flag("maintenance", "enabled"),
         "enabled" => Flag("maintenance", "disabled"),
         "ssl" => Flag("ssl", "enabled"),
@@ -152,7 +152,7 @@ fn server_param(kw: &str) -> Option<Param> {
         "sni" => Str("sni"),
         "alpn" => Str("alpn"),
         "check-alpn" => Str("check_alpn"),
-        "check-sni" => Str("check_sni"),
+        "check-sni" => Str("check-sni"),
         "proto" => Str("proto"),
         "ca-file" => Str("ssl_cafile"),
         "crt" => Str("ssl_certificate"),
@@ -374,4 +374,55 @@ pub(super) fn default_server_model(words: &[String]) -> Result<Value, NoModel> {
     let mut obj = Map::new();
     server_params(&mut obj, &words[1..])?;
     Ok(Value::Object(obj))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::{Param, SERVER_PARAMS, server_param};
+
+    /// The properties of a schema of the Data Plane API spec, `allOf` parts included.
+    fn props(spec: &serde_json::Value, name: &str) -> BTreeSet<String> {
+        let schema = &spec["components"]["schemas"][name];
+        let mut out: BTreeSet<String> = schema["properties"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            if let Some(r) = part["$ref"].as_str() {
+                out.extend(props(spec, r.rsplit('/').next().unwrap_or_default()));
+            }
+            if let Some(m) = part["properties"].as_object() {
+                out.extend(m.keys().cloned());
+            }
+        }
+        out
+    }
+
+    /// Every field a server keyword is sent as is a field of the spec's `server` model (the
+    /// real API drops an unknown field silently: `check_ssl` for `check-ssl` was never applied).
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn server_fields_are_the_specs() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/reference/dataplaneapi/v32-spec.json"
+        );
+        let spec: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let server = props(&spec, "server");
+        assert!(server.contains("weight"), "{server:?}");
+        let mut unknown = Vec::new();
+        for kw in SERVER_PARAMS {
+            let field = match server_param(kw) {
+                Some(Param::Flag(f, _) | Param::Bool(f) | Param::Str(f) | Param::Int(f) | Param::Time(f)) => f,
+                None => continue,
+            };
+            if !server.contains(field) {
+                unknown.push(format!("{kw} -> {field}"));
+            }
+        }
+        assert!(unknown.is_empty(), "not in the spec's server model: {unknown:?}");
+    }
 }
