@@ -162,11 +162,38 @@ pub(super) async fn read_running(
         files,
         loaded: BTreeMap::new(),
     };
-    for (key, file) in runtime_read_plan(&running, render, record) {
+    let views = runtime_read_plan(&running, render, record);
+    if !views.is_empty() {
+        // A reload queued or running on the pod (one a killed or timed-out sync of ours left,
+        // or another writer's) may be about to load these files: let it finish before asking
+        // HAProxy what it loaded, rather than reload again.
+        wait_for_pending_reloads(calls, report).await?;
+    }
+    for (key, file) in views {
         let view = read_loaded(calls, file).await?;
         running.loaded.insert(key, view);
     }
     Ok(running)
+}
+
+/// Waits, bounded by `reload_timeout`, until the pod lists no reload in progress; past the
+/// bound the sync goes on (what HAProxy reports loaded then decides).
+async fn wait_for_pending_reloads(
+    calls: &Calls<'_>,
+    report: &mut SyncReport,
+) -> Result<(), SyncError> {
+    let deadline = tokio::time::Instant::now() + calls.limits.reload_timeout;
+    loop {
+        let listed = call!(calls, "list reloads", 0, calls.client.reloads())?;
+        report.ops.total_api_operations += 1;
+        let pending = listed
+            .iter()
+            .any(|r| r.status == crate::dataplane::ReloadStatus::InProgress);
+        if !pending || tokio::time::Instant::now() >= deadline {
+            return Ok(());
+        }
+        tokio::time::sleep(calls.limits.reload_poll_interval).await;
+    }
 }
 
 /// What HAProxy reports loaded for one file (404: nothing under that name).

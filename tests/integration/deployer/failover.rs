@@ -1,8 +1,10 @@
 //! Failover and a rebuilt journal: a second deployer with an EMPTY journal deploys the render the
-//! pods already run (certificates, a CA file, a map, a crt-list, a general file) and writes
-//! nothing and reloads nothing, because every file is compared with what the pod reports, not
-//! with which journal wrote it. A certificate re-issued under the same name (same size, new
-//! serial) is still uploaded, with one reload, and served.
+//! pods already run (certificates, a CA file, a map, a crt-list) and writes nothing and reloads
+//! nothing, because every file is compared with what the pod reports, not with which journal
+//! wrote it, and HAProxy's runtime views prove each loaded (issue 24). A general file (an error
+//! page) has no runtime view: a deployer with no record of it reloads once, then never again. A
+//! certificate re-issued under the same name (same size, new serial) is still uploaded, applied
+//! at runtime with no reload (`observed-v3.4.md`), and served.
 //!
 //! Fixtures (`fixtures/`, self-signed test material, never real keys), made with the corpus key:
 //! `site-reissued.pem`: `openssl req -new -x509 -key <key of 05-tls/ssl/site.pem>
@@ -39,7 +41,6 @@ defaults
     timeout connect 1s
     timeout client 5s
     timeout server 5s
-    errorfile 503 /etc/haproxy/general/503.http
 frontend fe_http
     bind *:80
     bind *:443 ssl crt-list /etc/haproxy/general/sites.crtlist ca-file /etc/haproxy/ssl/clients-ca.pem verify optional
@@ -54,8 +55,17 @@ fn corpus_file(path: &str) -> Vec<u8> {
     std::fs::read(Path::new(RENDERS).join(path)).unwrap()
 }
 
-fn render_files(site: Vec<u8>) -> RenderFiles {
-    vec![
+/// [`CONFIG`] with an error page (`errorfile 503` in `defaults`).
+fn config_with_error_page() -> String {
+    CONFIG.replace(
+        "    timeout server 5s\n",
+        "    timeout server 5s\n    errorfile 503 /etc/haproxy/general/503.http\n",
+    )
+}
+
+/// The render's files; with the error page `general/503.http` when `error_page`.
+fn render_files(site: Vec<u8>, error_page: bool) -> RenderFiles {
+    let mut files = vec![
         (
             AuxKind::Map,
             "maps/hosts.map".into(),
@@ -73,22 +83,30 @@ fn render_files(site: Vec<u8>) -> RenderFiles {
             corpus_file("07-ca/ca/clients-ca.pem"),
         ),
         (
-            AuxKind::General,
-            "general/503.http".into(),
-            corpus_file("04-errors/general/503.http"),
-        ),
-        (
             AuxKind::CrtList,
             "crt-lists/sites.crtlist".into(),
             CRT_LIST.as_bytes().to_vec(),
         ),
-    ]
+    ];
+    if error_page {
+        files.push((
+            AuxKind::General,
+            "general/503.http".into(),
+            corpus_file("04-errors/general/503.http"),
+        ));
+    }
+    files
 }
 
 /// Journals a render as validated (what a render source and the validator would journal).
 async fn feed_render(h: &Harness, files: RenderFiles, tag: &str) -> Checksum {
+    feed_config(h, CONFIG, files, tag).await
+}
+
+/// [`feed_render`] with another configuration.
+async fn feed_config(h: &Harness, config: &str, files: RenderFiles, tag: &str) -> Checksum {
     let mut b = Batch::new();
-    let r = b.put_render(CONFIG.as_bytes().to_vec(), files);
+    let r = b.put_render(config.as_bytes().to_vec(), files);
     b.event(Event::ValidationCompleted {
         correlation: Correlation::new(format!("render-{tag}")),
         render: r.checksum,
@@ -225,7 +243,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     let h = Harness::start(&dir.path().join("first.redb"), &sb, Knobs::default()).await;
     h.become_leader(1).await;
     h.discover(eps.clone()).await;
-    let r = feed_render(&h, render_files(corpus_file("05-tls/ssl/site.pem")), "a").await;
+    let r = feed_render(&h, render_files(corpus_file("05-tls/ssl/site.pem"), false), "a").await;
     wait_deployed(&h, r, &eps, bound).await;
     for pod in &pods {
         wait_answer(pod, "failover sni=site.haptic.test shop-v1", site_answer).await;
@@ -252,7 +270,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     h.discover(eps.clone()).await;
     let r2 = feed_render(
         &h,
-        render_files(corpus_file("05-tls/ssl/site.pem")),
+        render_files(corpus_file("05-tls/ssl/site.pem"), false),
         "a-again",
     )
     .await;
@@ -272,6 +290,17 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
             "{}: the certificate was compared by its metadata",
             pod.name
         );
+        for view in [
+            "/runtime/maps/hosts.map/entries",
+            "/runtime/ssl_certs/site.pem",
+            "/runtime/ssl_crt_lists/entries",
+        ] {
+            assert!(
+                reqs.iter().any(|(m, p)| m == "GET" && p.ends_with(view)),
+                "{}: with no record, what HAProxy loaded was read ({view}): {reqs:?}",
+                pod.name
+            );
+        }
         assert_eq!(reloads(pod).await, *before, "{}: no reload", pod.name);
     }
     // Every pod is still reported (a no-op included).
@@ -286,7 +315,56 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
         assert_eq!(sync.operation_counts.ssl_certs.modified, 0, "{}", pod.name);
     }
 
-    // A certificate re-issued under the same name and with the same size: uploaded, one reload.
+    // An error page: the deployer uploads it with the configuration that names it; a third
+    // deployer with an empty journal cannot see whether HAProxy loaded it (no runtime view of
+    // general files): one reload, a push of the same configuration, and nothing after that.
+    let with_page = config_with_error_page();
+    let r_page = feed_config(
+        &h,
+        &with_page,
+        render_files(corpus_file("05-tls/ssl/site.pem"), true),
+        "error-page",
+    )
+    .await;
+    wait_deployed(&h, r_page, &eps, bound).await;
+    h.stop().await;
+    let h3 = Harness::start(&dir.path().join("third.redb"), &sb, Knobs::default()).await;
+    h3.become_leader(3).await;
+    h3.discover(eps.clone()).await;
+    let mut before = Vec::new();
+    for pod in &pods {
+        clear_requests(pod).await;
+        before.push(reloads(pod).await);
+    }
+    let again = feed_config(
+        &h3,
+        &with_page,
+        render_files(corpus_file("05-tls/ssl/site.pem"), true),
+        "error-page-again",
+    )
+    .await;
+    assert_eq!(again, r_page);
+    wait_deployed(&h3, r_page, &eps, bound).await;
+    for (pod, before) in pods.iter().zip(&before) {
+        assert_eq!(
+            writes(&requests(pod).await),
+            vec![(
+                "POST".to_owned(),
+                "/v3/services/haproxy/configuration/raw".to_owned()
+            )],
+            "{}: one push of the same configuration loads the error page",
+            pod.name
+        );
+        assert_eq!(reloads(pod).await, before + 1, "{}: one reload", pod.name);
+    }
+    h3.stop().await;
+    // Recorded loaded: a later deployment by that journal does not reload for it again.
+    let h = Harness::start(&dir.path().join("third.redb"), &sb, Knobs::default()).await;
+    h.become_leader(4).await;
+    h.discover(eps.clone()).await;
+
+    // A certificate re-issued under the same name and with the same size: uploaded, applied at
+    // runtime (the Data Plane API takes a certificate PUT without a reload), served.
     let reissued = std::fs::read(Path::new(FIXTURES).join("site-reissued.pem")).unwrap();
     assert_eq!(reissued.len(), corpus_file("05-tls/ssl/site.pem").len());
     let mut before = Vec::new();
@@ -294,7 +372,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
         clear_requests(pod).await;
         before.push(reloads(pod).await);
     }
-    let r3 = feed_render(&h, render_files(reissued), "reissued").await;
+    let r3 = feed_config(&h, &with_page, render_files(reissued, true), "reissued").await;
     wait_deployed(&h, r3, &eps, bound).await;
     for (pod, before) in pods.iter().zip(&before) {
         let written: Vec<String> = writes(&requests(pod).await)
@@ -304,11 +382,11 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
         assert_eq!(
             written,
             vec!["PUT /v3/services/haproxy/storage/ssl_certificates/site.pem".to_owned()],
-            "{}: only the re-issued certificate (its write reloads; the configuration is \
-             unchanged)",
+            "{}: only the re-issued certificate (applied at runtime; the configuration and \
+             the error page, recorded loaded, unchanged)",
             pod.name
         );
-        assert_eq!(reloads(pod).await, before + 1, "{}: one reload", pod.name);
+        assert_eq!(reloads(pod).await, *before, "{}: no reload", pod.name);
         assert_eq!(
             certificate_meta(pod, "site.pem").await["serial"],
             REISSUED_SERIAL,
