@@ -60,6 +60,16 @@ struct BorrowedPod {
 impl Drop for BorrowedPod {
     fn drop(&mut self) {
         let s = shared();
+        // The shared sandbox never ends, so each borrow answers for its pod's spec violations.
+        let found = s.sandbox.take_pod_spec_violations(&self.pod.name);
+        if !found.is_empty() && !std::thread::panicking() {
+            s.free
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(self.idx);
+            s.cv.notify_one();
+            panic!("{}", haptic_tools::sandbox::pods::spec::report(&found));
+        }
         s.free
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -217,6 +227,7 @@ async fn pods_version_conflict_and_auth() {
             reqwest::Method::POST,
             &format!("/v3/services/haproxy/configuration/raw?version={}", v + 5),
         )
+        .header("content-type", "text/plain")
         .body(render("01-basic", "haproxy.cfg"))
         .send()
         .await
@@ -261,6 +272,7 @@ async fn pods_version_conflict_and_auth() {
             reqwest::Method::POST,
             "/v3/services/haproxy/configuration/raw",
         )
+        .header("content-type", "text/plain")
         .body(render("01-basic", "haproxy.cfg"))
         .send()
         .await
@@ -497,6 +509,7 @@ async fn pods_storage_rules() {
             reqwest::Method::PUT,
             "/v3/services/haproxy/storage/maps/hosts.map",
         )
+        .header("content-type", "text/plain")
         .body(map.clone())
         .send()
         .await
@@ -1623,6 +1636,10 @@ async fn pods_demo_walks_the_render_corpus() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("no controller is involved"), "{stdout}");
+    assert!(
+        !stdout.contains("broke the Data Plane API spec"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("10 of 10 renders behaved as renders/README.md says on 2 pod(s)"),
         "{stdout}"
