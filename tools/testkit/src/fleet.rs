@@ -164,6 +164,15 @@ impl FleetConfig {
         self.crds = false;
         self
     }
+
+    /// The same, the pods' exchanges not held to the spec ([`SpecCheck::Off`]): for benchmarks
+    /// and the demo, which measure or show the controller (the check costs CPU: buffering and
+    /// validating every request and answer).
+    #[must_use]
+    pub fn without_spec_check(mut self) -> FleetConfig {
+        self.spec_check = SpecCheck::Off;
+        self
+    }
 }
 
 /// The emulator side of a fleet.
