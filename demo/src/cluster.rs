@@ -37,7 +37,7 @@ pub async fn start(pods: usize, kubeconfig: &Path) -> Result<Fleet, DemoError> {
         pods,
         namespace: NAMESPACE.to_owned(),
         reload_delay: RELOAD_DELAY,
-        ..FleetConfig::default()
+        ..FleetConfig::default().without_spec_check()
     })
     .await
     .map_err(|e| DemoError::Sandbox(e.into()))?;

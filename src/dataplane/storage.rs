@@ -120,7 +120,11 @@ impl DataplaneClient {
             form = form.text("id", name.to_owned());
         }
         let req = self
-            .request_with_query(Method::POST, kind.segments(), &flags(opts))
+            .request_with_query(
+                Method::POST,
+                kind.segments(),
+                &flags(kind, Method::POST, opts),
+            )
             .multipart(form);
         let resp = self.send(req).await?;
         if resp.status() == StatusCode::CONFLICT {
@@ -200,7 +204,8 @@ impl DataplaneClient {
     ) -> RequestBuilder {
         let mut segments = kind.segments().to_vec();
         segments.push(name);
-        self.request_with_query(method, &segments, &flags(opts))
+        let query = flags(kind, method.clone(), opts);
+        self.request_with_query(method, &segments, &query)
     }
 }
 
@@ -223,7 +228,24 @@ fn write_outcome(headers: &HeaderMap) -> StorageWriteOutcome {
     }
 }
 
-fn flags(opts: StorageWriteOptions) -> Vec<(&'static str, &'static str)> {
+/// The reload flags of a storage call, where the published spec declares them (v3.0 to v3.3):
+/// `skip_reload` and `force_reload` on every write of a certificate, on the replace (`PUT`) of a
+/// map or general file, never on a CA file (runtime endpoints) nor on the create or delete of a
+/// map or general file (which never reload). A flag the operation does not declare is not sent
+/// (the API would ignore it; the spec check of the tests refuses it).
+fn flags(
+    kind: StorageKind,
+    method: Method,
+    opts: StorageWriteOptions,
+) -> Vec<(&'static str, &'static str)> {
+    let declared = match kind {
+        StorageKind::SslCertificate => method != Method::GET,
+        StorageKind::Map | StorageKind::General => method == Method::PUT,
+        StorageKind::CaFile => false,
+    };
+    if !declared {
+        return Vec::new();
+    }
     let mut query = Vec::new();
     if opts.skip_reload {
         query.push(("skip_reload", "true"));

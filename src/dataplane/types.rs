@@ -226,7 +226,9 @@ impl From<AuxKind> for StorageKind {
     }
 }
 
-/// Query flags of storage writes (ecosystem.md A.5). Not every kind honours both.
+/// Query flags of storage writes (ecosystem.md A.5). Sent only where the spec declares them
+/// (a certificate's writes, the replace of a map or general file); elsewhere the write never
+/// reloads anyway.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StorageWriteOptions {
     /// Write without a reload.

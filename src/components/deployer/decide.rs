@@ -364,10 +364,10 @@ impl Operation {
             Operation::Reload {
                 unless_reloaded, ..
             } => !unless_reloaded,
-            Operation::UploadFile {
-                kind, skip_reload, ..
-            }
-            | Operation::ReplaceFile {
+            // A create never reloads (the spec's `POST .../storage/{maps,general}` answers 201
+            // only; certificates and CA files are applied at runtime).
+            Operation::UploadFile { .. } => false,
+            Operation::ReplaceFile {
                 kind, skip_reload, ..
             } => !skip_reload && !applied_at_runtime(*kind),
             Operation::DeleteFile { .. } => false,
@@ -748,14 +748,17 @@ pub fn plan(
             has_admin_socket(&running.config.text),
         ));
     } else if reloading_writes > 0 {
-        // Files only: the last write that needs a reload reloads, and a push follows when it
-        // did not although earlier writes or files on disk still need loading.
-        if let Some(Operation::UploadFile { skip_reload, .. } | Operation::ReplaceFile { skip_reload, .. }) =
-            ops.iter_mut().rev().find(|w| needs_reload(w))
-        {
-            *skip_reload = false;
-        }
-        if reloading_writes > 1 || !not_loaded.is_empty() {
+        // Files only: the last write that needs a reload reloads when it is a replace (a create
+        // never reloads), and a push follows when it did not although earlier writes or files
+        // on disk still need loading.
+        let last_reloads = match ops.iter_mut().rev().find(|w| needs_reload(w)) {
+            Some(Operation::ReplaceFile { skip_reload, .. }) => {
+                *skip_reload = false;
+                true
+            }
+            _ => false,
+        };
+        if !last_reloads || reloading_writes > 1 || !not_loaded.is_empty() {
             ops.push(Operation::Reload {
                 version,
                 reason: ReloadReason::FilesWritten,

@@ -15,6 +15,7 @@ use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
 use haptic_tools::sandbox::cluster::{Kube, POD_LABEL, SECRET};
+use haptic_tools::sandbox::pods::spec::SpecCheck;
 use haptic_tools::sandbox::pods::{DEFAULT_DATAPLANE_PORT, Mode, Sandbox, SandboxConfig, demo};
 use serde_json::json;
 
@@ -65,6 +66,11 @@ struct PodArgs {
     /// Dataplane password.
     #[arg(long, default_value = "haptic-sandbox")]
     password: String,
+    /// Hold every Dataplane exchange to the published OpenAPI document
+    /// (shared/reference/dataplaneapi/): `record` logs each violation and lists them at
+    /// `GET /_sandbox/spec-violations`; `enforce` also fails the shutdown when any was recorded.
+    #[arg(long, value_enum, default_value_t = SpecCheck::Record)]
+    spec_check: SpecCheck,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +151,7 @@ fn sandbox_config(
         reload_delay: Duration::from_millis(a.reload_delay_ms),
         force_loopback: a.loopback,
         on_kill,
+        spec_check: a.spec_check,
         ..SandboxConfig::default()
     }
 }
@@ -256,6 +263,8 @@ async fn run_demo(a: DemoArgs) -> Result<bool> {
         pods: a.pods,
         reload_delay: Duration::from_millis(200),
         force_loopback: a.loopback,
+        // Recorded and summed up below, not a panic at the end of a demo.
+        spec_check: SpecCheck::Record,
         ..SandboxConfig::default()
     })
     .await?;
@@ -277,6 +286,13 @@ async fn run_demo(a: DemoArgs) -> Result<bool> {
         &a.renders,
     )
     .await;
+    let violations = sandbox.spec_violations();
+    if !violations.is_empty() {
+        println!(
+            "demo: the pods' exchanges broke the Data Plane API spec: {}",
+            haptic_tools::sandbox::pods::spec::report(&violations)
+        );
+    }
     sandbox.shutdown().await;
     if let Some(api) = api {
         api.shutdown().await;

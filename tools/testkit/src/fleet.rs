@@ -28,6 +28,7 @@ use haptic::k8s::crd::HAProxyCfg;
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
 use haptic_tools::sandbox::cluster::{Cluster, ClusterConfig, NAMESPACE, POD_LABEL, SECRET};
 use haptic_tools::sandbox::control::RequestRecord;
+use haptic_tools::sandbox::pods::spec::{SpecCheck, Violation};
 use haptic_tools::sandbox::pods::{Sandbox, SandboxConfig};
 use kube::Api;
 
@@ -117,6 +118,10 @@ pub struct FleetConfig {
     pub crds: bool,
     /// Dataplane reload batching (the real agent's default is 5 s). Default: 100 ms.
     pub reload_delay: Duration,
+    /// Hold the pods' Dataplane exchanges to the published spec. Default:
+    /// [`SpecCheck::Enforce`]: the fleet's end (drop or [`Fleet::shutdown`]) panics naming every
+    /// violation recorded ([`Fleet::spec_violations`]).
+    pub spec_check: SpecCheck,
 }
 
 impl Default for FleetConfig {
@@ -129,6 +134,7 @@ impl Default for FleetConfig {
             namespace: NAMESPACE.to_owned(),
             crds: true,
             reload_delay: Duration::from_millis(100),
+            spec_check: SpecCheck::Enforce,
         }
     }
 }
@@ -156,6 +162,15 @@ impl FleetConfig {
     #[must_use]
     pub fn without_crds(mut self) -> FleetConfig {
         self.crds = false;
+        self
+    }
+
+    /// The same, the pods' exchanges not held to the spec ([`SpecCheck::Off`]): for benchmarks
+    /// and the demo, which measure or show the controller (the check costs CPU: buffering and
+    /// validating every request and answer).
+    #[must_use]
+    pub fn without_spec_check(mut self) -> FleetConfig {
+        self.spec_check = SpecCheck::Off;
         self
     }
 }
@@ -292,6 +307,7 @@ impl Fleet {
                     stand_in_pods: cfg.stand_in_pods,
                     stand_in_delay: cfg.stand_in_delay,
                     reload_delay: cfg.reload_delay,
+                    spec_check: cfg.spec_check,
                     ..SandboxConfig::default()
                 },
                 namespace: cfg.namespace.clone(),
@@ -459,6 +475,21 @@ impl Fleet {
             (None, Some(r)) => r.sandbox.as_ref(),
             (None, None) => None,
         }
+    }
+
+    /// Every Data Plane API spec violation the pods recorded so far (requests the controller
+    /// sent, answers the stand-in gave; empty without pods or with the check off).
+    #[must_use]
+    pub fn spec_violations(&self) -> Vec<Violation> {
+        self.sandbox()
+            .map_or_else(Vec::new, Sandbox::spec_violations)
+    }
+
+    /// [`Fleet::spec_violations`], forgotten by the pods: for a test that provoked them on
+    /// purpose (they would fail the fleet's end otherwise).
+    pub fn take_spec_violations(&self) -> Vec<Violation> {
+        self.sandbox()
+            .map_or_else(Vec::new, Sandbox::take_spec_violations)
     }
 
     /// The real API server's side of the fleet (its processes, admin, the controller's

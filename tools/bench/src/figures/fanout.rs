@@ -89,6 +89,8 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
         stand_in_pods: PODS,
         stand_in_delay: DELAY,
         stand_in_validate: false,
+        // The figure is the controller's fan-out, not the sandbox's spec check.
+        spec_check: haptic_tools::sandbox::pods::spec::SpecCheck::Off,
         reload_delay: DELAY,
         dir: Some(dir.join("sandbox")),
         ..SandboxConfig::default()

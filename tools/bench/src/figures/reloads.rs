@@ -128,7 +128,7 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     let sb = Fleet::try_start(FleetConfig {
         pods: 2 * PODS,
         reload_delay: Duration::from_millis(50),
-        ..FleetConfig::default().without_crds()
+        ..FleetConfig::default().without_crds().without_spec_check()
     })
     .await
     .context("fleet (needs haproxy; root for namespaces)")?;

@@ -44,6 +44,10 @@
 //! POST   /_sandbox/kill                    HAProxy killed, endpoint closed, Pod object deleted
 //! POST   /_sandbox/credentials  {"username":U,"password":P}   the endpoint accepts these
 //!        basic-auth credentials from the next request on (a rotated password), the old ones no more
+//! GET    /_sandbox/spec-violations  {"mode","spec","violations":[...],"dropped","allowed":[...]}:
+//!        the exchanges of this pod that broke the Data Plane API's published spec ([`spec`]),
+//!        and the allowed differences used, each with its count
+//! DELETE /_sandbox/spec-violations  forgets them: {"ok":true,"cleared":N}
 //! ```
 //! Example: `curl -X POST $URL/_sandbox/faults -d '{"path":"configuration/raw","status":500,"times":1}'`.
 //! Bodies are JSON whatever the content type; `POST /_sandbox/faults` answers
@@ -61,6 +65,7 @@ pub mod demo;
 pub mod haproxy;
 pub mod netns;
 pub mod safety;
+pub mod spec;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -131,6 +136,9 @@ pub struct SandboxConfig {
     pub haproxy_bin: String,
     /// Called when `POST /_sandbox/kill` removed a pod.
     pub on_kill: Option<KillHook>,
+    /// Hold every pod's exchanges to the Data Plane API's published spec ([`spec`]). Default:
+    /// [`spec::SpecCheck::Enforce`] (the sandbox's end panics when a violation was recorded).
+    pub spec_check: spec::SpecCheck,
 }
 
 impl std::fmt::Debug for SandboxConfig {
@@ -142,6 +150,7 @@ impl std::fmt::Debug for SandboxConfig {
             .field("dataplane_port", &self.dataplane_port)
             .field("reload_delay", &self.reload_delay)
             .field("force_loopback", &self.force_loopback)
+            .field("spec_check", &self.spec_check)
             .finish_non_exhaustive()
     }
 }
@@ -161,6 +170,7 @@ impl Default for SandboxConfig {
             force_loopback: false,
             haproxy_bin: "haproxy".into(),
             on_kill: None,
+            spec_check: spec::SpecCheck::default(),
         }
     }
 }
@@ -202,6 +212,7 @@ pub struct Sandbox {
     password: String,
     echo_cancel: tokio_util::sync::CancellationToken,
     closed: bool,
+    spec_check: spec::SpecCheck,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -374,6 +385,10 @@ impl Sandbox {
     pub async fn start(cfg: SandboxConfig) -> Result<Sandbox> {
         let version = haproxy::check_installed(&cfg.haproxy_bin).await?;
         tracing::info!("using {version}");
+        if cfg.spec_check != spec::SpecCheck::Off {
+            // Parsed once per process; a missing document fails here, naming the path and the fix.
+            spec::Contract::load(spec::SpecVersion::V32)?;
+        }
         let mode = if is_root() && !cfg.force_loopback {
             Mode::Netns
         } else {
@@ -405,6 +420,7 @@ impl Sandbox {
             haproxy_bin: cfg.haproxy_bin.clone(),
             loopback: mode == Mode::Loopback,
             stand_in_validate: cfg.stand_in_validate,
+            spec_check: cfg.spec_check,
         });
         let mut janitor = netns::Janitor::start()?;
         let echo_cancel = tokio_util::sync::CancellationToken::new();
@@ -419,6 +435,7 @@ impl Sandbox {
             password: cfg.password.clone(),
             echo_cancel: echo_cancel.clone(),
             closed: false,
+            spec_check: cfg.spec_check,
         };
 
         // Lay out every pod: (name, fs, view, netns, pod ip, host ip, dataplane listener, stand_in)
@@ -705,7 +722,6 @@ impl Sandbox {
         if self.closed {
             return;
         }
-        self.closed = true;
         self.echo_cancel.cancel();
         for (_, core) in &self.pods {
             core.cancel.cancel();
@@ -733,8 +749,64 @@ impl Sandbox {
     }
 
     /// Stops everything: HAProxy processes killed and reaped, namespaces deleted, janitor ended.
+    ///
+    /// # Panics
+    /// With [`spec::SpecCheck::Enforce`], when a pod recorded a spec violation (after stopping;
+    /// not when already panicking).
     pub async fn shutdown(mut self) {
         self.shutdown_inner().await;
+        self.enforce_spec();
+    }
+
+    /// Whether the pods' exchanges are held to the published spec.
+    pub fn spec_check(&self) -> spec::SpecCheck {
+        self.spec_check
+    }
+
+    /// Every spec violation the pods recorded so far (pod order, then time).
+    pub fn spec_violations(&self) -> Vec<spec::Violation> {
+        self.pods
+            .iter()
+            .flat_map(|(_, c)| c.spec.violations())
+            .collect()
+    }
+
+    /// [`Sandbox::spec_violations`], forgotten by the pods: for a test that planted them.
+    pub fn take_spec_violations(&self) -> Vec<spec::Violation> {
+        self.pods.iter().flat_map(|(_, c)| c.spec.take()).collect()
+    }
+
+    /// The spec violations pod `name` recorded so far (empty for an unknown pod).
+    pub fn pod_spec_violations(&self, name: &str) -> Vec<spec::Violation> {
+        self.pods
+            .iter()
+            .filter(|(i, _)| i.name == name)
+            .flat_map(|(_, c)| c.spec.violations())
+            .collect()
+    }
+
+    /// [`Sandbox::pod_spec_violations`], forgotten by the pod.
+    pub fn take_pod_spec_violations(&self, name: &str) -> Vec<spec::Violation> {
+        self.pods
+            .iter()
+            .filter(|(i, _)| i.name == name)
+            .flat_map(|(_, c)| c.spec.take())
+            .collect()
+    }
+
+    /// Panics with the report when enforcing and a violation was recorded (once: they are taken).
+    fn enforce_spec(&self) {
+        if self.spec_check != spec::SpecCheck::Enforce || std::thread::panicking() {
+            return;
+        }
+        let found = self.take_spec_violations();
+        if !found.is_empty() {
+            panic!(
+                "the sandbox's pods saw exchanges that break the Data Plane API spec ({}): {}",
+                spec::SPEC_DIR,
+                spec::report(&found)
+            );
+        }
     }
 }
 
@@ -766,5 +838,6 @@ impl Drop for Sandbox {
                 .unwrap_or_else(|p| p.into_inner())
                 .take(),
         );
+        self.enforce_spec();
     }
 }

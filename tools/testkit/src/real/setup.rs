@@ -325,6 +325,7 @@ pub async fn start_pods(admin: &kube::Client, ns: &str, cfg: &FleetConfig) -> Re
         stand_in_delay: cfg.stand_in_delay,
         reload_delay: cfg.reload_delay,
         on_kill: Some(hook),
+        spec_check: cfg.spec_check,
         ..SandboxConfig::default()
     })
     .await?;

@@ -256,6 +256,10 @@ async fn pods_demo_walks_the_render_corpus() {
     );
     assert!(stdout.contains("no controller is involved"), "{stdout}");
     assert!(
+        !stdout.contains("broke the Data Plane API spec"),
+        "{stdout}"
+    );
+    assert!(
         stdout.contains("10 of 10 renders behaved as renders/README.md says on 2 pod(s)"),
         "{stdout}"
     );

@@ -98,12 +98,17 @@ pub struct BorrowedPod {
 
 impl Drop for BorrowedPod {
     fn drop(&mut self) {
+        // The shared sandbox never ends, so each borrow answers for its pod's spec violations.
+        let found = self.pool.sandbox.take_pod_spec_violations(&self.pod.name);
         self.pool
             .free
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(self.idx);
         self.pool.cv.notify_one();
+        if !found.is_empty() && !std::thread::panicking() {
+            panic!("{}", haptic_tools::sandbox::pods::spec::report(&found));
+        }
     }
 }
 

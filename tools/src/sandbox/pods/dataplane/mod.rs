@@ -70,6 +70,8 @@ pub struct Settings {
     /// API does (false: they take any configuration, so a fan-out benchmark measures the
     /// controller, not 100 concurrent `haproxy -c` runs).
     pub stand_in_validate: bool,
+    /// Whether every exchange is held to the published spec (`super::spec`).
+    pub spec_check: super::spec::SpecCheck,
 }
 
 pub use crate::sandbox::control::RequestRecord;
@@ -118,6 +120,8 @@ pub struct PodCore {
     credentials: std::sync::RwLock<(String, String)>,
     /// `show info`'s `Version` of the pod's HAProxy (`haproxy -v`), read once.
     haproxy_version: tokio::sync::OnceCell<String>,
+    /// The spec check of this pod's exchanges (`super::spec`).
+    pub(crate) spec: super::spec::PodSpecLog,
 }
 
 impl std::fmt::Debug for PodCore {
@@ -210,6 +214,7 @@ impl PodCore {
         let credentials = (settings.username.clone(), settings.password.clone());
         let memory = strip_meta(&text);
         let loaded = runtime::Loaded::capture(&fs.etc, &memory);
+        let spec = super::spec::PodSpecLog::new(&name, settings.spec_check);
         Ok(Arc::new(PodCore {
             name,
             fs,
@@ -236,6 +241,7 @@ impl PodCore {
             started: Instant::now(),
             credentials: std::sync::RwLock::new(credentials),
             haproxy_version: tokio::sync::OnceCell::new(),
+            spec,
         }))
     }
 
@@ -416,17 +422,44 @@ fn router(core: Arc<PodCore>) -> Router {
         .route("/_sandbox/edit-config", post(hooks::edit_config))
         .route("/_sandbox/edit-file", post(hooks::edit_file))
         .route("/_sandbox/kill", post(hooks::kill))
-        .route("/_sandbox/credentials", post(hooks::set_credentials));
+        .route("/_sandbox/credentials", post(hooks::set_credentials))
+        .route(
+            "/_sandbox/spec-violations",
+            get(super::spec::list).delete(super::spec::clear),
+        );
     v3.merge(sandbox)
         .layer(DefaultBodyLimit::max(1 << 30))
         .with_state(core)
 }
 
+/// One exchange, held to the published spec when the pod's check is on (`super::spec`): the
+/// request and the answer are buffered and checked after the answer is made.
 async fn handle(
     core: Arc<PodCore>,
     router: Router,
     req: Request<hyper::body::Incoming>,
 ) -> Result<Response, Dropped> {
+    let req = req.map(Body::new);
+    if !core.spec.enabled() || req.uri().path().starts_with("/_sandbox/") {
+        return answer(core, router, req).await;
+    }
+    let (req, seen) = super::spec::capture_request(req)
+        .await
+        .map_err(|_| Dropped)?;
+    match answer(core.clone(), router, req).await {
+        Ok(resp) => {
+            let (resp, seen_answer) = super::spec::capture_answer(resp).await;
+            core.spec.record(&seen, seen_answer.as_ref());
+            Ok(resp)
+        }
+        Err(d) => {
+            core.spec.record(&seen, None);
+            Err(d)
+        }
+    }
+}
+
+async fn answer(core: Arc<PodCore>, router: Router, req: Request) -> Result<Response, Dropped> {
     if core.is_killed() {
         return Err(Dropped);
     }
@@ -436,10 +469,19 @@ async fn handle(
             tokio::time::sleep(core.answer_delay).await;
         }
         if let Some(scripted) = core.scripted_fault(&seen).await {
-            return scripted;
+            // A scripted error carries the version header too, as every real answer does.
+            return scripted.map(|mut r| {
+                if let Ok(v) = HeaderValue::from_str(&core.answer_version(&seen.query).to_string())
+                {
+                    r.headers_mut()
+                        .entry("configuration-version")
+                        .or_insert(v);
+                }
+                r
+            });
         }
     }
-    let resp = router.oneshot(req.map(Body::new)).await;
+    let resp = router.oneshot(req).await;
     let mut resp = match resp {
         Ok(r) => r,
         Err(e) => match e {},
