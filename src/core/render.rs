@@ -158,26 +158,3 @@ impl RenderContent {
 pub fn sha256(bytes: &[u8]) -> Checksum {
     Checksum(Sha256::digest(bytes).into())
 }
-
-/// The section keywords HAProxy (2.6 to 3.x) knows.
-pub const SECTION_KEYWORDS: &[&str] = &[
-    "global",
-    "defaults",
-    "frontend",
-    "backend",
-    "listen",
-    "userlist",
-    "peers",
-    "mailers",
-    "resolvers",
-    "cache",
-    "program",
-    "http-errors",
-    "ring",
-    "log-forward",
-    "fcgi-app",
-    "crt-store",
-    "traces",
-    "acme",
-    "log-profile",
-];

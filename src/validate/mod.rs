@@ -31,7 +31,6 @@
 //! Invariants: an empty render fails without running HAProxy; a file name the Dataplane API would
 //! store under another name fails naming the file; messages never contain file contents.
 
-mod layout;
 mod names;
 
 use std::path::{Path, PathBuf};
@@ -42,7 +41,6 @@ use haptic_journal::{Checksum, Correlation, CorrelationId, Event, EventId, GateV
 use crate::core::render::{RenderContent, pod_dir_of_kind};
 use crate::dispatch::input::new_event_id;
 
-pub use layout::check_layout;
 pub use names::check_names;
 
 /// Default for `--validation-timeout`.
@@ -175,8 +173,7 @@ impl Validator {
     /// Validates one render.
     ///
     /// An empty config (nothing but blank lines and comments) fails without running HAProxy;
-    /// so does a file name the Dataplane API would rename ([`check_names`]) and a layout whose
-    /// meaning it would change when it stores it ([`check_layout`]). Otherwise the
+    /// so does a file name the Dataplane API would rename ([`check_names`]). Otherwise the
     /// render is laid out in a fresh temp dir and `haproxy -c` runs on it; exceeding the timeout
     /// fails the render with a message naming the timeout.
     ///
@@ -201,10 +198,11 @@ impl Validator {
                 errors: vec!["empty render: haproxy.cfg has no configuration".to_owned()],
             });
         }
-        let mut errors = check_names(render);
-        errors.extend(check_layout(&render.config));
-        if !errors.is_empty() {
-            return Ok(Outcome::Fail { errors });
+        let name_errors = check_names(render);
+        if !name_errors.is_empty() {
+            return Ok(Outcome::Fail {
+                errors: name_errors,
+            });
         }
         let tmp = tempfile::Builder::new()
             .prefix("haptic-validate-")

@@ -4,7 +4,28 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use crate::core::render::SECTION_KEYWORDS;
+/// The section keywords HAProxy (2.6 to 3.x) knows.
+pub const SECTION_KEYWORDS: &[&str] = &[
+    "global",
+    "defaults",
+    "frontend",
+    "backend",
+    "listen",
+    "userlist",
+    "peers",
+    "mailers",
+    "resolvers",
+    "cache",
+    "program",
+    "http-errors",
+    "ring",
+    "log-forward",
+    "fcgi-app",
+    "crt-store",
+    "traces",
+    "acme",
+    "log-profile",
+];
 
 /// In a word, marks an environment variable HAProxy expands (`$NAME`, `${NAME}`,
 /// `${NAME-default}` inside double quotes); the expression follows. The pod's environment is not
