@@ -473,8 +473,15 @@ fn core_has_no_io_clock_or_randomness() {
 }
 
 /// The components' pure modules besides their `decide` files and folders (paths under
-/// `src/components/`): the scheduler's plan and the deployer's structural diff.
-const PURE_MODULES: &[&str] = &["scheduler/plan.rs", "deployer/structure.rs"];
+/// `src/components/`, a folder standing for every file in it): the scheduler's plan, the
+/// deployer's structural diff, its disk and loaded comparisons, its pod ledger and its retry rule.
+const PURE_MODULES: &[&str] = &[
+    "scheduler/plan.rs",
+    "deployer/structure",
+    "deployer/compare.rs",
+    "deployer/ledger.rs",
+    "deployer/retry.rs",
+];
 
 /// Every pure module of the components: each `decide.rs`, every file of a `decide/` folder, and
 /// [`PURE_MODULES`].
@@ -493,6 +500,12 @@ fn pure_component_modules() -> Vec<PathBuf> {
         .collect();
     for m in PURE_MODULES {
         let path = root.join(m);
+        if path.is_dir() {
+            let before = pure.len();
+            rust_files(&path, &mut pure);
+            assert!(pure.len() > before, "pure folder {m} under src/components/ is empty");
+            continue;
+        }
         assert!(
             path.is_file(),
             "pure module {m} not found under src/components/"
