@@ -47,7 +47,8 @@
 //! GET    /_sandbox/spec-violations  {"mode","spec","violations":[...],"dropped","allowed":[...]}:
 //!        the exchanges of this pod that broke the Data Plane API's published spec ([`spec`]),
 //!        and the allowed differences used, each with its count
-//! DELETE /_sandbox/spec-violations  forgets them: {"ok":true,"cleared":N}
+//! DELETE /_sandbox/spec-violations  forgets them, answering what it forgot:
+//!        {"ok":true,"cleared":N,"violations":[...]}
 //! ```
 //! Example: `curl -X POST $URL/_sandbox/faults -d '{"path":"configuration/raw","status":500,"times":1}'`.
 //! Bodies are JSON whatever the content type; `POST /_sandbox/faults` answers

@@ -197,6 +197,13 @@ impl Answer {
     }
 }
 
+/// A break of the published spec a request makes on purpose ([`Dp::call_off_spec`]): the
+/// operation the validator matched (`operationId`) and the field it names.
+pub type OffSpec<'a> = (&'a str, &'a str);
+
+/// The operation of an [`OffSpec`] whose path the spec does not list.
+pub const NO_OPERATION: &str = "(no operation)";
+
 /// A Dataplane client for one pod. Paths without a leading `/` are under
 /// `/v3/services/haproxy/`.
 pub struct Dp {
@@ -249,6 +256,85 @@ impl Dp {
             headers: r.headers().clone(),
             text: r.text().await.unwrap_or_default(),
         }
+    }
+
+    /// [`Dp::call`] for a request that breaks the published spec on purpose (a row of the
+    /// observed table about bad input: the real API's answer to it is what the test pins down).
+    /// `expected` names each break, as the pod's validator must name it: the operation
+    /// (`operationId`, [`NO_OPERATION`] for a path the spec does not list) and the field
+    /// (`/parameters/query/version`, `/body/admin_state`). Asserts that the validator saw
+    /// exactly these on this request's side, and nothing else since the pod's violations were
+    /// last taken; then they are forgotten (so the borrow's end does not fail the test for them).
+    /// Panics naming what is missing or unexpected.
+    pub async fn call_off_spec(
+        &self,
+        method: &str,
+        path: &str,
+        body: Body<'_>,
+        expected: &[OffSpec<'_>],
+    ) -> Answer {
+        assert!(
+            !expected.is_empty(),
+            "{method} {path}: an off-spec call names what it breaks (else use call)"
+        );
+        let r = self.call(method, path, body).await;
+        self.take_off_spec(method, path, expected).await;
+        r
+    }
+
+    /// Takes the pod's violations (`DELETE /_sandbox/spec-violations`) and holds them to
+    /// `expected` for the request `method path` (see [`Dp::call_off_spec`]).
+    async fn take_off_spec(&self, method: &str, path: &str, expected: &[OffSpec<'_>]) {
+        let url = reqwest::Url::parse(&self.url(path)).expect("url");
+        let line = match url.query() {
+            Some(q) => format!("{method} {}?{q}", url.path()),
+            None => format!("{method} {}", url.path()),
+        };
+        let taken: Value = self
+            .c
+            .delete(format!("{}/_sandbox/spec-violations", self.base))
+            .send()
+            .await
+            .expect("DELETE /_sandbox/spec-violations")
+            .json()
+            .await
+            .expect("the violations taken, as JSON");
+        let seen: Vec<&Value> = taken["violations"]
+            .as_array()
+            .expect("violations")
+            .iter()
+            .collect();
+        let key = |v: &Value| -> (String, String) {
+            (
+                v["operation"]["id"]
+                    .as_str()
+                    .unwrap_or(NO_OPERATION)
+                    .to_owned(),
+                v["field"].as_str().unwrap_or_default().to_owned(),
+            )
+        };
+        let ours = |v: &Value| v["side"] == "request" && v["request"] == line.as_str();
+        let unexpected: Vec<String> = seen
+            .iter()
+            .filter(|v| {
+                let (op, field) = key(v);
+                !ours(v) || !expected.contains(&(op.as_str(), field.as_str()))
+            })
+            .map(|v| v.to_string())
+            .collect();
+        let missing: Vec<&OffSpec<'_>> = expected
+            .iter()
+            .filter(|(op, field)| {
+                !seen
+                    .iter()
+                    .any(|v| ours(v) && key(v) == ((*op).to_owned(), (*field).to_owned()))
+            })
+            .collect();
+        assert!(
+            unexpected.is_empty() && missing.is_empty(),
+            "{line}: the spec validator did not see exactly the expected breaks\n\
+             missing (operation, field): {missing:?}\nunexpected: {unexpected:#?}"
+        );
     }
 
     pub async fn get(&self, path: &str) -> Answer {
@@ -377,9 +463,15 @@ impl Dp {
             for f in self.get(kind).await.json().as_array().into_iter().flatten() {
                 let name = f["storage_name"].as_str().unwrap_or_default();
                 if !name.starts_with('@') {
-                    let d = self
-                        .delete(&format!("{kind}/{name}?skip_reload=true"))
-                        .await;
+                    // skip_reload only where the spec declares it (certificates, crt-lists);
+                    // the other deletes never reload.
+                    let flags = if kind.ends_with("ssl_certificates") || kind.ends_with("crt_lists")
+                    {
+                        "?skip_reload=true"
+                    } else {
+                        ""
+                    };
+                    let d = self.delete(&format!("{kind}/{name}{flags}")).await;
                     assert!(d.status < 300, "reset delete {kind}/{name}: {d:?}");
                 }
             }

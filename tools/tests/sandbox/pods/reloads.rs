@@ -143,7 +143,17 @@ async fn observed_reload_unknown_id_404_after_last_success_older_succeeded_malfo
         older.json(),
         json!({"id": "1999-01-01-7", "status": "succeeded"})
     );
-    for bad in ["yesterday", "2026-13-45-1", "2026-01-01-x"] {
-        assert_eq!(dp.get(&format!("reloads/{bad}")).await.status, 400, "{bad}");
+    // Malformed ids: off the spec's pattern (on purpose), or of its shape but no date.
+    for bad in ["yesterday", "2026-01-01-x"] {
+        let r = dp
+            .call_off_spec(
+                "GET",
+                &format!("reloads/{bad}"),
+                Body::None,
+                &[("getReload", "/parameters/path/id")],
+            )
+            .await;
+        assert_eq!(r.status, 400, "{bad}");
     }
+    assert_eq!(dp.get("reloads/2026-13-45-1").await.status, 400);
 }

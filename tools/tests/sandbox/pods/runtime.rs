@@ -292,7 +292,12 @@ async fn observed_runtime_server_put_200_422_500_404() {
             "the configuration version does not move"
         );
         let r = dp
-            .call("PUT", path, Body::Json(json!({"admin_state": "sleepy"})))
+            .call_off_spec(
+                "PUT",
+                path,
+                Body::Json(json!({"admin_state": "sleepy"})),
+                &[("replaceRuntimeServer", "/body/admin_state")],
+            )
             .await;
         assert_eq!(r.status, 422);
         let r = dp

@@ -10,7 +10,8 @@
 //!                   (202 + Reload-ID when the runtime update fails); not a PEM 500 "failed to
 //!                   parse certificate"; DELETE 202 + Reload-ID (204 skip_reload)
 //!  general          POST multipart 201; PUT multipart 202 (204 skip_reload), text/plain 415
-//!  ssl_ca_files     listed with HAProxy's built-in @system-ca; PUT applied at runtime (200)
+//!  ssl_ca_files     POST multipart 201 without a body (the spec declares none); listed with
+//!                   HAProxy's built-in @system-ca; PUT applied at runtime (200)
 //! ```
 //! A delete of a file the in-memory configuration names is 409 (general files excepted).
 
@@ -348,6 +349,10 @@ async fn create(
     }
     if let Err(e) = write_atomic(&path, &bytes) {
         return error(500, e.to_string());
+    }
+    if kind == Kind::Ca {
+        // createCaFile's 201 declares no body in the spec (v30/v32/v33).
+        return StatusCode::CREATED.into_response();
     }
     let body = meta(&core, kind, &name);
     if kind != Kind::Cert {

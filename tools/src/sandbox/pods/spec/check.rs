@@ -96,7 +96,7 @@ impl Ctx<'_> {
         };
         let found: Vec<(String, String)> = v
             .iter_errors(instance)
-            .map(|e| describe(field, &e))
+            .flat_map(|e| describe(field, &e))
             .collect();
         for (at, message) in found {
             self.violation(side, at, message);
@@ -104,25 +104,33 @@ impl Ctx<'_> {
     }
 }
 
-/// The field and message of one schema error: `additionalProperties` and `required` name the
-/// property itself.
-fn describe(field: &str, e: &jsonschema::ValidationError<'_>) -> (String, String) {
+/// The fields and messages of one schema error: `additionalProperties` (one per property not
+/// defined) and `required` name the property itself.
+fn describe(field: &str, e: &jsonschema::ValidationError<'_>) -> Vec<(String, String)> {
     use jsonschema::error::ValidationErrorKind as K;
     let at = format!("{field}{}", e.instance_path().as_str());
     match e.kind() {
-        K::AdditionalProperties { unexpected } if unexpected.len() == 1 => (
-            format!("{at}/{}", token(&unexpected[0])),
-            "a property the spec's schema does not define (additionalProperties: false)".into(),
-        ),
-        K::Required { property } => (
+        K::AdditionalProperties { unexpected } => unexpected
+            .iter()
+            .map(|p| {
+                (
+                    format!("{at}/{}", token(p)),
+                    "a property the spec's schema does not define (additionalProperties: false)"
+                        .into(),
+                )
+            })
+            .collect(),
+        K::Required { property } => vec![(
             format!("{at}/{}", token(property.as_str().unwrap_or_default())),
             "a required property is missing".into(),
-        ),
-        K::Not { schema } if schema.get("description") == Some(&Value::from(REFUSED_PROPERTY)) => (
-            at,
-            "a readOnly property (the API ignores it in a request)".into(),
-        ),
-        _ => (at, e.to_string()),
+        )],
+        K::Not { schema } if schema.get("description") == Some(&Value::from(REFUSED_PROPERTY)) => {
+            vec![(
+                at,
+                "a readOnly property (the API ignores it in a request)".into(),
+            )]
+        }
+        _ => vec![(at, e.to_string())],
     }
 }
 

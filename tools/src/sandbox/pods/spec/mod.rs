@@ -390,10 +390,13 @@ pub(crate) async fn list(State(core): State<Arc<super::dataplane::PodCore>>) -> 
     axum::Json(core.spec.listed()).into_response()
 }
 
-/// `DELETE /_sandbox/spec-violations` of a pod: forgets them (`{"ok": true, "cleared": N}`).
+/// `DELETE /_sandbox/spec-violations` of a pod: forgets them and answers what it forgot
+/// (`{"ok": true, "cleared": N, "violations": [...]}`), so that a test sending an exchange off
+/// the spec on purpose takes exactly what the validator saw.
 pub(crate) async fn clear(State(core): State<Arc<super::dataplane::PodCore>>) -> Response {
-    let n = core.spec.take().len();
-    axum::Json(serde_json::json!({"ok": true, "cleared": n})).into_response()
+    let taken = core.spec.take();
+    axum::Json(serde_json::json!({"ok": true, "cleared": taken.len(), "violations": taken}))
+        .into_response()
 }
 
 #[cfg(test)]

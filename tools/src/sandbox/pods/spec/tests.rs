@@ -174,6 +174,18 @@ fn request_bodies_are_held_to_the_schema() {
         found(&req("PUT", path, Some((JSON, typo))), None),
         one(Side::Request, "replaceServerBackend", "/body/wieght")
     );
+    // each property the schema does not define is named, not the body as a whole
+    let two = r#"{"name": "s1", "address": "10.0.0.1", "wieght": 10, "another": {"x": 1}}"#;
+    let mut got = found(&req("PUT", path, Some((JSON, two))), None);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            one(Side::Request, "replaceServerBackend", "/body/another"),
+            one(Side::Request, "replaceServerBackend", "/body/wieght")
+        ]
+        .concat()
+    );
     let no_name = r#"{"address": "10.0.0.1"}"#;
     assert_eq!(
         found(&req("PUT", path, Some((JSON, no_name))), None),
