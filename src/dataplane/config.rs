@@ -121,8 +121,8 @@ impl DataplaneClient {
     /// `DELETE`), with a JSON `body` for creates and replaces, conditional on `target`.
     ///
     /// # Errors
-    /// - `Conflict` (`Conflict`): 409 naming the version (`version in configuration file is
-    ///   N, ...`), only with [`Target::Version`];
+    /// - `Conflict` (`Conflict`): with [`Target::Version`], a 409 on a replace or a delete, or
+    ///   one on a create naming the version (`version in configuration file is N, ...`);
     /// - `AlreadyExists` (`Conflict`): 409 on a create of an object that exists;
     /// - `NotFound` (`Fatal`): no such object or parent;
     /// - `Rejected` (`Fatal`): 400/422, the body or the resulting configuration was refused;
@@ -134,6 +134,9 @@ impl DataplaneClient {
         target: Target<'_>,
         body: Option<&serde_json::Value>,
     ) -> Result<ConfigWriteOutcome, DataplaneError> {
+        // Only a create can find its object existing; a 409 on a replace or a delete is the
+        // version (whatever its message says).
+        let creates = method == Method::POST;
         let mut segments = vec!["services", "haproxy", "configuration"];
         segments.extend_from_slice(path);
         let v;
@@ -155,7 +158,7 @@ impl DataplaneClient {
             let actual = header_version(resp.headers());
             let message = self.error_message(resp).await;
             return Err(match target {
-                Target::Version(expected) if message.contains("version") => {
+                Target::Version(expected) if !creates || message.contains("version") => {
                     DataplaneError::Conflict { expected, actual }
                 }
                 _ => DataplaneError::AlreadyExists {

@@ -503,7 +503,10 @@ fn pure_component_modules() -> Vec<PathBuf> {
         if path.is_dir() {
             let before = pure.len();
             rust_files(&path, &mut pure);
-            assert!(pure.len() > before, "pure folder {m} under src/components/ is empty");
+            assert!(
+                pure.len() > before,
+                "pure folder {m} under src/components/ is empty"
+            );
             continue;
         }
         assert!(

@@ -88,7 +88,12 @@ pub fn crt_list_lines(content: &[u8]) -> Vec<(String, Vec<String>)> {
 
 /// Whether what HAProxy reports loaded for a file of `kind` is the render's `content`.
 #[must_use]
-pub fn loaded_matches(kind: StorageKind, is_crt_list: bool, view: &LoadedView, content: &[u8]) -> bool {
+pub fn loaded_matches(
+    kind: StorageKind,
+    is_crt_list: bool,
+    view: &LoadedView,
+    content: &[u8],
+) -> bool {
     match (kind, view) {
         (StorageKind::Map, LoadedView::MapEntries(entries)) => {
             let want = map_entries(content);
@@ -109,12 +114,11 @@ pub fn loaded_matches(kind: StorageKind, is_crt_list: bool, view: &LoadedView, c
         (StorageKind::General, LoadedView::CrtList(entries)) if is_crt_list => {
             let want = crt_list_lines(content);
             want.len() == entries.len()
-                && want
-                    .iter()
-                    .zip(entries)
-                    .all(|((file, filters), e): (&(String, Vec<String>), &CrtListEntry)| {
+                && want.iter().zip(entries).all(
+                    |((file, filters), e): (&(String, Vec<String>), &CrtListEntry)| {
                         same_file(file, &e.file) && *filters == e.sni_filter
-                    })
+                    },
+                )
         }
         _ => false,
     }

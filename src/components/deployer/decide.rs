@@ -105,9 +105,7 @@ use super::compare::{compare, loaded_matches};
 use super::structure::{
     self, ChildKind, ConfigChange, ConfigDiff, ObjectBody, ParentKind, ParsedConfig,
 };
-use crate::dataplane::{
-    CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind,
-};
+use crate::dataplane::{CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind};
 
 /// One auxiliary file of the render being deployed.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -538,7 +538,11 @@ async fn write_file(
         }
         Err(source) => (
             Err(source),
-            if exists { "replace file" } else { "upload file" },
+            if exists {
+                "replace file"
+            } else {
+                "upload file"
+            },
             exists,
         ),
     };
@@ -546,7 +550,9 @@ async fn write_file(
         Ok(o) => Ok((o, replaced)),
         Err(DataplaneError::Server { status, message })
             if kind == StorageKind::SslCertificate
-                && message.to_ascii_lowercase().contains("failed to parse certificate") =>
+                && message
+                    .to_ascii_lowercase()
+                    .contains("failed to parse certificate") =>
         {
             Err(SyncError::FileRejected {
                 path: file.path.clone(),

@@ -18,8 +18,8 @@
 //! - a deleted file is forgotten.
 
 use haptic_journal::{
-    Checksum, EndpointFiles, EndpointTransaction, EndpointUrl, FileStore, PodRef,
-    StoredFileState, UnixMillis,
+    Checksum, EndpointFiles, EndpointTransaction, EndpointUrl, FileStore, PodRef, StoredFileState,
+    UnixMillis,
 };
 
 use super::decide::{LoadedFile, Stored, file_store};
@@ -44,12 +44,14 @@ impl PodLedger {
         files: Option<EndpointFiles>,
         transaction: Option<EndpointTransaction>,
     ) -> PodLedger {
-        let files = files.filter(|f| f.pod == *pod).unwrap_or_else(|| EndpointFiles {
-            endpoint: endpoint.clone(),
-            pod: pod.clone(),
-            files: Vec::new(),
-            updated_at: UnixMillis(0),
-        });
+        let files = files
+            .filter(|f| f.pod == *pod)
+            .unwrap_or_else(|| EndpointFiles {
+                endpoint: endpoint.clone(),
+                pod: pod.clone(),
+                files: Vec::new(),
+                updated_at: UnixMillis(0),
+            });
         PodLedger {
             files,
             transaction: transaction.filter(|t| t.pod == *pod),
@@ -137,7 +139,11 @@ impl PodLedger {
 
     /// Keeps only the files the render names (after a successful sync the others are gone or
     /// about to be deleted), stamped `now`.
-    pub fn keep_only<'a>(&mut self, files: impl IntoIterator<Item = &'a LoadedFile>, now: UnixMillis) {
+    pub fn keep_only<'a>(
+        &mut self,
+        files: impl IntoIterator<Item = &'a LoadedFile>,
+        now: UnixMillis,
+    ) {
         let wanted: std::collections::BTreeSet<(FileStore, String)> = files
             .into_iter()
             .map(|f| (file_store(f.storage()), f.name().to_owned()))
@@ -184,7 +190,10 @@ mod tests {
         assert!(!l.all_loaded([&b]));
         // Disk held something else (an out-of-band edit, maybe reloaded): unknown.
         l.before_write(&a, Some(&Stored::Content(b"x 9\n".to_vec())));
-        assert_eq!(l.files.file(FileStore::Map, "hosts.map").unwrap().loaded, None);
+        assert_eq!(
+            l.files.file(FileStore::Map, "hosts.map").unwrap().loaded,
+            None
+        );
         l.reloaded();
         assert!(l.all_loaded([&a]));
     }

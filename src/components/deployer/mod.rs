@@ -304,10 +304,7 @@ struct EndpointResult {
 struct DispatchPodJournal<'a>(&'a DispatchHandle);
 
 impl PodJournal for DispatchPodJournal<'_> {
-    fn commit(
-        &self,
-        ops: Vec<Op>,
-    ) -> futures::future::BoxFuture<'_, Result<(), DispatchError>> {
+    fn commit(&self, ops: Vec<Op>) -> futures::future::BoxFuture<'_, Result<(), DispatchError>> {
         Box::pin(async move {
             let mut b = Batch::new();
             for op in ops {
@@ -446,7 +443,8 @@ impl Deployer {
             })
             .await?;
         let loaded = self.load(&request).await?;
-        let (records, term) = self.pod_records().await?;
+        let (records, term, fleet) = self.pod_records().await?;
+        let gone = self.forget_gone(&records, &request.endpoints, &fleet);
         let permits = Arc::new(Semaphore::new(if self.settings.max_parallel == 0 {
             Semaphore::MAX_PERMITS
         } else {
@@ -457,10 +455,7 @@ impl Deployer {
         for ep in &request.endpoints {
             let loaded = loaded.clone();
             let permits = permits.clone();
-            let (files, txn) = records
-                .get(ep.url.as_str())
-                .cloned()
-                .unwrap_or_default();
+            let (files, txn) = records.get(ep.url.as_str()).cloned().unwrap_or_default();
             let ledger = PodLedger::new(&ep.url, &ep.pod, files, txn);
             let clean = self.needs_cleaning(ep.url.as_str(), term);
             futs.push(async move {
@@ -512,7 +507,9 @@ impl Deployer {
             if let Err(SyncError::Journal(_)) = &r.result {
                 // The record could not be journaled: nothing more is written (J1); stop and let
                 // the runtime reopen the journal.
-                if let Err(SyncError::Journal(e)) = std::mem::replace(&mut r.result, Err(SyncError::LeaseLost)) {
+                if let Err(SyncError::Journal(e)) =
+                    std::mem::replace(&mut r.result, Err(SyncError::LeaseLost))
+                {
                     return Err(e);
                 }
             }
@@ -625,6 +622,10 @@ impl Deployer {
         }
         haptic_journal::crash_point!("deployer::before_completed");
         let mut b = Batch::new();
+        for url in gone {
+            b.push(Op::RemoveEndpointTransaction(url.clone()));
+            b.push(Op::RemoveEndpointFiles(url));
+        }
         b.event(completed(
             &request, ok, failed, reloads, started, &breakdown, ops_total,
         ));
@@ -658,6 +659,41 @@ impl Deployer {
             succeeded: ok,
             failed,
         })
+    }
+
+    /// The endpoints with a pod-truth record that are neither targeted by this deployment nor
+    /// among the scheduler's admitted endpoints (`fleet`, its checkpoint, committed with the
+    /// request): the pod behind the URL left the fleet (deleted, or replaced at another
+    /// address). Their records are removed with the deployment's completion: a transaction on a
+    /// deleted pod died with it, and should the URL come back, its transactions are listed and
+    /// deleted before the first write again (it is forgotten in [`Self::cleaned`]), and its
+    /// files are compared anew.
+    fn forget_gone(
+        &self,
+        records: &PodRecords,
+        targets: &[haptic_journal::Endpoint],
+        fleet: &[haptic_journal::Endpoint],
+    ) -> Vec<haptic_journal::EndpointUrl> {
+        let targeted: std::collections::HashSet<&str> = targets
+            .iter()
+            .chain(fleet)
+            .map(|e| e.url.as_str())
+            .collect();
+        let mut gone = Vec::new();
+        let mut cleaned = lock(&self.cleaned);
+        for (url, (files, txn)) in records {
+            if targeted.contains(url.as_str()) {
+                continue;
+            }
+            cleaned.remove(url);
+            let endpoint = txn
+                .as_ref()
+                .map(|t| t.endpoint.clone())
+                .or_else(|| files.as_ref().map(|f| f.endpoint.clone()));
+            gone.extend(endpoint);
+        }
+        gone.sort();
+        gone
     }
 
     /// Whether the endpoint's transactions must be listed and deleted before its next write:
@@ -795,8 +831,11 @@ impl Deployer {
     }
 
     /// Per endpoint URL, the journal's pod-truth records (stored files, open transaction),
-    /// and the current leader term.
-    async fn pod_records(&self) -> Result<(PodRecords, Term), DispatchError> {
+    /// the current leader term, and the scheduler's admitted endpoints (empty before its first
+    /// checkpoint).
+    async fn pod_records(
+        &self,
+    ) -> Result<(PodRecords, Term, Vec<haptic_journal::Endpoint>), DispatchError> {
         let j = self.journal().clone();
         tokio::task::spawn_blocking(move || {
             let mut out: PodRecords = HashMap::new();
@@ -809,12 +848,26 @@ impl Deployer {
                 out.entry(url).or_default().1 = Some(t);
             }
             let term = j.term().map_err(DispatchError::Read)?;
-            Ok((out, term))
+            let fleet = match j
+                .component_checkpoint(SCHEDULER_COMPONENT)
+                .map_err(DispatchError::Read)?
+            {
+                Some(haptic_journal::ComponentCheckpoint {
+                    state: haptic_journal::ComponentState::Scheduler(s),
+                    ..
+                }) => s.endpoints,
+                _ => Vec::new(),
+            };
+            Ok((out, term, fleet))
         })
         .await
         .map_err(DispatchError::Join)?
     }
 }
+
+/// The deployment scheduler's component name in the journal's `component_state` table (the
+/// scheduler's `COMPONENT`, which this module may not name: the scheduler uses the deployer).
+pub const SCHEDULER_COMPONENT: &str = "deployment-scheduler";
 
 /// The journal's pod-truth records of each endpoint URL.
 type PodRecords = HashMap<String, (Option<EndpointFiles>, Option<EndpointTransaction>)>;

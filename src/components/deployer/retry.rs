@@ -80,9 +80,7 @@ pub fn next_step(attempt: Attempt, counts: &mut Attempts, max_conflict_retries: 
             counts.unloaded += 1;
             Next::Replan
         }
-        Attempt::Conflict | Attempt::ReloadUnknown
-            if counts.conflicts < max_conflict_retries =>
-        {
+        Attempt::Conflict | Attempt::ReloadUnknown if counts.conflicts < max_conflict_retries => {
             counts.conflicts += 1;
             Next::Replan
         }
@@ -112,7 +110,10 @@ mod tests {
         let table: &[(Attempt, &[Next])] = &[
             (Attempt::Done, &[Next::Succeed]),
             (Attempt::Failed, &[Next::Fail]),
-            (Attempt::FineGrainedFailed, &[Next::FallBack, Next::FallBack]),
+            (
+                Attempt::FineGrainedFailed,
+                &[Next::FallBack, Next::FallBack],
+            ),
             (
                 Attempt::Conflict,
                 &[Next::Replan, Next::Replan, Next::Replan, Next::Fail],
@@ -126,7 +127,10 @@ mod tests {
                 &[Next::CleanupThenReplan, Next::FallBack],
             ),
             (Attempt::PushRejected, &[Next::Replan, Next::Fail]),
-            (Attempt::NotAllLoaded, &[Next::Replan, Next::Replan, Next::Fail]),
+            (
+                Attempt::NotAllLoaded,
+                &[Next::Replan, Next::Replan, Next::Fail],
+            ),
         ];
         for (attempt, want) in table {
             let mut counts = Attempts::default();
@@ -142,7 +146,10 @@ mod tests {
     fn conflicts_and_unknown_reloads_share_one_bound() {
         let mut counts = Attempts::default();
         assert_eq!(next_step(Attempt::Conflict, &mut counts, 2), Next::Replan);
-        assert_eq!(next_step(Attempt::ReloadUnknown, &mut counts, 2), Next::Replan);
+        assert_eq!(
+            next_step(Attempt::ReloadUnknown, &mut counts, 2),
+            Next::Replan
+        );
         assert_eq!(next_step(Attempt::Conflict, &mut counts, 2), Next::Fail);
     }
 }

@@ -8,6 +8,7 @@ mod corpus;
 mod modes;
 mod order;
 mod quoting;
+mod spec_fields;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -13,9 +13,7 @@ use super::decide::{
     RunningPod, Stored, decide, read_plan, runtime_read_plan,
 };
 use super::ledger::PodLedger;
-use crate::dataplane::{
-    CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind,
-};
+use crate::dataplane::{CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind};
 
 mod fixtures {
     use super::*;
@@ -803,18 +801,34 @@ fn a_file_not_loaded_makes_a_runtime_change_a_transaction() {
     let map_old = file(AuxKind::Map, "maps/hosts.map", b"a 1\n");
     let map_new = file(AuxKind::Map, "maps/hosts.map", b"a 2\n");
     let old = render(base, vec![map_old.clone()]);
-    let new = render(&base.replace("weight 10", "weight 20"), vec![map_new.clone()]);
+    let new = render(
+        &base.replace("weight 10", "weight 20"),
+        vec![map_new.clone()],
+    );
     let pod = pod_running(&old, 4);
     let ops = decide(&pod, &new, Some(&record(&old)));
     assert!(
-        matches!(ops.as_slice(), [
-            Operation::ReplaceFile { skip_reload: true, .. },
-            Operation::Transaction { mode: SyncMode::FineGrained, .. }
-        ]),
+        matches!(
+            ops.as_slice(),
+            [
+                Operation::ReplaceFile {
+                    skip_reload: true,
+                    ..
+                },
+                Operation::Transaction {
+                    mode: SyncMode::FineGrained,
+                    ..
+                }
+            ]
+        ),
         "{ops:?}"
     );
     // Only the weight differs: at runtime, no reload.
-    let ops = decide(&pod_running(&old, 4), &render(&new.config, vec![map_old]), Some(&record(&old)));
+    let ops = decide(
+        &pod_running(&old, 4),
+        &render(&new.config, vec![map_old]),
+        Some(&record(&old)),
+    );
     assert!(
         matches!(ops.as_slice(), [Operation::UpdateServer { .. }]),
         "{ops:?}"
@@ -826,7 +840,13 @@ fn a_file_not_loaded_makes_a_runtime_change_a_transaction() {
     retry.loaded = pod_running(&old, 6).loaded;
     let ops = decide(&retry, &new, None);
     assert!(
-        matches!(ops.as_slice(), [Operation::Transaction { mode: SyncMode::FineGrained, .. }]),
+        matches!(
+            ops.as_slice(),
+            [Operation::Transaction {
+                mode: SyncMode::FineGrained,
+                ..
+            }]
+        ),
         "{ops:?}"
     );
 }
@@ -859,7 +879,10 @@ fn without_an_admin_socket_server_changes_go_by_one_transaction() {
         let ops = decide(&pod_running(&old, 3), &new, None);
         if runtime {
             assert_eq!(ops.len(), 2, "{ops:?}");
-            assert!(ops.iter().all(|o| matches!(o, Operation::UpdateServer { .. })));
+            assert!(
+                ops.iter()
+                    .all(|o| matches!(o, Operation::UpdateServer { .. }))
+            );
         } else {
             assert!(
                 matches!(ops.as_slice(), [Operation::Transaction { mode: SyncMode::NoRuntimeApi, changes, .. }] if changes.len() == 2),
@@ -868,7 +891,9 @@ fn without_an_admin_socket_server_changes_go_by_one_transaction() {
             assert_eq!(super::decide::mode_of(&ops), SyncMode::NoRuntimeApi);
         }
     }
-    assert!(!super::decide::has_admin_socket("frontend f\n    stats socket /x level admin\n"));
+    assert!(!super::decide::has_admin_socket(
+        "frontend f\n    stats socket /x level admin\n"
+    ));
 }
 
 #[test]
@@ -954,4 +979,3 @@ fn read_plan_reads_the_render_files_the_listings_name() {
         ]
     );
 }
-

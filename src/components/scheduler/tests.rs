@@ -878,3 +878,12 @@ fn a_pending_request_skips_a_pod_quarantined_meanwhile() {
     let drift = started(&fx).expect("the queued drift check starts");
     assert_eq!(drift.endpoints, vec![ep(1), ep(3)]);
 }
+
+/// The deployer reads the scheduler's checkpoint by the name it knows it under.
+#[test]
+fn the_deployer_names_the_schedulers_checkpoint() {
+    assert_eq!(
+        super::COMPONENT,
+        crate::components::deployer::SCHEDULER_COMPONENT
+    );
+}

@@ -243,7 +243,12 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     let h = Harness::start(&dir.path().join("first.redb"), &sb, Knobs::default()).await;
     h.become_leader(1).await;
     h.discover(eps.clone()).await;
-    let r = feed_render(&h, render_files(corpus_file("05-tls/ssl/site.pem"), false), "a").await;
+    let r = feed_render(
+        &h,
+        render_files(corpus_file("05-tls/ssl/site.pem"), false),
+        "a",
+    )
+    .await;
     wait_deployed(&h, r, &eps, bound).await;
     for pod in &pods {
         wait_answer(pod, "failover sni=site.haptic.test shop-v1", site_answer).await;

@@ -60,6 +60,8 @@ pub struct Knobs {
     pub max_parallel: usize,
     pub raw_push_threshold: u32,
     pub lease: Arc<dyn LeaseGuard>,
+    /// Bound of one endpoint's sync (`DeployerSettings::endpoint_timeout`); below `timeout`.
+    pub endpoint_timeout: Duration,
 }
 
 impl Knobs {
@@ -89,6 +91,7 @@ impl Default for Knobs {
             max_parallel: 4,
             raw_push_threshold: 100,
             lease: Arc::new(AlwaysValid),
+            endpoint_timeout: Duration::from_secs(15),
         }
     }
 }
@@ -175,7 +178,7 @@ impl Harness {
             DeployerSettings {
                 max_parallel: knobs.max_parallel,
                 raw_push_threshold: knobs.raw_push_threshold,
-                endpoint_timeout: Duration::from_secs(15),
+                endpoint_timeout: knobs.endpoint_timeout,
                 credentials: sb.pods().first().map(Pod::credentials),
                 ..DeployerSettings::default()
             },
@@ -393,6 +396,31 @@ impl Harness {
         .await;
     }
 
+    /// Waits until `rounds` more drift checks fired with nothing in flight, whether or not
+    /// they deployed (a drift check leaves quarantined pods alone; bound as
+    /// [`Harness::wait_drift_rounds`]).
+    pub async fn wait_drift_triggers(&self, rounds: usize) {
+        let trig = self
+            .drift
+            .triggers
+            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        wait_for("drift checks", self.converge / 2, || {
+            let fired = self
+                .drift
+                .triggers
+                .load(std::sync::atomic::Ordering::Relaxed) as usize;
+            let idle = self
+                .journal
+                .queue(haptic_journal::Queue::DeployInflight)
+                .unwrap()
+                .is_empty();
+            (fired >= trig + rounds && idle)
+                .then_some(())
+                .ok_or(format!("{} triggers, in flight: {}", fired - trig, !idle))
+        })
+        .await;
+    }
+
     pub fn events(&self) -> Vec<Event> {
         self.events.lock().unwrap().clone()
     }
@@ -432,9 +460,7 @@ impl Harness {
                         events.iter().rev().find_map(|e| match e {
                             Event::InstanceDeploymentFailed {
                                 endpoint, error, ..
-                            } if endpoint.url.as_str() == *url => {
-                                Some(format!("{url}: {error}"))
-                            }
+                            } if endpoint.url.as_str() == *url => Some(format!("{url}: {error}")),
                             _ => None,
                         })
                     })

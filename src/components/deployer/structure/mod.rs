@@ -96,4 +96,4 @@ pub use model::{ChildKey, ChildKind, ObjectBody, Parent, ParentKind};
 pub use parse::{
     Line, ParsedConfig, SECTION_KEYWORDS, Section, SectionKey, parse, time_ms, tokenize,
 };
-pub use server::SERVER_PARAMS;
+pub use server::{SERVER_PARAMS, server_field};

@@ -84,7 +84,11 @@ fn corpus_server_changes_pick_runtime_transaction_or_raw() {
             "{from} -> {to}"
         );
         match &ops[..] {
-            [Operation::Transaction { version, changes, .. }] => {
+            [
+                Operation::Transaction {
+                    version, changes, ..
+                },
+            ] => {
                 assert_eq!(*version, ConfigVersion(5));
                 changes.clone()
             }
@@ -307,7 +311,12 @@ fn frontend_rules_and_new_backends_go_in_one_ordered_transaction() {
         )
         + "backend be_new\n    balance roundrobin\n    timeout server 2s\n    server new1 127.0.0.1:9003 check\n    server new2 127.0.0.1:9004 check weight 5\n";
     let ops = decide(&pod(FRONT, 6), &render(&to), None);
-    let [Operation::Transaction { version, changes, .. }] = &ops[..] else {
+    let [
+        Operation::Transaction {
+            version, changes, ..
+        },
+    ] = &ops[..]
+    else {
         panic!("one transaction: {ops:?}");
     };
     assert_eq!(*version, ConfigVersion(6));

@@ -169,20 +169,18 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     for i in 1..=changes {
         let r = loaded(&render(i));
         let t = Instant::now();
-        let reports = futures::future::join_all(
-            fine.iter().map(|c| {
-                sync_endpoint(
-                    c,
-                    &r,
-                    fresh(c),
-                    &NoPodJournal,
-                    &permits,
-                    &lease,
-                    &limits,
-                    &policy,
-                )
-            }),
-        )
+        let reports = futures::future::join_all(fine.iter().map(|c| {
+            sync_endpoint(
+                c,
+                &r,
+                fresh(c),
+                &NoPodJournal,
+                &permits,
+                &lease,
+                &limits,
+                &policy,
+            )
+        }))
         .await;
         fine_time += t.elapsed();
         for rep in reports {

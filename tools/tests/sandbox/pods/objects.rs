@@ -158,7 +158,10 @@ fn spec_sample(schemas: &Value, s: &Value) -> Value {
         }
         return Value::Object(merged);
     }
-    if let Some(e) = s["enum"].as_array().and_then(|e| e.iter().find(|v| !v.is_null())) {
+    if let Some(e) = s["enum"]
+        .as_array()
+        .and_then(|e| e.iter().find(|v| !v.is_null()))
+    {
         return e.clone();
     }
     match s["type"].as_str() {

@@ -276,7 +276,11 @@ async fn observed_ca_files_listing_includes_system_ca() {
             render("07-ca", "ca/clients-ca.pem"),
         )
         .await;
-    assert_eq!((r.status, r.text.as_str()), (201, ""), "no body, as the spec");
+    assert_eq!(
+        (r.status, r.text.as_str()),
+        (201, ""),
+        "no body, as the spec"
+    );
     let names = |v: serde_json::Value| -> Vec<String> {
         v.as_array()
             .unwrap()

@@ -473,9 +473,7 @@ async fn answer(core: Arc<PodCore>, router: Router, req: Request) -> Result<Resp
             return scripted.map(|mut r| {
                 if let Ok(v) = HeaderValue::from_str(&core.answer_version(&seen.query).to_string())
                 {
-                    r.headers_mut()
-                        .entry("configuration-version")
-                        .or_insert(v);
+                    r.headers_mut().entry("configuration-version").or_insert(v);
                 }
                 r
             });
