@@ -66,6 +66,7 @@
 //! [`SyncMode`] (`haptic_endpoint_sync_modes_total`).
 
 pub mod decide;
+mod metrics;
 pub mod structure;
 #[cfg(test)]
 mod structure_tests;

@@ -18,8 +18,9 @@
 //! # Failpoints
 //! None.
 //! # Metrics
-//! [`ValidationStats`] (passed, failed, skipped), read by telemetry at each scrape
-//! (`haptic_validation_total`, `haptic_validation_errors_total`).
+//! [`ValidationStats`] (passed, failed, skipped), read at each scrape
+//! (`haptic_validation_total`, `haptic_validation_errors_total`: the validator's own families,
+//! `metrics.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +34,7 @@ use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscript
 use crate::validate::Validator;
 
 pub mod decide;
+mod metrics;
 
 pub use decide::{Input, ValidatorState, decide};
 
