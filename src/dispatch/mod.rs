@@ -75,6 +75,7 @@ use tokio_util::sync::CancellationToken;
 pub mod checkpoint;
 pub mod fault;
 pub mod input;
+pub mod render;
 #[cfg(test)]
 mod tests;
 

@@ -49,6 +49,7 @@ use crate::core::ErrorKind;
 use crate::core::compression::compress_if_needed;
 use crate::core::guard::LeaseGuard;
 use crate::core::naming::aux_object_name;
+use crate::core::render::{JournaledFile, JournaledRender};
 
 /// How often a 409 is re-read and retried inside one call.
 const CONFLICT_REREADS: usize = 5;
@@ -84,35 +85,14 @@ impl LeaseGuard for super::lease::LeaseGuard {
     }
 }
 
-/// One file of a render, as text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileContent {
-    /// Kind (decides object kind and pod directory).
-    pub kind: AuxKind,
-    /// Render-relative path, e.g. `maps/hosts.map`.
-    pub path: String,
-    /// Content.
-    pub content: String,
-}
-
-/// A whole render as text, read from the journal.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RenderContent {
-    /// Render checksum (`spec.checksum`).
-    pub checksum: Checksum,
-    /// `haproxy.cfg`.
-    pub config: String,
-    /// Auxiliary files, sorted by path.
-    pub files: Vec<FileContent>,
-}
-
 /// What to publish as one HAProxyCfg.
 #[derive(Clone, Debug)]
 pub struct PublishSpec<'a> {
     /// HAProxyCfg name (`<config>-haproxycfg` or `...-invalid`).
     pub name: &'a str,
-    /// The render.
-    pub render: &'a RenderContent,
+    /// The render (every content UTF-8: objects hold text; the publisher checks it when it
+    /// loads the render, [`JournaledRender::not_text`]).
+    pub render: &'a JournaledRender,
     /// Also publish the auxiliary files (false for `-invalid`, whose files would duplicate).
     pub with_files: bool,
     /// `status.metadata.renderedAt`.
