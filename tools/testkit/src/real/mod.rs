@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow, bail};
 use haptic_tools::sandbox::pods::netns::Janitor;
 
-use crate::fleet::PeerError;
+use crate::peers::PeerError;
 
 /// Environment variable naming the directory of the peer binaries (`tests/peers/build.sh`
 /// prints it on its last line); without it the kit asks `build.sh --check`.
