@@ -284,17 +284,4 @@ impl Fleet {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn missing_real_peers_fail_naming_build_sh_rather_than_skip() {
-        let empty = tempfile::tempdir().unwrap();
-        let err = crate::real::check_bin_dir(empty.path()).unwrap_err();
-        let err = PeerError::Missing(err);
-        let msg = err.to_string();
-        assert!(msg.starts_with("real peers: "), "{msg}");
-        assert!(msg.contains("run `bash tests/peers/build.sh`"), "{msg}");
-        assert!(msg.contains("kube-apiserver is missing"), "{msg}");
-    }
-}
+mod tests;

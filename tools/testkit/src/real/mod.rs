@@ -523,6 +523,3 @@ fn random_hex(n: usize) -> Result<String> {
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,7 +1,23 @@
-use super::*;
-use crate::{Fleet, FleetConfig, Peers};
+//! The fleet's tests: a missing real peer fails naming build.sh, and a fleet on the real peers
+//! gives the controller exactly its Role.
+
+use std::time::Duration;
+
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams, PostParams};
+
+use super::*;
+
+#[test]
+fn missing_real_peers_fail_naming_build_sh_rather_than_skip() {
+    let empty = tempfile::tempdir().unwrap();
+    let err = crate::real::check_bin_dir(empty.path()).unwrap_err();
+    let err = PeerError::Missing(err);
+    let msg = err.to_string();
+    assert!(msg.starts_with("real peers: "), "{msg}");
+    assert!(msg.contains("run `bash tests/peers/build.sh`"), "{msg}");
+    assert!(msg.contains("kube-apiserver is missing"), "{msg}");
+}
 
 fn configmap(name: &str) -> ConfigMap {
     ConfigMap {
