@@ -68,17 +68,31 @@ pub struct RenderFile {
     pub content: Vec<u8>,
 }
 
+/// The file name of a render-relative path, without its folder (`maps/hosts.map` ->
+/// `hosts.map`; the Dataplane storage name).
+#[must_use]
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The path a file of `kind` at the render-relative `path` has on an HAProxy pod
+/// (`maps/hosts.map` -> `/etc/haproxy/maps/hosts.map`).
+#[must_use]
+pub fn pod_path(kind: AuxKind, path: &str) -> String {
+    format!("{}/{}", pod_dir_of_kind(kind), file_name(path))
+}
+
 impl RenderFile {
     /// The file name without its folder (`hosts.map`).
     #[must_use]
     pub fn name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
+        file_name(&self.path)
     }
 
     /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
     #[must_use]
     pub fn pod_path(&self) -> String {
-        format!("{}/{}", pod_dir_of_kind(self.kind), self.name())
+        pod_path(self.kind, &self.path)
     }
 }
 
@@ -180,13 +194,13 @@ impl JournaledFile {
     /// The file name without its folder (`hosts.map`; the Dataplane storage name).
     #[must_use]
     pub fn name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
+        file_name(&self.path)
     }
 
     /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
     #[must_use]
     pub fn pod_path(&self) -> String {
-        format!("{}/{}", pod_dir_of_kind(self.kind), self.name())
+        pod_path(self.kind, &self.path)
     }
 
     /// The content as text (invalid UTF-8 replaced: see [`JournaledRender::not_text`]).
@@ -197,14 +211,16 @@ impl JournaledFile {
 }
 
 impl std::fmt::Debug for JournaledFile {
-    // Never print content: `ssl/` files hold private keys (STYLE.md 2.10).
+    // Never print content (as RenderFile's): `ssl/` files hold private keys.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JournaledFile")
-            .field("kind", &self.kind)
-            .field("path", &self.path)
-            .field("blob", &self.blob)
-            .field("size_bytes", &self.content.len())
-            .finish()
+        write!(
+            f,
+            "JournaledFile {{ kind: {:?}, path: {:?}, blob: {}, size_bytes: {} }}",
+            self.kind,
+            self.path,
+            self.blob,
+            self.content.len()
+        )
     }
 }
 

@@ -134,6 +134,25 @@ pub struct Published {
     pub objects: Vec<PublishedObject>,
 }
 
+/// What the writer reads, writes and deletes: a namespaced object kube can send and receive.
+trait Object:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+{
+}
+
+impl<K> Object for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+{
+}
+
 /// The writer: one per leadership term.
 #[derive(Clone)]
 pub struct Writer {
@@ -152,22 +171,6 @@ impl Debug for Writer {
 pub fn k8s_time(at: UnixMillis) -> Time {
     let ms = i64::try_from(at.0).unwrap_or(i64::MAX);
     Time(k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or_default())
-}
-
-/// Pod directory of a file kind (DESIGN.md section 1, render directory).
-#[must_use]
-pub fn pod_path(kind: AuxKind, path: &str) -> String {
-    let base = path.rsplit('/').next().unwrap_or(path);
-    let dir = match kind {
-        AuxKind::Map => "/etc/haproxy/maps/",
-        AuxKind::Ssl | AuxKind::Ca => "/etc/haproxy/ssl/",
-        AuxKind::General | AuxKind::CrtList => "/etc/haproxy/general/",
-    };
-    format!("{dir}{base}")
-}
-
-fn base_name(path: &str) -> String {
-    path.rsplit('/').next().unwrap_or(path).to_owned()
 }
 
 /// JSON of an object without `metadata` and `status`: what "same content" compares (the writer's
@@ -278,15 +281,7 @@ impl Writer {
 
     /// Creates or replaces `desired` unless the stored object already has its content, labels and
     /// owner references. Returns the stored object and whether a write happened.
-    async fn upsert<K>(&self, desired: &K) -> Result<(K, bool), WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + Serialize
-            + DeserializeOwned
-            + Debug,
-        <K as Resource>::DynamicType: Default,
-    {
+    async fn upsert<K: Object>(&self, desired: &K) -> Result<(K, bool), WriteError> {
         let api: Api<K> = self.api();
         let name = desired.name_any();
         let object = format!("{}/{name}", K::kind(&K::DynamicType::default()));

@@ -93,8 +93,8 @@ impl Writer {
         let checksum = Checksum::of(&f.content);
         let mut lbl = BTreeMap::new();
         lbl.insert(labels::RUNTIME_CONFIG.to_owned(), cfg_name.to_owned());
-        let path = pod_path(f.kind, &f.path);
-        let base = base_name(&f.path);
+        let path = f.pod_path();
+        let base = f.name().to_owned();
         let obj = match f.kind {
             AuxKind::Map => {
                 let mut o = HAProxyMapFile::new(
