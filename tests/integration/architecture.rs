@@ -436,17 +436,21 @@ fn layering_problems(edges: &[Edge]) -> Vec<String> {
     problems.into_iter().collect()
 }
 
-fn load_src() -> Vec<(PathBuf, String)> {
-    let root = src_dir();
+/// Every `.rs` file under `root`, as (path relative to `root`, source).
+fn load_under(root: &Path) -> Vec<(PathBuf, String)> {
     let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    rust_files(root, &mut files);
     files
         .into_iter()
         .map(|f| {
             let text = fs::read_to_string(&f).unwrap();
-            (f.strip_prefix(&root).unwrap().to_path_buf(), text)
+            (f.strip_prefix(root).unwrap().to_path_buf(), text)
         })
         .collect()
+}
+
+fn load_src() -> Vec<(PathBuf, String)> {
+    load_under(&src_dir())
 }
 
 fn assert_pure(dir_or_files: &[PathBuf], what: &str) {
@@ -745,16 +749,7 @@ fn publisher_shape_problems(files: &[(PathBuf, String)]) -> Vec<String> {
 }
 
 fn load_publisher() -> Vec<(PathBuf, String)> {
-    let root = src_dir().join("components").join("publisher");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files
-        .into_iter()
-        .map(|f| {
-            let text = fs::read_to_string(&f).unwrap();
-            (f.strip_prefix(&root).unwrap().to_path_buf(), text)
-        })
-        .collect()
+    load_under(&src_dir().join("components").join("publisher"))
 }
 
 /// The publisher is built as the scheduler is (issue 26): no `use super::*`, no type's methods

@@ -30,12 +30,12 @@ use std::time::{Duration, Instant};
 
 use haptic::k8s::crd::HAProxyCfg;
 use haptic_journal::{Journal, JournalOptions};
-use haptic_testkit::{Controller, Fleet, Intervals, Published, http};
+use haptic_testkit::{Controller, Fleet, Intervals, Published};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{Api, ListParams};
 
-use crate::e2e::sources::{TOKEN, TOKEN_SECRET, create_token_secret, form};
-use crate::e2e::telemetry::scrape;
+use crate::e2e::sources::{TOKEN_SECRET, create_token_secret, post};
+use crate::e2e::telemetry::{get, scrape};
 use crate::e2e::{MAIN, answers, bounds, checksum, feed, opts, published, start};
 
 /// The journal watch's longest probe interval (`src/runtime/journal_watch.rs`, `PROBE_MAX`).
@@ -239,27 +239,6 @@ fn fill(path: &Path) {
     while f.write_all(&chunk).is_ok() {}
     while f.write_all(&chunk[..512]).is_ok() {}
     let _ = f.sync_all();
-}
-
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let resp = http()
-        .get(format!("http://{addr}{path}"))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    (resp.status().as_u16(), resp.text().await.unwrap())
-}
-
-async fn post(addr: std::net::SocketAddr, render: &str) -> (u16, serde_json::Value) {
-    let resp = http()
-        .post(format!("http://{addr}/v1/renders"))
-        .bearer_auth(TOKEN)
-        .multipart(form(render))
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or_default())
 }
 
 async fn events_with(api: &Api<KubeEvent>, reason: &str) -> Vec<String> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use haptic_tools::sandbox::apiserver::{ApiServer, ApiServerConfig};
 use haptic_tools::sandbox::cluster::{Cluster, ClusterConfig};
-use haptic_tools::sandbox::pods::SandboxConfig;
+use haptic_tools::sandbox::pods::{Sandbox, SandboxConfig};
 
 use super::{EmulatorPeers, Fleet};
 use crate::peers::{FleetConfig, PeerError, Peers};
@@ -51,17 +51,7 @@ impl Fleet {
         let controller_client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
             .await
             .map_err(|e| PeerError::Start(e.into()))?;
-        let pods = real.sandbox.as_ref().map_or_else(Vec::new, |sb| {
-            sb.pods()
-                .into_iter()
-                .map(|info| Pod {
-                    info,
-                    username: sb.username().to_owned(),
-                    password: sb.password().to_owned(),
-                    sandbox: true,
-                })
-                .collect()
-        });
+        let pods = pods_of(real.sandbox.as_ref());
         real.clear_audit();
         Ok(Fleet {
             peers: Peers::Real,
@@ -127,17 +117,7 @@ impl Fleet {
         let client = haptic::k8s::client::from_kubeconfig(&kubeconfig)
             .await
             .map_err(|e| PeerError::Start(e.into()))?;
-        let pods = sandbox.as_ref().map_or_else(Vec::new, |sb| {
-            sb.pods()
-                .into_iter()
-                .map(|info| Pod {
-                    info,
-                    username: sb.username().to_owned(),
-                    password: sb.password().to_owned(),
-                    sandbox: true,
-                })
-                .collect()
-        });
+        let pods = pods_of(sandbox.as_ref());
         Ok(Fleet {
             peers: Peers::Emulator,
             emulator: Some(EmulatorPeers { api, sandbox }),
@@ -152,4 +132,19 @@ impl Fleet {
             logs: Arc::default(),
         })
     }
+}
+
+/// The pods `sandbox` runs, with its Dataplane credentials (none without a sandbox).
+fn pods_of(sandbox: Option<&Sandbox>) -> Vec<Pod> {
+    sandbox.map_or_else(Vec::new, |sb| {
+        sb.pods()
+            .into_iter()
+            .map(|info| Pod {
+                info,
+                username: sb.username().to_owned(),
+                password: sb.password().to_owned(),
+                sandbox: true,
+            })
+            .collect()
+    })
 }
