@@ -1,5 +1,14 @@
 //! One render in memory: `haproxy.cfg` plus its auxiliary files, by kind (DESIGN.md section 1,
-//! "Render directory"). Pure: reading a render directory is `source::dir::read_render` (I/O stays out of `core`).
+//! "Render directory"). Pure: reading a render directory is `source::dir::read_render`, reading
+//! a journaled one is the render store's (`dispatch::render`): I/O stays out of `core`.
+//!
+//! Two shapes of one render: [`RenderContent`], the bytes as a source read them (the checksum
+//! and blob keys follow from them: [`RenderContent::manifest`]), and [`JournaledRender`], the
+//! bytes as the journal holds them, each with the blob key it is stored under (what the
+//! validator, the publisher and the Kubernetes writer take, and the deployer's `LoadedRender`
+//! can become).
+
+use std::borrow::Cow;
 
 use haptic_journal::{
     AuxFile, AuxKind, Checksum, Render, render_checksum, render_checksum_of_hashes,
@@ -59,17 +68,31 @@ pub struct RenderFile {
     pub content: Vec<u8>,
 }
 
+/// The file name of a render-relative path, without its folder (`maps/hosts.map` ->
+/// `hosts.map`; the Dataplane storage name).
+#[must_use]
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The path a file of `kind` at the render-relative `path` has on an HAProxy pod
+/// (`maps/hosts.map` -> `/etc/haproxy/maps/hosts.map`).
+#[must_use]
+pub fn pod_path(kind: AuxKind, path: &str) -> String {
+    format!("{}/{}", pod_dir_of_kind(kind), file_name(path))
+}
+
 impl RenderFile {
     /// The file name without its folder (`hosts.map`).
     #[must_use]
     pub fn name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
+        file_name(&self.path)
     }
 
     /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
     #[must_use]
     pub fn pod_path(&self) -> String {
-        format!("{}/{}", pod_dir_of_kind(self.kind), self.name())
+        pod_path(self.kind, &self.path)
     }
 }
 
@@ -150,6 +173,158 @@ impl RenderContent {
     #[must_use]
     pub fn file_count(&self) -> u32 {
         u32::try_from(self.files.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// One auxiliary file of a [`JournaledRender`]: its bytes and the blob key they are stored
+/// under.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JournaledFile {
+    /// What kind of file this is (decides the pod directory and the object kind).
+    pub kind: AuxKind,
+    /// Path relative to the render root, `<folder>/<name>` (e.g. `maps/hosts.map`).
+    pub path: String,
+    /// Blob key: the SHA-256 of `content`.
+    pub blob: Checksum,
+    /// The bytes.
+    pub content: Vec<u8>,
+}
+
+impl JournaledFile {
+    /// The file name without its folder (`hosts.map`; the Dataplane storage name).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        file_name(&self.path)
+    }
+
+    /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
+    #[must_use]
+    pub fn pod_path(&self) -> String {
+        pod_path(self.kind, &self.path)
+    }
+
+    /// The content as text (invalid UTF-8 replaced: see [`JournaledRender::not_text`]).
+    #[must_use]
+    pub fn text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.content)
+    }
+}
+
+impl std::fmt::Debug for JournaledFile {
+    // Never print content (as RenderFile's): `ssl/` files hold private keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "JournaledFile {{ kind: {:?}, path: {:?}, blob: {}, size_bytes: {} }}",
+            self.kind,
+            self.path,
+            self.blob,
+            self.content.len()
+        )
+    }
+}
+
+/// A render as the journal holds it, read back by the render store (`dispatch::render`): its
+/// checksum, and the config and every auxiliary file with the blob key each is stored under.
+///
+/// Shape: `files` in the manifest's order (sorted by `path`, unique).
+#[derive(Clone, PartialEq, Eq)]
+pub struct JournaledRender {
+    /// The render checksum (DESIGN.md section 1; `spec.checksum`).
+    pub checksum: Checksum,
+    /// Blob key of `haproxy.cfg` (the SHA-256 of `config`).
+    pub config_blob: Checksum,
+    /// `haproxy.cfg`.
+    pub config: Vec<u8>,
+    /// Auxiliary files, sorted by path.
+    pub files: Vec<JournaledFile>,
+}
+
+impl std::fmt::Debug for JournaledRender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournaledRender")
+            .field("checksum", &self.checksum)
+            .field("config_bytes", &self.config.len())
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+impl JournaledRender {
+    /// `content` as the journal stores it: the checksum and blob keys of
+    /// [`RenderContent::manifest`], files sorted by path.
+    #[must_use]
+    pub fn of(content: &RenderContent) -> Self {
+        let mut files: Vec<&RenderFile> = content.files.iter().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let files: Vec<JournaledFile> = files
+            .into_iter()
+            .map(|f| JournaledFile {
+                kind: f.kind,
+                path: f.path.clone(),
+                blob: sha256(&f.content),
+                content: f.content.clone(),
+            })
+            .collect();
+        let config_blob = sha256(&content.config);
+        let keys: Vec<(&str, Checksum)> = files.iter().map(|f| (f.path.as_str(), f.blob)).collect();
+        JournaledRender {
+            checksum: render_checksum_of_hashes(config_blob, &keys),
+            config_blob,
+            config: content.config.clone(),
+            files,
+        }
+    }
+
+    /// `haproxy.cfg` as text (invalid UTF-8 replaced: see [`JournaledRender::not_text`]).
+    #[must_use]
+    pub fn config_text(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.config)
+    }
+
+    /// The blob key of the first content that is not UTF-8 (the config first, then the files
+    /// in order); `None` when every content is text, as Kubernetes objects need.
+    #[must_use]
+    pub fn not_text(&self) -> Option<Checksum> {
+        std::iter::once((self.config_blob, self.config.as_slice()))
+            .chain(self.files.iter().map(|f| (f.blob, f.content.as_slice())))
+            .find(|(_, bytes)| std::str::from_utf8(bytes).is_err())
+            .map(|(blob, _)| blob)
+    }
+
+    /// The journal manifest of this render (the record the journal keys by `checksum`).
+    #[must_use]
+    pub fn manifest(&self) -> Render {
+        Render {
+            checksum: self.checksum,
+            config: self.config_blob,
+            config_size_bytes: self.config.len() as u64,
+            files: self
+                .files
+                .iter()
+                .map(|f| AuxFile {
+                    kind: f.kind,
+                    path: f.path.clone(),
+                    blob: f.blob,
+                    size_bytes: f.content.len() as u64,
+                })
+                .collect(),
+        }
+    }
+
+    /// The render's bytes, as a source reads them (what `haproxy -c` validates).
+    #[must_use]
+    pub fn into_content(self) -> RenderContent {
+        let files = self
+            .files
+            .into_iter()
+            .map(|f| RenderFile {
+                kind: f.kind,
+                path: f.path,
+                content: f.content,
+            })
+            .collect();
+        RenderContent::new(self.config, files)
     }
 }
 

@@ -8,7 +8,8 @@
 //!                                                              reply (ingest's 202) after the commit
 //! ```
 //!
-//! Also the journal side of a render ([`render_batch`], [`load_render`]) and the event ids every
+//! Also the journal side of a render ([`render_batch`]; reading one back is the render store's,
+//! [`super::render`]) and the event ids every
 //! producer stamps ([`new_event_id`], [`chain_start`]).
 
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use haptic_journal::{Accepted, Correlation, CorrelationId, Event, Render};
 use tokio::sync::oneshot;
 
 use super::DispatchError;
-use crate::core::render::{RenderContent, RenderFile};
+use crate::core::render::RenderContent;
 
 /// Where a render came from (label `source` of `haptic_renders_total`).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -192,41 +193,11 @@ pub fn render_batch(
     batch
 }
 
-/// Reads a render back from the journal's blobs (the manifest keyed by its checksum, then each
-/// file).
-///
-/// Returns `Ok(None)` when the manifest or one of its blobs is absent (trimmed or never stored).
-///
-/// # Errors
-/// [`haptic_journal::ReadError`] when the journal cannot be read.
-pub fn load_render(
-    journal: &haptic_journal::Journal,
-    checksum: haptic_journal::Checksum,
-) -> Result<Option<RenderContent>, haptic_journal::ReadError> {
-    let Some(render) = journal.get_render(checksum)? else {
-        return Ok(None);
-    };
-    let Some(config) = journal.get_blob(render.config)? else {
-        return Ok(None);
-    };
-    let mut files = Vec::with_capacity(render.files.len());
-    for f in &render.files {
-        let Some(content) = journal.get_blob(f.blob)? else {
-            return Ok(None);
-        };
-        files.push(RenderFile {
-            kind: f.kind,
-            path: f.path.clone(),
-            content,
-        });
-    }
-    Ok(Some(RenderContent::new(config, files)))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::core::render::RenderFile;
     use haptic_journal::{AuxKind, Journal, JournalOptions};
 
     /// A source hashes each content once (`manifest`); the batch stores the blobs under those
@@ -263,7 +234,9 @@ mod tests {
             unreachable!()
         };
         assert_eq!(render, manifest.checksum);
-        let back = load_render(&journal, render).unwrap().expect("stored");
+        let back = super::super::render::load(&journal, render)
+            .expect("stored")
+            .into_content();
         assert_eq!(back.checksum(), content.checksum());
         assert_eq!(back.config, content.config);
         let mut want: Vec<_> = content

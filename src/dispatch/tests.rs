@@ -1,7 +1,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use haptic_journal::{
+    Batch, Correlation, Event, EventKind, Identity, Journal, JournalOptions, Seq, Term,
+};
+use tokio_util::sync::CancellationToken;
+
 use super::*;
-use haptic_journal::{Correlation, Identity, JournalOptions};
 
 fn open(dir: &tempfile::TempDir) -> Arc<Journal> {
     Arc::new(Journal::open(&JournalOptions::new(dir.path().join("j.redb"))).unwrap())

@@ -49,6 +49,7 @@ use crate::core::ErrorKind;
 use crate::core::compression::compress_if_needed;
 use crate::core::guard::LeaseGuard;
 use crate::core::naming::aux_object_name;
+use crate::core::render::{JournaledFile, JournaledRender};
 
 /// How often a 409 is re-read and retried inside one call.
 const CONFLICT_REREADS: usize = 5;
@@ -84,35 +85,14 @@ impl LeaseGuard for super::lease::LeaseGuard {
     }
 }
 
-/// One file of a render, as text.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileContent {
-    /// Kind (decides object kind and pod directory).
-    pub kind: AuxKind,
-    /// Render-relative path, e.g. `maps/hosts.map`.
-    pub path: String,
-    /// Content.
-    pub content: String,
-}
-
-/// A whole render as text, read from the journal.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RenderContent {
-    /// Render checksum (`spec.checksum`).
-    pub checksum: Checksum,
-    /// `haproxy.cfg`.
-    pub config: String,
-    /// Auxiliary files, sorted by path.
-    pub files: Vec<FileContent>,
-}
-
 /// What to publish as one HAProxyCfg.
 #[derive(Clone, Debug)]
 pub struct PublishSpec<'a> {
     /// HAProxyCfg name (`<config>-haproxycfg` or `...-invalid`).
     pub name: &'a str,
-    /// The render.
-    pub render: &'a RenderContent,
+    /// The render (every content UTF-8: objects hold text; the publisher checks it when it
+    /// loads the render, [`JournaledRender::not_text`]).
+    pub render: &'a JournaledRender,
     /// Also publish the auxiliary files (false for `-invalid`, whose files would duplicate).
     pub with_files: bool,
     /// `status.metadata.renderedAt`.
@@ -154,6 +134,25 @@ pub struct Published {
     pub objects: Vec<PublishedObject>,
 }
 
+/// What the writer reads, writes and deletes: a namespaced object kube can send and receive.
+trait Object:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+    + Clone
+    + Serialize
+    + DeserializeOwned
+    + Debug
+{
+}
+
+impl<K> Object for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType: Default>
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug
+{
+}
+
 /// The writer: one per leadership term.
 #[derive(Clone)]
 pub struct Writer {
@@ -172,22 +171,6 @@ impl Debug for Writer {
 pub fn k8s_time(at: UnixMillis) -> Time {
     let ms = i64::try_from(at.0).unwrap_or(i64::MAX);
     Time(k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or_default())
-}
-
-/// Pod directory of a file kind (DESIGN.md section 1, render directory).
-#[must_use]
-pub fn pod_path(kind: AuxKind, path: &str) -> String {
-    let base = path.rsplit('/').next().unwrap_or(path);
-    let dir = match kind {
-        AuxKind::Map => "/etc/haproxy/maps/",
-        AuxKind::Ssl | AuxKind::Ca => "/etc/haproxy/ssl/",
-        AuxKind::General | AuxKind::CrtList => "/etc/haproxy/general/",
-    };
-    format!("{dir}{base}")
-}
-
-fn base_name(path: &str) -> String {
-    path.rsplit('/').next().unwrap_or(path).to_owned()
 }
 
 /// JSON of an object without `metadata` and `status`: what "same content" compares (the writer's
@@ -298,15 +281,7 @@ impl Writer {
 
     /// Creates or replaces `desired` unless the stored object already has its content, labels and
     /// owner references. Returns the stored object and whether a write happened.
-    async fn upsert<K>(&self, desired: &K) -> Result<(K, bool), WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + Serialize
-            + DeserializeOwned
-            + Debug,
-        <K as Resource>::DynamicType: Default,
-    {
+    async fn upsert<K: Object>(&self, desired: &K) -> Result<(K, bool), WriteError> {
         let api: Api<K> = self.api();
         let name = desired.name_any();
         let object = format!("{}/{name}", K::kind(&K::DynamicType::default()));

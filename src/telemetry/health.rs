@@ -288,31 +288,28 @@ pub fn excused_while_journal_faulted(
 pub fn component_stall_check(
     health: Arc<crate::core::health::Health>,
 ) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
-    move || stall_verdict(health.stalled(UnixMillis::now().0), handler_stall_reason())
+    handler_stall_check(move |now_ms| health.stalled(now_ms))
 }
 
-/// A liveness check over the deployer's `health` field (same rule as
-/// [`component_stall_check`]).
-pub fn deployer_stall_check(
-    deployer: Arc<crate::components::deployer::Deployer>,
+/// A liveness check over a handler stall (same rule and text as [`component_stall_check`])
+/// that `stalled(now_ms)` (unix ms) tells, e.g. the deployer's `health.stalled`.
+pub fn handler_stall_check(
+    stalled: impl Fn(u64) -> bool + Send + Sync + 'static,
+) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
+    move || stall_verdict(stalled(UnixMillis::now().0), handler_stall_reason())
+}
+
+/// A liveness check over a timer (`timer`, e.g. `drift timer`): fails while
+/// `late(now_ms)` (unix ms) says it is running and late by more than half an interval
+/// (`DriftHandle::stalled`).
+pub fn timer_stall_check(
+    timer: &'static str,
+    late: impl Fn(u64) -> bool + Send + Sync + 'static,
 ) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
     move || {
         stall_verdict(
-            deployer.health.stalled(UnixMillis::now().0),
-            handler_stall_reason(),
-        )
-    }
-}
-
-/// A liveness check over the drift monitor: fails while its timer is running and late by more
-/// than half an interval (`DriftHandle::stalled`).
-pub fn drift_stall_check(
-    drift: crate::components::drift::DriftHandle,
-) -> impl Fn() -> Result<(), String> + Send + Sync + 'static {
-    move || {
-        stall_verdict(
-            drift.stalled(UnixMillis::now().0),
-            "drift timer late by more than half an interval".to_owned(),
+            late(UnixMillis::now().0),
+            format!("{timer} late by more than half an interval"),
         )
     }
 }

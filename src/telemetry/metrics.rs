@@ -3,10 +3,13 @@
 //! Two kinds of values:
 //! - counters the runtime moves directly ([`Metrics::events_accepted`],
 //!   [`Metrics::render_accepted`], [`Metrics::validation`], [`Metrics::observe_commit`]);
-//! - values the components already count in atomics, read at scrape time by a custom
-//!   [`Collector`](prometheus_client::collector::Collector) over the handles the runtime registers ([`Metrics::register_journal`], ...),
-//!   so components need no change. A handle may be registered after the server started and may
-//!   be replaced at each leadership term: the replaced handle's last counter values are carried
+//! - values the journal, the dispatcher and the components already count in atomics, read at
+//!   scrape time by a custom [`Collector`](prometheus_client::collector::Collector) over the
+//!   handles registered ([`Metrics::register_journal`], [`Metrics::register_dispatch`],
+//!   [`Metrics::register`]). Each component owns its families: it implements
+//!   [`CounterSource`] beside its counters (`components/<name>/metrics.rs`), so this module
+//!   names no component. A handle may be registered after the server started and may be
+//!   replaced at each leadership term: the replaced handle's last counter values are carried
 //!   over, so every `_total` stays monotonic for the process's life.
 //!
 //! Families (OpenMetrics names; counters end in `_total` on the wire). Every label is a bounded
@@ -16,8 +19,8 @@
 //! |---|---|---|---|
 //! | `haptic_events_published_total` (upstream name) | counter | | runtime |
 //! | `haptic_renders_total` | counter | `source` = `dir`, `configmap`, `ingest` | runtime |
-//! | `haptic_validation_total` (upstream name) | counter | | `ValidationStats` (passed + failed) |
-//! | `haptic_validation_errors_total` (upstream name) | counter | | `ValidationStats::failed` |
+//! | `haptic_validation_total` (upstream name) | counter | | validator: `ValidationStats` (passed + failed) |
+//! | `haptic_validation_errors_total` (upstream name) | counter | | validator: `ValidationStats::failed` |
 //! | `haptic_journal_commit_duration_seconds` | histogram | | runtime ([`Metrics::observe_commit`]) |
 //! | `haptic_journal_commits_total` | counter | | `Journal::commit_stats` |
 //! | `haptic_journal_failed_commits_total` | counter | | `Journal::commit_stats` |
@@ -65,8 +68,12 @@
 //! upstream HAPTIC metric means: then it has upstream's name (marked above; README "Metrics"
 //! lists the mapping), so upstream's dashboards and alerts read it.
 //!
-//! A family whose source is not registered yet reports 0 (gauges and counters alike), so
-//! dashboards and alerts see every family on followers too.
+//! The families from `DeployerStats`, the publisher's `Counters`, `SchedulerStats`,
+//! `ValidationStats` and `DriftHandle` are the components' own (`components/<name>/metrics.rs`);
+//! [`RETRIES`] is the one family two components report into. A declared source
+//! ([`Metrics::declare`]; `runtime::metrics` declares every component's) reports 0 until a
+//! handle is registered (gauges and counters alike), so dashboards and alerts see every family
+//! on followers too and from the first scrape.
 
 use std::fmt;
 use std::sync::Arc;
@@ -80,13 +87,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::components::deployer::Deployer;
-use crate::components::drift::DriftHandle;
-use crate::components::publisher::ConfigPublisher;
-use crate::components::scheduler::SchedulerStats;
-use crate::components::validator::ValidationStats;
 use crate::dispatch::DispatchHandle;
 pub use crate::dispatch::input::RenderSource;
+pub use counters::{CounterFamily, CounterSource, RETRIES, Series};
 
 /// Upper bounds (seconds) of the commit latency histogram: 0.5 ms to ~4 s, doubling. An fsync
 /// on a local SSD sits in the low milliseconds, a slow network volume in the hundreds.
@@ -153,8 +156,9 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// A registry with every `haptic_*` family (see the module docs), all at 0 and no handle
-    /// registered.
+    /// A registry with the telemetry's own `haptic_*` families (see the module docs), all at 0
+    /// and no handle registered; the components' families come with [`Metrics::declare`] or
+    /// [`Metrics::register`].
     #[must_use]
     pub fn new() -> Arc<Metrics> {
         let mut registry = Registry::default();
@@ -290,34 +294,19 @@ impl Metrics {
         lock(&self.sources.dispatch).replace(DispatchSource { handle, leadership });
     }
 
-    /// Reads `deployer.stats` at each scrape. Replaces the deployer of an earlier term (its
-    /// counters are carried over).
-    pub fn register_deployer(&self, deployer: Arc<Deployer>) {
-        lock(&self.sources.deployer).replace(deployer);
+    /// Declares the families of the counter source `T` (a component's): exported at 0 until
+    /// a handle is registered. Declaring twice is declaring once; families are exported in
+    /// declaration order.
+    pub fn declare<T: CounterSource>(&self) {
+        let _ = counters::slot_of::<T>(&mut lock(&self.sources.components));
     }
 
-    /// Reads `publisher.counters()` at each scrape. Replaces the publisher of an earlier term
-    /// (its counters are carried over).
-    pub fn register_publisher(&self, publisher: ConfigPublisher) {
-        lock(&self.sources.publisher).replace(publisher);
-    }
-
-    /// Reads the scheduler's counters (`SchedulerHandle::stats`) at each scrape. Replaces
-    /// those of an earlier term (carried over).
-    pub fn register_scheduler(&self, stats: Arc<SchedulerStats>) {
-        lock(&self.sources.scheduler).replace(stats);
-    }
-
-    /// Reads the validator's counters (`haptic_validation_total`, `haptic_validation_errors_total`) at each scrape.
-    /// Replaces those of an earlier validator (carried over).
-    pub fn register_validator(&self, stats: Arc<ValidationStats>) {
-        lock(&self.sources.validator).replace(stats);
-    }
-
-    /// Reads the drift monitor's trigger count at each scrape. Replaces the handle of an
-    /// earlier term (carried over).
-    pub fn register_drift(&self, drift: DriftHandle) {
-        lock(&self.sources.drift).replace(drift);
+    /// Reads `source`'s counters at each scrape (declaring its families when not declared
+    /// yet). Replaces the source of the same type registered before (an earlier term's
+    /// component): its counters are carried over; registering the same handle again changes
+    /// nothing.
+    pub fn register<T: CounterSource>(&self, source: T) {
+        counters::slot_of::<T>(&mut lock(&self.sources.components)).replace(source);
     }
 
     /// The OpenMetrics text exposition of every family, ending in `# EOF`.
@@ -336,9 +325,7 @@ impl Metrics {
     }
 }
 
+mod counters;
 mod sources;
 
 use sources::{DispatchSource, Sources, SourcesCollector, lock};
-
-#[cfg(test)]
-mod tests;

@@ -1,8 +1,8 @@
 //! Telemetry: logs, Prometheus metrics, and the health and metrics HTTP server.
 //!
 //! ```text
-//!  components' atomics (DeployerStats, publisher Counters, SchedulerStats, DispatchStats,
-//!  Journal::commit_stats, Journal::pending)        runtime: renders, validations, events
+//!  components' atomics (each component's CounterSource: components/<name>/metrics.rs),
+//!  DispatchStats, Journal::commit_stats, Journal::pending    runtime: renders, events
 //!        | registered handles, read at scrape time          | accepted, commit latency
 //!        v                                                  v
 //!   Metrics (one prometheus-client Registry, no globals) <--+
@@ -24,8 +24,13 @@
 //! read from component handles stay monotonic when a handle is replaced at a new leadership term
 //! (the old handle's last values are carried over).
 //!
+//! Telemetry names no component (the architecture test checks it): each component implements
+//! [`CounterSource`] for its own families, and liveness checks take a closure
+//! ([`handler_stall_check`], [`timer_stall_check`]).
+//!
 //! # Inputs
-//! Handles registered by the runtime ([`Metrics::register_journal`], ...), direct counter calls
+//! Handles registered by the runtime ([`Metrics::register_journal`], [`Metrics::register`],
+//! ...), direct counter calls
 //! ([`Metrics::render_accepted`], [`Metrics::validation`], [`Metrics::events_accepted`],
 //! [`Metrics::observe_commit`]), and health checks ([`HealthRegistry::add_liveness`],
 //! [`HealthRegistry::add_readiness`]).
@@ -50,9 +55,12 @@ pub mod metrics;
 pub mod server;
 
 pub use health::{
-    HealthCheck, HealthRegistry, HealthReport, component_stall_check, deployer_stall_check,
-    drift_stall_check, excused_while_journal_faulted, journal_fault_check, journal_writable_check,
+    HealthCheck, HealthRegistry, HealthReport, component_stall_check,
+    excused_while_journal_faulted, handler_stall_check, journal_fault_check,
+    journal_writable_check, timer_stall_check,
 };
 pub use logging::{LogFormat, TelemetryError, init_tracing};
-pub use metrics::{Metrics, RenderSource, ValidationResult};
+pub use metrics::{
+    CounterFamily, CounterSource, Metrics, RETRIES, RenderSource, Series, ValidationResult,
+};
 pub use server::{METRICS_CONTENT_TYPE, router, serve};

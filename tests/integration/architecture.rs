@@ -4,9 +4,10 @@
 //! - `src/core/` is pure code: no async runtime, no HTTP, no Kubernetes API, no journal, no
 //!   file system or network, no clock, no randomness; so is every component's `decide` module;
 //! - the layers point one way only. Bottom up: `haptic_journal` (ids, events, work items) ->
-//!   `core` -> `dispatch` -> adapters (`k8s`, `dataplane`, `source`, `validate`, which never
-//!   reach each other) -> `components` -> `telemetry` -> `runtime` -> `cli` (and the binaries);
-//!   the components form no circle among themselves;
+//!   `core` -> `dispatch` -> `telemetry` -> adapters (`k8s`, `dataplane`, `source`, `validate`,
+//!   which never reach each other) -> `components` -> `runtime` -> `cli` (and the binaries);
+//!   the components form no circle among themselves; telemetry names no component (each
+//!   component registers its own metric families);
 //! - the product's `[dependencies]` name neither the test peers (`haptic-tools`), the test kit
 //!   (`haptic-testkit`) nor `nix`.
 //!
@@ -38,18 +39,18 @@ const FORBIDDEN: &[&str] = &[
 const LAYERS: &[(&str, u8)] = &[
     ("core", 1),
     ("dispatch", 2),
-    ("k8s", 3),
-    ("dataplane", 3),
-    ("source", 3),
-    ("validate", 3),
-    ("components", 4),
-    ("telemetry", 5),
+    ("telemetry", 3),
+    ("k8s", 4),
+    ("dataplane", 4),
+    ("source", 4),
+    ("validate", 4),
+    ("components", 5),
     ("runtime", 6),
     ("cli", 7),
 ];
 
-/// Layer 3: the adapters, which are independent of each other.
-const ADAPTERS: u8 = 3;
+/// Layer 4: the adapters, which are independent of each other.
+const ADAPTERS: u8 = 4;
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).unwrap() {
@@ -435,17 +436,21 @@ fn layering_problems(edges: &[Edge]) -> Vec<String> {
     problems.into_iter().collect()
 }
 
-fn load_src() -> Vec<(PathBuf, String)> {
-    let root = src_dir();
+/// Every `.rs` file under `root`, as (path relative to `root`, source).
+fn load_under(root: &Path) -> Vec<(PathBuf, String)> {
     let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    rust_files(root, &mut files);
     files
         .into_iter()
         .map(|f| {
             let text = fs::read_to_string(&f).unwrap();
-            (f.strip_prefix(&root).unwrap().to_path_buf(), text)
+            (f.strip_prefix(root).unwrap().to_path_buf(), text)
         })
         .collect()
+}
+
+fn load_src() -> Vec<(PathBuf, String)> {
+    load_under(&src_dir())
 }
 
 fn assert_pure(dir_or_files: &[PathBuf], what: &str) {
@@ -542,7 +547,8 @@ fn layers_point_one_way_and_components_form_no_circle() {
     for (from, to) in [
         ("components", "dispatch"),
         ("runtime", "components"),
-        ("telemetry", "components"),
+        ("components", "telemetry"),
+        ("telemetry", "dispatch"),
         ("k8s", "core"),
     ] {
         assert!(
@@ -559,6 +565,50 @@ fn layers_point_one_way_and_components_form_no_circle() {
         "the layers of src/ (see tests/integration/architecture.rs):\n{}",
         problems.join("\n")
     );
+}
+
+/// The references from `telemetry` to a component, as `file: from -> to` lines.
+fn telemetry_component_imports(edges: &[Edge]) -> Vec<String> {
+    edges
+        .iter()
+        .filter(|e| {
+            e.from.first().is_some_and(|f| f == "telemetry")
+                && e.to.first().is_some_and(|t| t == "components")
+        })
+        .map(|e| format!("{}: {} -> {}", e.file, e.from.join("::"), e.to.join("::")))
+        .collect()
+}
+
+/// Telemetry names no component (issue 26): each component registers its own metric families
+/// (`components/<name>/metrics.rs` implements `telemetry::CounterSource`), and a liveness check
+/// takes a closure, so a new counter never touches `src/telemetry/`.
+#[test]
+fn telemetry_imports_no_component() {
+    let files = load_src();
+    let edges = edges(&files);
+    assert!(
+        edges
+            .iter()
+            .any(|e| e.from.first().is_some_and(|f| f == "telemetry")),
+        "no reference from src/telemetry/ found: the scan saw nothing"
+    );
+    let found = telemetry_component_imports(&edges);
+    assert!(
+        found.is_empty(),
+        "src/telemetry/ names a component; let the component implement \
+         telemetry::CounterSource in components/<name>/metrics.rs instead:\n{}",
+        found.join("\n")
+    );
+    // The scan catches each spelling.
+    for source in [
+        "use crate::components::deployer::Deployer;",
+        "fn f(s: &crate::components::scheduler::SchedulerStats) {}",
+        "use super::super::super::components::drift::DriftHandle;",
+    ] {
+        let plant = edges_of(&[("telemetry/metrics/sources.rs", source)]);
+        assert_eq!(telemetry_component_imports(&plant).len(), 1, "{source}");
+        assert!(!layering_problems(&plant).is_empty(), "{source}");
+    }
 }
 
 // ----- the publisher: one owner per task (issue 26) -----
@@ -715,16 +765,7 @@ fn publisher_shape_problems(files: &[(PathBuf, String)]) -> Vec<String> {
 }
 
 fn load_publisher() -> Vec<(PathBuf, String)> {
-    let root = src_dir().join("components").join("publisher");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files
-        .into_iter()
-        .map(|f| {
-            let text = fs::read_to_string(&f).unwrap();
-            (f.strip_prefix(&root).unwrap().to_path_buf(), text)
-        })
-        .collect()
+    load_under(&src_dir().join("components").join("publisher"))
 }
 
 /// The publisher is built as the scheduler is (issue 26): no `use super::*`, no type's methods
@@ -883,12 +924,16 @@ fn scanner_finds_forbidden_names() {
     assert!(violations("/* tokio */ let x = 'a'; fn f<'a>() {}").is_empty());
 }
 
-fn scan(files: &[(&str, &str)]) -> Vec<String> {
+fn edges_of(files: &[(&str, &str)]) -> Vec<Edge> {
     let files: Vec<(PathBuf, String)> = files
         .iter()
         .map(|(p, s)| (PathBuf::from(p), (*s).to_owned()))
         .collect();
-    layering_problems(&edges(&files))
+    edges(&files)
+}
+
+fn scan(files: &[(&str, &str)]) -> Vec<String> {
+    layering_problems(&edges_of(files))
 }
 
 #[test]
@@ -901,7 +946,7 @@ fn scanner_catches_an_upward_use_in_every_spelling() {
         "use super::super::super::components::deployer::Deployer;",
         "fn f() { let _ = crate::components::deployer::COMPONENT; }",
         "#[cfg(test)]\nuse crate::runtime::args::RunArgs;",
-        "use crate::telemetry::*;",
+        "use crate::components::*;",
     ] {
         let problems = scan(&[("k8s/writer/status.rs", source)]);
         assert!(

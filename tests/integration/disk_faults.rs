@@ -30,12 +30,12 @@ use std::time::{Duration, Instant};
 
 use haptic::k8s::crd::HAProxyCfg;
 use haptic_journal::{Journal, JournalOptions};
-use haptic_testkit::{Intervals, Published, http};
+use haptic_testkit::{Controller, Fleet, Intervals, Published};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{Api, ListParams};
 
-use crate::e2e::sources::{TOKEN, TOKEN_SECRET, create_token_secret, form};
-use crate::e2e::telemetry::scrape;
+use crate::e2e::sources::{TOKEN_SECRET, create_token_secret, post};
+use crate::e2e::telemetry::{get, scrape};
 use crate::e2e::{MAIN, answers, bounds, checksum, feed, opts, published, start};
 
 /// The journal watch's longest probe interval (`src/runtime/journal_watch.rs`, `PROBE_MAX`).
@@ -241,27 +241,6 @@ fn fill(path: &Path) {
     let _ = f.sync_all();
 }
 
-async fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let resp = http()
-        .get(format!("http://{addr}{path}"))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    (resp.status().as_u16(), resp.text().await.unwrap())
-}
-
-async fn post(addr: std::net::SocketAddr, render: &str) -> (u16, serde_json::Value) {
-    let resp = http()
-        .post(format!("http://{addr}/v1/renders"))
-        .bearer_auth(TOKEN)
-        .multipart(form(render))
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or_default())
-}
-
 async fn events_with(api: &Api<KubeEvent>, reason: &str) -> Vec<String> {
     api.list(&ListParams::default())
         .await
@@ -311,6 +290,85 @@ fn rendered(j: &Journal) -> Vec<haptic_journal::Checksum> {
         .collect()
 }
 
+/// The controller's metrics and ingest addresses once `01-basic` is published on both pods
+/// and answered, and the pods' reload counts then.
+async fn converged_on_01_basic(
+    world: &Fleet,
+    ctl: &mut Controller,
+) -> (std::net::SocketAddr, std::net::SocketAddr, Vec<usize>) {
+    let metrics = ctl.metrics_addr().await;
+    let ingest = ctl.ingest_addr().await;
+    published(world, "01-basic", 2).await;
+    answers(world, "01-basic").await;
+    (metrics, ingest, world.reload_counts().await)
+}
+
+/// An ingest render answered `507` naming the journal and the fault's `kind`; the body.
+async fn refused_507(
+    ingest: std::net::SocketAddr,
+    journal_text: &str,
+    kind: &str,
+) -> serde_json::Value {
+    let (s, body) = post(ingest, "05-tls").await;
+    assert_eq!(s, 507, "{body}");
+    assert_eq!(body["kind"], kind, "{body}");
+    assert_eq!(body["journal"], journal_text, "{body}");
+    body
+}
+
+/// The HAProxyCfg's `JournalWritable=False` condition, once written: (status, reason, message).
+async fn not_writable_condition(world: &Fleet, ctl: &Controller) -> (String, String, String) {
+    ctl.eventually(degraded_bound(), "JournalWritable=False", || async {
+        let c = world.hpcfg(MAIN).await.and_then(|c| journal_condition(&c));
+        match c {
+            Some(c) if c.0 == "False" => Ok(c),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+}
+
+/// The fleet keeps what it runs while the journal takes no commits: over a deployment's time
+/// no pod reloads (`no_reload` says so otherwise), every pod answers `01-basic`, the HAProxyCfg
+/// keeps it.
+async fn fleet_kept(world: &Fleet, reloads_before: &[usize], no_reload: &str) {
+    tokio::time::sleep(bounds().deployment().min(Duration::from_secs(5))).await;
+    assert_eq!(world.reload_counts().await, reloads_before, "{no_reload}");
+    world.pods_answer("01-basic").await.unwrap();
+    let p = Published::of(&world.hpcfg(MAIN).await.unwrap());
+    assert_eq!(
+        p.spec,
+        checksum("01-basic"),
+        "the HAProxyCfg keeps the last render"
+    );
+}
+
+/// `10-large-map`, held `while_held`, on both pods and published within `bound`.
+async fn held_render_applied(world: &Fleet, ctl: &Controller, bound: Duration, while_held: &str) {
+    let want = checksum("10-large-map");
+    ctl.eventually(
+        bound,
+        &format!("10-large-map (held {while_held}) on every pod and published"),
+        || async {
+            let p = Published::of(&world.hpcfg(MAIN).await.ok_or("no HAProxyCfg")?);
+            p.on(&want, 2).then_some(()).ok_or(format!("{p:?}"))
+        },
+    )
+    .await;
+}
+
+/// `haptic-journalctl verify` and `pending` pass on the stopped controller's journal, which
+/// opens read-only and verifies clean; the journal.
+fn verified(journal_path: &Path) -> Journal {
+    for sub in ["verify", "pending"] {
+        let (ok, text) = run(Command::new(journalctl()).arg(sub).arg(journal_path));
+        assert!(ok, "haptic-journalctl {sub}: {text}");
+    }
+    let j = Journal::open(&JournalOptions::new(journal_path).read_only(true)).unwrap();
+    assert!(j.verify().unwrap().is_clean());
+    j
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Fault {
     /// A full tmpfs (a filler file), fixed by deleting the filler.
@@ -350,11 +408,7 @@ async fn scenario(fault: Fault) {
     if matches!(fault, Fault::ReadOnly) {
         vol.ns_pid.set(Some(ctl.child.id()));
     }
-    let metrics = ctl.metrics_addr().await;
-    let ingest = ctl.ingest_addr().await;
-    published(&world, "01-basic", 2).await;
-    answers(&world, "01-basic").await;
-    let reloads_before = world.reload_counts().await;
+    let (metrics, ingest, reloads_before) = converged_on_01_basic(&world, &mut ctl).await;
 
     // The fault.
     let filler = vol.dir.join("filler");
@@ -390,19 +444,13 @@ async fn scenario(fault: Fault) {
     }
     let (s, body) = get(metrics, "/healthz").await;
     assert_eq!((s, body.as_str()), (200, "ok\n"), "liveness stays up");
-    let (s, body) = post(ingest, "05-tls").await;
-    assert_eq!(s, 507, "{body}");
-    assert_eq!(body["journal"], journal_text, "{body}");
+    let kind = match fault {
+        Fault::Full => "full",
+        Fault::ReadOnly => "read_only",
+    };
+    let body = refused_507(ingest, &journal_text, kind).await;
     assert!(
         body["fix"].as_str().is_some_and(|f| !f.is_empty()),
-        "{body}"
-    );
-    assert_eq!(
-        body["kind"],
-        match fault {
-            Fault::Full => "full",
-            Fault::ReadOnly => "read_only",
-        },
         "{body}"
     );
     // The journal watch sets the gauge within a tick of the fault; the directory source reads
@@ -440,15 +488,7 @@ async fn scenario(fault: Fault) {
         })
         .await;
     assert!(notes.iter().any(|n| n.contains(&journal_text)), "{notes:?}");
-    let cond = ctl
-        .eventually(degraded_bound(), "JournalWritable=False", || async {
-            let c = world.hpcfg(MAIN).await.and_then(|c| journal_condition(&c));
-            match c {
-                Some(c) if c.0 == "False" => Ok(c),
-                other => Err(format!("{other:?}")),
-            }
-        })
-        .await;
+    let cond = not_writable_condition(&world, &ctl).await;
     assert_eq!(
         cond.1,
         match fault {
@@ -457,19 +497,7 @@ async fn scenario(fault: Fault) {
         }
     );
     // The fleet keeps what it runs: no deployment from the unjournaled render.
-    tokio::time::sleep(bounds().deployment().min(Duration::from_secs(5))).await;
-    assert_eq!(
-        world.reload_counts().await,
-        reloads_before,
-        "no pod reloaded during the fault"
-    );
-    world.pods_answer("01-basic").await.unwrap();
-    let p = Published::of(&world.hpcfg(MAIN).await.unwrap());
-    assert_eq!(
-        p.spec,
-        checksum("01-basic"),
-        "the HAProxyCfg keeps the last render"
-    );
+    fleet_kept(&world, &reloads_before, "no pod reloaded during the fault").await;
     assert!(
         ctl.child.try_wait().unwrap().is_none(),
         "the controller stays up"
@@ -484,15 +512,7 @@ async fn scenario(fault: Fault) {
     }
     let bound = resume_bound(&bounds());
     let want = checksum("10-large-map");
-    ctl.eventually(
-        bound,
-        "10-large-map (held during the fault) on every pod and published",
-        || async {
-            let p = Published::of(&world.hpcfg(MAIN).await.ok_or("no HAProxyCfg")?);
-            p.on(&want, 2).then_some(()).ok_or(format!("{p:?}"))
-        },
-    )
-    .await;
+    held_render_applied(&world, &ctl, bound, "during the fault").await;
     let resumed_secs = fixed_at.elapsed().as_secs_f64();
     answers(&world, "10-large-map").await;
     let (s, body) = get(metrics, "/readyz").await;
@@ -540,12 +560,7 @@ async fn scenario(fault: Fault) {
         vol.ns_pid.set(None);
         vol.mount_ext4();
     }
-    for sub in ["verify", "pending"] {
-        let (ok, text) = run(Command::new(journalctl()).arg(sub).arg(&journal_path));
-        assert!(ok, "haptic-journalctl {sub}: {text}");
-    }
-    let j = Journal::open(&JournalOptions::new(&journal_path).read_only(true)).unwrap();
-    assert!(j.verify().unwrap().is_clean());
+    let j = verified(&journal_path);
     let pending = j.pending().unwrap();
     assert_eq!(pending.undispatched_events, 0, "{pending:?}");
     assert!(pending.queues.iter().all(|q| q.count == 0), "{pending:?}");
@@ -580,11 +595,7 @@ async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
     let o = opts(&world, "solo", &render_dir).ingest(TOKEN_SECRET);
     let journal_path = o.journal.clone();
     let mut ctl = world.controller(o.clone());
-    let metrics = ctl.metrics_addr().await;
-    let ingest = ctl.ingest_addr().await;
-    published(&world, "01-basic", 2).await;
-    answers(&world, "01-basic").await;
-    let reloads_before = world.reload_counts().await;
+    let (metrics, ingest, reloads_before) = converged_on_01_basic(&world, &mut ctl).await;
 
     std::fs::remove_file(&journal_path).unwrap();
     let removed_at = Instant::now();
@@ -608,10 +619,7 @@ async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
         (200, "ok\n"),
         "liveness stays up: {ready}"
     );
-    let (s, body) = post(ingest, "05-tls").await;
-    assert_eq!(s, 507, "{body}");
-    assert_eq!(body["kind"], "removed", "{body}");
-    assert_eq!(body["journal"], journal_text, "{body}");
+    let body = refused_507(ingest, &journal_text, "removed").await;
     assert!(
         body["fix"].as_str().is_some_and(|f| f.contains("restart")),
         "{body}"
@@ -623,33 +631,18 @@ async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
             .ok_or(m.text)
     })
     .await;
-    let cond = ctl
-        .eventually(degraded_bound(), "JournalWritable=False", || async {
-            let c = world.hpcfg(MAIN).await.and_then(|c| journal_condition(&c));
-            match c {
-                Some(c) if c.0 == "False" => Ok(c),
-                other => Err(format!("{other:?}")),
-            }
-        })
-        .await;
+    let cond = not_writable_condition(&world, &ctl).await;
     assert_eq!(cond.1, "JournalUnavailable", "{cond:?}");
     assert!(cond.2.contains("restart the pod"), "{cond:?}");
     // It stays so: no resumption onto the unlinked file, no deployment of the held render.
-    tokio::time::sleep(bounds().deployment().min(Duration::from_secs(5))).await;
+    fleet_kept(
+        &world,
+        &reloads_before,
+        "no pod reloaded while the journal is gone",
+    )
+    .await;
     let (s, body) = get(metrics, "/readyz").await;
     assert_eq!(s, 503, "still not ready: {body}");
-    assert_eq!(
-        world.reload_counts().await,
-        reloads_before,
-        "no pod reloaded while the journal is gone"
-    );
-    world.pods_answer("01-basic").await.unwrap();
-    let p = Published::of(&world.hpcfg(MAIN).await.unwrap());
-    assert_eq!(
-        p.spec,
-        checksum("01-basic"),
-        "the HAProxyCfg keeps the last render"
-    );
     assert!(
         !journal_path.exists(),
         "nothing recreated the file at the path"
@@ -667,16 +660,7 @@ async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
     let restarted_at = Instant::now();
     let mut ctl = world.controller(o.clone());
     let bound = bounds().takeover() + bounds().converge();
-    let want = checksum("10-large-map");
-    ctl.eventually(
-        bound,
-        "10-large-map (held while the journal was gone) on every pod and published",
-        || async {
-            let p = Published::of(&world.hpcfg(MAIN).await.ok_or("no HAProxyCfg")?);
-            p.on(&want, 2).then_some(()).ok_or(format!("{p:?}"))
-        },
-    )
-    .await;
+    held_render_applied(&world, &ctl, bound, "while the journal was gone").await;
     let recovered_secs = restarted_at.elapsed().as_secs_f64();
     answers(&world, "10-large-map").await;
     let metrics = ctl.metrics_addr().await;
@@ -691,12 +675,7 @@ async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
     }
     let status = ctl.stop(bounds().stop()).expect("stops on SIGTERM");
     assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
-    for sub in ["verify", "pending"] {
-        let (ok, text) = run(Command::new(journalctl()).arg(sub).arg(&journal_path));
-        assert!(ok, "haptic-journalctl {sub}: {text}");
-    }
-    let j = Journal::open(&JournalOptions::new(&journal_path).read_only(true)).unwrap();
-    assert!(j.verify().unwrap().is_clean());
+    let j = verified(&journal_path);
     // (Acked records are trimmed: only what is left can be looked at.)
     assert!(
         !rendered(&j).contains(&checksum("05-tls")),

@@ -236,7 +236,7 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
         }
     });
 
-    let metrics = Metrics::new();
+    let metrics = haptic::runtime::metrics();
     let health = HealthRegistry::new();
     let server = Server::start(metrics.clone(), health.clone()).await;
 
@@ -264,7 +264,7 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
         .store(8, Ordering::Relaxed);
     deployer.stats.endpoint_failures.store(1, Ordering::Relaxed);
     deployer.stats.reloads.store(2, Ordering::Relaxed);
-    metrics.register_deployer(deployer.clone());
+    metrics.register(deployer.clone());
     let publisher = publisher(journal.clone());
     publisher
         .counters()
@@ -272,11 +272,11 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
         .store(4, Ordering::Relaxed);
     publisher.counters().retries.store(5, Ordering::Relaxed);
     publisher.counters().given_up.store(1, Ordering::Relaxed);
-    metrics.register_publisher(publisher.clone());
+    metrics.register(publisher.clone());
     let scheduler = Arc::new(SchedulerStats::default());
     scheduler.timeouts.store(2, Ordering::Relaxed);
     scheduler.started.store(6, Ordering::Relaxed);
-    metrics.register_scheduler(scheduler.clone());
+    metrics.register(scheduler.clone());
 
     // Real commits through the dispatcher, timed as the runtime times them.
     let b = Batch::became_leader(
@@ -304,7 +304,7 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     let validations = Arc::new(haptic::components::validator::ValidationStats::default());
     validations.passed.fetch_add(1, Ordering::Relaxed);
     validations.failed.fetch_add(1, Ordering::Relaxed);
-    metrics.register_validator(validations);
+    metrics.register(validations);
     // Issue 16: the fleet gauges and the deployment histogram, folded from journal events.
     for e in fleet_events() {
         metrics.observe_event(&e, false);
@@ -389,7 +389,7 @@ async fn metrics_are_valid_openmetrics_and_follow_the_components() {
     // A new term's deployer replaces the old one; the counters stay monotonic.
     let next = idle_deployer(&handle);
     next.stats.deployments.store(1, Ordering::Relaxed);
-    metrics.register_deployer(next);
+    metrics.register(next);
     let (_, _, body) = server.get("/metrics").await;
     let exp = parse_openmetrics(&body).unwrap();
     assert_eq!(exp.value("haptic_deployment_total"), 4.0);
@@ -525,7 +525,7 @@ fn dashboard_queries_name_only_exported_metrics() {
             .iter()
             .any(|t| t["name"] == "datasource" && t["query"] == "prometheus")
     );
-    let exp = parse_openmetrics(&Metrics::new().encode()).unwrap();
+    let exp = parse_openmetrics(&haptic::runtime::metrics().encode()).unwrap();
     let mut all = Vec::new();
     exprs(&dash, &mut all);
     assert!(all.len() >= 10, "too few queries: {all:?}");

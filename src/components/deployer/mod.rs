@@ -85,6 +85,7 @@ pub mod compare;
 pub mod decide;
 mod exec;
 pub mod ledger;
+mod metrics;
 pub mod retry;
 pub mod structure;
 #[cfg(test)]

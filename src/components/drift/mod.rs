@@ -25,7 +25,8 @@
 //! None.
 //!
 //! # Metrics
-//! [`DriftHandle::triggers`]; stall check [`DriftHandle::stalled`] (timer late by 1.5x interval).
+//! [`DriftHandle::triggers`] (`haptic_drift_triggers_total`, the monitor's own family:
+//! `metrics.rs`); stall check [`DriftHandle::stalled`] (timer late by 1.5x interval).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
 
 pub mod decide;
+mod metrics;
 #[cfg(test)]
 mod tests;
 

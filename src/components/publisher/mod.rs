@@ -140,9 +140,11 @@
 //! permanent rejection), `heals`, `status_rounds`; exported as `haptic_publishes_total{result}`,
 //! `haptic_retries_total{component="config-publisher"}`,
 //! `haptic_publisher_blocked_attempts_total`, `haptic_config_published_total`,
-//! `haptic_publisher_heals_total`, `haptic_status_write_rounds_total`.
+//! `haptic_publisher_heals_total`, `haptic_status_write_rounds_total` (the families are the
+//! publisher's own: `metrics.rs`).
 
 pub mod decide;
+mod metrics;
 pub mod shell;
 #[cfg(test)]
 mod tests;

@@ -45,9 +45,12 @@
 //! `scheduler::after_scheduled_journaled` (scheduled + in-flight committed, executor not started).
 //!
 //! # Metrics
-//! [`shell::SchedulerStats`]: deployments scheduled, timeouts, stale completions ignored.
+//! [`shell::SchedulerStats`]: deployments scheduled, timeouts, stale completions ignored;
+//! exported as `haptic_scheduler_*_total` and `haptic_retries_total{component="deployment-scheduler"}`
+//! (the scheduler's own families: `metrics.rs`).
 
 pub mod decide;
+mod metrics;
 pub mod plan;
 pub mod shell;
 #[cfg(test)]

@@ -18,8 +18,9 @@
 //! # Failpoints
 //! None.
 //! # Metrics
-//! [`ValidationStats`] (passed, failed, skipped), read by telemetry at each scrape
-//! (`haptic_validation_total`, `haptic_validation_errors_total`).
+//! [`ValidationStats`] (passed, failed, skipped), read at each scrape
+//! (`haptic_validation_total`, `haptic_validation_errors_total`: the validator's own families,
+//! `metrics.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,11 +29,12 @@ use std::time::Duration;
 use haptic_journal::{Batch, Checksum, Event, EventKind, GateVerdict, Journal, Seq};
 
 use crate::dispatch::checkpoint::Checkpoints;
-use crate::dispatch::input::load_render;
+use crate::dispatch::render::{RenderLoadError, RenderStore};
 use crate::dispatch::{DispatchError, DispatchHandle, SubscribeOptions, Subscription};
 use crate::validate::Validator;
 
 pub mod decide;
+mod metrics;
 
 pub use decide::{Input, ValidatorState, decide};
 
@@ -103,6 +105,7 @@ pub async fn run(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<(), DispatchError> {
     let journal = dispatch.journal().clone();
+    let renders = RenderStore::new(journal.clone());
     let j = journal.clone();
     let (mut checkpoints, mut state) = tokio::task::spawn_blocking(move || recover(&j))
         .await
@@ -149,18 +152,21 @@ pub async fn run(
                 continue;
             }
         }
-        let j = journal.clone();
-        let content = match tokio::task::spawn_blocking(move || load_render(&j, render)).await {
-            Ok(Ok(Some(c))) => c,
-            Ok(Ok(None)) => {
-                tracing::error!(%render, "render blobs missing from the journal; not validated");
+        let content = match renders.load(render).await {
+            Ok(r) => r.into_content(),
+            Err(
+                error
+                @ (RenderLoadError::NotJournaled { .. } | RenderLoadError::MissingBlob { .. }),
+            ) => {
+                tracing::error!(%render, %error, "render blobs missing from the journal; not validated");
                 continue;
             }
-            Ok(Err(error)) => {
-                tracing::error!(%render, %error, "cannot read the render from the journal");
+            Err(RenderLoadError::Join { .. }) => continue,
+            Err(error) => {
+                tracing::error!(%render, error = %crate::core::error::chain(&error),
+                    "cannot read the render from the journal");
                 continue;
             }
-            Err(_) => continue,
         };
         stats.health.begin(haptic_journal::UnixMillis::now().0);
         let validation = validate_with_retry(&validator, &content, &cancel).await;

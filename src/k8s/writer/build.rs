@@ -35,7 +35,10 @@ impl AuxObject {
 impl Writer {
     /// The HAProxyCfg `spec` asks for (labels, term annotation, owner; no status).
     pub(super) fn desired_cfg(&self, spec: &PublishSpec<'_>) -> HAProxyCfg {
-        let stored = compress_if_needed(&spec.render.config, self.cfg.compression_threshold_bytes);
+        let stored = compress_if_needed(
+            &spec.render.config_text(),
+            self.cfg.compression_threshold_bytes,
+        );
         let mut cfg_labels = BTreeMap::new();
         cfg_labels.insert(labels::CONFIG.to_owned(), self.cfg.config_label.clone());
         let mut desired = HAProxyCfg::new(
@@ -81,17 +84,17 @@ impl Writer {
     fn build_file(
         &self,
         cfg_name: &str,
-        f: &FileContent,
+        f: &JournaledFile,
         owner: &OwnerReference,
     ) -> (String, AuxObject, i64) {
         let name = aux_object_name(cfg_name, f.kind, &f.path);
-        let stored = compress_if_needed(&f.content, self.cfg.compression_threshold_bytes);
+        let stored = compress_if_needed(&f.text(), self.cfg.compression_threshold_bytes);
         let size = stored.content.len() as i64;
-        let checksum = Checksum::of(f.content.as_bytes());
+        let checksum = Checksum::of(&f.content);
         let mut lbl = BTreeMap::new();
         lbl.insert(labels::RUNTIME_CONFIG.to_owned(), cfg_name.to_owned());
-        let path = pod_path(f.kind, &f.path);
-        let base = base_name(&f.path);
+        let path = f.pod_path();
+        let base = f.name().to_owned();
         let obj = match f.kind {
             AuxKind::Map => {
                 let mut o = HAProxyMapFile::new(
@@ -174,7 +177,7 @@ impl Writer {
     pub(super) async fn publish_file(
         &self,
         cfg_name: &str,
-        f: &FileContent,
+        f: &JournaledFile,
         owner: &OwnerReference,
     ) -> Result<(&'static str, String, String, bool, i64), WriteError> {
         let (name, o, size) = self.build_file(cfg_name, f, owner);

@@ -51,20 +51,12 @@ impl Writer {
             + self.delete_listed::<Secret>("Secret", lp, doomed).await?)
     }
 
-    async fn delete_listed<K>(
+    async fn delete_listed<K: super::Object>(
         &self,
         kind: &'static str,
         lp: &ListParams,
         doomed: impl Fn(&'static str, &str, &ObjectMeta) -> bool,
-    ) -> Result<u32, WriteError>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + Serialize
-            + DeserializeOwned
-            + Debug,
-        <K as Resource>::DynamicType: Default,
-    {
+    ) -> Result<u32, WriteError> {
         let api: Api<K> = self.api();
         let list = self.call(kind, api.list(lp)).await?;
         let mut n = 0;

@@ -1,5 +1,6 @@
-//! The scrape-time side of [`super::Metrics`]: registered component handles (one slot each,
-//! carrying a replaced handle's counters over) and the [`Collector`] that reads them.
+//! The scrape-time side of [`super::Metrics`]: the journal and the dispatcher (their handles
+//! in one slot each, carrying a replaced handle's counters over), the components' registered
+//! counter sources, the fleet, and the [`Collector`] that reads them all.
 
 use std::fmt;
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,11 +15,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Unit;
 use tokio::sync::watch;
 
-use crate::components::deployer::Deployer;
-use crate::components::drift::DriftHandle;
-use crate::components::publisher::ConfigPublisher;
-use crate::components::scheduler::SchedulerStats;
-use crate::components::validator::ValidationStats;
+use super::counters::{self, AnySlot, CounterFamily, CounterSource, Series, Slot};
 use crate::dispatch::{DispatchHandle, Leadership};
 use crate::telemetry::fleet::{FleetView, LeaderClock};
 
@@ -27,95 +24,62 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-// ----- registered sources -----
+// ----- the journal and the dispatcher -----
 
-/// Counter snapshots that can be added (to carry a replaced handle's values over).
-pub(super) trait Counts: Copy + Default {
-    fn plus(self, other: Self) -> Self;
-}
+static JOURNAL_COMMITS: CounterFamily = CounterFamily {
+    name: "haptic_journal_commits",
+    help: "Successful journal commits",
+};
+static JOURNAL_FAILED_COMMITS: CounterFamily = CounterFamily {
+    name: "haptic_journal_failed_commits",
+    help: "Journal commits that failed (each failed every request of its group)",
+};
+static JOURNAL_COMMITTED_EVENTS: CounterFamily = CounterFamily {
+    name: "haptic_journal_committed_events",
+    help: "Events committed to the journal",
+};
+static JOURNAL_REQUESTS: CounterFamily = CounterFamily {
+    name: "haptic_journal_requests",
+    help: "Requests (accept calls and single operations) committed",
+};
 
-macro_rules! counts {
-    ($name:ident { $($field:ident),* $(,)? }) => {
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-        pub(super) struct $name {
-            $($field: u64),*
-        }
+/// Positions in the journal's [`CounterSource::SERIES`].
+const COMMITS: usize = 0;
+const EVENTS: usize = 2;
 
-        impl Counts for $name {
-            fn plus(self, other: Self) -> Self {
-                $name {
-                    $($field: self.$field.saturating_add(other.$field)),*
-                }
-            }
-        }
-    };
-}
-
-counts!(JournalCounts {
-    commits,
-    events,
-    requests,
-    failed_commits
-});
-counts!(DispatchCounts {
-    delivered,
-    replayed,
-    overflow_waits
-});
-counts!(DeployerCounts {
-    deployments,
-    failed_deployments,
-    endpoint_successes,
-    endpoint_failures,
-    reloads,
-    drift_detected,
-    deposed,
-    mode_fine_grained,
-    mode_runtime,
-    mode_raw_initial,
-    mode_raw_threshold,
-    mode_raw_fallback,
-    mode_raw_unmodelled
-});
-counts!(PublisherCounts {
-    publications,
-    config_published,
-    retries,
-    given_up,
-    blocked,
-    heals,
-    status_rounds
-});
-counts!(SchedulerCounts {
-    started,
-    timeouts,
-    given_up
-});
-counts!(DriftCounts { triggers });
-counts!(ValidatorCounts { passed, failed });
-
-/// A registered handle: how to read its counters and whether another handle is the same one.
-pub(super) trait Source: Clone {
-    type Counts: Counts;
-    fn read(&self) -> Self::Counts;
-    fn same(&self, other: &Self) -> bool;
-}
-
-impl Source for Arc<Journal> {
-    type Counts = JournalCounts;
-    fn read(&self) -> JournalCounts {
+impl CounterSource for Arc<Journal> {
+    const SERIES: &'static [Series] = &[
+        Series::of(&JOURNAL_COMMITS),
+        Series::of(&JOURNAL_FAILED_COMMITS),
+        Series::of(&JOURNAL_COMMITTED_EVENTS),
+        Series::of(&JOURNAL_REQUESTS),
+    ];
+    fn read(&self) -> Vec<u64> {
         let s = self.commit_stats();
-        JournalCounts {
-            commits: s.commits,
-            events: s.events,
-            requests: s.requests,
-            failed_commits: s.failed_commits,
-        }
+        vec![s.commits, s.failed_commits, s.events, s.requests]
     }
     fn same(&self, other: &Self) -> bool {
         Arc::ptr_eq(self, other)
     }
 }
+
+static LEADER_TRANSITIONS: CounterFamily = CounterFamily {
+    name: "haptic_leader_election_transitions",
+    help: "Leadership changes of this replica, acquired or lost (upstream HAPTIC's name)",
+};
+
+static DISPATCH_DELIVERIES: CounterFamily = CounterFamily {
+    name: "haptic_dispatch_deliveries",
+    help: "Deliveries to subscribers (one per event and subscription)",
+};
+static DISPATCH_REPLAYED: CounterFamily = CounterFamily {
+    name: "haptic_dispatch_replayed_events",
+    help: "Events replayed from the journal (committed before start)",
+};
+static DISPATCH_OVERFLOW_WAITS: CounterFamily = CounterFamily {
+    name: "haptic_dispatch_overflow_waits",
+    help: "Deliveries that found a subscriber's channel full and waited",
+};
 
 #[derive(Clone)]
 pub(super) struct DispatchSource {
@@ -124,15 +88,15 @@ pub(super) struct DispatchSource {
     pub(super) leadership: watch::Receiver<Leadership>,
 }
 
-impl Source for DispatchSource {
-    type Counts = DispatchCounts;
-    fn read(&self) -> DispatchCounts {
+impl CounterSource for DispatchSource {
+    const SERIES: &'static [Series] = &[
+        Series::of(&DISPATCH_DELIVERIES),
+        Series::of(&DISPATCH_REPLAYED),
+        Series::of(&DISPATCH_OVERFLOW_WAITS),
+    ];
+    fn read(&self) -> Vec<u64> {
         let s = self.handle.stats();
-        DispatchCounts {
-            delivered: s.delivered,
-            replayed: s.replayed,
-            overflow_waits: s.overflow_waits,
-        }
+        vec![s.delivered, s.replayed, s.overflow_waits]
     }
     fn same(&self, other: &Self) -> bool {
         // The handle exposes no identity; the runtime builds a new dispatcher only over a
@@ -141,138 +105,26 @@ impl Source for DispatchSource {
     }
 }
 
-impl Source for Arc<Deployer> {
-    type Counts = DeployerCounts;
-    fn read(&self) -> DeployerCounts {
-        let s = &self.stats;
-        DeployerCounts {
-            deployments: s.deployments.load(Relaxed),
-            failed_deployments: s.failed_deployments.load(Relaxed),
-            endpoint_successes: s.endpoint_successes.load(Relaxed),
-            endpoint_failures: s.endpoint_failures.load(Relaxed),
-            reloads: s.reloads.load(Relaxed),
-            drift_detected: s.drift_detected.load(Relaxed),
-            deposed: s.deposed.load(Relaxed),
-            mode_fine_grained: s.mode(haptic_journal::SyncMode::FineGrained),
-            mode_runtime: s.mode(haptic_journal::SyncMode::Runtime),
-            mode_raw_initial: s.mode(haptic_journal::SyncMode::RawInitial),
-            mode_raw_threshold: s.mode(haptic_journal::SyncMode::RawThreshold),
-            mode_raw_fallback: s.mode(haptic_journal::SyncMode::RawFallback),
-            mode_raw_unmodelled: s.mode(haptic_journal::SyncMode::RawUnmodelled),
-        }
-    }
-    fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(self, other)
-    }
-}
-
-impl Source for ConfigPublisher {
-    type Counts = PublisherCounts;
-    fn read(&self) -> PublisherCounts {
-        let c = self.counters();
-        PublisherCounts {
-            publications: c.publications.load(Relaxed),
-            config_published: c.config_published.load(Relaxed),
-            retries: c.retries.load(Relaxed),
-            given_up: c.given_up.load(Relaxed),
-            blocked: c.blocked.load(Relaxed),
-            heals: c.heals.load(Relaxed),
-            status_rounds: c.status_rounds.load(Relaxed),
-        }
-    }
-    fn same(&self, other: &Self) -> bool {
-        std::ptr::eq(self.counters(), other.counters())
-    }
-}
-
-impl Source for Arc<SchedulerStats> {
-    type Counts = SchedulerCounts;
-    fn read(&self) -> SchedulerCounts {
-        SchedulerCounts {
-            started: self.started.load(Relaxed),
-            timeouts: self.timeouts.load(Relaxed),
-            given_up: self.given_up.load(Relaxed),
-        }
-    }
-    fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(self, other)
-    }
-}
-
-impl Source for Arc<ValidationStats> {
-    type Counts = ValidatorCounts;
-    fn read(&self) -> ValidatorCounts {
-        ValidatorCounts {
-            passed: self.passed.load(Relaxed),
-            failed: self.failed.load(Relaxed),
-        }
-    }
-    fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(self, other)
-    }
-}
-
-impl Source for DriftHandle {
-    type Counts = DriftCounts;
-    fn read(&self) -> DriftCounts {
-        DriftCounts {
-            triggers: self.triggers.load(Relaxed),
-        }
-    }
-    fn same(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.triggers, &other.triggers)
-    }
-}
-
-/// One registered handle plus the counters of the handles it replaced.
-pub(super) struct Slot<T: Source> {
-    current: Option<T>,
-    carried: T::Counts,
-}
-
-impl<T: Source> Default for Slot<T> {
-    fn default() -> Self {
-        Slot {
-            current: None,
-            carried: T::Counts::default(),
-        }
-    }
-}
-
-impl<T: Source> Slot<T> {
-    /// Installs `new`; a different old handle's last values move into `carried`. Increments
-    /// the old handle makes after this (a draining component) are not counted.
-    pub(super) fn replace(&mut self, new: T) {
-        if let Some(old) = self.current.take()
-            && !old.same(&new)
-        {
-            self.carried = self.carried.plus(old.read());
-        }
-        self.current = Some(new);
-    }
-
-    /// The current handle (cloned, so the lock is not held while reading it) and the carried
-    /// counts.
-    fn snapshot(&self) -> (Option<T>, T::Counts) {
-        (self.current.clone(), self.carried)
-    }
-}
-
-fn totals<T: Source>(slot: &Mutex<Slot<T>>) -> (Option<T>, T::Counts) {
-    let (current, carried) = lock(slot).snapshot();
-    let now = current.as_ref().map(Source::read).unwrap_or_default();
-    (current, now.plus(carried))
+/// The current handle and the totals of `slot`; the lock is held only while copying (the
+/// journal's handle is read after it).
+fn totals<T: CounterSource>(slot: &Mutex<Slot<T>>) -> (Option<T>, Vec<u64>) {
+    let (current, carried) = {
+        let s = lock(slot);
+        (s.current(), s.carried())
+    };
+    let mut now = current
+        .as_ref()
+        .map_or_else(|| vec![0; T::SERIES.len()], CounterSource::read);
+    counters::add(&mut now, &carried);
+    (current, now)
 }
 
 #[derive(Default)]
 pub(super) struct Sources {
     pub(super) journal: Mutex<Slot<Arc<Journal>>>,
     pub(super) dispatch: Mutex<Slot<DispatchSource>>,
-    pub(super) deployer: Mutex<Slot<Arc<Deployer>>>,
-    pub(super) publisher: Mutex<Slot<ConfigPublisher>>,
-    pub(super) scheduler: Mutex<Slot<Arc<SchedulerStats>>>,
-    pub(super) drift: Mutex<Slot<DriftHandle>>,
-    pub(super) validator: Mutex<Slot<Arc<ValidationStats>>>,
+    /// The components' counter sources, in declaration order ([`super::Metrics::declare`]).
+    pub(super) components: Mutex<Vec<Box<dyn AnySlot>>>,
     /// The fleet folded from journal events ([`super::Metrics::observe_event`]).
     pub(super) fleet: Mutex<FleetView>,
     /// Leadership transitions and time as leader ([`super::Metrics::leadership`]).
@@ -284,14 +136,17 @@ pub(super) struct Sources {
 
 impl fmt::Debug for Sources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let components: Vec<(&str, bool)> = lock(&self.components)
+            .iter()
+            .map(|s| {
+                let name = s.series().first().map_or("", |x| x.family.name);
+                (name, s.is_registered())
+            })
+            .collect();
         f.debug_struct("Sources")
-            .field("journal", &lock(&self.journal).current.is_some())
-            .field("dispatch", &lock(&self.dispatch).current.is_some())
-            .field("deployer", &lock(&self.deployer).current.is_some())
-            .field("publisher", &lock(&self.publisher).current.is_some())
-            .field("scheduler", &lock(&self.scheduler).current.is_some())
-            .field("drift", &lock(&self.drift).current.is_some())
-            .field("validator", &lock(&self.validator).current.is_some())
+            .field("journal", &lock(&self.journal).is_registered())
+            .field("dispatch", &lock(&self.dispatch).is_registered())
+            .field("components", &components)
             .finish()
     }
 }
@@ -340,45 +195,17 @@ impl Collector for SourcesCollector {
         let s = &self.0;
         let (journal, jc) = totals(&s.journal);
         let (dispatch, dc) = totals(&s.dispatch);
-        let (_, dep) = totals(&s.deployer);
-        let (_, publ) = totals(&s.publisher);
-        let (_, sched) = totals(&s.scheduler);
-        let (_, drift) = totals(&s.drift);
-        let (_, validator) = totals(&s.validator);
         let view = journal_view(journal.as_ref());
         let leader = dispatch
             .as_ref()
             .is_some_and(|d| d.leadership.borrow().is_leader());
 
         // Journal.
-        counter(
-            &mut enc,
-            "haptic_journal_commits",
-            "Successful journal commits",
-            jc.commits,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_journal_failed_commits",
-            "Journal commits that failed (each failed every request of its group)",
-            jc.failed_commits,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_journal_committed_events",
-            "Events committed to the journal",
-            jc.events,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_journal_requests",
-            "Requests (accept calls and single operations) committed",
-            jc.requests,
-        )?;
-        let per_commit = if jc.commits == 0 {
+        counters::encode(&mut enc, <Arc<Journal> as CounterSource>::SERIES, &jc)?;
+        let per_commit = if jc[COMMITS] == 0 {
             0.0
         } else {
-            jc.events as f64 / jc.commits as f64
+            jc[EVENTS] as f64 / jc[COMMITS] as f64
         };
         gauge(
             &mut enc,
@@ -463,12 +290,7 @@ impl Collector for SourcesCollector {
             let c = lock(&s.leader_clock);
             (c.transitions, c.led_secs_at(std::time::Instant::now()))
         };
-        counter(
-            &mut enc,
-            "haptic_leader_election_transitions",
-            "Leadership changes of this replica, acquired or lost (upstream HAPTIC's name)",
-            transitions,
-        )?;
+        counters::encode(&mut enc, &[Series::of(&LEADER_TRANSITIONS)], &[transitions])?;
         ConstCounter::new(led_secs).encode(enc.encode_descriptor(
             "haptic_leader_election_time_as_leader_seconds",
             "Seconds this replica has led since it started (upstream HAPTIC's name)",
@@ -509,185 +331,21 @@ impl Collector for SourcesCollector {
         )?;
 
         // Dispatcher.
-        counter(
-            &mut enc,
-            "haptic_dispatch_deliveries",
-            "Deliveries to subscribers (one per event and subscription)",
-            dc.delivered,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_dispatch_replayed_events",
-            "Events replayed from the journal (committed before start)",
-            dc.replayed,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_dispatch_overflow_waits",
-            "Deliveries that found a subscriber's channel full and waited",
-            dc.overflow_waits,
-        )?;
+        counters::encode(&mut enc, DispatchSource::SERIES, &dc)?;
 
-        // Validator.
-        counter(
-            &mut enc,
-            "haptic_validation",
-            "Render validations (haproxy -c), passed or failed (upstream HAPTIC's name)",
-            validator.passed.saturating_add(validator.failed),
-        )?;
-        counter(
-            &mut enc,
-            "haptic_validation_errors",
-            "Render validations that rejected the render (upstream HAPTIC's name)",
-            validator.failed,
-        )?;
-
-        // Deployer.
-        counter(
-            &mut enc,
-            "haptic_deployment",
-            "Deployment runs completed (upstream HAPTIC's name)",
-            dep.deployments,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_deployment_errors",
-            "Deployment runs completed with at least one failed pod (upstream HAPTIC's name)",
-            dep.failed_deployments,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_deployments_deposed",
-            "Deployment runs stopped because the Lease was no longer valid",
-            dep.deposed,
-        )?;
-        counter_family(
-            &mut enc,
-            "haptic_endpoint_syncs",
-            "Endpoint (pod Dataplane API) syncs, by result",
-            "result",
-            &[
-                ("success", dep.endpoint_successes),
-                ("failure", dep.endpoint_failures),
-            ],
-        )?;
-        counter(
-            &mut enc,
-            "haptic_reloads",
-            "HAProxy reloads triggered",
-            dep.reloads,
-        )?;
-        counter_family(
-            &mut enc,
-            "haptic_endpoint_sync_modes",
-            "Successful endpoint syncs, by how the configuration was applied",
-            "mode",
-            &[
-                ("fine_grained", dep.mode_fine_grained),
-                ("runtime", dep.mode_runtime),
-                ("raw_initial", dep.mode_raw_initial),
-                ("raw_threshold", dep.mode_raw_threshold),
-                ("raw_fallback", dep.mode_raw_fallback),
-                ("raw_unmodelled", dep.mode_raw_unmodelled),
-            ],
-        )?;
-        counter(
-            &mut enc,
-            "haptic_drift_detected",
-            "Drift checks that found a pod differing from its render",
-            dep.drift_detected,
-        )?;
-
-        // Publisher and scheduler.
-        counter_family(
-            &mut enc,
-            "haptic_publishes",
-            "Publications of the main HAProxyCfg, by result",
-            "result",
-            &[("success", publ.publications), ("given_up", publ.given_up)],
-        )?;
-        counter_family(
-            &mut enc,
-            "haptic_retries",
-            "Retries, by component (publisher: failed API attempts retried; scheduler: \
-             deployments cancelled at their timeout)",
-            "component",
-            &[
-                ("config-publisher", publ.retries),
-                ("deployment-scheduler", sched.timeouts),
-            ],
-        )?;
-        counter(
-            &mut enc,
-            "haptic_config_published",
-            "ConfigPublished events journaled",
-            publ.config_published,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_publisher_blocked_attempts",
-            "Failed publisher writes that need an operator (401, 403, a missing CRD); retried",
-            publ.blocked,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_publisher_heals",
-            "Self-healing republications of changed or deleted objects",
-            publ.heals,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_status_write_rounds",
-            "Per-pod status write rounds",
-            publ.status_rounds,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_scheduler_deployments_started",
-            "Deployments started by the scheduler (including resumed ones)",
-            sched.started,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_scheduler_timeouts",
-            "Deployments cancelled after their timeout",
-            sched.timeouts,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_scheduler_endpoints_given_up",
-            "Endpoints given up after the timeout retries",
-            sched.given_up,
-        )?;
-        counter(
-            &mut enc,
-            "haptic_drift_triggers",
-            "Drift prevention checks triggered",
-            drift.triggers,
-        )?;
-        Ok(())
+        // The components, in declaration order.
+        let (series, values) = {
+            let slots = lock(&s.components);
+            let mut series: Vec<Series> = Vec::new();
+            let mut values: Vec<u64> = Vec::new();
+            for slot in slots.iter() {
+                series.extend_from_slice(slot.series());
+                values.extend(slot.totals());
+            }
+            (series, values)
+        };
+        counters::encode(&mut enc, &series, &values)
     }
-}
-
-/// One unlabelled counter; `name` without `_total` (the encoder appends it).
-fn counter(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, value: u64) -> fmt::Result {
-    ConstCounter::new(value).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
-}
-
-/// One counter family with one label `key`, one series per `(value, count)`.
-fn counter_family(
-    enc: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    key: &'static str,
-    series: &[(&'static str, u64)],
-) -> fmt::Result {
-    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (value, count) in series {
-        let labels = [(key, *value)];
-        ConstCounter::new(*count).encode(m.encode_family(&labels)?)?;
-    }
-    Ok(())
 }
 
 /// One unlabelled gauge.

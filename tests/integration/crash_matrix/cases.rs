@@ -142,6 +142,19 @@ pub(super) fn cases() -> Vec<Case> {
     use Drive::{Drain, Overlap, PreKill, Sequential as Seq_};
     let basic: &[&'static str] = &["01-basic"];
     let maps: &[&'static str] = &["01-basic", "02-maps"];
+    // One endpoint journaled, then pod churn while the controller is dead (a row of its own,
+    // and again with a leadership change).
+    let applied_then_churn = || {
+        churned(
+            case(
+                "deployer::after_endpoint_applied",
+                basic,
+                Seq_,
+                A::SomeApplied,
+            ),
+            Churn::WhileDown,
+        )
+    };
     let parks: &[&'static str] = &["01-basic", "02-maps", "03-maps-changed", "04-errors"];
     // Trims every 4 commits, each followed by a compaction (test hooks).
     let churn: &[&'static str] = &["01-basic", "10-large-map", "02-maps", "03-maps-changed"];
@@ -296,15 +309,7 @@ pub(super) fn cases() -> Vec<Case> {
             ),
             Churn::BeforeLast,
         ),
-        churned(
-            case(
-                "deployer::after_endpoint_applied",
-                basic,
-                Seq_,
-                A::SomeApplied,
-            ),
-            Churn::WhileDown,
-        ),
+        applied_then_churn(),
         churned(
             case("status::after_status_write", basic, Seq_, A::StatusPending),
             Churn::WhileDown,
@@ -320,15 +325,7 @@ pub(super) fn cases() -> Vec<Case> {
         ),
         // A leadership change: the other replica (its own journal) takes over from the
         // crashed leader; then the crashed one, restarted, leads again on its own journal.
-        succeeded(churned(
-            case(
-                "deployer::after_endpoint_applied",
-                basic,
-                Seq_,
-                A::SomeApplied,
-            ),
-            Churn::WhileDown,
-        )),
+        succeeded(applied_then_churn()),
         succeeded(case(
             "publisher::after_cfg_write",
             basic,

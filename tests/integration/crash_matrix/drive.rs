@@ -42,13 +42,16 @@ pub(super) async fn drive(
         }
         standby = Some(w.fleet.controller(w.successor()));
     }
-    match until_or_exit(&mut ctl, i.takeover() + i.converge() + t, first, || {
-        reached(fleet, live, first)
-    })
+    if let Some(s) = reach(
+        &mut ctl,
+        i.takeover() + i.converge() + t,
+        fleet,
+        live,
+        first,
+    )
     .await?
     {
-        Waited::Exited(s) => return died_at(&marker, ctl, s, standby),
-        Waited::Reached => {}
+        return died_at(&marker, ctl, s, standby);
     }
     w.mark_reached();
     for n in 1..case.renders.len() {
@@ -73,27 +76,13 @@ pub(super) async fn drive(
         let (fleet, live) = (&w.fleet, owned.as_slice());
         match case.drive {
             Drive::Sequential => {
-                if let Waited::Exited(s) = until_or_exit(&mut ctl, i.converge() + t, render, || {
-                    reached(fleet, live, render)
-                })
-                .await?
-                {
+                if let Some(s) = reach(&mut ctl, i.converge() + t, fleet, live, render).await? {
                     return died_at(&marker, ctl, s, standby);
                 }
             }
             Drive::Overlap => {
-                let deadline = Instant::now() + i.follow_up();
-                while deployments_started(&ctl) <= before {
-                    if let Ok(Some(s)) = ctl.child.try_wait() {
-                        return died_at(&marker, ctl, s, standby);
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(format!(
-                            "the deployment of {render} did not start within {:?}",
-                            i.follow_up()
-                        ));
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                if let Some(s) = next_deployment(&mut ctl, before, i.follow_up(), render).await? {
+                    return died_at(&marker, ctl, s, standby);
                 }
             }
             Drive::PreKill => {
@@ -114,25 +103,14 @@ pub(super) async fn drive(
                     ctl.kill();
                     ctl = w.fleet.controller(w.opts.clone());
                 }
-                if let Waited::Exited(s) =
-                    until_or_exit(&mut ctl, i.takeover() + i.converge() + t, render, || {
-                        reached(fleet, live, render)
-                    })
-                    .await?
-                {
+                let bound = i.takeover() + i.converge() + t;
+                if let Some(s) = reach(&mut ctl, bound, fleet, live, render).await? {
                     return died_at(&marker, ctl, s, standby);
                 }
             }
             Drive::Drain => {
-                let deadline = Instant::now() + i.follow_up();
-                while deployments_started(&ctl) <= before {
-                    if let Ok(Some(s)) = ctl.child.try_wait() {
-                        return died_at(&marker, ctl, s, standby);
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(format!("the deployment of {render} did not start"));
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                if let Some(s) = next_deployment(&mut ctl, before, i.follow_up(), render).await? {
+                    return died_at(&marker, ctl, s, standby);
                 }
                 let Some(s) = ctl.stop(i.stop()) else {
                     return Err(format!("no exit within {:?} of SIGTERM", i.stop()));
@@ -142,12 +120,8 @@ pub(super) async fn drive(
                 }
                 // The drain published without reaching the point: the next render, armed again.
                 ctl = w.fleet.controller(w.opts.clone());
-                if let Waited::Exited(s) =
-                    until_or_exit(&mut ctl, i.takeover() + i.converge() + t, render, || {
-                        reached(fleet, live, render)
-                    })
-                    .await?
-                {
+                let bound = i.takeover() + i.converge() + t;
+                if let Some(s) = reach(&mut ctl, bound, fleet, live, render).await? {
                     return died_at(&marker, ctl, s, standby);
                 }
             }
@@ -160,17 +134,51 @@ pub(super) async fn drive(
     let last = *w.fed.last().unwrap_or(&"01-basic");
     let owned = w.live();
     let (fleet, live) = (&w.fleet, owned.as_slice());
-    if let Waited::Exited(s) = until_or_exit(&mut ctl, i.converge() + t, last, || {
-        reached(fleet, live, last)
-    })
-    .await?
-    {
+    if let Some(s) = reach(&mut ctl, i.converge() + t, fleet, live, last).await? {
         return died_at(&marker, ctl, s, standby);
     }
     Err(format!(
         "never hit: the stream {:?} ran to the end without `{marker}`",
         case.renders
     ))
+}
+
+/// Waits until `ctl` logged more deployment starts than `before`, within `bound`; `Some` with
+/// its exit status when the controller exited first.
+async fn next_deployment(
+    ctl: &mut Controller,
+    before: usize,
+    bound: Duration,
+    render: &str,
+) -> Result<Option<std::process::ExitStatus>, String> {
+    let deadline = Instant::now() + bound;
+    while deployments_started(ctl) <= before {
+        if let Ok(Some(s)) = ctl.child.try_wait() {
+            return Ok(Some(s));
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the deployment of {render} did not start within {bound:?}"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(None)
+}
+
+/// [`until_or_exit`] on [`reached`]: `render` where the stream needs it on the `live` pods,
+/// within `bound`; `Some` with its exit status when the controller exited first.
+async fn reach(
+    ctl: &mut Controller,
+    bound: Duration,
+    fleet: &Fleet,
+    live: &[String],
+    render: &str,
+) -> Result<Option<std::process::ExitStatus>, String> {
+    match until_or_exit(ctl, bound, render, || reached(fleet, live, render)).await? {
+        Waited::Exited(s) => Ok(Some(s)),
+        Waited::Reached => Ok(None),
+    }
 }
 
 /// The journal at the moment of death: a copy opened (redb repairs the copy; the original

@@ -8,7 +8,9 @@
 use haptic_tools::sandbox::apiserver::Fault;
 use serde_json::{Value, json};
 
-use super::{Peers, check_render, feed, opts, start, stop_cleanly};
+use super::{
+    Controller, ControllerOpts, Fleet, Peers, check_render, feed, opts, start, stop_cleanly,
+};
 use crate::crash_matrix::{journal_after_stop, pod_writes_within, write_bounds};
 
 on_peers!(
@@ -31,22 +33,50 @@ on_peers!(
 const STREAM: [&str; 2] = ["02-maps", "03-maps-changed"];
 
 fn api(method: &str, path: &str, status: u16, times: u32) -> Fault {
-    Fault {
-        method: method.into(),
-        path: path.into(),
-        status: Some(status),
-        times: Some(times),
-        ..Fault::default()
+    Fault::answer(method, path, status, times)
+}
+
+/// A scenario's start: two pods, the stream's first render in the render directory, the
+/// controller's options (identity `solo`).
+async fn prepare(peers: Peers) -> (Fleet, std::path::PathBuf, ControllerOpts) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, STREAM[0]);
+    let o = opts(&world, "solo", &render_dir);
+    (world, render_dir, o)
+}
+
+/// Every fault armed on the API emulator fired (a used-up fault is dropped from the list).
+async fn api_faults_met(world: &Fleet) {
+    let left = world
+        .api_faults()
+        .call(reqwest::Method::GET, "faults", None)
+        .await
+        .unwrap();
+    assert_eq!(left, json!([]), "API faults never met");
+}
+
+/// A scenario's end: a clean stop, the journal verified after it with nothing pending, and (with
+/// `writes_bounded`) no pod written more than the stream needs; then the fleet stops.
+async fn finish(world: Fleet, mut ctl: Controller, o: &ControllerOpts, writes_bounded: bool) {
+    stop_cleanly(&mut ctl);
+    if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
     }
+    if writes_bounded {
+        let (pushes, files) = write_bounds(&STREAM);
+        if let Err(e) = pod_writes_within(&world, pushes, files).await {
+            panic!("{e}\n{}", ctl.log_tail(30));
+        }
+    }
+    world.shutdown().await;
 }
 
 /// One scenario: `api` faults armed on the API emulator and `pod` faults on every pod before
 /// the controller starts, `later` API faults armed (after the emulator forgot its watch
 /// history) once the first render converged. Every fault must have fired.
 async fn scenario(peers: Peers, api: Vec<Fault>, pod: Vec<Value>, later: Vec<Fault>) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, STREAM[0]);
+    let (world, render_dir, o) = prepare(peers).await;
     let emulator = world.emulator().expect("the API emulator");
     for f in api {
         emulator.add_fault(f).unwrap();
@@ -56,8 +86,7 @@ async fn scenario(peers: Peers, api: Vec<Fault>, pod: Vec<Value>, later: Vec<Fau
             p.faults().arm(f.clone()).await.unwrap();
         }
     }
-    let o = opts(&world, "solo", &render_dir);
-    let mut ctl = world.controller(o.clone());
+    let ctl = world.controller(o.clone());
     check_render(&world, STREAM[0], "").await;
     if !later.is_empty() {
         emulator.compact();
@@ -68,12 +97,7 @@ async fn scenario(peers: Peers, api: Vec<Fault>, pod: Vec<Value>, later: Vec<Fau
     feed(&render_dir, STREAM[1]);
     check_render(&world, STREAM[1], STREAM[0]).await;
     // Every fault fired (a used-up fault is dropped from the lists).
-    let left = world
-        .api_faults()
-        .call(reqwest::Method::GET, "faults", None)
-        .await
-        .unwrap();
-    assert_eq!(left, json!([]), "API faults never met");
+    api_faults_met(&world).await;
     for p in world.pods() {
         let left = p
             .faults()
@@ -82,15 +106,7 @@ async fn scenario(peers: Peers, api: Vec<Fault>, pod: Vec<Value>, later: Vec<Fau
             .unwrap();
         assert_eq!(left, json!([]), "{}: faults never met", p.name);
     }
-    stop_cleanly(&mut ctl);
-    if let Err(e) = journal_after_stop(&o.journal) {
-        panic!("{e}\n{}", ctl.log_tail(30));
-    }
-    let (pushes, files) = write_bounds(&STREAM);
-    if let Err(e) = pod_writes_within(&world, pushes, files).await {
-        panic!("{e}\n{}", ctl.log_tail(30));
-    }
-    world.shutdown().await;
+    finish(world, ctl, &o, true).await;
 }
 
 /// 409 on the first create of the HAProxyCfg and of a map file, and on the first status write.
@@ -183,11 +199,8 @@ pub async fn lease_stolen(peers: Peers) {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     use kube::Api;
 
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, STREAM[0]);
-    let o = opts(&world, "solo", &render_dir);
-    let mut ctl = world.controller(o.clone());
+    let (world, render_dir, o) = prepare(peers).await;
+    let ctl = world.controller(o.clone());
     check_render(&world, STREAM[0], "").await;
     let leases: Api<Lease> = Api::namespaced(world.client(), world.namespace());
     let mut lease = leases.get(super::LEASE).await.unwrap();
@@ -247,11 +260,7 @@ pub async fn lease_stolen(peers: Peers) {
         .map(|r| format!("{} {} at {}", r.method, r.path, r.at))
         .collect();
     assert!(api.is_empty(), "API writes while not leading: {api:?}");
-    stop_cleanly(&mut ctl);
-    if let Err(e) = journal_after_stop(&o.journal) {
-        panic!("{e}\n{}", ctl.log_tail(30));
-    }
-    world.shutdown().await;
+    finish(world, ctl, &o, false).await;
 }
 
 /// Wrong credentials for a while: the first two requests of each pod answer 401.
@@ -265,10 +274,7 @@ pub async fn dataplane_unauthorized(peers: Peers) {
 /// and the deployment is retried, finding the pushed configuration in place; the pods converge
 /// within the bounds of those intervals.
 pub async fn dataplane_slow_reload(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, STREAM[0]);
-    let mut o = opts(&world, "solo", &render_dir);
+    let (world, render_dir, mut o) = prepare(peers).await;
     o.intervals.deployment_timeout = std::time::Duration::from_secs(2);
     for p in world.pods() {
         p.faults()
@@ -276,7 +282,7 @@ pub async fn dataplane_slow_reload(peers: Peers) {
             .await
             .unwrap();
     }
-    let mut ctl = world.controller(o.clone());
+    let ctl = world.controller(o.clone());
     // The e2e bounds are the default intervals' (20 s timeout): wider than these.
     check_render(&world, STREAM[0], "").await;
     assert!(
@@ -290,22 +296,15 @@ pub async fn dataplane_slow_reload(peers: Peers) {
     );
     feed(&render_dir, STREAM[1]);
     check_render(&world, STREAM[1], STREAM[0]).await;
-    stop_cleanly(&mut ctl);
-    if let Err(e) = journal_after_stop(&o.journal) {
-        panic!("{e}\n{}", ctl.log_tail(30));
-    }
-    world.shutdown().await;
+    finish(world, ctl, &o, false).await;
 }
 
 /// A pod killed (processes gone, Pod object deleted) while a deployment to it is in flight (its
 /// reload held 3 s): the deployment ends, the other pod runs the render, the HAProxyCfg lists only
 /// the pod that is left, on that render.
 pub async fn pod_disappears(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, STREAM[0]);
-    let o = opts(&world, "solo", &render_dir);
-    let mut ctl = world.controller(o.clone());
+    let (world, render_dir, o) = prepare(peers).await;
+    let ctl = world.controller(o.clone());
     check_render(&world, STREAM[0], "").await;
     let pods = world.pods();
     let (gone, left) = (&pods[0], &pods[1]);
@@ -353,11 +352,7 @@ pub async fn pod_disappears(peers: Peers) {
         },
     )
     .await;
-    stop_cleanly(&mut ctl);
-    if let Err(e) = journal_after_stop(&o.journal) {
-        panic!("{e}\n{}", ctl.log_tail(30));
-    }
-    world.shutdown().await;
+    finish(world, ctl, &o, false).await;
 }
 
 /// The controller's Kubernetes request timeout in [`api_timeouts`] (`--kube-request-timeout`).
@@ -420,9 +415,7 @@ fn sent_again(
 /// a run without faults does (nothing lost, nothing published twice, no pod written more than
 /// the stream needs); the log names the timeout.
 pub async fn api_timeouts(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, STREAM[0]);
+    let (world, render_dir, mut o) = prepare(peers).await;
     let emulator = world.emulator().expect("the API emulator");
     let first: [Held; 4] = [
         ("GET", "/pods$", |p| p.ends_with("/pods"), true),
@@ -443,12 +436,11 @@ pub async fn api_timeouts(peers: Peers) {
     for h in first {
         emulator.add_fault(held(h)).unwrap();
     }
-    let mut o = opts(&world, "solo", &render_dir);
     o.extra.extend([
         "--kube-request-timeout".into(),
         format!("{}ms", REQUEST_TIMEOUT.as_millis()),
     ]);
-    let mut ctl = world.controller(o.clone());
+    let ctl = world.controller(o.clone());
     check_render(&world, STREAM[0], "").await;
     let renew: Held = ("PUT", "/leases/", |p| p.contains("/leases/"), true);
     emulator.add_fault(held(renew)).unwrap();
@@ -474,25 +466,12 @@ pub async fn api_timeouts(peers: Peers) {
             },
         )
         .await;
-    let left = world
-        .api_faults()
-        .call(reqwest::Method::GET, "faults", None)
-        .await
-        .unwrap();
-    assert_eq!(left, json!([]), "API faults never met");
+    api_faults_met(&world).await;
     let log = ctl.log_text();
     assert!(
         log.contains("timed out after 2s"),
         "the log names the timeout\n{}",
         ctl.log_tail(40)
     );
-    stop_cleanly(&mut ctl);
-    if let Err(e) = journal_after_stop(&o.journal) {
-        panic!("{e}\n{}", ctl.log_tail(30));
-    }
-    let (pushes, files) = write_bounds(&STREAM);
-    if let Err(e) = pod_writes_within(&world, pushes, files).await {
-        panic!("{e}\n{}", ctl.log_tail(30));
-    }
-    world.shutdown().await;
+    finish(world, ctl, &o, true).await;
 }

@@ -4,7 +4,6 @@
 //! a validator whose HAProxy major.minor differs from the pods' is named (condition, Event,
 //! metric, log).
 
-use std::net::SocketAddr;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -12,19 +11,10 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
-use haptic_testkit::{Fleet, http};
+use haptic_testkit::Fleet;
 
-use super::telemetry::scrape;
+use super::telemetry::{get, scrape};
 use super::{MAIN, Peers, answers, bounds, feed, opts, published, solo, start, stop_cleanly};
-
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let resp = http()
-        .get(format!("http://{addr}{path}"))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    (resp.status().as_u16(), resp.text().await.unwrap())
-}
 
 /// Marks every Pod object of the fleet NotReady the way a HAProxy pod without a configuration
 /// is: condition Ready=False (HAProxy's readiness probe answers 503), the `haproxy` container

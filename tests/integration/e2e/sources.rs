@@ -126,6 +126,19 @@ pub fn form(render: &str) -> Form {
         })
 }
 
+/// POSTs `render` to the ingest endpoint at `addr` with the token: the status and the JSON body.
+pub async fn post(addr: SocketAddr, render: &str) -> (u16, serde_json::Value) {
+    let resp = http()
+        .post(format!("http://{addr}/v1/renders"))
+        .bearer_auth(TOKEN)
+        .multipart(form(render))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or_default())
+}
+
 /// POSTs `render` to the ingest endpoint, retrying `503` (not the leader yet) within
 /// [`haptic_testkit::Intervals::converge`]; returns the `202` body.
 async fn post_render(ctl: &Controller, addr: SocketAddr, render: &str) -> serde_json::Value {
@@ -133,15 +146,7 @@ async fn post_render(ctl: &Controller, addr: SocketAddr, render: &str) -> serde_
         bounds().converge(),
         &format!("POST {render} answered 202"),
         || async {
-            let resp = http()
-                .post(format!("http://{addr}/v1/renders"))
-                .bearer_auth(TOKEN)
-                .multipart(form(render))
-                .send()
-                .await
-                .unwrap();
-            let status = resp.status().as_u16();
-            let body: serde_json::Value = resp.json().await.unwrap_or_default();
+            let (status, body) = post(addr, render).await;
             match status {
                 202 => Ok(body),
                 503 => Err(format!("{status} {body}")),

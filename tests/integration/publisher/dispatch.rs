@@ -1,81 +1,11 @@
 //! The publisher on the real event dispatcher: leadership from the event stream, events in
 //! `Seq` order, its `config.published` delivered to other subscribers.
 
-use haptic::components::publisher::subscribe_options;
-use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
-use haptic_journal::{Batch, EventKind, GateVerdict, Identity, Term};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use haptic::dispatch::{Dispatcher, SubscribeOptions};
+use haptic_journal::EventKind;
 
+use super::on_dispatcher::OnDispatcher;
 use super::*;
-
-/// The publisher `p` running on the dispatcher `d` over `env`'s journal.
-struct OnDispatcher {
-    h: DispatchHandle,
-    cancel: CancellationToken,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl OnDispatcher {
-    /// Subscribes `p`, starts both, and waits until the dispatcher runs: a BecameLeader
-    /// committed before its start would count as replayed, and replayed leadership events
-    /// change nothing.
-    async fn start(env: &mut Env, p: &ConfigPublisher, mut d: Dispatcher) -> OnDispatcher {
-        let sub = d.subscribe(subscribe_options());
-        let mut probe = d.subscribe(
-            SubscribeOptions::new("probe").kinds(&[EventKind::DriftPreventionTriggered]),
-        );
-        let h = d.handle();
-        p.attach(h.clone());
-        let cancel = CancellationToken::new();
-        let c = cancel.clone();
-        let dt = tokio::spawn(async move { d.run(c).await.unwrap() });
-        let (pc, c) = (p.clone(), cancel.clone());
-        let pt = tokio::spawn(async move { pc.run(sub, c).await.unwrap() });
-        h.publish(Event::DriftPreventionTriggered {
-            correlation: env.corr(),
-            time_since_last_deployment_ms: 0,
-        })
-        .await
-        .unwrap();
-        probe.recv().await.unwrap().done();
-        OnDispatcher {
-            h,
-            cancel,
-            tasks: vec![pt, dt],
-        }
-    }
-
-    /// `BecameLeader` for `term` with the journal's term set, in one batch.
-    async fn lead(&self, env: &mut Env, term: u64) {
-        let b = Batch::became_leader(env.corr(), Identity::new("replica-0"), Term(term));
-        self.h.accept(b).await.unwrap();
-    }
-
-    /// `r` rendered, then passed by the gate.
-    async fn render_and_pass(&self, env: &mut Env, r: &RenderDir) -> Checksum {
-        let (b, render) = rendered(env.corr(), r);
-        self.h.accept(b).await.unwrap();
-        self.h
-            .publish(Event::RenderGateCompleted {
-                correlation: env.corr(),
-                render,
-                verdict: GateVerdict::Pass,
-                messages: vec![],
-                pinned_to: None,
-            })
-            .await
-            .unwrap();
-        render
-    }
-
-    async fn stop(self) {
-        self.cancel.cancel();
-        for t in self.tasks {
-            t.await.unwrap();
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_on_the_dispatcher() {

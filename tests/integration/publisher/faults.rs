@@ -10,13 +10,48 @@ use haptic_tools::sandbox::apiserver::Fault;
 use super::*;
 
 fn fault(method: &str, path: &str, status: u16, times: u32) -> Fault {
-    Fault {
-        method: method.into(),
-        path: path.into(),
-        status: Some(status),
-        times: Some(times),
-        ..Fault::default()
-    }
+    Fault::answer(method, path, status, times)
+}
+
+/// A publication ended by a permanent size rejection: counted given up,
+/// `SizeLimitExceeded=True` with a message `says` accepts (`what` names the wait), the item
+/// released; the one request the API server answered `status`, which was not retried.
+async fn size_rejected(
+    env: &Env,
+    p: &ConfigPublisher,
+    what: &str,
+    status: u16,
+    says: impl Fn(&str) -> bool,
+) -> haptic_tools::sandbox::control::RequestRecord {
+    eventually(bound(), what, || async {
+        p.counters().given_up.load(Ordering::Relaxed) == 1
+            && env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == conditions::SIZE_LIMIT_EXCEEDED
+                        && c.status == "True"
+                        && says(&c.message)
+                })
+            })
+    })
+    .await;
+    env.wait_queue_empty(Queue::Publish, "released").await;
+    let mut rejected: Vec<_> = env
+        .server()
+        .requests()
+        .into_iter()
+        .filter(|r| r.status == status)
+        .collect();
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(p.counters().retries.load(Ordering::Relaxed), 0);
+    rejected.remove(0)
+}
+
+/// The rejected render is not announced (one `ConfigPublished`, the earlier render's) and the
+/// spec is back on the last complete publication, `small`.
+async fn back_on_last_complete(env: &Env, small: Checksum) {
+    assert_eq!(env.published_events(), 1);
+    env.wait_spec("spec back to the last complete publication", small)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,41 +278,27 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
         incompressible(2 << 20),
     ));
     env.render_and_pass(&p, &r).await;
-    eventually(
-        bound(),
+    let rejected = size_rejected(
+        &env,
+        &p,
         "released with a condition naming the storage error",
-        || async {
-            p.counters().given_up.load(Ordering::Relaxed) == 1
-                && env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
-                    s.conditions.iter().any(|c| {
-                        c.type_ == conditions::SIZE_LIMIT_EXCEEDED
-                            && c.status == "True"
-                            && c.message.contains("request is too large")
-                    })
-                })
-        },
+        500,
+        |m| m.contains("request is too large"),
     )
     .await;
-    env.wait_queue_empty(Queue::Publish, "released").await;
-    let requests = env.server().requests();
-    let rejected: Vec<_> = requests.iter().filter(|r| r.status == 500).collect();
-    assert_eq!(rejected.len(), 1, "{rejected:?}");
-    assert_eq!(rejected[0].method, "POST");
+    assert_eq!(rejected.method, "POST");
     assert!(
-        rejected[0].path.contains("/haproxymapfiles"),
+        rejected.path.contains("/haproxymapfiles"),
         "{}",
-        rejected[0].path
+        rejected.path
     );
     assert!(
-        !requests.iter().any(|r| r.status == 413),
+        !env.server().requests().iter().any(|r| r.status == 413),
         "sent, not refused before upload"
     );
-    assert_eq!(p.counters().retries.load(Ordering::Relaxed), 0);
     // The rejected render is not announced, and the HAProxyCfg spec, written before the map
     // failed, is restored to the last complete publication by self-healing.
-    assert_eq!(env.published_events(), 1);
-    env.wait_spec("spec back to the last complete publication", small)
-        .await;
+    back_on_last_complete(&env, small).await;
     env.finish(term).await;
 }
 
@@ -297,37 +318,20 @@ async fn a_secret_over_1mib_is_a_422_too_long_and_a_size_condition() {
         incompressible(1_100_000),
     ));
     env.render_and_pass(&p, &r).await;
-    eventually(
-        bound(),
+    let rejected = size_rejected(
+        &env,
+        &p,
         "released with a size condition naming the file",
-        || async {
-            p.counters().given_up.load(Ordering::Relaxed) == 1
-                && env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
-                    s.conditions.iter().any(|c| {
-                        c.type_ == conditions::SIZE_LIMIT_EXCEEDED
-                            && c.status == "True"
-                            && c.message
-                                .contains("Too long: must have at most 1048576 bytes")
-                            && c.message.contains("ca/bundle.pem")
-                            && c.message.contains("split it")
-                    })
-                })
+        422,
+        |m| {
+            m.contains("Too long: must have at most 1048576 bytes")
+                && m.contains("ca/bundle.pem")
+                && m.contains("split it")
         },
     )
     .await;
-    env.wait_queue_empty(Queue::Publish, "released").await;
-    let requests = env.server().requests();
-    let rejected: Vec<_> = requests.iter().filter(|r| r.status == 422).collect();
-    assert_eq!(rejected.len(), 1, "{rejected:?}");
-    assert!(
-        rejected[0].path.ends_with("/secrets"),
-        "{}",
-        rejected[0].path
-    );
-    assert_eq!(p.counters().retries.load(Ordering::Relaxed), 0);
-    assert_eq!(env.published_events(), 1);
-    env.wait_spec("spec back to the last complete publication", small)
-        .await;
+    assert!(rejected.path.ends_with("/secrets"), "{}", rejected.path);
+    back_on_last_complete(&env, small).await;
     // The one 422 is this test's point: `finish` would refuse it.
     term.stop().await;
 }

@@ -1,11 +1,12 @@
 //! Seed rows: publish with every auxiliary kind, conditions, `-invalid`, per-pod status and
 //! parking, pod termination, GC, restart, self-healing, stale leader, drain.
 
+use haptic::core::render::{JournaledRender, RenderContent};
 use haptic::k8s::WriteError;
 use haptic::k8s::crd::{
     HAProxyCRTListFile, HAProxyGeneralFile, HAProxyMapFile, conditions, labels, secrets,
 };
-use haptic::k8s::writer::{PublishSpec, RenderContent};
+use haptic::k8s::writer::PublishSpec;
 use haptic_journal::{DeploymentId, Event, GateVerdict, Queue, Seq, Term};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -363,11 +364,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
     term.stop().await;
 
     let old = writer(&env, Term(4));
-    let other = RenderContent {
-        checksum: haptic_journal::render_checksum(b"global\n", &[]),
-        config: "global\n".into(),
-        files: vec![],
-    };
+    let other = JournaledRender::of(&RenderContent::new(b"global\n".to_vec(), vec![]));
     let err = old
         .publish(&PublishSpec {
             name: MAIN,
@@ -501,11 +498,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
     term.stop().await;
     // Another replica leads (term 2) and publishes its render.
     let theirs_writer = writer(&env, Term(2));
-    let theirs = RenderContent {
-        checksum: haptic_journal::render_checksum(b"global\n# theirs\n", &[]),
-        config: "global\n# theirs\n".into(),
-        files: vec![],
-    };
+    let theirs = JournaledRender::of(&RenderContent::new(b"global\n# theirs\n".to_vec(), vec![]));
     theirs_writer
         .publish(&PublishSpec {
             name: MAIN,

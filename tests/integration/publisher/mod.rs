@@ -9,6 +9,7 @@ mod faults;
 mod fence;
 mod flows;
 mod heal;
+mod on_dispatcher;
 mod outage;
 mod pods;
 mod restart;

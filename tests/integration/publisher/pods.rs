@@ -3,79 +3,10 @@
 //! leaves the HAProxyCfg status once it leads again, with no seeding read to wait for; and a
 //! replayed delivery the checkpoint already folded queues nothing twice.
 
-use haptic::components::publisher::subscribe_options;
-use haptic::dispatch::{DispatchHandle, Dispatcher, SubscribeOptions};
-use haptic_journal::{Endpoint, EventKind, Identity, Term};
-use tokio_util::sync::CancellationToken;
+use haptic_journal::Endpoint;
 
+use super::on_dispatcher::OnDispatcher;
 use super::*;
-
-/// A publisher running on the real dispatcher (leadership from the event stream).
-struct OnDispatcher {
-    h: DispatchHandle,
-    cancel: CancellationToken,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl OnDispatcher {
-    /// Starts the dispatcher and `p.run`; returns once the dispatcher delivers live events
-    /// (a `BecameLeader` committed before would count as replayed and change nothing).
-    async fn start(env: &mut Env, p: &ConfigPublisher) -> OnDispatcher {
-        let mut d = Dispatcher::new(Arc::clone(&env.journal));
-        let sub = d.subscribe(subscribe_options());
-        let mut probe = d.subscribe(
-            SubscribeOptions::new("probe").kinds(&[EventKind::DriftPreventionTriggered]),
-        );
-        let h = d.handle();
-        p.attach(h.clone());
-        let cancel = CancellationToken::new();
-        let c = cancel.clone();
-        let dt = tokio::spawn(async move { d.run(c).await.unwrap() });
-        let (pc, c) = (p.clone(), cancel.clone());
-        let pt = tokio::spawn(async move { pc.run(sub, c).await.unwrap() });
-        h.publish(Event::DriftPreventionTriggered {
-            correlation: env.corr(),
-            time_since_last_deployment_ms: 0,
-        })
-        .await
-        .unwrap();
-        probe.recv().await.unwrap().done();
-        OnDispatcher {
-            h,
-            cancel,
-            tasks: vec![dt, pt],
-        }
-    }
-
-    async fn lead(&self, env: &mut Env, term: u64) {
-        let mut b = Batch::new();
-        b.set_term(Term(term), Identity::new("replica-0"));
-        b.event(Event::BecameLeader {
-            correlation: env.corr(),
-            identity: Identity::new("replica-0"),
-            term: Term(term),
-        });
-        self.h.accept(b).await.unwrap();
-    }
-
-    async fn follow(&self, env: &mut Env) {
-        self.h
-            .publish(Event::LostLeadership {
-                correlation: env.corr(),
-                identity: Identity::new("replica-0"),
-                reason: "lease_lost".into(),
-            })
-            .await
-            .unwrap();
-    }
-
-    async fn stop(self) {
-        self.cancel.cancel();
-        for t in self.tasks {
-            t.await.unwrap();
-        }
-    }
-}
 
 fn discovered(c: Correlation, pods: &[&str]) -> Event {
     Event::HAProxyPodsDiscovered {
@@ -139,7 +70,7 @@ async fn pod_removed_while_down_leaves_the_status_after_the_restart() {
     let mut env = Env::start().await;
     two_pods_published(&mut env).await;
     let p = env.publisher(fast_config());
-    let d = OnDispatcher::start(&mut env, &p).await;
+    let d = OnDispatcher::on_journal(&mut env, &p).await;
     d.h.publish(discovered(env.corr(), &["pod-a"]))
         .await
         .unwrap();
@@ -158,7 +89,7 @@ async fn pod_removed_while_down_leaves_the_status_after_the_restart() {
 async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
     let mut env = Env::start().await;
     let p = env.publisher(fast_config());
-    let d = OnDispatcher::start(&mut env, &p).await;
+    let d = OnDispatcher::on_journal(&mut env, &p).await;
     d.lead(&mut env, 2).await;
     d.h.publish(discovered(env.corr(), &["pod-a", "pod-b"]))
         .await
@@ -235,7 +166,7 @@ async fn a_replayed_event_the_checkpoint_folded_queues_nothing_twice() {
     assert_eq!(env.queue_len(Queue::Verdict), 1);
     let undispatched = env.journal.meta().unwrap().next_seq;
     let p = env.publisher(fast_config());
-    let d = OnDispatcher::start(&mut env, &p).await;
+    let d = OnDispatcher::on_journal(&mut env, &p).await;
     eventually(bound(), "the replay was handled", || async {
         env.journal.meta().unwrap().dispatched_through >= undispatched
     })

@@ -353,10 +353,9 @@ fn every_alert_names_only_exported_metrics() {
         .find(|d| d["kind"] == "PrometheusRule")
         .expect("a PrometheusRule");
     assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
-    let exported = crate::telemetry::openmetrics::parse_openmetrics(
-        &haptic::telemetry::Metrics::new().encode(),
-    )
-    .unwrap();
+    let exported =
+        crate::telemetry::openmetrics::parse_openmetrics(&haptic::runtime::metrics().encode())
+            .unwrap();
     let mut alerts = BTreeSet::new();
     for group in rule["spec"]["groups"].as_array().unwrap() {
         for r in group["rules"].as_array().unwrap() {

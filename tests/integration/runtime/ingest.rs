@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use haptic::dispatch::input::load_render;
 use haptic::dispatch::{DispatchHandle, Dispatcher, Leadership, SubscribeOptions};
 use haptic::source::dir::read_render;
 use haptic::source::ingest::{IngestConfig, IngestError, IngestServer, read_token};
@@ -215,7 +214,9 @@ async fn accepted_only_once_journaled_with_the_directory_checksum_and_idempotent
     assert_eq!(body["checksum"], expected.checksum().to_string());
     assert_eq!(body["seq"], seq.0);
     assert_eq!(body["duplicate"], false);
-    let stored = load_render(&node.journal, checksum).unwrap().unwrap();
+    let stored = haptic::dispatch::render::load(&node.journal, checksum)
+        .unwrap()
+        .into_content();
     assert_eq!(stored, expected, "config and every file, CA included");
 
     // The subscribers get it after the commit.

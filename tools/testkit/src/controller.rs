@@ -1,5 +1,6 @@
 //! The controller under test as a child process: `haptic run` (or any program taking the same
-//! flags) pointed at a [`Fleet`] through its kubeconfig, stdout and stderr in a log file.
+//! flags) pointed at a [`Target`] (a [`crate::Fleet`]) through its kubeconfig, stdout and stderr
+//! in a log file.
 //!
 //! ```text
 //!  ControllerOpts { program, identity, journal, source flags, intervals, extra flags, env }
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::fleet::Fleet;
+use crate::peers::Target;
 use crate::wait::{Logs, Probe, eventually_with};
 
 /// The controller's intervals, passed as its real flags; the kit's bounds derive from them.
@@ -140,7 +141,7 @@ impl ControllerOpts {
     /// `<fleet dir>/<identity>/journal.redb`, config name `config_name`.
     #[must_use]
     pub fn dir(
-        fleet: &Fleet,
+        fleet: &impl Target,
         program: &Path,
         identity: &str,
         config_name: &str,
@@ -191,7 +192,7 @@ impl ControllerOpts {
 
     /// Every argument after the program, in order.
     #[must_use]
-    pub fn args(&self, fleet: &Fleet) -> Vec<std::ffi::OsString> {
+    pub fn args(&self, fleet: &impl Target) -> Vec<std::ffi::OsString> {
         let mut a: Vec<std::ffi::OsString> = self.pre_args.iter().map(Into::into).collect();
         a.push("run".into());
         a.push("--kubeconfig".into());
@@ -223,13 +224,13 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Spawns the controller `opts` describes against `fleet` (prefer [`Fleet::controller`],
+    /// Spawns the controller `opts` describes against `fleet` (prefer [`crate::Fleet::controller`],
     /// which attaches the log to the fleet's waits).
     ///
     /// # Panics
     /// When the journal directory or the log cannot be created or the program cannot start.
     #[must_use]
-    pub fn spawn(fleet: &Fleet, opts: ControllerOpts) -> Controller {
+    pub fn spawn(fleet: &impl Target, opts: ControllerOpts) -> Controller {
         let parent = opts
             .journal
             .parent()

@@ -26,14 +26,17 @@
 
 pub mod controller;
 pub mod fleet;
+pub mod peers;
 pub mod pod;
 pub mod real;
 pub mod render;
 pub mod wait;
 
 pub use controller::{Controller, ControllerOpts, Intervals};
-pub use fleet::{Faults, Fleet, FleetConfig, PEERS_ENV, PeerError, Peers, Pod, http};
+pub use fleet::Fleet;
 pub use haptic_tools::sandbox::control::RequestRecord;
+pub use peers::{FleetConfig, PEERS_ENV, PeerError, Peers, Target};
+pub use pod::{Faults, Pod, http};
 pub use wait::{Probe, eventually, log_tail};
 
 use haptic::k8s::crd::HAProxyCfg;

@@ -8,7 +8,7 @@ use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane, DataplaneClient, E
 use haptic_tools::sandbox::control::RequestRecord;
 use haptic_tools::sandbox::pods::PodInfo;
 
-use crate::fleet::PeerError;
+use crate::peers::PeerError;
 
 /// One HAProxy pod of a fleet: where its Dataplane API and its traffic are, and its credentials.
 ///

@@ -66,7 +66,7 @@ impl Publishing<'_> {
     /// true when it committed (or was released), false when cancelled or superseded.
     pub(super) async fn run(self) -> Result<bool, PublisherError> {
         let t = self.target;
-        let (manifest, content) = match self.ctx.load_render(t.render) {
+        let content = match self.ctx.load_render(t.render).await {
             Ok(x) => x,
             Err(e) => {
                 // Permanent (Unbuildable): recorded and shown by `failed`, then released.
@@ -124,7 +124,7 @@ impl Publishing<'_> {
                 self.ctx.wake.status.notify_one();
             }
             let e = match result {
-                Ok(p) => return self.complete(p, &manifest).await,
+                Ok(p) => return self.complete(p, &content.manifest()).await,
                 Err(e) => e,
             };
             match self.writes.failed(&e, attempt, self.entry.is_some()).await {

@@ -7,8 +7,7 @@
 use std::sync::{Arc, OnceLock};
 
 use haptic_journal::{
-    Accepted, Batch, Checksum, Journal, Op, OpOutcome, PublishedCheckpoint, Queue, Render, Term,
-    WorkEntry,
+    Accepted, Batch, Checksum, Journal, Op, OpOutcome, PublishedCheckpoint, Queue, Term, WorkEntry,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
@@ -22,8 +21,10 @@ use super::failures::Worker;
 use super::router::RouterView;
 use super::term::TermLink;
 use crate::components::publisher::{PublisherConfig, PublisherError};
+use crate::core::render::JournaledRender;
+use crate::dispatch::render::RenderStore;
 use crate::k8s::WriteError;
-use crate::k8s::writer::{FileContent, RenderContent, Writer, WriterConfig};
+use crate::k8s::writer::{Writer, WriterConfig};
 
 /// The shared part of the publisher (see the module docs).
 pub(crate) struct Context {
@@ -31,6 +32,8 @@ pub(crate) struct Context {
     pub(crate) cfg: PublisherConfig,
     /// The journal (reads; writes go through [`Context::commit`]).
     pub(super) journal: Arc<Journal>,
+    /// Renders by checksum, read on a blocking thread.
+    renders: RenderStore,
     /// The Kubernetes client (kube's retry layer off).
     pub(super) client: Client,
     /// Every journal commit of the publisher.
@@ -76,6 +79,7 @@ impl Context {
                 journal: Arc::clone(&journal),
                 dispatch: OnceLock::new(),
             },
+            renders: RenderStore::new(Arc::clone(&journal)),
             journal,
             client,
             cfg,
@@ -124,46 +128,29 @@ impl Context {
             .find(|c| c.name.as_str() == name)
     }
 
-    /// The render `checksum` read back from the journal's blobs.
+    /// The render `checksum` read back from the journal's blobs (the render store: a blocking
+    /// thread, never this task).
     ///
     /// # Errors
     /// [`WriteError::Content`] (permanent: unbuildable) when the render or one of its blobs is
-    /// missing, unreadable or not UTF-8.
-    pub(super) fn load_render(
+    /// missing or unreadable, or a content is not UTF-8 (Kubernetes objects hold text).
+    ///
+    /// # Cancel safety
+    /// Cancel safe (the read finishes in its blocking task).
+    pub(super) async fn load_render(
         &self,
         checksum: Checksum,
-    ) -> Result<(Render, RenderContent), WriteError> {
+    ) -> Result<JournaledRender, WriteError> {
         let content_err = |reason: String| WriteError::Content { reason };
         let render = self
-            .journal
-            .get_render(checksum)
-            .map_err(|e| content_err(e.to_string()))?
-            .ok_or_else(|| content_err(format!("render {checksum} not in the journal")))?;
-        let text = |hash: Checksum| -> Result<String, WriteError> {
-            let bytes = self
-                .journal
-                .get_blob(hash)
-                .map_err(|e| content_err(e.to_string()))?
-                .ok_or_else(|| content_err(format!("blob {hash} missing")))?;
-            String::from_utf8(bytes).map_err(|_| content_err(format!("blob {hash} is not utf-8")))
-        };
-        let config = text(render.config)?;
-        let mut files = Vec::new();
-        for f in &render.files {
-            files.push(FileContent {
-                kind: f.kind,
-                path: f.path.clone(),
-                content: text(f.blob)?,
-            });
+            .renders
+            .load(checksum)
+            .await
+            .map_err(|e| content_err(crate::core::error::chain(&e)))?;
+        match render.not_text() {
+            Some(blob) => Err(content_err(format!("blob {blob} is not utf-8"))),
+            None => Ok(render),
         }
-        Ok((
-            render.clone(),
-            RenderContent {
-                checksum,
-                config,
-                files,
-            },
-        ))
     }
 }
 

@@ -56,8 +56,8 @@ impl InvalidWorker {
             self.ctx.commit.commit(ack).await?;
             return Ok(());
         };
-        let content = match self.ctx.load_render(render) {
-            Ok((_, c)) => c,
+        let content = match self.ctx.load_render(render).await {
+            Ok(c) => c,
             Err(e) => {
                 // Permanent: the rejected render is not in the journal (Unbuildable).
                 self.writes.failed(&e, 1, false).await;

@@ -44,11 +44,7 @@ const POLL: Duration = Duration::from_millis(25);
 /// # Errors
 /// The sandbox or the controller does not start, a render does not converge within its bound.
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(measure(ctx))
+    super::on_runtime(measure(ctx))
 }
 
 /// One render's way through the controller (unix ms).

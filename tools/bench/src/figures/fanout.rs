@@ -53,11 +53,7 @@ const NS: &str = "haptic-bench";
 /// # Errors
 /// The sandbox does not start, a deployment fails on any pod.
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(measure(ctx))
+    super::on_runtime(measure(ctx))
 }
 
 /// What one deployment took.

@@ -49,6 +49,19 @@ impl Ctx {
     }
 }
 
+/// Runs `measure` on a runtime of two worker threads (the machine the figures are measured on
+/// has two cores), the way every figure that drives async peers does.
+///
+/// # Errors
+/// The runtime cannot be built, or `measure`'s error.
+pub fn on_runtime<T>(measure: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(measure)
+}
+
 /// One figure.
 #[derive(Debug)]
 pub struct Figure {

@@ -41,11 +41,7 @@ const PODS: usize = 10;
 /// # Errors
 /// The sandbox does not start (no `haproxy`), a sync or a push fails.
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(measure(ctx))
+    super::on_runtime(measure(ctx))
 }
 
 /// The render after change `i`: four server slots; change `i` (from 1) changes exactly one

@@ -46,11 +46,7 @@ const RENDER: &str = "06-crtlist";
 /// The emulator does not start, a journal commit or a publication fails, the status does not
 /// converge within its bound.
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(measure(ctx))
+    super::on_runtime(measure(ctx))
 }
 
 fn pod(i: usize) -> PodRef {

@@ -48,6 +48,21 @@ pub struct Fault {
     pub end_watch: bool,
 }
 
+impl Fault {
+    /// Answer `status` to the first `times` requests whose method and path match the regexes
+    /// `method` and `path` (`times` 0: every one).
+    #[must_use]
+    pub fn answer(method: &str, path: &str, status: u16, times: u32) -> Fault {
+        Fault {
+            method: method.into(),
+            path: path.into(),
+            status: Some(status),
+            times: Some(times),
+            ..Fault::default()
+        }
+    }
+}
+
 /// A fault with its compiled regexes and remaining count.
 #[derive(Debug, Clone)]
 pub struct ArmedFault {

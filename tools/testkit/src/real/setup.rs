@@ -29,7 +29,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 
 use super::ApiPeers;
-use crate::fleet::FleetConfig;
+use crate::peers::FleetConfig;
 
 /// Bound of a CRD becoming Established (measured: under 0.1 s).
 pub const CRD_ESTABLISHED: Duration = Duration::from_secs(10);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use haptic_journal::{Journal, JournalOptions, OpenError};
 
-use super::args::{JournalConcurrency, JournalRecovery};
+use crate::runtime::args::{JournalConcurrency, JournalRecovery};
 
 /// The journal could not be opened.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,16 @@
+//! The process's metric families ([`super::metrics`]): the telemetry's own and every
+//! component's, as one exposition.
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use super::*;
-use haptic_journal::Queue;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use haptic_journal::Queue;
+
+use crate::components::scheduler::SchedulerStats;
+use crate::telemetry::{RenderSource, ValidationResult};
 
 /// prometheus-client 0.24 writes label values verbatim (no escaping of `"`, `\` or line
 /// breaks), so every value we emit must be in this safe alphabet.
@@ -22,7 +30,7 @@ fn every_label_value_is_bounded_and_safe() {
         assert!(is_safe_label_value(v), "unsafe label value {v:?}");
     }
     // And the fixed values the collector writes, as they appear in the output.
-    let out = Metrics::new().encode();
+    let out = super::metrics().encode();
     for line in out.lines().filter(|l| !l.starts_with('#')) {
         if let Some(open) = line.find('{') {
             let close = line.rfind('}').unwrap();
@@ -49,14 +57,14 @@ fn every_label_value_is_bounded_and_safe() {
 
 #[test]
 fn enum_label_values_encode_as_their_names() {
-    let m = Metrics::new();
+    let m = super::metrics();
     m.render_accepted(RenderSource::ConfigMap);
     m.render_accepted(RenderSource::ConfigMap);
     let validator = Arc::new(crate::components::validator::ValidationStats::default());
     validator
         .failed
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    m.register_validator(validator);
+    m.register(validator);
     m.events_accepted(5);
     m.observe_commit(Duration::from_millis(3));
     let out = m.encode();
@@ -85,16 +93,16 @@ fn enum_label_values_encode_as_their_names() {
 
 #[test]
 fn replaced_handles_carry_their_counts_and_the_same_handle_is_not_counted_twice() {
-    let m = Metrics::new();
+    let m = super::metrics();
     let a = Arc::new(SchedulerStats::default());
     a.started.store(3, Relaxed);
-    m.register_scheduler(a.clone());
-    m.register_scheduler(a.clone());
+    m.register(a.clone());
+    m.register(a.clone());
     let b = Arc::new(SchedulerStats::default());
     b.started.store(1, Relaxed);
     b.timeouts.store(2, Relaxed);
-    m.register_scheduler(b.clone());
-    m.register_scheduler(b);
+    m.register(b.clone());
+    m.register(b);
     let out = m.encode();
     assert!(
         out.contains("\nhaptic_scheduler_deployments_started_total 4\n"),

@@ -1,0 +1,248 @@
+//! How [`super::decide`] queues, starts and times out deployments: the request of a render,
+//! the pending slot (latest wins), the pump that starts it when the rate limit and the phase
+//! allow, and the timeout retries.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use haptic_journal::{
+    Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason, Endpoint,
+};
+
+use super::state::{Phase, SchedulerSettings, SchedulerState};
+use super::{Effect, reason};
+
+/// Every endpoint not quarantined for `render`, in discovery order.
+pub(super) fn not_quarantined(state: &SchedulerState, render: Checksum) -> Vec<Endpoint> {
+    state
+        .endpoints
+        .iter()
+        .filter(|e| !state.quarantined(&e.url, &render))
+        .cloned()
+        .collect()
+}
+
+/// Delay after `failures` consecutive failures: initial doubling, capped.
+#[must_use]
+pub fn backoff_delay(settings: &SchedulerSettings, failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    settings
+        .backoff_initial
+        .saturating_mul(1 << exp)
+        .min(settings.backoff_max)
+}
+
+pub(super) fn new_request(
+    state: &mut SchedulerState,
+    render: Checksum,
+    endpoints: Vec<Endpoint>,
+    reason: DeploymentReason,
+    correlation: Correlation,
+) -> Option<DeployRequest> {
+    let runtime_config = state.runtime_config.clone()?;
+    let id = DeploymentId::new(format!("{}-{}", state.id_prefix, state.next_id));
+    state.next_id += 1;
+    Some(DeployRequest {
+        deployment: id,
+        render,
+        endpoints,
+        runtime_config,
+        reason,
+        correlation,
+    })
+}
+
+/// Latest wins: the new request replaces the pending one (same render: targets are merged so
+/// no endpoint loses its turn).
+pub(super) fn queue(
+    state: &mut SchedulerState,
+    render: Checksum,
+    mut endpoints: Vec<Endpoint>,
+    reason: DeploymentReason,
+    correlation: Correlation,
+    fx: &mut Vec<Effect>,
+) {
+    if let Some(old) = &state.pending
+        && old.render == render
+    {
+        for e in &old.endpoints {
+            if !endpoints.iter().any(|n| n.url == e.url)
+                && state.endpoints.iter().any(|n| n.url == e.url)
+            {
+                endpoints.push(e.clone());
+            }
+        }
+    }
+    let Some(req) = new_request(state, render, endpoints, reason, correlation) else {
+        // No HAProxyCfg name yet: nothing to attach status to. The render stays the last
+        // validated one and is deployed once the name is known (next trigger).
+        return;
+    };
+    state.pending = Some(req.clone());
+    fx.push(Effect::PersistPending(req));
+}
+
+/// Starts what may start now, handles the timeout, and arms the next timer.
+pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect>) {
+    if state.leader.is_none() {
+        return;
+    }
+    if let Phase::Deploying { started_at, .. } = &state.phase {
+        let deadline = *started_at + state.settings.deployment_timeout;
+        if now < deadline {
+            fx.push(Effect::ArmTimer(deadline));
+            return;
+        }
+        on_timeout(state, now, fx);
+        if matches!(state.phase, Phase::Deploying { .. }) {
+            return;
+        }
+    }
+    let ready = state.ready_at(now);
+    if state.pending.is_some() {
+        if ready > now {
+            fx.push(Effect::ArmTimer(ready));
+            return;
+        }
+        if let Some(mut req) = state.pending.take() {
+            // A pod may have been quarantined for this render since the request was queued
+            // (a deployment that completed meanwhile): it is not sent the render again.
+            let render = req.render;
+            req.endpoints
+                .retain(|e| !state.quarantined(&e.url, &render));
+            start(state, req, true, now, fx);
+        }
+        return;
+    }
+    // Failed endpoints due for their retry.
+    let due: Vec<Endpoint> = state
+        .endpoints
+        .iter()
+        .filter(|e| state.backoff.get(&e.url).is_some_and(|b| b.next_at <= now))
+        .cloned()
+        .collect();
+    if !due.is_empty()
+        && let Some((render, corr)) = state.last_validated.clone()
+    {
+        if ready > now {
+            fx.push(Effect::ArmTimer(ready));
+            return;
+        }
+        if let Some(req) = new_request(
+            state,
+            render,
+            due,
+            reason(DeploymentCause::ConfigValidation),
+            corr,
+        ) {
+            start(state, req, false, now, fx);
+            return;
+        }
+    }
+    if let Some(next) = state
+        .backoff
+        .iter()
+        .filter(|(u, _)| state.endpoints.iter().any(|e| &e.url == *u))
+        .map(|(_, b)| b.next_at)
+        .min()
+    {
+        fx.push(Effect::ArmTimer(next.max(ready)));
+    }
+}
+
+pub(super) fn start(
+    state: &mut SchedulerState,
+    request: DeployRequest,
+    from_pending: bool,
+    now: Instant,
+    fx: &mut Vec<Effect>,
+) {
+    state.phase = Phase::Deploying {
+        request: request.clone(),
+        started_at: now,
+        finished: BTreeSet::new(),
+        succeeded: BTreeSet::new(),
+        rejected: BTreeMap::new(),
+    };
+    fx.push(Effect::Start {
+        request,
+        from_pending,
+    });
+    fx.push(Effect::ArmTimer(now + state.settings.deployment_timeout));
+}
+
+pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect>) {
+    let Phase::Deploying {
+        request,
+        finished,
+        succeeded,
+        rejected,
+        ..
+    } = std::mem::replace(&mut state.phase, Phase::Idle)
+    else {
+        return;
+    };
+    // Endpoints that succeeded before the timeout run the render (their state is journaled).
+    for url in succeeded {
+        state.backoff.remove(&url);
+        state.applied.insert(url, request.render);
+    }
+    // Endpoints that rejected it are quarantined as at a completion.
+    for (url, message) in rejected {
+        state.backoff.remove(&url);
+        state.applied.remove(&url);
+        state.rejected.insert(url, (request.render, message));
+    }
+    fx.push(Effect::Cancel {
+        deployment: request.deployment.clone(),
+        correlation: request.correlation.clone(),
+    });
+    let retry_reason = DeploymentReason {
+        cause: request.reason.cause,
+        timeout_retry: true,
+    };
+    let from_pending = state.pending.is_some();
+    let unfinished: Vec<Endpoint> = request
+        .endpoints
+        .iter()
+        .filter(|e| !finished.contains(&e.url))
+        .cloned()
+        .collect();
+    let (retry_render, retry_endpoints, retry_corr) = match state.pending.take() {
+        Some(p) => (p.render, p.endpoints, p.correlation),
+        None => (
+            request.render,
+            unfinished.clone(),
+            request.correlation.clone(),
+        ),
+    };
+    let count = match state.timeout_retries {
+        Some((r, n)) if r == retry_render => n + 1,
+        _ => 1,
+    };
+    if count > state.settings.max_timeout_retries {
+        for e in &unfinished {
+            state.given_up.insert(e.url.clone());
+            state.applied.remove(&e.url);
+        }
+        state.timeout_retries = None;
+        fx.push(Effect::GiveUp {
+            request,
+            endpoints: unfinished,
+        });
+        return;
+    }
+    state.timeout_retries = Some((retry_render, count));
+    if retry_endpoints.is_empty() {
+        return;
+    }
+    if let Some(req) = new_request(
+        state,
+        retry_render,
+        retry_endpoints,
+        retry_reason,
+        retry_corr,
+    ) {
+        start(state, req, from_pending, now, fx);
+    }
+}
