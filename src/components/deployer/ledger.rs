@@ -178,6 +178,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn a_write_keeps_loaded_only_when_disk_held_what_haproxy_ran() {
         let url = EndpointUrl::new("http://127.0.0.1:1");
         let mut l = PodLedger::new(&url, &pod("p"), None, None);
