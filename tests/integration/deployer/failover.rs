@@ -19,18 +19,10 @@ use haptic_testkit::render::RENDERS;
 use haptic_tools::sandbox::pods::PodInfo;
 
 use super::harness::*;
-
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/integration/deployer/fixtures"
-);
+use super::truth_kit::{FIXTURES, REISSUED_SERIAL_HEX, SITE_SERIAL_HEX, served_serial};
 
 /// Serial of `fixtures/site-reissued.pem` in decimal (`openssl x509 -serial`: 5EC0DD…01).
 const REISSUED_SERIAL: &str = "540946127350749713935599286303148716407392305153";
-/// The same serial as curl prints it.
-const REISSUED_SERIAL_HEX: &str = "5ec0dd0000000000000000000000000000000001";
-/// The serial of the corpus `05-tls/ssl/site.pem` as curl prints it.
-const SITE_SERIAL_HEX: &str = "6d480bd9a95df8a7594dda5a5d4ab7daedf11939";
 
 const CONFIG: &str = "global
     log stdout format raw local0
@@ -158,34 +150,6 @@ async fn certificate_meta(pod: &Pod, name: &str) -> serde_json::Value {
         .json()
         .await
         .unwrap()
-}
-
-/// The serial of the certificate the pod serves for `sni` (`curl -w %{certs}`, lower-case hex).
-fn served_serial(pod: &PodInfo, sni: &str) -> String {
-    let port = 443 + pod.port_offset;
-    let out = std::process::Command::new("curl")
-        .args([
-            "-sk",
-            "--noproxy",
-            "*",
-            "--max-time",
-            "5",
-            "-o",
-            "/dev/null",
-        ])
-        .args([
-            "--resolve",
-            &format!("{sni}:{port}:{}", pod.traffic_address),
-        ])
-        .args(["-w", "%{certs}", &format!("https://{sni}:{port}/")])
-        .output()
-        .expect("curl");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("Serial Number:"))
-        .unwrap_or_default()
-        .trim()
-        .to_owned()
 }
 
 /// Waits (bounded) until the pod serves the certificate with `serial` for `sni`.
