@@ -19,7 +19,7 @@
 //! | `Unreachable` | timeout, connection, TLS | retry, capped backoff, forever | warn |
 //! | `Unauthorized` | 401 | retry, capped backoff, forever | warn naming the credentials; condition; metric |
 //! | `Forbidden` | 403 | retry, capped backoff, forever | warn naming the RBAC rule; condition; metric |
-//! | `MissingResourceType` | 404 "the server could not find the requested resource" | retry, capped backoff, forever | warn naming what to apply (the CRDs); metric |
+//! | `MissingResourceType` | 404 "the server could not find the requested resource", or the plain "404 page not found" of a group not served | retry, capped backoff, forever | warn naming what to apply (the CRDs); metric |
 //! | `OtherClientError` | any other 4xx (405, 410, 415, ...) | retry, capped backoff, forever | warn |
 //! | `Rejected` | 400, 422 | **permanent**: record the reason, show it, ack | warn; condition; Kubernetes Event; metric |
 //! | `TooLarge` | 413; a 5xx whose message says the request is too large (etcd's limit); a 422 whose message says a field is too long in bytes (a Secret's or ConfigMap's 1 MiB of data) | **permanent**: as `Rejected` (condition `SizeLimitExceeded`) | as `Rejected` |
@@ -90,13 +90,21 @@ pub enum ErrorClass {
     Fenced,
 }
 
-/// The message the API server gives a 404 for a resource type it does not serve.
+/// The message the API server gives a 404 for a resource type it does not serve, in a group
+/// it serves.
 const MISSING_TYPE_MESSAGE: &str = "the server could not find the requested resource";
+
+/// The body of kube-apiserver's 404 for a path no handler serves: a group/version it does not
+/// serve at all (no CRD of the group installed). Plain text, not a `Status` (kube's client
+/// reports it as the message "404 page not found"); found against the real kube-apiserver,
+/// where the emulator's JSON answer had hidden it (issue 27).
+const NO_HANDLER_MESSAGE: &str = "404 page not found";
 
 impl ErrorClass {
     /// The class of an HTTP answer `status` whose body message is `message` (matched without
     /// regard to case: "too large" for size rejections, the API server's "could not find the
-    /// requested resource" for a type it does not serve).
+    /// requested resource" for a type it does not serve, or its plain "404 page not found" for
+    /// a group it does not serve).
     #[must_use]
     pub fn of_status(status: u16, message: &str) -> ErrorClass {
         let message = message.to_ascii_lowercase();
@@ -111,7 +119,11 @@ impl ErrorClass {
             400 | 422 => ErrorClass::Rejected,
             401 => ErrorClass::Unauthorized,
             403 => ErrorClass::Forbidden,
-            404 if message.contains(MISSING_TYPE_MESSAGE) => ErrorClass::MissingResourceType,
+            404 if message.contains(MISSING_TYPE_MESSAGE)
+                || message.contains(NO_HANDLER_MESSAGE) =>
+            {
+                ErrorClass::MissingResourceType
+            }
             404 => ErrorClass::NotFound,
             409 => ErrorClass::Conflict,
             429 => ErrorClass::Throttled,
@@ -231,6 +243,15 @@ mod tests {
             (
                 404,
                 missing,
+                C::MissingResourceType,
+                false,
+                true,
+                ErrorKind::Retryable,
+            ),
+            // kube-apiserver with no CRD of the group installed (plain text, as kube reports it).
+            (
+                404,
+                "404 page not found",
                 C::MissingResourceType,
                 false,
                 true,

@@ -166,7 +166,17 @@ impl Debug for Writer {
     }
 }
 
-/// Converts unix milliseconds to a Kubernetes `Time`.
+/// Converts unix milliseconds to a Kubernetes `MicroTime` (serialized with microseconds, so
+/// the milliseconds survive a round trip through the API server).
+#[must_use]
+pub fn k8s_micro_time(at: UnixMillis) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime {
+    let ms = i64::try_from(at.0).unwrap_or(i64::MAX);
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or_default(),
+    )
+}
+
+/// Converts unix milliseconds to a Kubernetes `Time` (serialized in whole seconds).
 #[must_use]
 pub fn k8s_time(at: UnixMillis) -> Time {
     let ms = i64::try_from(at.0).unwrap_or(i64::MAX);

@@ -1,4 +1,11 @@
-//! Liveness and readiness checks behind `/healthz` and `/readyz`.
+//! Startup, liveness and readiness checks behind `/startupz`, `/healthz` and `/readyz`.
+//!
+//! The three answer different questions, as the kubelet asks them: startup "is the process up
+//! and its journal open?" (the StatefulSet's startupProbe: failing past its budget restarts the
+//! pod, so it must not depend on anything outside the pod: CRDs, RBAC or a Secret missing would
+//! turn a recoverable wait into a CrashLoopBackOff, issue 27); liveness "is it stuck?"; readiness
+//! "should it count as serving?" (every operator-facing reason: journal replaying, CRDs missing,
+//! caches not synced).
 //!
 //! The runtime adds one named check per component ([`HealthRegistry::add_liveness`]: stall
 //! checks such as `core::health::Health::stalled`, `DriftHandle::stalled`, the journal's
@@ -31,6 +38,8 @@ pub struct HealthRegistry {
 
 #[derive(Default)]
 struct Inner {
+    /// Startup checks keyed by name (`/startupz` runs them with the liveness checks).
+    startup: Mutex<BTreeMap<&'static str, HealthCheck>>,
     /// Liveness checks keyed by name (sorted, so reports are stable).
     liveness: Mutex<BTreeMap<&'static str, HealthCheck>>,
     /// Readiness checks keyed by name.
@@ -127,6 +136,17 @@ impl HealthRegistry {
         }
     }
 
+    /// Adds (or replaces, by `name`) a startup check: failing means the process has not
+    /// finished starting (the journal is still opening). Only what the pod itself decides
+    /// belongs here: the startupProbe restarts the pod when it fails past its budget.
+    pub fn add_startup(
+        &self,
+        name: &'static str,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) {
+        lock(&self.inner.startup).insert(name, Arc::new(check));
+    }
+
     /// Adds (or replaces, by `name`) a liveness check: failing means the process should be
     /// restarted (a stalled component, an unwritable journal).
     pub fn add_liveness(
@@ -176,6 +196,18 @@ impl HealthRegistry {
             }
             report.failures.sort();
         }
+        report
+    }
+
+    /// Runs every startup check and every liveness check (a stalled component fails startup
+    /// too). No checks: started.
+    ///
+    /// Blocking: runs the checks on the calling thread.
+    #[must_use]
+    pub fn startup(&self) -> HealthReport {
+        let mut report = run(&self.inner.startup);
+        report.failures.extend(self.liveness().failures);
+        report.failures.sort();
         report
     }
 
@@ -355,6 +387,28 @@ mod tests {
         assert!(!h.readiness().is_healthy());
         h.add_readiness("journal", || Ok(()));
         assert!(h.readiness().is_healthy());
+    }
+
+    #[test]
+    fn startup_runs_its_own_checks_and_liveness_never_readiness() {
+        let h = HealthRegistry {
+            inner: Arc::new(Inner::default()),
+        };
+        assert!(h.startup().is_healthy(), "no checks: started");
+        h.add_readiness("crds", || Err("haproxycfgs missing".to_owned()));
+        h.add_startup("journal", || Err("journal opening".to_owned()));
+        h.add_liveness("deployer", || Err("stalled".to_owned()));
+        assert_eq!(
+            h.startup().body(),
+            "deployer: stalled\njournal: journal opening\n"
+        );
+        h.add_startup("journal", || Ok(()));
+        h.add_liveness("deployer", || Ok(()));
+        assert!(
+            h.startup().is_healthy(),
+            "readiness reasons never fail startup"
+        );
+        assert!(!h.readiness().is_healthy());
     }
 
     #[cfg(feature = "failpoints")]

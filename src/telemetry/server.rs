@@ -1,5 +1,5 @@
-//! The health and metrics HTTP server (`--metrics-addr`): `GET /healthz`, `GET /readyz`,
-//! `GET /metrics`.
+//! The health and metrics HTTP server (`--metrics-addr`): `GET /startupz`, `GET /healthz`,
+//! `GET /readyz`, `GET /metrics`.
 
 use std::sync::Arc;
 
@@ -23,6 +23,8 @@ struct AppState {
 }
 
 /// The routes, for embedding in another server or testing without a socket:
+/// - `GET /startupz`: 200 `ok`, or 503 with one `<check>: <reason>` line per failing startup
+///   or liveness check ([`HealthRegistry::startup`]; the startupProbe's endpoint);
 /// - `GET /healthz`: 200 `ok`, or 503 with one `<check>: <reason>` line per failing liveness
 ///   check;
 /// - `GET /readyz`: the same over the readiness checks (503 while none is registered);
@@ -32,6 +34,7 @@ struct AppState {
 /// blocking pool (they read the journal).
 pub fn router(metrics: Arc<Metrics>, health: HealthRegistry) -> Router {
     Router::new()
+        .route("/startupz", get(startupz))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_handler))
@@ -56,6 +59,10 @@ pub async fn serve(
     axum::serve(listener, router(metrics, health))
         .with_graceful_shutdown(cancel.cancelled_owned())
         .await
+}
+
+async fn startupz(State(state): State<AppState>) -> Response {
+    probe(move || state.health.startup()).await
 }
 
 async fn healthz(State(state): State<AppState>) -> Response {

@@ -13,7 +13,7 @@ use haptic_journal::{Checksum, ReloadId, render_checksum};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -174,7 +174,7 @@ fn failed_pod(name: &str) -> PodDeploymentStatus {
         pod_name: name.into(),
         last_error: Some("reload 2026-11-30-4 failed: [ALERT] ...".into()),
         consecutive_errors: Some(1),
-        last_error_at: Some(time("2026-11-30T06:00:02Z")),
+        last_error_at: Some(MicroTime(time("2026-11-30T06:00:02Z").0)),
         ..PodDeploymentStatus::default()
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use haptic_journal::{
     Checksum, ConfigIdentity, Correlation, DeploymentId, Endpoint, Event, GateVerdict, PodRef,
-    PodStatusChange, RuntimeConfigRef, Seq, SyncMetadata, UnixMillis, WorkId, WorkItem,
+    PodStatusChange, ReloadId, RuntimeConfigRef, Seq, SyncMetadata, UnixMillis, WorkId, WorkItem,
 };
 
 use super::decide::{
@@ -19,7 +19,7 @@ use crate::k8s::crd::{
     AuxiliaryFileStatus, ConfigMetadata, HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus,
     PodDeploymentStatus, conditions, reasons,
 };
-use crate::k8s::writer::k8s_time;
+use crate::k8s::writer::{k8s_micro_time, k8s_time};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 fn state() -> RouterState {
@@ -826,7 +826,112 @@ fn merge_keeps_deployed_at_on_failure_and_counts_errors() {
     assert!(fail.last_error_at.is_some());
 }
 
-/// An entry is written when, and only when, it differs from what the pod runs.
+/// Issue 27: five identical failures in a row count 5 and stamp the fifth's time (the entry
+/// changes with each, so each failed sync is written); a success resets the count.
+#[test]
+fn identical_failures_count_in_a_row_and_move_their_time() {
+    let mut entry = decide::merge_pod_entry(None, &change("a", sum(1), None, 1_000));
+    for n in 1..=5_u64 {
+        let next = decide::merge_pod_entry(
+            Some(&entry),
+            &change(
+                "a",
+                sum(2),
+                Some("503 on the version read"),
+                1_000 + n * 1_000,
+            ),
+        );
+        assert_ne!(next, entry, "failure {n} is written");
+        assert_eq!(next.consecutive_errors, Some(i64::try_from(n).unwrap()));
+        assert_eq!(
+            next.last_error_at,
+            Some(k8s_micro_time(UnixMillis(1_000 + n * 1_000))),
+            "lastErrorAt is failure {n}'s"
+        );
+        assert_eq!(
+            next.deployed_at, entry.deployed_at,
+            "deployedAt stays the success's"
+        );
+        entry = next;
+    }
+    // The fifth reported again (a replay after a restart): already counted.
+    let replay = decide::merge_pod_entry(
+        Some(&entry),
+        &change("a", sum(2), Some("503 on the version read"), 6_000),
+    );
+    assert_eq!(replay, entry, "a replay is not another failure");
+    // Another failure within the same second is.
+    let close = decide::merge_pod_entry(
+        Some(&entry),
+        &change("a", sum(2), Some("503 on the version read"), 6_300),
+    );
+    assert_eq!(close.consecutive_errors, Some(6));
+    let ok = decide::merge_pod_entry(Some(&entry), &change("a", sum(2), None, 9_000));
+    assert_eq!(ok.consecutive_errors, Some(0));
+    assert_eq!(ok.last_error_at, None);
+}
+
+/// Issue 27: a drift repair (same checksum, a reload and objects changed) is recorded: its
+/// reload and its operation summary replace the previous deployment's.
+#[test]
+fn a_drift_repair_names_its_reload_and_operation_summary() {
+    let deployed = {
+        let mut c = change("a", sum(1), None, 1_000);
+        let PodStatusChange::Applied { sync, .. } = &mut c.change else {
+            unreachable!()
+        };
+        sync.reload_triggered = true;
+        sync.reload_id = Some(ReloadId("deploy-1".into()));
+        sync.operation_counts.total_api_operations = 9;
+        sync.operation_counts.backends.modified = 2;
+        decide::merge_pod_entry(None, &c)
+    };
+    let mut repair = change("a", sum(1), None, 5_000);
+    let PodStatusChange::Applied { sync, .. } = &mut repair.change else {
+        unreachable!()
+    };
+    sync.reload_triggered = true;
+    sync.reload_id = Some(ReloadId("repair-7".into()));
+    sync.operation_counts.total_api_operations = 4;
+    sync.operation_counts.servers.modified = 1;
+    let repaired = decide::merge_pod_entry(Some(&deployed), &repair);
+    assert_eq!(
+        repaired.last_reload_id.as_ref().map(ReloadId::as_str),
+        Some("repair-7")
+    );
+    assert_eq!(repaired.last_reload_at, Some(k8s_time(UnixMillis(5_000))));
+    let summary = repaired.last_operation_summary.expect("a summary");
+    assert_eq!(
+        (
+            summary.total_api_operations,
+            summary.servers_modified,
+            summary.backends_modified
+        ),
+        (4, 1, 0),
+        "the repair's operations, not the deployment's"
+    );
+    // A repair of a map file at runtime (no reload) changes the entry too.
+    let mut map_repair = change("a", sum(1), None, 6_000);
+    let PodStatusChange::Applied { sync, .. } = &mut map_repair.change else {
+        unreachable!()
+    };
+    sync.operation_counts.total_api_operations = 3;
+    sync.operation_counts.maps.modified = 1;
+    assert_ne!(
+        decide::merge_pod_entry(Some(&deployed), &map_repair),
+        deployed
+    );
+    // An idle drift check (reads only) changes nothing.
+    let mut idle = change("a", sum(1), None, 7_000);
+    let PodStatusChange::Applied { sync, .. } = &mut idle.change else {
+        unreachable!()
+    };
+    sync.operation_counts.total_api_operations = 5;
+    assert_eq!(decide::merge_pod_entry(Some(&deployed), &idle), deployed);
+}
+
+/// An entry is written when, and only when, it differs from what the pod runs or the sync
+/// failed (issue 27: a repeated failure is written, its count and time move).
 #[test]
 fn an_entry_changes_only_when_the_checksum_or_the_error_differs() {
     let on05 = decide::merge_pod_entry(None, &change("a", sum(5), None, 1_000));
@@ -836,7 +941,8 @@ fn an_entry_changes_only_when_the_checksum_or_the_error_differs() {
         (&on05, change("a", sum(5), None, 9_000), true),
         (&on05, change("a", sum(6), None, 9_000), false),
         (&on05, change("a", sum(5), Some("x"), 9_000), false),
-        (&failing, change("a", sum(5), Some("x"), 9_000), true),
+        // Before issue 27 this was "unchanged", freezing `consecutiveErrors` at 1.
+        (&failing, change("a", sum(5), Some("x"), 9_000), false),
         (&failing, change("a", sum(5), Some("y"), 9_000), false),
         (&failing, change("a", sum(5), None, 9_000), false),
     ];
@@ -1170,10 +1276,26 @@ fn a_rejection_shows_once_and_idle_drift_checks_write_nothing() {
     assert_eq!(st.pods_synced.as_deref(), Some("1/2"));
     assert_eq!(r.rejected.len(), 1, "one Event");
     assert_eq!(r.rejected[0].0, "b");
-    // The same rejection reported again (e.g. a replay after a crash): no write, no Event.
+    // The same rejection reported again (a replay after a crash: the same report, its time
+    // included): no write, no Event.
     let mut shown = moved.clone();
     shown.status = Some(st.clone());
     let again = decide::status_round(
+        Some(&shown),
+        &[rejected_change(
+            "b",
+            spec2,
+            "dataplane rejected the configuration with status 400: [ALERT] x",
+            30_000,
+        )],
+        &now(),
+    );
+    assert!(
+        again.status.is_none() && again.rejected.is_empty(),
+        "{again:?}"
+    );
+    // A later rejection of the same render (a retry): counted, no second Event.
+    let later = decide::status_round(
         Some(&shown),
         &[rejected_change(
             "b",
@@ -1183,9 +1305,10 @@ fn a_rejection_shows_once_and_idle_drift_checks_write_nothing() {
         )],
         &now(),
     );
-    assert!(
-        again.status.is_none() && again.rejected.is_empty(),
-        "{again:?}"
+    assert!(later.rejected.is_empty(), "{later:?}");
+    assert_eq!(
+        later.status.expect("written").deployed_to_pods[1].consecutive_errors,
+        Some(2)
     );
     // The retry succeeds: AllPodsSynced, the flag gone.
     let r = decide::status_round(Some(&shown), &[change("b", spec2, None, 50_000)], &now());

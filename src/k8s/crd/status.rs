@@ -1,7 +1,7 @@
 //! Status types shared by every haptic custom resource.
 
 use haptic_journal::{Checksum, ReloadId};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -72,9 +72,12 @@ pub struct PodDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub consecutive_errors: Option<i64>,
-    /// When `lastError` happened.
+    /// When `lastError` happened: the newest failed sync's time, with microseconds (RFC 3339,
+    /// e.g. `2026-12-04T02:00:00.123000Z`; upstream writes whole seconds). The precision is what
+    /// tells a replayed report of the same failure (after a restart: already counted) from a new
+    /// failure with the same message (counted in `consecutiveErrors`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_error_at: Option<Time>,
+    pub last_error_at: Option<MicroTime>,
 }
 
 /// Counts of what a sync changed (all counts, at least 0).

@@ -2,10 +2,12 @@
 //! `/metrics` (served from the first moment), `haproxy` for validation, the journal, the
 //! Kubernetes client and the Lease settings, then the Dataplane credentials.
 //!
-//! `/healthz` and `/readyz` answer before the journal opens (issue 16), which after a kill -9
-//! can take seconds (redb's repair of a large file; the StatefulSet's startupProbe budget
-//! covers it). Liveness has no failing check meanwhile; readiness says the journal is opening,
-//! then replaying, then waiting for the credentials, until [`Probes::started`].
+//! `/startupz`, `/healthz` and `/readyz` answer before the journal opens (issue 16), which after
+//! a kill -9 can take seconds (redb's repair of a large file; the StatefulSet's startupProbe
+//! budget covers it). Startup fails only until the journal is open (issue 27: never on what is
+//! outside the pod, CRDs, RBAC, the credentials Secret, which would crash-loop the controller);
+//! liveness has no failing check meanwhile; readiness says the journal is opening, then
+//! replaying, then waiting for the credentials, until [`Probes::started`].
 
 mod cluster;
 pub mod journal;
@@ -54,8 +56,9 @@ pub(super) struct Probes {
 }
 
 impl Probes {
-    /// Binds `--metrics-addr` and serves `/healthz`, `/readyz` and `/metrics` on it; readiness
-    /// `journal` fails until the journal is open and replayed.
+    /// Binds `--metrics-addr` and serves `/startupz`, `/healthz`, `/readyz` and `/metrics` on
+    /// it; startup `journal` fails until the journal is open, readiness `journal` until it is
+    /// also replayed.
     ///
     /// # Errors
     /// [`RuntimeError::Bind`] when the address cannot be bound.
@@ -64,6 +67,15 @@ impl Probes {
         let health = HealthRegistry::new();
         let opened: Arc<OnceLock<(Arc<Journal>, u64)>> = Arc::new(OnceLock::new());
         let announced: Arc<Mutex<Option<String>>> = Arc::default();
+        {
+            let (slot, path) = (opened.clone(), args.journal.display().to_string());
+            health.add_startup("journal", move || match slot.get() {
+                None => Err(format!(
+                    "journal opening: {path} (open, repair after a crash, verify)"
+                )),
+                Some(_) => Ok(()),
+            });
+        }
         {
             let (slot, path) = (opened.clone(), args.journal.display().to_string());
             let announced = announced.clone();
@@ -98,7 +110,7 @@ impl Probes {
                 source,
             })?;
         info!(addr = %listener.local_addr().map_or_else(|_| args.metrics_addr.to_string(), |a| a.to_string()),
-            "serving /healthz, /readyz and /metrics");
+            "serving /startupz, /healthz, /readyz and /metrics");
         let task = tokio::spawn(crate::telemetry::serve(
             listener,
             metrics.clone(),

@@ -25,6 +25,7 @@ pub mod down;
 mod faults;
 mod idle;
 mod install;
+mod probes;
 pub mod rbac;
 pub mod replicas;
 pub mod restart;

@@ -363,6 +363,7 @@ impl Env {
         self.deliver(p, s, &ev).await;
     }
 
+    /// A sync of `checksum` on `pod` that reloaded HAProxy (failed with `error`, if given).
     pub async fn applied(
         &mut self,
         p: &ConfigPublisher,
@@ -370,15 +371,31 @@ impl Env {
         checksum: Checksum,
         error: Option<&str>,
     ) {
+        self.synced(p, pod, checksum, error, true).await;
+    }
+
+    /// A sync of `checksum` on `pod` that changed nothing (an idle drift check's report).
+    pub async fn applied_idle(&mut self, p: &ConfigPublisher, pod: &str, checksum: Checksum) {
+        self.synced(p, pod, checksum, None, false).await;
+    }
+
+    async fn synced(
+        &mut self,
+        p: &ConfigPublisher,
+        pod: &str,
+        checksum: Checksum,
+        error: Option<&str>,
+        reload_triggered: bool,
+    ) {
         let c = self.corr();
         let (s, ev) = self.accept(None, |_| Event::ConfigAppliedToPod {
             correlation: c,
             runtime_config: runtime_config(),
             pod: pod_ref(pod),
             checksum,
-            is_drift_check: false,
+            is_drift_check: !reload_triggered,
             sync: SyncMetadata {
-                reload_triggered: true,
+                reload_triggered,
                 sync_duration_ms: 12,
                 error: error.map(str::to_owned),
                 ..SyncMetadata::default()

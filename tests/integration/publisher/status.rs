@@ -210,9 +210,10 @@ fn status_writes(env: &Env) -> usize {
         .count()
 }
 
-/// A pod's entry is written when, and only when, it differs from what the pod runs: the
-/// deployer reports every endpoint it synced, no-op syncs included; a report of the checksum
-/// the entry already names, without error, writes nothing and leaves `deployedAt` as it was.
+/// A pod's entry is written when, and only when, it differs from what the pod runs or the sync
+/// changed or failed something: the deployer reports every endpoint it synced, no-op syncs
+/// included; a no-op report of the checksum the entry already names, without error, writes
+/// nothing and leaves `deployedAt` as it was (issue 27: a sync that reloaded is written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_of_what_the_entry_already_says_writes_nothing() {
     let mut env = Env::start().await;
@@ -227,13 +228,13 @@ async fn a_report_of_what_the_entry_already_says_writes_nothing() {
     let before = entry_of(&env, "pod-a").await.unwrap();
     let writes = status_writes(&env);
     let rounds = p.counters().status_rounds.load(Ordering::Relaxed);
-    // The same report again (a no-op sync), later: in the next second of the clock, since
+    // The same checksum reported by a no-op sync, later: in the next second of the clock, since
     // status times (`deployedAt`, `lastReloadAt`) are written with a precision of seconds.
     let second = haptic_journal::UnixMillis::now().0 / 1000;
     while haptic_journal::UnixMillis::now().0 / 1000 == second {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    env.applied(&p, "pod-a", sum, None).await;
+    env.applied_idle(&p, "pod-a", sum).await;
     eventually(bound(), "the report handled", || async {
         env.queue_len(Queue::StatusPending) == 0
             && p.counters().status_rounds.load(Ordering::Relaxed) > rounds
@@ -257,6 +258,32 @@ async fn a_report_of_what_the_entry_already_says_writes_nothing() {
         entry_of(&env, "pod-a").await.unwrap().deployed_at,
         before.deployed_at
     );
+    // Issue 27: the same failure again is another failed sync in a row (its count and time
+    // move, through the API server's round trip of `lastErrorAt`), and a sync of the same
+    // checksum that reloaded (a drift repair) is written with its reload.
+    let first = entry_of(&env, "pod-a").await.unwrap();
+    assert_eq!(first.consecutive_errors, Some(1));
+    env.applied(&p, "pod-a", sum, Some("reload failed")).await;
+    eventually(bound(), "the second failure counted", || async {
+        entry_of(&env, "pod-a")
+            .await
+            .is_some_and(|e| e.consecutive_errors == Some(2))
+    })
+    .await;
+    let second = entry_of(&env, "pod-a").await.unwrap();
+    assert!(
+        second.last_error_at > first.last_error_at,
+        "lastErrorAt moved: {:?} -> {:?}",
+        first.last_error_at,
+        second.last_error_at
+    );
+    env.applied(&p, "pod-a", sum, None).await;
+    eventually(bound(), "the repair written", || async {
+        entry_of(&env, "pod-a")
+            .await
+            .is_some_and(|e| e.consecutive_errors == Some(0) && e.last_error.is_none())
+    })
+    .await;
     term.stop().await;
     env.assert_no_422();
 }

@@ -98,7 +98,7 @@ fn deploy_and_the_chart_apply_to_a_real_api_server() {
     }
     let sts = get_json(&kube, &["statefulset", "haptic", "-n", "haptic-system"]);
     let c = &sts["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(c["startupProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["startupProbe"]["httpGet"]["path"], "/startupz");
     let sa = "system:serviceaccount:haptic-system:haptic";
     for (verb, resource) in [
         ("list", "pods"),

@@ -419,7 +419,7 @@ fn the_statefulset_runs_the_image_as_the_dockerfile_builds_it() {
     for (probe, path) in [
         (&c.liveness_probe, "/healthz"),
         (&c.readiness_probe, "/readyz"),
-        (&c.startup_probe, "/readyz"),
+        (&c.startup_probe, "/startupz"),
     ] {
         let get = probe.as_ref().unwrap().http_get.as_ref().unwrap();
         assert_eq!(get.path.as_deref(), Some(path));

@@ -376,12 +376,12 @@ impl Controller {
         .await
     }
 
-    /// The `--metrics-addr` the controller bound (`/healthz`, `/readyz`, `/metrics`).
+    /// The `--metrics-addr` the controller bound (`/startupz`, `/healthz`, `/readyz`, `/metrics`).
     ///
     /// # Panics
     /// As [`Controller::logged_addr`].
     pub async fn metrics_addr(&self) -> std::net::SocketAddr {
-        self.logged_addr("serving /healthz, /readyz and /metrics")
+        self.logged_addr("serving /startupz, /healthz, /readyz and /metrics")
             .await
     }
 

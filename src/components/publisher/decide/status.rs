@@ -4,12 +4,12 @@
 //! the objects, these functions say what their status becomes (`None`: write nothing), the
 //! writer writes it.
 //!
-//! A pod's entry is written when, and only when, it differs from what the pod runs: a report of
-//! the checksum and error the entry already names (the deployer reports every endpoint it
-//! synced, no-op syncs included) leaves the entry as it is, `deployedAt` included; an object is
-//! written only when some entry changed.
+//! A pod's entry is written when a sync failed or changed the pod, or the pod runs another
+//! checksum than the entry names: a successful no-op sync of the checksum the entry already
+//! names (the deployer reports every endpoint it synced, idle drift checks included) leaves the
+//! entry as it is, `deployedAt` included; an object is written only when some entry changed.
 
-use haptic_journal::{Checksum, PodStatusChange};
+use haptic_journal::{Checksum, PodStatusChange, SyncMetadata};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::core::error::ErrorClass;
@@ -17,7 +17,7 @@ use crate::k8s::crd::{
     AuxiliaryFileStatus, HAProxyCfg, HAProxyCfgStatus, OperationSummary, PodDeploymentStatus,
     conditions, reasons,
 };
-use crate::k8s::writer::k8s_time;
+use crate::k8s::writer::{k8s_micro_time, k8s_time};
 
 /// One queued per-pod change, as the status worker reads it from `status-pending`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -124,7 +124,8 @@ pub struct StatusRound {
     /// What the auxiliary objects the HAProxyCfg references take from the round.
     pub aux: Vec<AuxChange>,
     /// Entries that became `rejected` in this round (pod name, the error), sorted by pod: a
-    /// pod that quarantined a render it had not been shown rejecting. The shell writes one
+    /// pod that quarantined a render it had not been shown rejecting (a repeated rejection of
+    /// the same render only moves the entry's count and time). The shell writes one
     /// `DeploymentRejected` Event for each once the status is written.
     pub rejected: Vec<(String, String)>,
 }
@@ -181,7 +182,13 @@ pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange], now: &Time)
         .deployed_to_pods
         .iter()
         .filter(|p| p.rejected == Some(true))
-        .filter(|p| !before.deployed_to_pods.contains(p))
+        .filter(|p| {
+            // Shown rejected for this render already: a repeated rejection moves its count,
+            // not another Event.
+            !before.deployed_to_pods.iter().any(|b| {
+                b.pod_name == p.pod_name && b.checksum == p.checksum && b.rejected == Some(true)
+            })
+        })
         .map(|p| (p.pod_name.clone(), p.last_error.clone().unwrap_or_default()))
         .collect();
     let status = (entries_changed || synced_changed).then(|| {
@@ -234,11 +241,19 @@ pub fn aux_round(
 
 /// A pod's new `deployedToPods[]` entry from the old one and a change
 /// (upstream-behaviour.md 10.4, without zero timestamps: `deployedAt` only on success, or the
-/// old one kept). An old entry that already names the reported checksum with the reported
-/// error (none, or the same text) and the same `rejected` flag is returned as it is: the pod
-/// runs what it says, nothing to write. `rejected: true` only for a failure the deployer
-/// classified as a permanent rejection ([`haptic_journal::SyncMetadata::rejected`]). A removal
-/// returns the old entry (removals are applied by [`status_round`]).
+/// old one kept).
+///
+/// An old entry is returned as it is only for a successful sync that changed nothing on the pod
+/// (no reload, no object or file added, removed or modified: [`changed_the_pod`]) of the
+/// checksum the entry names, with no error and no rejection on it (an idle drift check of a
+/// healthy pod writes nothing), or for a replay of the failure the entry already counts (same
+/// checksum, error and `lastErrorAt` to the millisecond). Every failure is written (issue 27): `consecutiveErrors` counts
+/// failed syncs in a row and `lastErrorAt` is the newest one's time, even when the error text
+/// repeats; every sync that changed the pod is written too, so a drift repair shows its
+/// reload (`lastReloadAt`, `lastReloadID`) and its operation summary, as upstream records
+/// the repair. `rejected: true` only for a failure the deployer classified as a permanent
+/// rejection ([`haptic_journal::SyncMetadata::rejected`]). A removal returns the old entry
+/// (removals are applied by [`status_round`]).
 #[must_use]
 pub fn merge_pod_entry(
     old: Option<&PodDeploymentStatus>,
@@ -256,10 +271,17 @@ pub fn merge_pod_entry(
     let rejected = (sync.error.is_some() && sync.rejected).then_some(true);
     if let Some(o) = old
         && o.checksum == Some(*checksum)
-        && o.last_error == sync.error
         && o.rejected == rejected
+        && o.last_error == sync.error
     {
-        return o.clone();
+        // A successful sync that changed nothing, or a replay of the failure the entry
+        // already counts (the same time to the millisecond: a report the status worker wrote
+        // but had not acknowledged when the controller stopped).
+        let replayed_failure =
+            sync.error.is_some() && o.last_error_at.as_ref() == Some(&k8s_micro_time(*observed_at));
+        if (sync.error.is_none() && !changed_the_pod(sync)) || replayed_failure {
+            return o.clone();
+        }
     }
     let ok = sync.error.is_none();
     let c = &sync.operation_counts;
@@ -307,8 +329,26 @@ pub fn merge_pod_entry(
         last_error: sync.error.clone(),
         rejected,
         consecutive_errors: Some(if ok { 0 } else { old_errors + 1 }),
-        last_error_at: (!ok).then(|| k8s_time(*observed_at)),
+        last_error_at: (!ok).then(|| k8s_micro_time(*observed_at)),
     }
+}
+
+/// Whether a sync changed what the pod runs: a reload, or any object or file added, removed
+/// or modified (reads, such as a drift check's, count in `total_api_operations` only).
+#[must_use]
+pub fn changed_the_pod(sync: &SyncMetadata) -> bool {
+    let c = &sync.operation_counts;
+    sync.reload_triggered
+        || [
+            c.backends,
+            c.servers,
+            c.frontends,
+            c.maps,
+            c.ssl_certs,
+            c.general_files,
+        ]
+        .iter()
+        .any(|n| n.added + n.removed + n.modified > 0)
 }
 
 /// The pod entry of an auxiliary object (upstream-behaviour.md section 10.5): an entry that
