@@ -253,6 +253,12 @@ pub enum PodStatusChange {
     },
     /// The pod left the admitted set: remove its entry.
     Removed,
+    /// Discovery lists the pod: it gets an entry (no checksum yet) when it has none, so the
+    /// `Synced` condition counts it pending until its first sync is reported (issue 27: a
+    /// scale-up is not `Synced` while a new pod has no configuration). Added at the end of the
+    /// enum in schema 2: every file of schema 2 written before it decodes unchanged (bincode
+    /// numbers the variants in order); an older binary cannot read an item of this variant.
+    Discovered,
 }
 
 /// A per-pod status update (queues `status-pending` / `status-parked`).
@@ -378,7 +384,7 @@ impl WorkItem {
             WorkItem::Verdict(i) => BlobRefs::one(i.render),
             WorkItem::Status(i) => match &i.change {
                 PodStatusChange::Applied { checksum, .. } => BlobRefs::one(*checksum),
-                PodStatusChange::Removed => BlobRefs::none(),
+                PodStatusChange::Removed | PodStatusChange::Discovered => BlobRefs::none(),
             },
             WorkItem::DeployPending(r) => BlobRefs::one(r.render),
             WorkItem::DeployInflight(f) => BlobRefs::one(f.request.render),

@@ -300,6 +300,83 @@ fn discovery_removes_pods_that_left_and_an_unsynced_empty_set_removes_nothing() 
     assert_eq!(removals(lead(&mut s, 4, 1, &discovered(&[], true))), ["a"]);
 }
 
+/// Issue 27: a discovery that lists a pod the router does not know queues a pending entry for
+/// it (`Discovered`); a pod it knows (discovered or reported before) gets none, and a follower
+/// queues nothing.
+#[test]
+fn a_newly_discovered_pod_gets_a_pending_status_item() {
+    let pending = |fx: Vec<Effect>| -> Vec<String> {
+        items(fx)
+            .into_iter()
+            .filter_map(|i| match i {
+                WorkItem::Status(s) if s.change == PodStatusChange::Discovered => {
+                    Some(s.pod.name.as_str().to_owned())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let mut s = state();
+    lead(&mut s, 1, 1, &applied("a"));
+    assert_eq!(
+        pending(lead(&mut s, 2, 1, &discovered(&["a", "b"], true))),
+        ["b"]
+    );
+    assert!(pending(lead(&mut s, 3, 1, &discovered(&["a", "b"], true))).is_empty());
+    assert!(pending(follow(&mut s, 4, &discovered(&["a", "b", "c"], true))).is_empty());
+    assert_eq!(
+        pending(lead(&mut s, 5, 1, &discovered(&["a", "b", "c", "d"], true))),
+        ["d"],
+        "c was folded while following: the new leader's first deployment reports it"
+    );
+}
+
+/// Issue 27: a discovered pod's pending entry makes a scale-up `PodsPending`, naming it, with
+/// `podsSynced` counting it, until its first sync is reported; a pod with an entry keeps it;
+/// an object not completely published parks the change.
+#[test]
+fn a_discovered_pod_is_pending_until_its_first_sync() {
+    let spec = sum(6);
+    let ok = |p: &str| decide::merge_pod_entry(None, &change(p, spec, None, 1_000));
+    let synced = cfg(spec, true, vec![ok("a"), ok("b")]);
+    let found = |p: &str| PodChange {
+        pod: p.into(),
+        namespace: "ns".into(),
+        change: PodStatusChange::Discovered,
+    };
+    let r = decide::status_round(Some(&synced), &[found("c")], &now());
+    assert_eq!(r.outcomes, [PodOutcome::Done]);
+    let st = r.status.expect("written");
+    assert_eq!(st.pods_synced.as_deref(), Some("2/3"));
+    let c = synced_of(&st);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", reasons::PODS_PENDING)
+    );
+    assert!(c.message.contains('c'), "names the new pod: {}", c.message);
+    assert!(r.aux.is_empty());
+    // Its first sync: synced.
+    let mut scaled = synced.clone();
+    scaled.status = Some(st);
+    let r = decide::status_round(Some(&scaled), &[change("c", spec, None, 2_000)], &now());
+    let st = r.status.expect("written");
+    assert_eq!(synced_of(&st).reason, reasons::ALL_PODS_SYNCED);
+    assert_eq!(st.pods_synced.as_deref(), Some("3/3"));
+    // A pod with an entry: nothing to write.
+    assert!(
+        decide::status_round(Some(&synced), &[found("a")], &now())
+            .status
+            .is_none()
+    );
+    // Not completely published: parked.
+    let unpublished = cfg(spec, false, vec![]);
+    assert_eq!(
+        decide::status_round(Some(&unpublished), &[found("c")], &now()).outcomes,
+        [PodOutcome::Park]
+    );
+    assert_eq!(decide::park_rule(None, &found("c")), PodOutcome::Park);
+}
+
 /// LostLeadership clears the per-term caches only: the router's facts (render order,
 /// identity, known pods) are journal facts and stay (J11).
 #[test]

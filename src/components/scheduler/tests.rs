@@ -327,6 +327,58 @@ fn timeout_prefers_the_pending_slot_with_the_retry_suffix() {
     ));
 }
 
+/// Issue 27: a drift check that times out while a new render is pending: the retry deploys
+/// the render as a render (`config_validation_timeout_retry`, no drift run), to the pending
+/// request's pods and to the drift check's unfinished ones.
+#[test]
+fn a_timed_out_drift_check_retries_the_pending_render_under_its_own_cause() {
+    let (mut s, t0) = leader(3);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    complete_all(&mut s, &r1, t0);
+    let t1 = t0 + Duration::from_secs(10);
+    let drift = started(&decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("drift"),
+        },
+        t1,
+    ))
+    .expect("a drift check starts")
+    .clone();
+    assert_eq!(drift.reason.as_str(), "drift_prevention");
+    // Pod 1 finishes the drift check; pods 2 and 3 hang. Meanwhile render 2 arrives, pending
+    // for pod 2 only (as a pod-scoped request would be).
+    decide(
+        &mut s,
+        Input::InstanceDeployed {
+            deployment: drift.deployment.clone(),
+            endpoint: ep(1).url,
+        },
+        t1,
+    );
+    decide(&mut s, validated(2), t1 + Duration::from_secs(1));
+    s.pending.as_mut().unwrap().endpoints = vec![ep(2)];
+    let fx = decide(
+        &mut s,
+        Input::Tick,
+        t1 + SchedulerSettings::default().deployment_timeout,
+    );
+    let retry = started(&fx).expect("retried").clone();
+    assert_eq!(retry.render, render(2));
+    assert_eq!(
+        retry.reason.as_str(),
+        "config_validation_timeout_retry",
+        "named by the pending render's cause, not the drift check's"
+    );
+    let mut urls: Vec<_> = retry.endpoints.iter().map(|e| e.url.clone()).collect();
+    urls.sort();
+    assert_eq!(
+        urls,
+        vec![ep(2).url, ep(3).url],
+        "the pending pod and the drift check's unfinished pod 3"
+    );
+}
+
 #[test]
 fn rate_limiting_is_never_timed_out() {
     let (mut s, t0) = leader(1);

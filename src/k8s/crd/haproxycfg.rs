@@ -122,11 +122,12 @@ impl HAProxyCfgStatus {
     /// `generation` (its `observedGeneration`), stamped `now` (see [`super::set_condition`]:
     /// the time moves only with the status).
     ///
-    /// The live pods are the pods `deployedToPods` lists: a pod gets its entry from the first
-    /// report of a deployment to it (the scheduler deploys to every pod discovery lists, and the
-    /// deployer reports every pod it synced, a pod that already ran the render included) and
-    /// loses it when discovery no longer lists it or it terminated. A pod discovered but not
-    /// reported on yet is not counted until its first sync ends (one deployment later).
+    /// The live pods are the pods `deployedToPods` lists: a pod gets its entry when discovery
+    /// first lists it (no checksum yet: pending, issue 27) or from the first report of a
+    /// deployment to it (the scheduler deploys to every pod discovery lists, and the deployer
+    /// reports every pod it synced, a pod that already ran the render included), and loses it
+    /// when discovery no longer lists it or it terminated. So a scale-up is `PodsPending`,
+    /// naming the new pods, until each has been configured.
     ///
     /// Per entry: *synced* when its last sync succeeded on `spec_checksum`; *rejected* when it
     /// rejected `spec_checksum` permanently (`rejected: true`, quarantined); *failed* when its

@@ -20,6 +20,7 @@ super::on_peers!(
     Emulator,
     synced_waits_for_every_pod_and_a_rejected_render_is_quarantined_until_retried =>
         synced_and_quarantine,
+    a_scale_up_is_pods_pending_until_the_new_pod_is_configured => scale_up,
 );
 
 /// The drift interval of this test's controller: short, so that several drift checks run
@@ -238,4 +239,70 @@ pub async fn synced_and_quarantine(peers: Peers) {
             answers(&pods[0], "02-maps")
         })
         .await;
+}
+
+/// Issue 27: a fleet scaled from 2 to 3 pods whose new pod's Dataplane API answers slowly (its
+/// configuration push is held a quarter of the deployment timeout): `Synced=False/PodsPending`
+/// naming the new pod from its discovery until it is configured, and `kubectl wait
+/// --for=condition=Synced` returns only then. Before, the new pod had no entry until its first
+/// sync ended, so `Synced` stayed True (2/2) meanwhile.
+pub async fn scale_up(peers: Peers) {
+    let world = start(peers, 3).await;
+    let late = world.pods()[2].clone();
+    world.unregister_pod(&late.name).await.unwrap();
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let _ctl = world.controller(opts(&world, "solo", &render_dir));
+    published(&world, "01-basic", 2).await;
+
+    let hold = bounds().deployment_timeout / 4;
+    late.faults()
+        .arm(json!({
+            "method": "POST|PUT",
+            "path": "configuration/raw|transactions",
+            "delay_ms": u64::try_from(hold.as_millis()).unwrap(),
+            "times": 1,
+        }))
+        .await
+        .unwrap();
+    world.register_pod(&late.name).await.unwrap();
+    let target = format!("hpcfg/{MAIN}");
+    object_until(
+        &world,
+        MAIN,
+        bounds().follow_up(),
+        "Synced=False/PodsPending naming the new pod",
+        |c| {
+            let (status, reason, message) =
+                synced(c).ok_or_else(|| "no Synced condition".to_owned())?;
+            (status == "False" && reason == reasons::PODS_PENDING && message.contains(&late.name))
+                .then_some(())
+                .ok_or(format!("{status}/{reason}: {message}"))
+        },
+    )
+    .await;
+    let timeout = format!("--timeout={}s", (bounds().converge() + hold).as_secs());
+    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
+    assert!(ok, "kubectl wait: {out}");
+    // It returned once the new pod was configured: its entry names the render, and its held
+    // configuration write has been answered.
+    let cfg = world.hpcfg(MAIN).await.unwrap();
+    let st = cfg.status.as_ref().unwrap();
+    let entry = st
+        .deployed_to_pods
+        .iter()
+        .find(|p| p.pod_name == late.name)
+        .expect("the new pod's entry");
+    assert_eq!(entry.checksum, Some(checksum("01-basic")), "{entry:?}");
+    assert!(entry.last_error.is_none(), "{entry:?}");
+    assert_eq!(st.pods_synced.as_deref(), Some("3/3"));
+    let held = late.faults().requests().await.unwrap();
+    assert!(
+        held.iter()
+            .any(|r| (r.method == "POST" || r.method == "PUT")
+                && (r.path.contains("configuration/raw") || r.path.contains("transactions"))
+                && (200..300).contains(&r.status)),
+        "the new pod's configuration write was answered: {held:?}"
+    );
+    world.shutdown().await;
 }

@@ -485,6 +485,17 @@ fn fold_event(
                 return;
             }
             let live: BTreeSet<&str> = endpoints.iter().map(|e| e.pod.name.as_str()).collect();
+            // Pods new to this router get a pending entry (issue 27: `Synced` counts a
+            // discovered pod until its first sync is reported; one with an entry keeps it).
+            for e in endpoints {
+                if !state.known_pods.contains_key(e.pod.name.as_str()) {
+                    out.push(enqueue(WorkItem::Status(PodStatusItem {
+                        runtime_config: state.runtime_config.clone(),
+                        pod: e.pod.clone(),
+                        change: PodStatusChange::Discovered,
+                    })));
+                }
+            }
             let gone: Vec<PodRef> = state
                 .known_pods
                 .iter()

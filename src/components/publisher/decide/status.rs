@@ -41,7 +41,7 @@ impl PodChange {
     fn checksum(&self) -> Option<Checksum> {
         match &self.change {
             PodStatusChange::Applied { checksum, .. } => Some(*checksum),
-            PodStatusChange::Removed => None,
+            PodStatusChange::Removed | PodStatusChange::Discovered => None,
         }
     }
 }
@@ -61,17 +61,27 @@ pub enum PodOutcome {
 /// A successful deployment needs the object completely published (its status has the
 /// publication metadata) with the same `spec.checksum`, or with `SizeLimitExceeded=True` for
 /// the change's render ([`too_large_render`]: a render the spec never gets, so its statuses
-/// would wait forever while every pod runs it); a failed one needs the object completely
-/// published; a removal is always done (an absent object has no entry to remove).
+/// would wait forever while every pod runs it); a failed one, and a discovered pod's pending
+/// entry, need the object completely published; a removal is always done (an absent object
+/// has no entry to remove).
 #[must_use]
 pub fn park_rule(cfg: Option<&HAProxyCfg>, change: &PodChange) -> PodOutcome {
+    let published = |cfg: &HAProxyCfg| cfg.status.as_ref().is_some_and(|s| s.metadata.is_some());
+    if matches!(change.change, PodStatusChange::Discovered) {
+        // A discovered pod's pending entry needs the object completely published.
+        return if cfg.is_some_and(published) {
+            PodOutcome::Done
+        } else {
+            PodOutcome::Park
+        };
+    }
     let Some(checksum) = change.checksum() else {
         return PodOutcome::Done;
     };
     let Some(cfg) = cfg else {
         return PodOutcome::Park;
     };
-    let published = cfg.status.as_ref().is_some_and(|s| s.metadata.is_some());
+    let published = published(cfg);
     let shown = checksum == cfg.spec.checksum
         || change.is_failure()
         || too_large_render(cfg) == Some(checksum);
@@ -168,7 +178,18 @@ pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange], now: &Time)
                     aux.push(AuxChange::Deployed(i));
                 }
             }
-            (PodStatusChange::Applied { .. }, PodOutcome::Park) => {}
+            (PodStatusChange::Discovered, PodOutcome::Done) => {
+                // A pending entry (no checksum) until the pod's first sync is reported; a pod
+                // with an entry keeps it as it is.
+                if !st.deployed_to_pods.iter().any(|p| p.pod_name == c.pod) {
+                    st.deployed_to_pods.push(PodDeploymentStatus {
+                        pod_name: c.pod.clone(),
+                        namespace: Some(c.namespace.clone()),
+                        ..PodDeploymentStatus::default()
+                    });
+                }
+            }
+            (PodStatusChange::Applied { .. } | PodStatusChange::Discovered, PodOutcome::Park) => {}
         }
     }
     st.deployed_to_pods
@@ -369,7 +390,7 @@ pub fn merge_aux_pod_entry(
     }
     let deployed_at = match &change.change {
         PodStatusChange::Applied { observed_at, .. } => Some(k8s_time(*observed_at)),
-        PodStatusChange::Removed => None,
+        PodStatusChange::Removed | PodStatusChange::Discovered => None,
     };
     PodDeploymentStatus {
         pod_name: change.pod.clone(),

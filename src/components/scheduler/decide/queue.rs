@@ -197,10 +197,6 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
         deployment: request.deployment.clone(),
         correlation: request.correlation.clone(),
     });
-    let retry_reason = DeploymentReason {
-        cause: request.reason.cause,
-        timeout_retry: true,
-    };
     let from_pending = state.pending.is_some();
     let unfinished: Vec<Endpoint> = request
         .endpoints
@@ -208,13 +204,34 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
         .filter(|e| !finished.contains(&e.url))
         .cloned()
         .collect();
-    let (retry_render, retry_endpoints, retry_corr) = match state.pending.take() {
-        Some(p) => (p.render, p.endpoints, p.correlation),
+    // The retry is named by what it deploys (upstream: `<reason>_timeout_retry` of the pending
+    // item): a pending render is retried as its own cause, not the timed-out one's (a drift
+    // check that timed out must not turn the next render's rollout into a drift run), and it
+    // goes to the timed-out deployment's unfinished pods too (still discovered, not
+    // quarantined for it), which would otherwise wait for the next drift check (issue 27).
+    let (retry_render, retry_endpoints, retry_corr, retry_cause) = match state.pending.take() {
+        Some(p) => {
+            let mut endpoints = p.endpoints;
+            for e in &unfinished {
+                if !endpoints.iter().any(|n| n.url == e.url)
+                    && state.endpoints.iter().any(|n| n.url == e.url)
+                    && !state.quarantined(&e.url, &p.render)
+                {
+                    endpoints.push(e.clone());
+                }
+            }
+            (p.render, endpoints, p.correlation, p.reason.cause)
+        }
         None => (
             request.render,
             unfinished.clone(),
             request.correlation.clone(),
+            request.reason.cause,
         ),
+    };
+    let retry_reason = DeploymentReason {
+        cause: retry_cause,
+        timeout_retry: true,
     };
     let count = match state.timeout_retries {
         Some((r, n)) if r == retry_render => n + 1,
