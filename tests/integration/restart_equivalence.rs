@@ -810,6 +810,7 @@ fn norm_effect(e: &SEffect) -> String {
             request,
             from_pending,
         } => format!("start {} pending={from_pending}", norm_request(request)),
+        SEffect::DropPending(r) => format!("drop-pending {}", norm_request(r)),
         SEffect::Resume(r) => format!("resume {}", norm_request(r)),
         SEffect::Cancel { correlation, .. } => format!("cancel {}", norm_corr(correlation)),
         SEffect::StopExecutor => "stop".into(),

@@ -110,6 +110,15 @@ pub fn plan(effects: Vec<Effect>, ctx: &PlanContext) -> Plan {
                 p.scheduled = true;
                 p.spawn = Some(request);
             }
+            Effect::DropPending(request) => {
+                if pending_written.as_ref() == Some(&request) {
+                    pending_written = None;
+                }
+                if let Some(id) = pending_id.take() {
+                    p.batch.ack(Queue::DeployPending, WorkKey::Slot, id);
+                    p.pending_acked = true;
+                }
+            }
             Effect::Resume(request) => {
                 if !ctx.draining {
                     p.spawn = Some(request);

@@ -735,6 +735,10 @@ mod model {
                                 journal_inflight = Some(request.clone());
                                 running = Some(request);
                             }
+                            Effect::DropPending(r) => {
+                                prop_assert_eq!(Some(&r), journal_pending.as_ref());
+                                journal_pending = None;
+                            }
                             Effect::Resume(request) => {
                                 prop_assert!(running.is_none(), "resume while running");
                                 prop_assert_eq!(Some(&request), journal_inflight.as_ref());
@@ -929,6 +933,67 @@ fn a_pending_request_skips_a_pod_quarantined_meanwhile() {
     let fx = decide(&mut s, Input::Tick, later);
     let drift = started(&fx).expect("the queued drift check starts");
     assert_eq!(drift.endpoints, vec![ep(1), ep(3)]);
+}
+
+/// Issue 27: a pending request whose every pod was quarantined for its render meanwhile starts
+/// no (empty) deployment: the pending slot is acked, nothing is scheduled.
+#[test]
+fn a_pending_request_whose_pods_all_rejected_the_render_starts_nothing() {
+    let (mut s, t0) = leader(2);
+    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let fx = decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("drift"),
+        },
+        t0,
+    );
+    assert_eq!(pending_written(&fx).expect("queued").endpoints.len(), 2);
+    for n in [1, 2] {
+        decide(
+            &mut s,
+            Input::InstanceFailed {
+                deployment: req.deployment.clone(),
+                endpoint: ep(n).url,
+                retryable: false,
+                error: "dataplane rejected the configuration with status 400: [ALERT] x".into(),
+            },
+            t0,
+        );
+    }
+    decide(
+        &mut s,
+        Input::Completed {
+            deployment: req.deployment.clone(),
+        },
+        t0,
+    );
+    let later = t0 + s.settings.min_deployment_interval * 2;
+    let fx = decide(&mut s, Input::Tick, later);
+    assert!(started(&fx).is_none(), "no empty deployment: {fx:?}");
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::DropPending(r) if r.render == render(1))),
+        "{fx:?}"
+    );
+    assert!(s.pending.is_none());
+    assert_eq!(s.phase_name(t0), "idle");
+    // The plan acks the journaled slot and schedules nothing.
+    let p = plan(
+        fx,
+        &PlanContext {
+            pending_id: Some(haptic_journal::WorkId(7)),
+            inflight_id: None,
+            draining: false,
+            term: Term(1),
+            max_timeout_retries: 3,
+            now: UnixMillis(0),
+        },
+    );
+    assert!(
+        p.pending_acked && !p.scheduled && p.spawn.is_none(),
+        "{p:?}"
+    );
 }
 
 /// The deployer reads the scheduler's checkpoint by the name it knows it under.

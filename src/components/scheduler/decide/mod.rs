@@ -117,6 +117,10 @@ pub enum Effect {
         /// Whether it came from the pending slot (ack it in the same batch).
         from_pending: bool,
     },
+    /// Ack the journaled pending slot without starting anything: every pod the pending request
+    /// named is quarantined for its render (or gone) by the time it could start, so there is
+    /// nothing to deploy (issue 27: before, an empty deployment was started and journaled).
+    DropPending(DeployRequest),
     /// Run the executor again on the journaled in-flight deployment (no new journal records).
     Resume(DeployRequest),
     /// Cancel the running executor for real, then journal `deployment.cancel.request` and

@@ -110,7 +110,12 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
             let render = req.render;
             req.endpoints
                 .retain(|e| !state.quarantined(&e.url, &render));
-            start(state, req, true, now, fx);
+            if req.endpoints.is_empty() {
+                // Every pod it named is quarantined for the render: nothing to deploy.
+                fx.push(Effect::DropPending(req));
+            } else {
+                start(state, req, true, now, fx);
+            }
         }
         return;
     }
@@ -250,16 +255,19 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
         return;
     }
     state.timeout_retries = Some((retry_render, count));
-    if retry_endpoints.is_empty() {
-        return;
-    }
-    if let Some(req) = new_request(
+    let Some(req) = new_request(
         state,
         retry_render,
         retry_endpoints,
         retry_reason,
         retry_corr,
-    ) {
+    ) else {
+        return;
+    };
+    if !req.endpoints.is_empty() {
         start(state, req, from_pending, now, fx);
+    } else if from_pending {
+        // The pending slot was taken for the retry: ack it, nothing to deploy.
+        fx.push(Effect::DropPending(req));
     }
 }
