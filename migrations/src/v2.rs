@@ -12,6 +12,12 @@
 //! v2 file except one carrying those two modes, which a step out of schema 2 must freeze with
 //! the event types (the fixture holds none, so the round-trip test cannot see it).
 //!
+//! Schema 2 also appends `PodStatusChange::Discovered` (bincode tag 2; a field of the
+//! `status-pending`/`status-parked` work items, issue 27): the same rule, the re-exported v1
+//! `WorkItem` decodes every item of a v2 file except a `Discovered` one, which a step out of
+//! schema 2 must freeze with the work item types; a binary built before it refuses such a file
+//! (its verify cannot decode the item) rather than misread it.
+//!
 //! Nothing here may change once schema 2 is released. The test
 //! `fixture_v2::frozen_types_round_trip_every_payload` fails while these types and the journal's
 //! disagree about a record of `fixtures/v2.redb`.

@@ -20,7 +20,9 @@ pub struct PodDeploymentStatus {
     /// Namespace of the pod (always written by the controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// `sha256:<hex>` of what the pod runs.
+    /// `sha256:<hex>` of what the pod runs; with `lastError`, the render its last sync tried
+    /// (the pod keeps what it ran before); absent for a discovered pod not synced yet (counted
+    /// as pending in `Synced`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>", pattern(super::CHECKSUM_PATTERN))]
     pub checksum: Option<Checksum>,

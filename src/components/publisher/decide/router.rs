@@ -339,7 +339,19 @@ pub fn route(state: &mut RouterState, input: Input<'_>) -> Vec<Effect> {
                 out.retain(|e| !matches!(e, Effect::Enqueue(_)));
             }
         }
-        Input::TermStarted => state.flush_gone(&mut out),
+        Input::TermStarted => {
+            state.flush_gone(&mut out);
+            // Pods discovered while this replica followed (their `Discovered` items were not
+            // queued then) get their pending entry now; a pod with an entry keeps it, so this
+            // writes nothing on a term start where every known pod has one (issue 27).
+            for pod in state.known_pods.values() {
+                out.push(enqueue(WorkItem::Status(PodStatusItem {
+                    runtime_config: state.runtime_config.clone(),
+                    pod: pod.clone(),
+                    change: PodStatusChange::Discovered,
+                })));
+            }
+        }
         Input::StatusListed { pods } => {
             for p in pods {
                 let name = p.name.as_str();

@@ -110,14 +110,14 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
             let render = req.render;
             req.endpoints
                 .retain(|e| !state.quarantined(&e.url, &render));
-            if req.endpoints.is_empty() {
-                // Every pod it named is quarantined for the render: nothing to deploy.
-                fx.push(Effect::DropPending(req));
-            } else {
+            if !req.endpoints.is_empty() {
                 start(state, req, true, now, fx);
+                return;
             }
+            // Every pod it named is quarantined for the render: nothing to deploy; the
+            // backoff retries below still get their turn (and their timer).
+            fx.push(Effect::DropPending(req));
         }
-        return;
     }
     // Failed endpoints due for their retry.
     let due: Vec<Endpoint> = state
@@ -202,7 +202,7 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
         deployment: request.deployment.clone(),
         correlation: request.correlation.clone(),
     });
-    let from_pending = state.pending.is_some();
+    let pending = state.pending.take();
     let unfinished: Vec<Endpoint> = request
         .endpoints
         .iter()
@@ -211,13 +211,16 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
         .collect();
     // The retry is named by what it deploys (upstream: `<reason>_timeout_retry` of the pending
     // item): a pending render is retried as its own cause, not the timed-out one's (a drift
-    // check that timed out must not turn the next render's rollout into a drift run), and it
-    // goes to the timed-out deployment's unfinished pods too (still discovered, not
-    // quarantined for it), which would otherwise wait for the next drift check (issue 27).
-    let (retry_render, retry_endpoints, retry_corr, retry_cause) = match state.pending.take() {
+    // check that timed out must not turn the next render's rollout into a drift run), except
+    // that a pending drift check does not turn a timed-out rollout into one either (its pods
+    // that never got the render would be reported drifted). It goes to the pending request's
+    // pods and the timed-out deployment's unfinished ones, each still discovered and not
+    // quarantined for the render (a pod that rejected it during the timed-out deployment is
+    // quarantined above), so none waits for the next drift check (issue 27).
+    let (retry_render, retry_endpoints, retry_corr, retry_cause) = match &pending {
         Some(p) => {
-            let mut endpoints = p.endpoints;
-            for e in &unfinished {
+            let mut endpoints: Vec<Endpoint> = Vec::new();
+            for e in p.endpoints.iter().chain(&unfinished) {
                 if !endpoints.iter().any(|n| n.url == e.url)
                     && state.endpoints.iter().any(|n| n.url == e.url)
                     && !state.quarantined(&e.url, &p.render)
@@ -225,7 +228,14 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
                     endpoints.push(e.clone());
                 }
             }
-            (p.render, endpoints, p.correlation, p.reason.cause)
+            let cause = if p.reason.cause == DeploymentCause::DriftPrevention
+                && request.reason.cause != DeploymentCause::DriftPrevention
+            {
+                request.reason.cause
+            } else {
+                p.reason.cause
+            };
+            (p.render, endpoints, p.correlation.clone(), cause)
         }
         None => (
             request.render,
@@ -252,22 +262,27 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
             request,
             endpoints: unfinished,
         });
+        // The pending slot was taken for this retry: journal and memory drop it together.
+        if let Some(p) = pending {
+            fx.push(Effect::DropPending(p));
+        }
         return;
     }
     state.timeout_retries = Some((retry_render, count));
-    let Some(req) = new_request(
+    let from_pending = pending.is_some();
+    match new_request(
         state,
         retry_render,
         retry_endpoints,
         retry_reason,
         retry_corr,
-    ) else {
-        return;
-    };
-    if !req.endpoints.is_empty() {
-        start(state, req, from_pending, now, fx);
-    } else if from_pending {
-        // The pending slot was taken for the retry: ack it, nothing to deploy.
-        fx.push(Effect::DropPending(req));
+    ) {
+        Some(req) if !req.endpoints.is_empty() => start(state, req, from_pending, now, fx),
+        // Nothing to deploy: the pending slot taken for the retry is acked.
+        _ => {
+            if let Some(p) = pending {
+                fx.push(Effect::DropPending(p));
+            }
+        }
     }
 }
