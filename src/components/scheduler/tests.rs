@@ -91,6 +91,35 @@ fn complete_all(s: &mut SchedulerState, req: &DeployRequest, now: Instant) -> Ve
     )
 }
 
+/// Reports each `(pod, retryable)` of `req` failed (a 400 rejection's message), then the
+/// deployment completed.
+fn fail_then_complete(
+    s: &mut SchedulerState,
+    req: &DeployRequest,
+    pods: &[(u8, bool)],
+    now: Instant,
+) {
+    for &(n, retryable) in pods {
+        decide(
+            s,
+            Input::InstanceFailed {
+                deployment: req.deployment.clone(),
+                endpoint: ep(n).url,
+                retryable,
+                error: "dataplane rejected the configuration with status 400: [ALERT] x".into(),
+            },
+            now,
+        );
+    }
+    decide(
+        s,
+        Input::Completed {
+            deployment: req.deployment.clone(),
+        },
+        now,
+    );
+}
+
 #[test]
 fn validation_completed_persists_then_starts_a_deployment_to_every_endpoint() {
     let (mut s, t0) = leader(3);
@@ -949,25 +978,7 @@ fn a_pending_request_whose_pods_all_rejected_the_render_starts_nothing() {
         t0,
     );
     assert_eq!(pending_written(&fx).expect("queued").endpoints.len(), 2);
-    for n in [1, 2] {
-        decide(
-            &mut s,
-            Input::InstanceFailed {
-                deployment: req.deployment.clone(),
-                endpoint: ep(n).url,
-                retryable: false,
-                error: "dataplane rejected the configuration with status 400: [ALERT] x".into(),
-            },
-            t0,
-        );
-    }
-    decide(
-        &mut s,
-        Input::Completed {
-            deployment: req.deployment.clone(),
-        },
-        t0,
-    );
+    fail_then_complete(&mut s, &req, &[(1, false), (2, false)], t0);
     let later = t0 + s.settings.min_deployment_interval * 2;
     let fx = decide(&mut s, Input::Tick, later);
     assert!(started(&fx).is_none(), "no empty deployment: {fx:?}");
@@ -1044,25 +1055,7 @@ fn a_dropped_pending_request_keeps_the_backoff_timer() {
         t0,
     );
     s.pending.as_mut().unwrap().endpoints = vec![ep(1), ep(2)];
-    for (n, retryable) in [(1, false), (2, false), (3, true)] {
-        decide(
-            &mut s,
-            Input::InstanceFailed {
-                deployment: req.deployment.clone(),
-                endpoint: ep(n).url,
-                retryable,
-                error: "x".into(),
-            },
-            t0,
-        );
-    }
-    decide(
-        &mut s,
-        Input::Completed {
-            deployment: req.deployment.clone(),
-        },
-        t0,
-    );
+    fail_then_complete(&mut s, &req, &[(1, false), (2, false), (3, true)], t0);
     let later = t0 + s.settings.min_deployment_interval * 2;
     let fx = decide(&mut s, Input::Tick, later);
     assert!(

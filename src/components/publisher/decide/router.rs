@@ -339,19 +339,11 @@ pub fn route(state: &mut RouterState, input: Input<'_>) -> Vec<Effect> {
                 out.retain(|e| !matches!(e, Effect::Enqueue(_)));
             }
         }
-        Input::TermStarted => {
-            state.flush_gone(&mut out);
-            // Pods discovered while this replica followed (their `Discovered` items were not
-            // queued then) get their pending entry now; a pod with an entry keeps it, so this
-            // writes nothing on a term start where every known pod has one (issue 27).
-            for pod in state.known_pods.values() {
-                out.push(enqueue(WorkItem::Status(PodStatusItem {
-                    runtime_config: state.runtime_config.clone(),
-                    pod: pod.clone(),
-                    change: PodStatusChange::Discovered,
-                })));
-            }
-        }
+        // Pods discovered while this replica followed get no pending entry here: `status-pending`
+        // keeps one item per pod, so a `Discovered` queued now would replace a deployment report
+        // still queued for the pod (the crash matrix's `status::after_park` found it). The new
+        // leader's first deployment reports every pod.
+        Input::TermStarted => state.flush_gone(&mut out),
         Input::StatusListed { pods } => {
             for p in pods {
                 let name = p.name.as_str();
