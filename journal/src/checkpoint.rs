@@ -84,14 +84,18 @@ pub struct SchedulerCheckpoint {
     /// Endpoints given up after the timeout retries, sorted.
     pub given_up: Vec<EndpointUrl>,
     /// The quarantine: renders endpoints rejected permanently, one per endpoint, sorted by
-    /// endpoint. Not retried (drift checks included) until a new render, a pod change or an
-    /// operator's retry request (`deployment.retry.request`).
+    /// endpoint. Not sent again (drift checks included) before its `next_retry_at`, a new
+    /// render, a pod change or an operator's retry request (`deployment.retry.request`).
     pub rejected: Vec<RejectedRender>,
 }
 
 /// One quarantined (render, endpoint): the pod's Dataplane API rejected the render
 /// permanently (a 400/422 on the configuration push that persisted after its files were
 /// synced again).
+///
+/// Schema 3 added `attempts` and `next_retry_at` (issue 27: a quarantine is retried with
+/// backoff); the step `v2_to_v3` gives a schema-2 record `attempts: 1` and the step's own time
+/// as `next_retry_at`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RejectedRender {
     /// The endpoint.
@@ -100,6 +104,11 @@ pub struct RejectedRender {
     pub render: Checksum,
     /// What the Dataplane API answered (HAProxy's message).
     pub message: String,
+    /// Rejections of this render by this endpoint in a row (1 at the first).
+    pub attempts: u32,
+    /// Wall-clock time of the next retry, unix ms: a restart (or a new leader reading this
+    /// checkpoint) retries then, neither at once nor never.
+    pub next_retry_at: UnixMillis,
 }
 
 /// The validator's durable state.

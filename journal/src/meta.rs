@@ -10,7 +10,7 @@ use crate::tables::{self, META_CODEC, META_CREATED_AT, META_SCHEMA_VERSION};
 use crate::work::{Queue, QueueShape};
 
 /// The schema version this code reads and writes (DESIGN.md J8).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Values of the `meta` table.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -259,7 +259,25 @@ pub enum PodStatusChange {
     /// enum in schema 2: every file of schema 2 written before it decodes unchanged (bincode
     /// numbers the variants in order); an older binary cannot read an item of this variant.
     Discovered,
+    /// The scheduler quarantined `checksum` for the pod and retries it at `next_retry_at`
+    /// (from `deployment.quarantined`; appended in schema 3). Queued under its own key
+    /// ([`PodStatusItem::key`]: the pod's key plus [`QUARANTINE_KEY_SUFFIX`]), so it neither
+    /// replaces nor is replaced by the pod's deployment report; it only sets the entry's
+    /// `rejected`, `lastError` and `nextRetryAt` (never a failure count).
+    Quarantined {
+        /// The quarantined render.
+        checksum: Checksum,
+        /// HAProxy's message.
+        message: String,
+        /// Rejections in a row.
+        attempts: u32,
+        /// Wall-clock time of the next retry.
+        next_retry_at: UnixMillis,
+    },
 }
+
+/// Suffix of a [`PodStatusChange::Quarantined`] item's queue key.
+pub const QUARANTINE_KEY_SUFFIX: &str = "#quarantine";
 
 /// A per-pod status update (queues `status-pending` / `status-parked`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -276,7 +294,11 @@ impl PodStatusItem {
     /// The item's queue key.
     #[must_use]
     pub fn key(&self) -> PodStatusKey {
-        PodStatusKey::new(&self.runtime_config, &self.pod)
+        let key = PodStatusKey::new(&self.runtime_config, &self.pod);
+        match self.change {
+            PodStatusChange::Quarantined { .. } => PodStatusKey(key.0 + QUARANTINE_KEY_SUFFIX),
+            _ => key,
+        }
     }
 }
 
@@ -383,7 +405,8 @@ impl WorkItem {
             WorkItem::Invalid(i) => BlobRefs::maybe(i.render),
             WorkItem::Verdict(i) => BlobRefs::one(i.render),
             WorkItem::Status(i) => match &i.change {
-                PodStatusChange::Applied { checksum, .. } => BlobRefs::one(*checksum),
+                PodStatusChange::Applied { checksum, .. }
+                | PodStatusChange::Quarantined { checksum, .. } => BlobRefs::one(*checksum),
                 PodStatusChange::Removed | PodStatusChange::Discovered => BlobRefs::none(),
             },
             WorkItem::DeployPending(r) => BlobRefs::one(r.render),

@@ -26,15 +26,20 @@
 //! # Journal records
 //! [`v1`] is the frozen copy of the schema-1 record types and tables; schema 1 is the baseline,
 //! there is no step into it. [`v2`] is the frozen schema 2: schema 1 plus the pod-truth tables
-//! `endpoint_files` and `endpoint_transaction`. [`STEPS`] holds [`V1_TO_V2`] (creates those two
-//! tables, empty; nothing else in the file changes). The committed fixtures are real files:
-//! `fixtures/v1.redb` (schema 1, frozen: this code can no longer write schema 1) and
-//! `fixtures/v2.redb` (schema 2; regenerate it with
-//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v2_fixture`).
+//! `endpoint_files` and `endpoint_transaction`. [`v3`] is the frozen schema 3: schema 2 with
+//! `attempts` and `next_retry_at` appended to the scheduler checkpoint's quarantine entries
+//! (`RejectedRender`, in `component_state`), plus appended enum variants that need no rewrite.
+//! [`STEPS`] holds [`V1_TO_V2`] (creates those two tables, empty; nothing else in the file
+//! changes) and [`V2_TO_V3`] (rewrites the scheduler's checkpoint: every quarantine entry gets
+//! `attempts: 1` and `next_retry_at` = the step's time; nothing else in the file changes). The
+//! committed fixtures are real files: `fixtures/v1.redb` (schema 1) and `fixtures/v2.redb`
+//! (schema 2), both frozen (this code can no longer write them), and `fixtures/v3.redb` (schema
+//! 3; regenerate it with
+//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v3_fixture`).
 //!
 //! # Failpoints
-//! Feature `test-v3` (implies `failpoints`): `migrations::after_test_v3_half_rewritten`, inside
-//! the test-only v2 -> v3 step ([`test_v3`]) that follows the real chain.
+//! Feature `test-v4` (implies `failpoints`): `migrations::after_test_v4_half_rewritten`, inside
+//! the test-only v3 -> v4 step ([`test_v4`]) that follows the real chain.
 //!
 //! # Metrics
 //! None; every applied step is logged (`tracing`, info, "journal migration step applied").
@@ -47,13 +52,16 @@ use std::path::{Path, PathBuf};
 use haptic_journal::redb::{self, ReadableDatabase};
 use haptic_journal::{Concurrency, Journal, JournalOptions, OpenError, ReadError};
 
-#[cfg(feature = "test-v3")]
-pub mod test_v3;
+#[cfg(feature = "test-v4")]
+pub mod test_v4;
 pub mod v1;
 mod v1_to_v2;
 pub mod v2;
+mod v2_to_v3;
+pub mod v3;
 
 pub use v1_to_v2::V1_TO_V2;
+pub use v2_to_v3::V2_TO_V3;
 
 /// The oldest schema version: files are created at it (or newer); there is no step into it.
 pub const BASELINE: u32 = 1;
@@ -118,8 +126,8 @@ step_storage_from!(
     redb::CommitError
 );
 
-/// The production upgrade steps, oldest first: [`V1_TO_V2`].
-pub const STEPS: &[Step] = &[V1_TO_V2];
+/// The production upgrade steps, oldest first: [`V1_TO_V2`], [`V2_TO_V3`].
+pub const STEPS: &[Step] = &[V1_TO_V2, V2_TO_V3];
 
 /// The newest schema version `steps` lead to ([`BASELINE`] when there is none).
 #[must_use]

@@ -18,9 +18,10 @@
 //! schema 2 must freeze with the work item types; a binary built before it refuses such a file
 //! (its verify cannot decode the item) rather than misread it.
 //!
-//! Nothing here may change once schema 2 is released. The test
-//! `fixture_v2::frozen_types_round_trip_every_payload` fails while these types and the journal's
-//! disagree about a record of `fixtures/v2.redb`.
+//! Frozen: schema 3 exists ([`crate::v3`] re-exports these types and freezes again the ones
+//! that changed), so nothing here may change and `fixtures/v2.redb` is never regenerated; the
+//! test `fixture_v2::frozen_types_round_trip_every_payload` checks these types against that
+//! file.
 
 #![allow(missing_docs)]
 

@@ -103,6 +103,15 @@ pub struct RunArgs {
     /// Drift prevention interval (a full check of every pod after this long without a deployment).
     #[arg(long, env = "HAPTIC_DRIFT_PREVENTION_INTERVAL", value_parser = humantime::parse_duration, default_value = "60s")]
     pub drift_prevention_interval: Duration,
+    /// First retry delay of a quarantined render (a pod's Dataplane API rejected it
+    /// permanently), doubling per rejection in a row up to --quarantine-retry-max; default:
+    /// the drift prevention interval (upstream retries a rejected render at every drift check).
+    #[arg(long, env = "HAPTIC_QUARANTINE_RETRY_INITIAL", value_parser = humantime::parse_duration)]
+    pub quarantine_retry_initial: Option<Duration>,
+    /// Upper bound of the retry delay of a quarantined render (the pod's status entry shows
+    /// the next retry as `nextRetryAt`).
+    #[arg(long, env = "HAPTIC_QUARANTINE_RETRY_MAX", value_parser = humantime::parse_duration, default_value = "1h")]
+    pub quarantine_retry_max: Duration,
     /// A deployment running longer is cancelled and retried.
     #[arg(long, env = "HAPTIC_DEPLOYMENT_TIMEOUT", value_parser = humantime::parse_duration, default_value = "30s")]
     pub deployment_timeout: Duration,

@@ -130,7 +130,14 @@ pub(super) fn start(
         )),
     ));
     let state = SchedulerState::new(
-        SchedulerSettings::with_intervals(args.min_deployment_interval, args.deployment_timeout),
+        SchedulerSettings {
+            quarantine_retry_initial: super::settings::quarantine_retry_initial(args),
+            quarantine_retry_max: args.quarantine_retry_max,
+            ..SchedulerSettings::with_intervals(
+                args.min_deployment_interval,
+                args.deployment_timeout,
+            )
+        },
         format!("{identity}-{}", haptic_journal::UnixMillis::now().0),
     );
     let (shell, scheduler) =

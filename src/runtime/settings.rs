@@ -38,6 +38,17 @@ pub enum SettingsError {
         /// The cap given.
         max: std::time::Duration,
     },
+    /// `--quarantine-retry-initial` (or the drift interval it defaults to) is zero, or above
+    /// `--quarantine-retry-max`.
+    #[error(
+        "--quarantine-retry-initial ({initial:?}; default: --drift-prevention-interval) must be above zero and at most --quarantine-retry-max ({max:?})"
+    )]
+    QuarantineRetry {
+        /// The initial delay in effect.
+        initial: std::time::Duration,
+        /// The cap given.
+        max: std::time::Duration,
+    },
     /// `--kube-request-timeout` is zero.
     #[error(
         "--kube-request-timeout must be above zero: the bound of one Kubernetes API request (default 10s)"
@@ -105,6 +116,13 @@ impl Settings {
                 max: args.publish_retry_max,
             });
         }
+        let quarantine_initial = quarantine_retry_initial(args);
+        if quarantine_initial.is_zero() || quarantine_initial > args.quarantine_retry_max {
+            return Err(SettingsError::QuarantineRetry {
+                initial: quarantine_initial,
+                max: args.quarantine_retry_max,
+            });
+        }
         if args.kube_request_timeout.is_zero() {
             return Err(SettingsError::KubeRequestTimeout);
         }
@@ -162,6 +180,17 @@ fn valid_config_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.starts_with('-')
         && !name.ends_with('-')
+}
+
+/// The first retry delay of a quarantined render: `--quarantine-retry-initial`, else the drift
+/// prevention interval capped by `--quarantine-retry-max` (so a long drift interval needs no
+/// second flag).
+#[must_use]
+pub fn quarantine_retry_initial(args: &RunArgs) -> std::time::Duration {
+    args.quarantine_retry_initial.unwrap_or_else(|| {
+        args.drift_prevention_interval
+            .min(args.quarantine_retry_max)
+    })
 }
 
 #[cfg(test)]
@@ -230,6 +259,44 @@ mod tests {
         let e = Settings::resolve(&a).unwrap_err();
         assert_eq!(e, SettingsError::KubeRequestTimeout);
         assert!(e.to_string().contains("--kube-request-timeout"), "{e}");
+    }
+
+    /// Issue 27: the quarantine's first retry is the drift interval unless given, capped by
+    /// `--quarantine-retry-max` (default 1 h); an explicit zero or one above the cap is
+    /// refused, naming both flags.
+    #[test]
+    fn the_quarantine_retry_defaults_to_the_drift_interval_and_is_checked() {
+        use std::time::Duration;
+        let a = args(&["--render-dir", "/x"]);
+        assert_eq!(a.quarantine_retry_max, Duration::from_secs(3600));
+        assert_eq!(quarantine_retry_initial(&a), Duration::from_secs(60));
+        let a = args(&["--render-dir", "/x", "--drift-prevention-interval", "5s"]);
+        assert_eq!(quarantine_retry_initial(&a), Duration::from_secs(5));
+        let a = args(&["--render-dir", "/x", "--drift-prevention-interval", "3h"]);
+        assert_eq!(quarantine_retry_initial(&a), Duration::from_secs(3600));
+        assert!(Settings::resolve(&a).is_ok());
+        for bad in [
+            &["--quarantine-retry-initial", "0s"][..],
+            &["--quarantine-retry-initial", "2h"][..],
+            &[
+                "--quarantine-retry-initial",
+                "10s",
+                "--quarantine-retry-max",
+                "5s",
+            ][..],
+        ] {
+            let a = args(&[&["--render-dir", "/x"][..], bad].concat());
+            let e = Settings::resolve(&a).unwrap_err();
+            assert!(
+                matches!(e, SettingsError::QuarantineRetry { .. }),
+                "{bad:?}: {e}"
+            );
+            let m = e.to_string();
+            assert!(
+                m.contains("--quarantine-retry-initial") && m.contains("--quarantine-retry-max"),
+                "{m}"
+            );
+        }
     }
 
     #[test]

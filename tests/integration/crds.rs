@@ -163,6 +163,7 @@ fn full_pod(name: &str, checksum: Checksum) -> PodDeploymentStatus {
         }),
         last_error: None,
         rejected: None,
+        next_retry_at: None,
         consecutive_errors: Some(0),
         last_error_at: None,
     }

@@ -818,6 +818,16 @@ fn norm_effect(e: &SEffect) -> String {
             format!("give-up {} {}", norm_request(request), endpoints.len())
         }
         SEffect::ArmTimer(_) => "timer".into(),
+        SEffect::Quarantined {
+            request,
+            endpoint,
+            attempts,
+            ..
+        } => format!(
+            "quarantined {} {} attempt {attempts}",
+            norm_request(request),
+            endpoint.pod.name
+        ),
     }
 }
 

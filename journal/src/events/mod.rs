@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{BlobRefs, Checksum, DeploymentId, Identity, Term};
+use crate::ids::{BlobRefs, Checksum, DeploymentId, Identity, Term, UnixMillis};
 
 pub use values::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint,
@@ -62,6 +62,8 @@ pub enum EventKind {
     LostLeadership,
     /// `deployment.retry.request`
     DeploymentRetryRequest,
+    /// `deployment.quarantined` (schema 3)
+    DeploymentQuarantined,
 }
 
 impl EventKind {
@@ -87,6 +89,7 @@ impl EventKind {
         EventKind::BecameLeader,
         EventKind::LostLeadership,
         EventKind::DeploymentRetryRequest,
+        EventKind::DeploymentQuarantined,
     ];
 
     /// The dotted record kind, stable for tools.
@@ -113,6 +116,7 @@ impl EventKind {
             EventKind::BecameLeader => "leader.became",
             EventKind::LostLeadership => "leader.lost",
             EventKind::DeploymentRetryRequest => "deployment.retry.request",
+            EventKind::DeploymentQuarantined => "deployment.quarantined",
         }
     }
 
@@ -375,6 +379,28 @@ pub enum Event {
         /// The annotation's new value (any text; only a change matters).
         value: String,
     },
+    /// The scheduler quarantined a render for one pod, or kept it quarantined after a retry
+    /// the pod rejected again (`deployment.quarantined`, issue 27; appended in schema 3): the
+    /// pod's Dataplane API rejected the render permanently, and the scheduler retries it at
+    /// `next_retry_at` (the quarantine backoff: the drift interval doubling per attempt, capped
+    /// by `--quarantine-retry-max`). The publisher shows the time in the pod's status entry
+    /// (`nextRetryAt`).
+    DeploymentQuarantined {
+        /// Correlation (the rejected deployment's).
+        correlation: Correlation,
+        /// The HAProxyCfg the pod's status belongs to.
+        runtime_config: RuntimeConfigRef,
+        /// The pod.
+        pod: PodRef,
+        /// The quarantined render.
+        render: Checksum,
+        /// What the pod's Dataplane API answered (HAProxy's message).
+        message: String,
+        /// Rejections of this render by this pod in a row (1 at the first).
+        attempts: u32,
+        /// Wall-clock time of the next retry, unix ms.
+        next_retry_at: UnixMillis,
+    },
 }
 
 impl Event {
@@ -402,6 +428,7 @@ impl Event {
             Event::BecameLeader { .. } => EventKind::BecameLeader,
             Event::LostLeadership { .. } => EventKind::LostLeadership,
             Event::DeploymentRetryRequest { .. } => EventKind::DeploymentRetryRequest,
+            Event::DeploymentQuarantined { .. } => EventKind::DeploymentQuarantined,
         }
     }
 
@@ -428,7 +455,8 @@ impl Event {
             | Event::ConfigPublished { correlation, .. }
             | Event::BecameLeader { correlation, .. }
             | Event::LostLeadership { correlation, .. }
-            | Event::DeploymentRetryRequest { correlation, .. } => correlation,
+            | Event::DeploymentRetryRequest { correlation, .. }
+            | Event::DeploymentQuarantined { correlation, .. } => correlation,
         }
     }
 
@@ -447,6 +475,7 @@ impl Event {
                 render, pinned_to, ..
             } => BlobRefs::with(*render, *pinned_to),
             Event::ConfigAppliedToPod { checksum, .. } => BlobRefs::one(*checksum),
+            Event::DeploymentQuarantined { render, .. } => BlobRefs::one(*render),
             _ => BlobRefs::none(),
         }
     }
@@ -461,6 +490,6 @@ mod tests {
         for k in EventKind::ALL {
             assert_eq!(EventKind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(EventKind::ALL.len(), 20);
+        assert_eq!(EventKind::ALL.len(), 21);
     }
 }

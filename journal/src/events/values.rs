@@ -89,12 +89,16 @@ pub enum DeploymentCause {
     DriftPrevention,
     /// This replica became leader.
     BecameLeader,
+    /// A render a pod rejected permanently is retried after its quarantine backoff (issue 27;
+    /// appended in schema 3: files written before decode unchanged, an older binary refuses
+    /// an event that carries it).
+    QuarantineRetry,
 }
 
 /// A deployment reason: a cause, optionally retried after a deployment timeout.
 ///
 /// Text form: `config_validation`, `pod_discovery`, `validation_fallback`, `drift_prevention`,
-/// `became_leader`, each optionally suffixed `_timeout_retry`.
+/// `became_leader`, `quarantine_retry`, each optionally suffixed `_timeout_retry`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DeploymentReason {
     /// The cause.
@@ -119,6 +123,8 @@ impl DeploymentReason {
             (C::ValidationFallback, true) => "validation_fallback_timeout_retry",
             (C::DriftPrevention, true) => "drift_prevention_timeout_retry",
             (C::BecameLeader, true) => "became_leader_timeout_retry",
+            (C::QuarantineRetry, false) => "quarantine_retry",
+            (C::QuarantineRetry, true) => "quarantine_retry_timeout_retry",
         }
     }
 
@@ -135,6 +141,7 @@ impl DeploymentReason {
             "validation_fallback" => DeploymentCause::ValidationFallback,
             "drift_prevention" => DeploymentCause::DriftPrevention,
             "became_leader" => DeploymentCause::BecameLeader,
+            "quarantine_retry" => DeploymentCause::QuarantineRetry,
             _ => return None,
         };
         Some(DeploymentReason {
@@ -297,6 +304,7 @@ mod tests {
             DeploymentCause::ValidationFallback,
             DeploymentCause::DriftPrevention,
             DeploymentCause::BecameLeader,
+            DeploymentCause::QuarantineRetry,
         ] {
             for timeout_retry in [false, true] {
                 let r = DeploymentReason {

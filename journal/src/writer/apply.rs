@@ -180,8 +180,11 @@ impl Tx<'_> {
                     item,
                     origin,
                     not_before,
-                } => {
+                } => 'enqueue: {
                     let item = item.clone();
+                    if let Some(kept) = self.report_kept_over(&item)? {
+                        break 'enqueue OpOutcome::Enqueued(kept);
+                    }
                     let id = WorkId(ctx.next_work);
                     ctx.next_work += 1;
                     let origin = match *origin {

@@ -11,7 +11,7 @@ use crate::ids::{Checksum, Term, UnixMillis, WorkId};
 use crate::tables::{
     self, META_DISPATCHED, META_IDENTITY, META_NEXT_SEQ, META_NEXT_WORK_ID, META_TERM,
 };
-use crate::work::{Queue, QueueShape, WorkItem, WorkKey, WorkRecord};
+use crate::work::{PodStatusChange, Queue, QueueShape, WorkItem, WorkKey, WorkRecord};
 
 /// The meta counters, loaded once from meta and kept by the writer thread across commits (it
 /// owns every write transaction, so nobody else changes them while the journal is open).
@@ -367,6 +367,27 @@ impl<'t> Tx<'t> {
             }
         }
         Ok(old)
+    }
+
+    /// The id of the queued item a new `item` must not replace, if any: a discovered pod's
+    /// pending entry (`PodStatusChange::Discovered`, issue 27) never replaces an item queued
+    /// or parked for the same pod (a deployment report, a removal): that item says more, and
+    /// a pod with an entry keeps it anyway. Every other item replaces the pod's older one.
+    pub(super) fn report_kept_over(
+        &mut self,
+        item: &WorkItem,
+    ) -> Result<Option<WorkId>, AcceptError> {
+        let WorkItem::Status(s) = item else {
+            return Ok(None);
+        };
+        if !matches!(s.change, PodStatusChange::Discovered) {
+            return Ok(None);
+        }
+        let key = WorkKey::Pod(s.key());
+        if let Some(rec) = self.read_work(Queue::StatusPending, &key)? {
+            return Ok(Some(rec.id));
+        }
+        Ok(self.read_work(Queue::StatusParked, &key)?.map(|r| r.id))
     }
 
     pub(super) fn key_of(item: &WorkItem, id: WorkId) -> WorkKey {

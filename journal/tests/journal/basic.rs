@@ -135,6 +135,70 @@ fn park_unpark_and_newer_replaces_parked() {
     assert!(j.verify().unwrap().is_clean());
 }
 
+/// Issue 27: a discovered pod's pending entry (`Discovered`) never replaces a report queued or
+/// parked for the pod (it answers with that item's id); any other item replaces a
+/// `Discovered`; a quarantine notice has its own key and replaces nothing of the pod's.
+#[test]
+fn a_discovered_item_never_replaces_a_queued_report() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let r = put_render(&j, "x");
+    let with = |name: &str, change: PodStatusChange| {
+        WorkItem::Status(PodStatusItem {
+            runtime_config: runtime(),
+            pod: pod(name),
+            change,
+        })
+    };
+    let pending_ids = |j: &Journal| -> Vec<WorkId> {
+        j.queue(Queue::StatusPending)
+            .unwrap()
+            .iter()
+            .map(|e| e.record.id)
+            .collect()
+    };
+    // Queued report: kept.
+    let report = j.enqueue(status_item("p", Some(r)), Origin::None).unwrap();
+    let answered = j
+        .enqueue(with("p", PodStatusChange::Discovered), Origin::None)
+        .unwrap();
+    assert_eq!(answered, report, "the kept item's id");
+    assert_eq!(pending_ids(&j), vec![report]);
+    // Parked report: kept too, still parked.
+    assert!(
+        j.park(PodStatusKey::new(&runtime(), &pod("p")), report)
+            .unwrap()
+    );
+    j.enqueue(with("p", PodStatusChange::Discovered), Origin::None)
+        .unwrap();
+    assert!(j.queue(Queue::StatusPending).unwrap().is_empty());
+    assert_eq!(j.queue(Queue::StatusParked).unwrap()[0].record.id, report);
+    // A pod with nothing queued gets it; a report then replaces it.
+    let found = j
+        .enqueue(with("q", PodStatusChange::Discovered), Origin::None)
+        .unwrap();
+    assert_eq!(pending_ids(&j), vec![found]);
+    let later = j.enqueue(status_item("q", Some(r)), Origin::None).unwrap();
+    assert_eq!(pending_ids(&j), vec![later]);
+    // A quarantine notice sits beside the pod's report.
+    let notice = j
+        .enqueue(
+            with(
+                "q",
+                PodStatusChange::Quarantined {
+                    checksum: r,
+                    message: "[ALERT] x".into(),
+                    attempts: 1,
+                    next_retry_at: UnixMillis(9),
+                },
+            ),
+            Origin::None,
+        )
+        .unwrap();
+    assert_eq!(pending_ids(&j), vec![later, notice]);
+    assert!(j.verify().unwrap().is_clean());
+}
+
 #[test]
 fn second_process_gets_in_use() {
     let (_d, path) = tmp();

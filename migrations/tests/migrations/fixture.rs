@@ -1,12 +1,19 @@
-//! The fixtures: what `fixtures/v1.redb` and `fixtures/v2.redb` hold, built through the public
-//! journal API.
+//! The fixtures: what `fixtures/v1.redb`, `fixtures/v2.redb` and `fixtures/v3.redb` hold, built
+//! through the public journal API.
 //!
 //! `build(journal, fixture)` writes one; `expected(fixture)` describes it without a journal
-//! (events in `Seq` order, every queue's items, blobs, state tables, meta), so the test can check
-//! a file written by an older build of this code. Both share the schema-1 records (the v1 file
-//! was written by this builder when the journal was at schema 1); the v2 fixture adds the
+//! (events in `Seq` order, every queue's items, blobs, state tables, meta), as this build reads
+//! it once migrated to the current schema, so the test can check a file written by an older
+//! build of this code. All share the schema-1 records (the v1 file was written by this builder
+//! when the journal was at schema 1, the v2 file at schema 2); the v2 and v3 fixtures add the
 //! pod-truth records of schema 2 ([`crate::fixture_pod`]). The v1 fixture, migrated, holds the
 //! schema-2 tables empty.
+//!
+//! The scheduler checkpoint holds one quarantine entry ([`RejectedRender`]). Its schema-3
+//! fields are fixed in the v3 fixture ([`QUARANTINE_ATTEMPTS`], [`QUARANTINE_RETRY_AT`]); the
+//! older fixtures have none, and `v2_to_v3` gives them `attempts: 1` and the migration's time:
+//! [`assert_matches`] checks that shape ([`assert_migrated_quarantine`]) and the tests that
+//! migrate check the time against their own clock.
 
 use std::collections::BTreeMap;
 
@@ -19,28 +26,39 @@ use crate::fixture_pod;
 pub enum Fixture {
     /// `fixtures/v1.redb`: written at schema 1 (frozen: this code writes schema 2).
     V1,
-    /// `fixtures/v2.redb`: written at schema 2, with records in the schema-2 tables.
+    /// `fixtures/v2.redb`: written at schema 2, with records in the schema-2 tables (frozen:
+    /// this code writes schema 3).
     V2,
+    /// `fixtures/v3.redb`: written at schema 3, the schema-2 records plus a quarantine entry
+    /// with its schema-3 fields.
+    V3,
 }
 
 impl Fixture {
-    /// Both, oldest first.
-    pub const ALL: [Fixture; 2] = [Fixture::V1, Fixture::V2];
+    /// Every fixture, oldest first.
+    pub const ALL: [Fixture; 3] = [Fixture::V1, Fixture::V2, Fixture::V3];
 
     /// The schema version the file was written at.
     pub fn version(self) -> u32 {
         match self {
             Fixture::V1 => 1,
             Fixture::V2 => 2,
+            Fixture::V3 => 3,
         }
     }
 
-    /// `v1.redb`, `v2.redb`.
+    /// `v1.redb`, `v2.redb`, `v3.redb`.
     pub fn file_name(self) -> &'static str {
         match self {
             Fixture::V1 => "v1.redb",
             Fixture::V2 => "v2.redb",
+            Fixture::V3 => "v3.redb",
         }
+    }
+
+    /// Whether the file holds the schema-2 records (`endpoint_files`, `endpoint_transaction`).
+    fn has_pod_truth(self) -> bool {
+        self.version() >= 2
     }
 }
 
@@ -55,6 +73,8 @@ pub struct Expected {
     pub files: Vec<Vec<u8>>,
     pub endpoints: Vec<EndpointApplied>,
     pub checkpoints: Vec<PublishedCheckpoint>,
+    /// In table (name) order. In a fixture older than schema 3, every quarantine entry's
+    /// `next_retry_at` is [`MIGRATED`] (the migration's time, unknown here).
     pub components: Vec<ComponentCheckpoint>,
     /// Schema 2: `endpoint_files`, by URL (empty in the v1 fixture).
     pub endpoint_files: Vec<EndpointFiles>,
@@ -67,6 +87,22 @@ pub struct Expected {
 
 pub const TERM: Term = Term(3);
 pub const DISPATCHED: Seq = Seq(5);
+/// The v3 fixture's quarantine entry: rejections in a row.
+pub const QUARANTINE_ATTEMPTS: u32 = 3;
+/// The v3 fixture's quarantine entry: its next retry.
+pub const QUARANTINE_RETRY_AT: UnixMillis = UnixMillis(1_700_000_900_000);
+/// Stands for "the time `v2_to_v3` ran" in [`Expected::components`] of an older fixture.
+pub const MIGRATED: UnixMillis = UnixMillis(0);
+/// Every time a fixture holds is before this (a migration of one runs after it).
+pub const FIXTURE_TIMES_BEFORE: UnixMillis = UnixMillis(1_700_001_000_000);
+
+/// The wall-clock time, unix ms.
+pub fn now() -> UnixMillis {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    UnixMillis(u64::try_from(d.as_millis()).unwrap())
+}
 pub const PRIVATE_KEY_LINE: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDfakefixture";
 
 pub fn config_a() -> Vec<u8> {
@@ -224,7 +260,8 @@ impl Script {
     }
 }
 
-fn script() -> Script {
+/// The fixture's batches; `quarantine` is the quarantine entry's `(attempts, next_retry_at)`.
+fn script(quarantine: (u32, UnixMillis)) -> Script {
     let (ra, rb) = render_checksums();
     let deployment = DeploymentId::new("deploy-1");
     let request = DeployRequest {
@@ -530,7 +567,7 @@ fn script() -> Script {
     for c in checkpoints() {
         b.push(Op::PutPublishedCheckpoint(c));
     }
-    for c in components() {
+    for c in components(quarantine.0, quarantine.1) {
         b.push(Op::PutComponentCheckpoint(c));
     }
     s.batches.push(b);
@@ -601,8 +638,9 @@ fn checkpoints() -> Vec<PublishedCheckpoint> {
     }]
 }
 
-/// One checkpoint per component (DESIGN.md J11), in table (name) order.
-fn components() -> Vec<ComponentCheckpoint> {
+/// One checkpoint per component (DESIGN.md J11), in table (name) order; the quarantine entry
+/// with `attempts` and `next_retry_at`.
+fn components(attempts: u32, next_retry_at: UnixMillis) -> Vec<ComponentCheckpoint> {
     let (ra, _) = render_checksums();
     vec![
         ComponentCheckpoint {
@@ -635,6 +673,8 @@ fn components() -> Vec<ComponentCheckpoint> {
                     endpoint: EndpointUrl::new("http://10.0.0.7:5555"),
                     render: ra,
                     message: "dataplane rejected the request with status 400: [ALERT] x".into(),
+                    attempts,
+                    next_retry_at,
                 }],
             }),
         },
@@ -647,12 +687,23 @@ fn components() -> Vec<ComponentCheckpoint> {
     ]
 }
 
-/// Writes `fixture` into an empty journal (the v1 fixture's records: only what schema 1 had).
+/// The quarantine entry's schema-3 fields as [`build`] writes them: the v3 fixture's, or for an
+/// older fixture what `v2_to_v3` would write now.
+fn quarantine(fixture: Fixture) -> (u32, UnixMillis) {
+    if fixture.version() >= 3 {
+        (QUARANTINE_ATTEMPTS, QUARANTINE_RETRY_AT)
+    } else {
+        (1, now())
+    }
+}
+
+/// Writes `fixture` into an empty journal (the v1 fixture's records: only what schema 1 had; an
+/// older fixture's quarantine entry as `v2_to_v3` leaves it, timed now).
 pub fn build(j: &Journal, fixture: Fixture) {
-    for b in script().batches {
+    for b in script(quarantine(fixture)).batches {
         j.accept(b).expect("fixture batch");
     }
-    if fixture == Fixture::V2 {
+    if fixture.has_pod_truth() {
         j.accept(fixture_pod::batch()).expect("pod-truth batch");
     }
     // Park haproxy-1's status (the HAProxyCfg "cannot take it yet"); fail one publish attempt.
@@ -681,7 +732,12 @@ pub fn build(j: &Journal, fixture: Fixture) {
 
 /// What [`build`] wrote for `fixture`.
 pub fn expected(fixture: Fixture) -> Expected {
-    let s = script();
+    let quarantine = if fixture.version() >= 3 {
+        (QUARANTINE_ATTEMPTS, QUARANTINE_RETRY_AT)
+    } else {
+        (1, MIGRATED)
+    };
+    let s = script(quarantine);
     let mut queues: BTreeMap<Queue, Vec<(WorkItem, u32)>> = BTreeMap::new();
     for q in Queue::ALL {
         queues.insert(*q, Vec::new());
@@ -731,14 +787,16 @@ pub fn expected(fixture: Fixture) -> Expected {
         files,
         endpoints: endpoints(),
         checkpoints: checkpoints(),
-        components: components(),
-        endpoint_files: match fixture {
-            Fixture::V1 => Vec::new(),
-            Fixture::V2 => fixture_pod::endpoint_files(),
+        components: components(quarantine.0, quarantine.1),
+        endpoint_files: if fixture.has_pod_truth() {
+            fixture_pod::endpoint_files()
+        } else {
+            Vec::new()
         },
-        transactions: match fixture {
-            Fixture::V1 => Vec::new(),
-            Fixture::V2 => fixture_pod::transactions(),
+        transactions: if fixture.has_pod_truth() {
+            fixture_pod::transactions()
+        } else {
+            Vec::new()
         },
         term: TERM,
         identity: Identity::new("haptic-0"),
@@ -800,12 +858,16 @@ pub fn assert_matches(j: &Journal, fixture: Fixture) {
         exp.checkpoints
     );
     for c in &exp.components {
-        assert_eq!(
-            j.component_checkpoint(c.state.component())
-                .expect("component checkpoint")
-                .as_ref(),
-            Some(c)
-        );
+        let mut got = j
+            .component_checkpoint(c.state.component())
+            .expect("component checkpoint");
+        if fixture.version() < 3
+            && let Some(got) = &mut got
+        {
+            assert_migrated_quarantine(got, FIXTURE_TIMES_BEFORE, now());
+            set_retry_at(got, MIGRATED);
+        }
+        assert_eq!(got.as_ref(), Some(c));
     }
     assert_eq!(
         j.endpoints_files().expect("endpoint_files"),
@@ -820,4 +882,34 @@ pub fn assert_matches(j: &Journal, fixture: Fixture) {
         exp.transactions,
         "pending lists every open transaction"
     );
+}
+
+/// The quarantine entries of `c` when it is the scheduler's (none for another component).
+pub fn quarantine_of(c: &ComponentCheckpoint) -> &[RejectedRender] {
+    match &c.state {
+        ComponentState::Scheduler(s) => &s.rejected,
+        _ => &[],
+    }
+}
+
+/// Sets the `next_retry_at` of every quarantine entry of `c`.
+pub fn set_retry_at(c: &mut ComponentCheckpoint, at: UnixMillis) {
+    if let ComponentState::Scheduler(s) = &mut c.state {
+        for r in &mut s.rejected {
+            r.next_retry_at = at;
+        }
+    }
+}
+
+/// Asserts that every quarantine entry of `c` is as `v2_to_v3` left it, run in `[from, to]`:
+/// one attempt, retried at the migration's time.
+pub fn assert_migrated_quarantine(c: &ComponentCheckpoint, from: UnixMillis, to: UnixMillis) {
+    for r in quarantine_of(c) {
+        assert_eq!(r.attempts, 1, "{r:?}");
+        assert!(
+            (from..=to).contains(&r.next_retry_at),
+            "next_retry_at {:?} outside the migration's time {from:?}..={to:?}",
+            r.next_retry_at
+        );
+    }
 }

@@ -1,5 +1,6 @@
-//! The schema-2 records of `fixtures/v2.redb`: what three pods' Dataplane endpoints hold besides
-//! their configuration (tables `endpoint_files`, `endpoint_transaction`).
+//! The schema-2 records of `fixtures/v2.redb` (and `fixtures/v3.redb`): what three pods'
+//! Dataplane endpoints hold besides their configuration (tables `endpoint_files`,
+//! `endpoint_transaction`).
 //!
 //! ```text
 //!  endpoint_files        http://10.0.0.7:5555  haproxy-0  4 files: one per store

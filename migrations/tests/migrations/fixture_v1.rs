@@ -1,9 +1,11 @@
 //! The committed schema-1 fixture (frozen): refused without a migration, migrated by
-//! `v1_to_v2` into schema 2 with nothing but the two new (empty) tables and the version changed.
+//! `v1_to_v2` into schema 2 with nothing but the two new (empty) tables and the version changed,
+//! then by `v2_to_v3` into schema 3 with nothing but the scheduler's checkpoint changed; this
+//! build opens the result.
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, v1, v2};
+use haptic_migrations::{MigrateError, Policy, V1_TO_V2, v1, v2};
 
 use crate::fixture::{self, Fixture};
 use crate::frozen;
@@ -91,7 +93,18 @@ pub fn raw_records(path: &std::path::Path) -> (Vec<String>, Vec<String>) {
     (out, names)
 }
 
-fn schema_version_of(path: &std::path::Path) -> Option<u32> {
+/// The `component_state` key of the scheduler's checkpoint, the one record `v2_to_v3` rewrites.
+pub const SCHEDULER_RECORD: &str = "component_state deployment-scheduler ";
+
+/// `records` of [`raw_records`] but the scheduler's checkpoint (asserting it is there once).
+pub fn but_scheduler(mut records: Vec<String>) -> Vec<String> {
+    let n = records.len();
+    records.retain(|r| !r.starts_with(SCHEDULER_RECORD));
+    assert_eq!(records.len() + 1, n, "one scheduler checkpoint");
+    records
+}
+
+pub fn schema_version_of(path: &std::path::Path) -> Option<u32> {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     read_schema_version(&db.begin_read().unwrap()).unwrap()
 }
@@ -109,7 +122,7 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
             else {
                 unreachable!()
             };
-            assert_eq!((*found, *supported), (1, 2));
+            assert_eq!((*found, *supported), (1, 3));
             let text = e.to_string();
             assert!(
                 text.contains(&path.display().to_string())
@@ -124,7 +137,7 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
         haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
         Err(MigrateError::SchemaTooOld {
             found: 1,
-            supported: 2,
+            supported: 3,
             ..
         })
     ));
@@ -136,7 +149,7 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
                 e,
                 OpenError::SchemaTooOld {
                     found: 1,
-                    supported: 2,
+                    supported: 3,
                     ..
                 }
             ));
@@ -148,20 +161,21 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
 }
 
 #[test]
-fn plan_lists_v1_to_v2() {
+fn plan_lists_v1_to_v2_then_v2_to_v3() {
     let p = haptic_migrations::plan(
         &JournalOptions::new(fixture_path(Fixture::V1)),
         haptic_migrations::STEPS,
     )
     .unwrap();
-    assert_eq!((p.found, p.target), (1, 2));
+    assert_eq!((p.found, p.target), (1, 3));
     let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
-    assert_eq!(names, vec!["v1_to_v2"]);
+    assert_eq!(names, vec!["v1_to_v2", "v2_to_v3"]);
     assert_eq!((p.steps[0].from, p.steps[0].to), (1, 2));
+    assert_eq!((p.steps[1].from, p.steps[1].to), (2, 3));
 }
 
 #[test]
-fn migrate_takes_a_copy_to_v2_and_changes_nothing_else() {
+fn migrate_takes_a_copy_to_v2_then_v3_and_changes_nothing_else() {
     let (_d, path) = fixture_copy(Fixture::V1);
     let (records, tables) = raw_records(&path);
     assert!(
@@ -171,12 +185,13 @@ fn migrate_takes_a_copy_to_v2_and_changes_nothing_else() {
         "the v1 fixture has no schema-2 table: {tables:?}"
     );
     let opts = JournalOptions::new(&path);
-    let m = haptic_migrations::migrate(&opts).unwrap();
+    // v1_to_v2 alone first.
+    let m = haptic_migrations::migrate_with(&opts, &[V1_TO_V2]).unwrap();
     assert_eq!((m.from, m.to), (1, 2));
     assert_eq!(m.applied, vec!["v1_to_v2"]);
     assert_eq!(schema_version_of(&path), Some(2));
     // Idempotent.
-    let again = haptic_migrations::migrate(&opts).unwrap();
+    let again = haptic_migrations::migrate_with(&opts, &[V1_TO_V2]).unwrap();
     assert_eq!((again.from, again.to), (2, 2));
     assert!(again.applied.is_empty());
     // Every schema-1 record byte for byte, meta but the version; the two new tables, empty.
@@ -204,9 +219,32 @@ fn migrate_takes_a_copy_to_v2_and_changes_nothing_else() {
     }
     // The frozen v1 types still describe every schema-1 record.
     frozen::round_trip_v1_tables(&path, Fixture::V1);
-    // This build opens it (verify on open), read-write and read-only; every v1 record is there.
+    // Then the rest of the production chain: v2_to_v3 changes the scheduler's checkpoint only.
+    let from = fixture::now();
+    let m = haptic_migrations::migrate(&opts).unwrap();
+    let to = fixture::now();
+    assert_eq!((m.from, m.to), (2, 3));
+    assert_eq!(m.applied, vec!["v2_to_v3"]);
+    assert_eq!(schema_version_of(&path), Some(3));
+    let (after, after_tables) = raw_records(&path);
+    assert_eq!(
+        but_scheduler(after),
+        but_scheduler(records),
+        "v2_to_v3 changed more than the scheduler checkpoint"
+    );
+    assert_eq!(after_tables, want, "v2_to_v3 adds or drops no table");
+    // The frozen v1 types for the schema-1 tables, v3 for the checkpoints.
+    frozen::round_trip_v1_tables(&path, Fixture::V1);
+    // This build opens it (verify on open), read-write and read-only; every v1 record is there,
+    // the quarantine entry retried at the migration's time.
     let j = Journal::open(&opts).unwrap();
     fixture::assert_matches(&j, Fixture::V1);
+    let c = j
+        .component_checkpoint("deployment-scheduler")
+        .unwrap()
+        .unwrap();
+    assert_eq!(fixture::quarantine_of(&c).len(), 1);
+    fixture::assert_migrated_quarantine(&c, from, to);
     drop(j);
     let j = Journal::open(&opts.read_only(true)).unwrap();
     fixture::assert_matches(&j, Fixture::V1);
@@ -216,7 +254,7 @@ fn migrate_takes_a_copy_to_v2_and_changes_nothing_else() {
 fn open_with_policy_migrate_upgrades_then_opens() {
     let (_d, path) = fixture_copy(Fixture::V1);
     let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
-    assert_eq!(j.meta().unwrap().schema_version, 2);
+    assert_eq!(j.meta().unwrap().schema_version, 3);
     fixture::assert_matches(&j, Fixture::V1);
 }
 

@@ -1,76 +1,368 @@
-//! The committed schema-2 fixture opens with the current code, needs no step and holds every
-//! record it should; the frozen v1 + v2 types describe it.
+//! The committed schema-2 fixture (frozen): refused without a migration, migrated by `v2_to_v3`
+//! into schema 3 with nothing but the scheduler's quarantine entries changed (one attempt,
+//! retried at the migration's time); the frozen v1 + v2 types describe it.
 
-use haptic_journal::redb;
+use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy};
+use haptic_migrations::{MigrateError, Policy, StepError, v2, v3};
 
 use crate::fixture::{self, Fixture};
+use crate::fixture_v1::{but_scheduler, raw_records, schema_version_of};
 use crate::frozen;
 use crate::{fixture_copy, fixture_path};
 
-/// Writes `fixtures/v2.redb` anew. Run by hand (see main.rs); the normal run never rewrites it.
-#[test]
-#[ignore = "rewrites the committed fixture; run by hand when schema 2 changes before release"]
-fn regenerate_v2_fixture() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("v2.redb");
+const SCHEDULER: &str = "deployment-scheduler";
+
+/// The scheduler's checkpoint record of `path`, raw.
+fn scheduler_record(path: &std::path::Path) -> Option<Vec<u8>> {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let t = rtx.open_table(v2::tables::COMPONENT_STATE).unwrap();
+    t.get(SCHEDULER).unwrap().map(|v| v.value().to_vec())
+}
+
+/// Replaces (or, with `None`, removes) the scheduler's checkpoint record of `path`, raw.
+fn set_scheduler_record(path: &std::path::Path, value: Option<&[u8]>) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
     {
-        let j = Journal::open(&JournalOptions::new(&tmp).trim_every_commits(0)).unwrap();
-        fixture::build(&j, Fixture::V2);
-        fixture::assert_matches(&j, Fixture::V2);
-        j.compact().unwrap();
+        let mut t = txn.open_table(v2::tables::COMPONENT_STATE).unwrap();
+        match value {
+            Some(v) => t.insert(SCHEDULER, v).unwrap(),
+            None => t.remove(SCHEDULER).unwrap(),
+        };
     }
-    std::fs::copy(&tmp, fixture_path(Fixture::V2)).unwrap();
+    txn.commit().unwrap();
+}
+
+/// `record` (an envelope) decoded with the frozen `T`, and its header.
+fn decode<T: serde::de::DeserializeOwned>(record: &[u8]) -> (RecordHeader, T) {
+    let raw = codec::open(record).unwrap();
+    (raw.header(), v2::decode(raw.payload).unwrap())
+}
+
+/// Migrates `path` with the production chain, asserting it ran `v2_to_v3` alone; returns the
+/// time window the step ran in.
+fn migrate_v2(path: &std::path::Path) -> (UnixMillis, UnixMillis) {
+    let from = fixture::now();
+    let m = haptic_migrations::migrate(&JournalOptions::new(path)).unwrap();
+    let to = fixture::now();
+    assert_eq!((m.from, m.to), (2, 3));
+    assert_eq!(m.applied, vec!["v2_to_v3"]);
+    assert_eq!(schema_version_of(path), Some(3));
+    (from, to)
+}
+
+/// A schema-2 scheduler checkpoint and the schema-3 one `v2_to_v3` made of it: every field the
+/// same, every quarantine entry with one attempt and a retry time in `[from, to]`, all entries
+/// the same time.
+fn assert_converted(
+    old: &v2::ComponentCheckpoint,
+    new: &v3::ComponentCheckpoint,
+    (from, to): (UnixMillis, UnixMillis),
+) {
+    assert_eq!(new.through, old.through);
+    let (v2::ComponentState::Scheduler(o), v3::ComponentState::Scheduler(n)) =
+        (&old.state, &new.state)
+    else {
+        panic!("not scheduler checkpoints: {old:?} {new:?}")
+    };
+    assert_eq!(n.last_validated, o.last_validated);
+    assert_eq!(n.endpoints, o.endpoints);
+    assert_eq!(n.runtime_config, o.runtime_config);
+    assert_eq!(n.applied, o.applied);
+    assert_eq!(n.given_up, o.given_up);
+    assert_eq!(n.rejected.len(), o.rejected.len());
+    assert!(!n.rejected.is_empty());
+    for (n, o) in n.rejected.iter().zip(&o.rejected) {
+        assert_eq!(
+            (&n.endpoint, &n.render, &n.message),
+            (&o.endpoint, &o.render, &o.message)
+        );
+        assert_eq!(n.attempts, 1, "{n:?}");
+        assert!(
+            (from.0..=to.0).contains(&n.next_retry_at.0),
+            "next_retry_at {:?} outside {from:?}..={to:?}",
+            n.next_retry_at
+        );
+        assert_eq!(
+            n.next_retry_at,
+            first_retry_at(new),
+            "one time for every entry"
+        );
+    }
+}
+
+fn first_retry_at(c: &v3::ComponentCheckpoint) -> v3::UnixMillis {
+    match &c.state {
+        v3::ComponentState::Scheduler(s) => s.rejected[0].next_retry_at,
+        _ => unreachable!(),
+    }
 }
 
 #[test]
-fn fixture_builder_writes_what_expected_describes() {
-    for f in Fixture::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("fresh.redb");
-        let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
-        fixture::build(&j, f);
-        fixture::assert_matches(&j, f);
-    }
-}
-
-#[test]
-fn committed_v2_fixture_opens_and_every_record_verifies() {
+fn committed_v2_fixture_is_refused_without_a_migration() {
     let (_d, path) = fixture_copy(Fixture::V2);
-    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Refuse)
-        .expect("schema 2 opens without a migration");
-    fixture::assert_matches(&j, Fixture::V2);
-    drop(j);
-    // Read-only, as haptic-journalctl opens it.
-    let j = Journal::open(&JournalOptions::new(fixture_path(Fixture::V2)).read_only(true)).unwrap();
-    fixture::assert_matches(&j, Fixture::V2);
+    let before = raw_records(&path);
+    let opts = JournalOptions::new(&path);
+    for o in [opts.clone(), opts.clone().read_only(true)] {
+        match haptic_migrations::open(&o, Policy::Refuse) {
+            Err(MigrateError::SchemaTooOld {
+                found, supported, ..
+            }) => assert_eq!((found, supported), (2, 3)),
+            other => panic!("expected SchemaTooOld, got {other:?}"),
+        }
+    }
+    // A read-only open never migrates, whatever the policy.
+    assert!(matches!(
+        haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
+        Err(MigrateError::SchemaTooOld {
+            found: 2,
+            supported: 3,
+            ..
+        })
+    ));
+    assert!(matches!(
+        Journal::open(&opts),
+        Err(OpenError::SchemaTooOld {
+            found: 2,
+            supported: 3,
+            ..
+        })
+    ));
+    assert_eq!(raw_records(&path), before, "a refusal wrote");
+    assert_eq!(schema_version_of(&path), Some(2));
 }
 
 #[test]
-fn committed_v2_fixture_needs_no_step() {
+fn plan_lists_v2_to_v3() {
     let p = haptic_migrations::plan(
         &JournalOptions::new(fixture_path(Fixture::V2)),
         haptic_migrations::STEPS,
     )
     .unwrap();
-    assert_eq!((p.found, p.target), (2, 2));
-    assert!(p.steps.is_empty());
-    let (_d, path) = fixture_copy(Fixture::V2);
-    let before = crate::fixture_v1::raw_records(&path);
-    let m = haptic_migrations::migrate(&JournalOptions::new(&path)).unwrap();
-    assert_eq!((m.from, m.to), (2, 2));
-    assert!(m.applied.is_empty());
-    assert_eq!(
-        crate::fixture_v1::raw_records(&path),
-        before,
-        "an up-to-date file was changed"
-    );
+    assert_eq!((p.found, p.target), (2, 3));
+    let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
+    assert_eq!(names, vec!["v2_to_v3"]);
 }
 
-/// The frozen types describe every stored payload exactly: the schema-1 tables with `v1`, the
-/// schema-2 tables with `v2` (decode, re-encode, same bytes; and the same values the journal
-/// wrote).
+/// The v2 fixture's quarantine entry comes out with one attempt and a retry time within the
+/// migration; every other field of the checkpoint, its envelope header, and every other record
+/// and table of the file stay as they were; this build opens the result.
+#[test]
+fn migrate_takes_a_copy_to_v3_and_changes_only_the_quarantine() {
+    let (_d, path) = fixture_copy(Fixture::V2);
+    let (records, tables) = raw_records(&path);
+    let old_record = scheduler_record(&path).unwrap();
+    let (old_header, old) = decode::<v2::ComponentCheckpoint>(&old_record);
+    let window = migrate_v2(&path);
+    // Idempotent.
+    let again = haptic_migrations::migrate(&JournalOptions::new(&path)).unwrap();
+    assert!(again.applied.is_empty());
+    let (after, after_tables) = raw_records(&path);
+    assert_eq!(after_tables, tables, "v2_to_v3 adds or drops no table");
+    assert_eq!(
+        but_scheduler(after),
+        but_scheduler(records),
+        "v2_to_v3 changed more than the scheduler checkpoint"
+    );
+    let new_record = scheduler_record(&path).unwrap();
+    let (new_header, new) = decode::<v3::ComponentCheckpoint>(&new_record);
+    assert_eq!(
+        (new_header.kind, new_header.accepted_at, new_header.term),
+        (old_header.kind, old_header.accepted_at, old_header.term),
+        "the envelope keeps its kind, accepted_at and term"
+    );
+    assert_converted(&old, &new, window);
+    // The frozen types of each schema describe the result: v1 + v2 for the unchanged tables,
+    // v3 for the checkpoints; and the journal reads the same values.
+    frozen::round_trip_v1_tables(&path, Fixture::V2);
+    assert_eq!(frozen::round_trip_v2_tables(&path, Fixture::V2), 5);
+    let frozen_components = frozen::round_trip_v3_components(&path);
+    assert_eq!(frozen_components.len(), 3);
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    fixture::assert_matches(&j, Fixture::V2);
+    for (_, c) in &frozen_components {
+        let got = j
+            .component_checkpoint(c.state.component())
+            .unwrap()
+            .unwrap();
+        frozen::assert_same_checkpoint(&got, c);
+    }
+    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
+    assert_eq!(fixture::quarantine_of(&c).len(), 1);
+    fixture::assert_migrated_quarantine(&c, window.0, window.1);
+    drop(j);
+    let j = Journal::open(&JournalOptions::new(&path).read_only(true)).unwrap();
+    fixture::assert_matches(&j, Fixture::V2);
+}
+
+/// A schema-2 quarantine of several entries (written raw with the frozen v2 types and the
+/// envelope): each gets one attempt and the same retry time, in order.
+#[test]
+fn every_quarantine_entry_of_a_v2_file_is_converted() {
+    let (_d, path) = fixture_copy(Fixture::V2);
+    let (header, mut old) = decode::<v2::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
+    let v2::ComponentState::Scheduler(s) = &mut old.state else {
+        panic!("{old:?}")
+    };
+    s.rejected.push(v2::RejectedRender {
+        endpoint: v2::EndpointUrl("http://10.0.0.8:5555".into()),
+        render: v2::Checksum([0xab; 32]),
+        message: "dataplane rejected the request with status 422: unknown keyword".into(),
+    });
+    s.rejected.push(v2::RejectedRender {
+        endpoint: v2::EndpointUrl("http://10.0.0.9:5555".into()),
+        render: v2::Checksum([0xcd; 32]),
+        message: String::new(),
+    });
+    let record = codec::seal(
+        &header.kind,
+        header.accepted_at,
+        header.term,
+        &v2::encode(&old).unwrap(),
+    );
+    set_scheduler_record(&path, Some(&record));
+    let window = migrate_v2(&path);
+    let (_, new) = decode::<v3::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
+    assert_converted(&old, &new, window);
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    assert!(j.verify().unwrap().is_clean());
+    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
+    assert_eq!(fixture::quarantine_of(&c).len(), 3);
+    fixture::assert_migrated_quarantine(&c, window.0, window.1);
+}
+
+/// No scheduler checkpoint (a replica that never scheduled): nothing to convert, nothing but
+/// the version changes. (Removed raw, with the reference it held on its last validated render.)
+#[test]
+fn a_v2_file_without_a_scheduler_checkpoint_migrates_unchanged() {
+    let (_d, path) = fixture_copy(Fixture::V2);
+    let (_, old) = decode::<v2::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
+    let v2::ComponentState::Scheduler(s) = &old.state else {
+        panic!("{old:?}")
+    };
+    let (render, _) = s.last_validated.clone().unwrap();
+    set_scheduler_record(&path, None);
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut refs = txn.open_table(v2::tables::BLOB_REFS).unwrap();
+            let (n, holds) = refs.get(render.0.as_slice()).unwrap().unwrap().value();
+            refs.insert(render.0.as_slice(), (n - 1, holds)).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let before = raw_records(&path);
+    migrate_v2(&path);
+    assert_eq!(raw_records(&path), before);
+    assert!(scheduler_record(&path).is_none());
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    assert!(j.verify().unwrap().is_clean());
+    assert_eq!(j.component_checkpoint(SCHEDULER).unwrap(), None);
+}
+
+/// A scheduler checkpoint with an empty quarantine: rewritten to the same bytes (an empty list
+/// has the same encoding in both schemas).
+#[test]
+fn a_v2_scheduler_checkpoint_without_quarantine_keeps_its_bytes() {
+    let (_d, path) = fixture_copy(Fixture::V2);
+    let (header, mut old) = decode::<v2::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
+    let v2::ComponentState::Scheduler(s) = &mut old.state else {
+        panic!("{old:?}")
+    };
+    s.rejected.clear();
+    let record = codec::seal(
+        &header.kind,
+        header.accepted_at,
+        header.term,
+        &v2::encode(&old).unwrap(),
+    );
+    set_scheduler_record(&path, Some(&record));
+    let before = raw_records(&path);
+    migrate_v2(&path);
+    assert_eq!(raw_records(&path), before);
+    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    assert!(j.verify().unwrap().is_clean());
+    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
+    assert!(fixture::quarantine_of(&c).is_empty());
+}
+
+/// A scheduler checkpoint that does not decode as schema 2 fails the step, typed: the file
+/// stays at schema 2, unchanged.
+#[test]
+fn an_undecodable_scheduler_checkpoint_fails_the_step_at_v2() {
+    let good = scheduler_record(&fixture_path(Fixture::V2)).unwrap();
+    let payload = codec::open(&good).unwrap().payload.to_vec();
+    for (what, record) in [
+        ("bad envelope", b"not an envelope".to_vec()),
+        (
+            "bad payload",
+            codec::seal(
+                v3::ComponentCheckpoint::RECORD_KIND,
+                UnixMillis(1),
+                Term(1),
+                &[9, 9, 9],
+            ),
+        ),
+        (
+            "a good payload under another kind",
+            codec::seal("state.endpoint-applied", UnixMillis(1), Term(1), &payload),
+        ),
+    ] {
+        let (_d, path) = fixture_copy(Fixture::V2);
+        set_scheduler_record(&path, Some(&record));
+        let before = raw_records(&path);
+        match haptic_migrations::migrate(&JournalOptions::new(&path)) {
+            Err(e @ MigrateError::Step { .. }) => {
+                let text = e.to_string();
+                let MigrateError::Step {
+                    name,
+                    from,
+                    to,
+                    source,
+                    ..
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!((name, from, to), ("v2_to_v3", 2, 3), "{what}");
+                assert!(
+                    matches!(
+                        *source,
+                        StepError::Undecodable {
+                            table: "component_state",
+                            ref key,
+                            version: 2,
+                        } if key == SCHEDULER
+                    ),
+                    "{what}: {source:?}"
+                );
+                assert!(text.contains("unchanged at version 2"), "{what}: {text}");
+            }
+            other => panic!("{what}: expected a failed step, got {other:?}"),
+        }
+        assert_eq!(schema_version_of(&path), Some(2), "{what}");
+        assert_eq!(raw_records(&path), before, "{what}: the failed step wrote");
+    }
+}
+
+#[test]
+fn open_with_policy_migrate_upgrades_then_opens() {
+    let (_d, path) = fixture_copy(Fixture::V2);
+    let from = fixture::now();
+    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
+    let to = fixture::now();
+    assert_eq!(j.meta().unwrap().schema_version, 3);
+    fixture::assert_matches(&j, Fixture::V2);
+    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
+    fixture::assert_migrated_quarantine(&c, from, to);
+}
+
+/// The frozen types describe every stored payload of the committed file exactly: the schema-1
+/// tables with `v1`, the schema-2 tables with `v2` (decode, re-encode, same bytes; and the same
+/// values the journal wrote).
 #[test]
 fn frozen_types_round_trip_every_payload() {
     let n = frozen::round_trip_v1_tables(&fixture_path(Fixture::V2), Fixture::V2);
@@ -80,65 +372,4 @@ fn frozen_types_round_trip_every_payload() {
         m, 5,
         "two endpoint_files records, one transaction in each of three states"
     );
-}
-
-fn set_schema_version(path: &std::path::Path, v: u32) {
-    let db = redb::Database::open(path).unwrap();
-    let txn = db.begin_write().unwrap();
-    write_schema_version(&txn, v).unwrap();
-    txn.commit().unwrap();
-}
-
-#[test]
-fn schema_too_new_is_refused_with_both_versions() {
-    let (_d, path) = fixture_copy(Fixture::V2);
-    set_schema_version(&path, 99);
-    let opts = JournalOptions::new(&path);
-    for policy in [Policy::Refuse, Policy::Migrate] {
-        match haptic_migrations::open(&opts, policy) {
-            Err(MigrateError::SchemaTooNew {
-                found, supported, ..
-            }) => assert_eq!((found, supported), (99, 2)),
-            other => panic!("expected SchemaTooNew, got {other:?}"),
-        }
-    }
-    let err = haptic_migrations::migrate(&opts).unwrap_err();
-    assert!(matches!(
-        err,
-        MigrateError::SchemaTooNew {
-            found: 99,
-            supported: 2,
-            ..
-        }
-    ));
-    let text = err.to_string();
-    assert!(
-        text.contains("99") && text.contains(&path.display().to_string()),
-        "{text}"
-    );
-    assert!(matches!(
-        Journal::open(&opts),
-        Err(OpenError::SchemaTooNew {
-            found: 99,
-            supported: 2,
-            ..
-        })
-    ));
-    // Nothing was written: still 99.
-    let p = haptic_migrations::plan(&opts, &[]);
-    assert!(matches!(
-        p,
-        Err(MigrateError::SchemaTooNew { found: 99, .. })
-    ));
-}
-
-#[test]
-fn missing_file_is_an_open_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = JournalOptions::new(dir.path().join("nope.redb"));
-    assert!(matches!(
-        haptic_migrations::migrate(&opts),
-        Err(MigrateError::Open(OpenError::NotFound { .. }))
-    ));
-    assert!(!opts.path.exists());
 }

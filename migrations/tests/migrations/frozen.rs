@@ -1,10 +1,11 @@
 //! The frozen record types against real files: every payload of a fixture decodes with the
-//! frozen types of its schema and re-encodes to the same bytes; the schema-2 records also mean
-//! what the journal wrote (field for field, enum variants by name).
+//! frozen types of its schema and re-encodes to the same bytes; the schema-2 records and the
+//! schema-3 checkpoints also mean what the journal wrote (field for field, enum variants by
+//! name).
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
 use haptic_journal::*;
-use haptic_migrations::{v1, v2};
+use haptic_migrations::{v1, v2, v3};
 
 use crate::fixture::{self, Fixture};
 
@@ -26,11 +27,13 @@ fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
     (v, raw.kind.to_owned())
 }
 
-/// Every record of the schema-1 tables of `path` round-trips through the frozen `v1` types.
-/// Returns the number of records checked.
+/// Every record of the schema-1 tables of `path` round-trips through the frozen `v1` types,
+/// but `component_state` in a file at schema 3 or later, through the `v3` types. Returns the
+/// number of records checked.
 pub fn round_trip_v1_tables(path: &std::path::Path, f: Fixture) -> usize {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
+    let version = read_schema_version(&rtx).unwrap().unwrap();
     let mut n = 0;
     for r in rtx.open_table(v1::tables::EVENTS).unwrap().iter().unwrap() {
         let (k, v) = r.unwrap();
@@ -90,7 +93,11 @@ pub fn round_trip_v1_tables(path: &std::path::Path, f: Fixture) -> usize {
         .unwrap()
     {
         let (k, v) = r.unwrap();
-        round_trip::<v1::ComponentCheckpoint>("component_state", k.value(), v.value());
+        if version >= 3 {
+            round_trip::<v3::ComponentCheckpoint>("component_state", k.value(), v.value());
+        } else {
+            round_trip::<v1::ComponentCheckpoint>("component_state", k.value(), v.value());
+        }
         components += 1;
     }
     assert_eq!(components, 3, "a checkpoint of every component");
@@ -203,4 +210,70 @@ pub fn round_trip_v2_tables(path: &std::path::Path, f: Fixture) -> usize {
         exp.transactions.iter().map(frozen_transaction).collect();
     assert_eq!(txs, want);
     files.len() + txs.len()
+}
+
+/// Every `component_state` record of `path` (a file at schema 3) round-trips through the frozen
+/// `v3` types and has the kind and key the journal gives it. Returns them in key order, with
+/// their envelope headers.
+pub fn round_trip_v3_components(
+    path: &std::path::Path,
+) -> Vec<(RecordHeader, v3::ComponentCheckpoint)> {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    assert!(read_schema_version(&rtx).unwrap().unwrap() >= 3);
+    let mut out = Vec::new();
+    for r in rtx
+        .open_table(v3::tables::COMPONENT_STATE)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        let (c, kind) =
+            round_trip::<v3::ComponentCheckpoint>("component_state", k.value(), v.value());
+        assert_eq!(kind, v3::ComponentCheckpoint::RECORD_KIND);
+        assert_eq!(k.value(), c.state.component(), "keyed by component");
+        out.push((codec::open(v.value()).unwrap().header(), c));
+    }
+    out
+}
+
+/// The journal's checkpoint and the frozen one are the same value: the same payload bytes
+/// (the types differ; bincode numbers fields and variants in order, so equal bytes mean equal
+/// fields), and for the quarantine entries the same fields by name.
+pub fn assert_same_checkpoint(journal: &ComponentCheckpoint, frozen: &v3::ComponentCheckpoint) {
+    assert_eq!(
+        codec::encode_payload(journal),
+        v3::encode(frozen).unwrap(),
+        "{journal:?} != {frozen:?}"
+    );
+    let rejected: Vec<(String, [u8; 32], String, u32, u64)> = match &frozen.state {
+        v3::ComponentState::Scheduler(s) => s
+            .rejected
+            .iter()
+            .map(|r| {
+                (
+                    r.endpoint.0.clone(),
+                    r.render.0,
+                    r.message.clone(),
+                    r.attempts,
+                    r.next_retry_at.0,
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let want: Vec<(String, [u8; 32], String, u32, u64)> = crate::fixture::quarantine_of(journal)
+        .iter()
+        .map(|r| {
+            (
+                r.endpoint.as_str().to_owned(),
+                r.render.0,
+                r.message.clone(),
+                r.attempts,
+                r.next_retry_at.0,
+            )
+        })
+        .collect();
+    assert_eq!(rejected, want);
 }

@@ -1,10 +1,11 @@
 //! haptic-migrations tests (one binary): the committed fixtures (`fixtures/v1.redb`, schema 1,
-//! migrated by `v1_to_v2`; `fixtures/v2.redb`, schema 2), `SchemaTooNew`, and (feature
-//! `test-v3`) a test-only v2 -> v3 step after the real chain with a crash in its middle.
+//! migrated by `v1_to_v2` then `v2_to_v3`; `fixtures/v2.redb`, schema 2, migrated by
+//! `v2_to_v3`; `fixtures/v3.redb`, schema 3), `SchemaTooNew`, and (feature `test-v4`) a
+//! test-only v3 -> v4 step after the real chain with a crash in its middle.
 //!
-//! Regenerate the v2 fixture (only when schema 2 changes before it is released, DESIGN.md J8):
-//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v2_fixture`.
-//! The v1 fixture is frozen: this code writes schema 2 and cannot write it again.
+//! Regenerate the v3 fixture (only when schema 3 changes before it is released, DESIGN.md J8):
+//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v3_fixture`.
+//! The v1 and v2 fixtures are frozen: this code writes schema 3 and cannot write them again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,9 +13,10 @@ mod fixture;
 mod fixture_pod;
 mod fixture_v1;
 mod fixture_v2;
+mod fixture_v3;
 mod frozen;
-#[cfg(feature = "test-v3")]
-mod test_v3;
+#[cfg(feature = "test-v4")]
+mod test_v4;
 
 use std::path::{Path, PathBuf};
 

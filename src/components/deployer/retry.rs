@@ -13,6 +13,11 @@
 //!  Attempt::Failed ──────────────────────────────► Fail
 //! ```
 //!
+//! A failed reload is `Failed`, not `FineGrainedFailed` (issue 27): the configuration reached
+//! the pod and HAProxy refused to load it, so the same push at once would fail the same way;
+//! the next sync (after the scheduler's backoff) finds the API's configuration and its file
+//! apart and pushes raw (`raw_resync`), which is the fallback one backoff step later.
+//!
 //! Every loop is bounded: a sync that cannot finish fails (retryable) and the scheduler backs
 //! off (DESIGN.md J11: work is never acked unfinished, retries back off to a cap).
 

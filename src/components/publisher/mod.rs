@@ -30,7 +30,8 @@
 //! [`ConfigPublisher::on_event`], the leader's path, after their commit, in `Seq` order):
 //! ConfigValidated, TemplateRendered, RenderGateCompleted, ValidationFailed,
 //! DeployedConfigPublishRequest, ConfigAppliedToPod, HAProxyPodTerminated,
-//! HAProxyPodsDiscovered, BecameLeader, LostLeadership, DeploymentRetryRequest, each folded as
+//! HAProxyPodsDiscovered, BecameLeader, LostLeadership, DeploymentRetryRequest,
+//! DeploymentQuarantined (the retry time of a pod's quarantine), each folded as
 //! [`decide::Input::Event`] (`queue` when a term runs or the delivery is a replay). Term start
 //! ([`ConfigPublisher::start`], one [`TermHandle`] per term) folds [`decide::Input::TermStarted`]
 //! and, on a journal that had no checkpoint, [`decide::Input::StatusListed`] (the pods the
@@ -182,6 +183,7 @@ pub fn subscribe_options() -> crate::dispatch::SubscribeOptions {
         K::BecameLeader,
         K::LostLeadership,
         K::DeploymentRetryRequest,
+        K::DeploymentQuarantined,
     ])
 }
 

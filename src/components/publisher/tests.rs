@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 
 use haptic_journal::{
     Checksum, ConfigIdentity, Correlation, DeploymentId, Endpoint, Event, GateVerdict, PodRef,
-    PodStatusChange, ReloadId, RuntimeConfigRef, Seq, SyncMetadata, UnixMillis, WorkId, WorkItem,
+    PodStatusChange, PodStatusItem, ReloadId, RuntimeConfigRef, Seq, SyncMetadata, UnixMillis,
+    WorkId, WorkItem,
 };
 
 use super::decide::{
     self, AuxChange, Effect, Input, Pick, Place, PodChange, PodOutcome, Publication, Queued, Retry,
-    RetryPolicy, RouterState,
+    RetryPolicy, RouterState, StatusRound,
 };
 use crate::core::error::ErrorClass;
 use crate::k8s::crd::{
@@ -324,9 +325,13 @@ fn a_newly_discovered_pod_gets_a_pending_status_item() {
     );
     assert!(pending(lead(&mut s, 3, 1, &discovered(&["a", "b"], true))).is_empty());
     assert!(pending(follow(&mut s, 4, &discovered(&["a", "b", "c"], true))).is_empty());
-    // c was folded while following: no pending entry at the term start (it would replace a
-    // queued deployment report of the pod); the new leader's first deployment reports it.
-    assert!(pending(decide::route(&mut s, Input::TermStarted)).is_empty());
+    // c was folded while following: the term start queues a pending entry for every
+    // discovered pod (the journal keeps any report queued for a pod over it, and a pod with an
+    // entry keeps it: `basic::a_discovered_item_never_replaces_a_queued_report`).
+    assert_eq!(
+        pending(decide::route(&mut s, Input::TermStarted)),
+        ["a", "b", "c"]
+    );
     assert_eq!(
         pending(lead(&mut s, 5, 1, &discovered(&["a", "b", "c", "d"], true))),
         ["d"]
@@ -436,7 +441,7 @@ fn pods_that_leave_while_following_are_removed_at_the_next_term() {
         );
         assert!(s.gone.is_empty());
         assert!(
-            decide::route(&mut s, Input::TermStarted).is_empty(),
+            removals(decide::route(&mut s, Input::TermStarted)).is_empty(),
             "owed twice"
         );
         // The next queued event flushes the same when the term start has not run yet.
@@ -1572,4 +1577,194 @@ fn the_publication_choice() {
     for (what, facts, want) in rows {
         assert_eq!(choose(&facts), want, "{what}");
     }
+}
+
+/// Issue 27: a quarantine's retry schedule (`deployment.quarantined`) becomes a status item of
+/// its own (key `<pod key>#quarantine`: it neither replaces nor is replaced by the pod's
+/// deployment report), queued by a leader only, and none for a pod discovery reported gone.
+#[test]
+fn a_quarantine_notice_is_its_own_status_item() {
+    let notice = |name: &str| Event::DeploymentQuarantined {
+        correlation: Correlation::new("q"),
+        runtime_config: state().runtime_config,
+        pod: pod(name),
+        render: sum(2),
+        message: "[ALERT] could not resolve address 'be1'".into(),
+        attempts: 2,
+        next_retry_at: UnixMillis(181_000),
+    };
+    let mut s = state();
+    lead(&mut s, 1, 1, &discovered(&["a", "b"], true));
+    let out = items(lead(&mut s, 2, 5, &notice("a")));
+    let [WorkItem::Status(item)] = out.as_slice() else {
+        panic!("one status item: {out:?}")
+    };
+    assert_eq!(
+        item.change,
+        PodStatusChange::Quarantined {
+            checksum: sum(2),
+            message: "[ALERT] could not resolve address 'be1'".into(),
+            attempts: 2,
+            next_retry_at: UnixMillis(181_000),
+        }
+    );
+    assert_eq!(item.key().0, "ns/edge-haproxycfg/a#quarantine");
+    let report = PodStatusItem {
+        runtime_config: state().runtime_config,
+        pod: pod("a"),
+        change: PodStatusChange::Removed,
+    };
+    assert_ne!(
+        item.key(),
+        report.key(),
+        "the pod's report keeps its own key"
+    );
+    assert!(items(follow(&mut s, 3, &notice("b"))).is_empty());
+    assert!(items(lead(&mut s, 4, 5, &notice("gone"))).is_empty());
+}
+
+/// Issue 27: the pod's entry shows when a quarantined render is retried (`nextRetryAt`), in
+/// either order of the rejection's report and the scheduler's notice; the notice never counts
+/// a failure (the report does), a rejection of the same render keeps the time, and a success
+/// or another render clears it.
+#[test]
+fn a_quarantined_pod_entry_shows_its_next_retry() {
+    let spec = sum(2);
+    let rejection = |at: u64| {
+        let mut c = change(
+            "a",
+            spec,
+            Some("[ALERT] could not resolve address 'be1'"),
+            at,
+        );
+        if let PodStatusChange::Applied { sync, .. } = &mut c.change {
+            sync.rejected = true;
+        }
+        c
+    };
+    let notice = |attempts: u32, next: u64| PodChange {
+        pod: "a".into(),
+        namespace: "ns".into(),
+        change: PodStatusChange::Quarantined {
+            checksum: spec,
+            message: "[ALERT] could not resolve address 'be1'".into(),
+            attempts,
+            next_retry_at: UnixMillis(next),
+        },
+    };
+    let ok_old = decide::merge_pod_entry(None, &change("a", sum(1), None, 500));
+    let object = |pods: Vec<PodDeploymentStatus>| cfg(spec, true, pods);
+    let entry_of =
+        |r: &StatusRound| r.status.as_ref().expect("written").deployed_to_pods[0].clone();
+    // The report, then the notice, in one round.
+    let r = decide::status_round(
+        Some(&object(vec![ok_old.clone()])),
+        &[rejection(1_000), notice(1, 61_000)],
+        &now(),
+    );
+    assert_eq!(r.outcomes, [PodOutcome::Done, PodOutcome::Done]);
+    let e = entry_of(&r);
+    assert_eq!(
+        (e.checksum, e.rejected, e.consecutive_errors),
+        (Some(spec), Some(true), Some(1))
+    );
+    assert_eq!(e.next_retry_at, Some(k8s_time(UnixMillis(61_000))));
+    assert_eq!(r.rejected.len(), 1, "one DeploymentRejected Event");
+    // The retry is rejected again; the notice is written first this time.
+    let r2 = decide::status_round(
+        Some(&object(vec![e.clone()])),
+        &[notice(2, 181_000)],
+        &now(),
+    );
+    let e2 = entry_of(&r2);
+    assert_eq!(e2.consecutive_errors, Some(1), "a notice counts no failure");
+    assert_eq!(e2.next_retry_at, Some(k8s_time(UnixMillis(181_000))));
+    assert!(
+        r2.rejected.is_empty(),
+        "shown rejected already: no second Event"
+    );
+    let r3 = decide::status_round(
+        Some(&object(vec![e2.clone()])),
+        &[rejection(61_500)],
+        &now(),
+    );
+    let e3 = entry_of(&r3);
+    assert_eq!(e3.consecutive_errors, Some(2));
+    assert_eq!(
+        e3.next_retry_at,
+        Some(k8s_time(UnixMillis(181_000))),
+        "a rejection of the same render keeps the retry time"
+    );
+    // The notice replayed (a restart before its ack): nothing to write.
+    assert!(
+        decide::status_round(
+            Some(&object(vec![e3.clone()])),
+            &[notice(2, 181_000)],
+            &now()
+        )
+        .status
+        .is_none()
+    );
+    // Accepted at the retry: cleared.
+    let ok = decide::merge_pod_entry(Some(&e3), &change("a", spec, None, 181_500));
+    assert_eq!((ok.rejected, ok.next_retry_at), (None, None));
+    // A notice for an object not completely published waits.
+    assert_eq!(
+        decide::park_rule(Some(&cfg(spec, false, vec![])), &notice(1, 1)),
+        PodOutcome::Park
+    );
+}
+
+/// Issue 27: pods that run the newest render, which is too large to publish
+/// (`SizeLimitExceeded=True` names it, the spec keeps the older one), make `Synced`
+/// False/`RenderTooLarge` naming the render and the pods, not `PodsPending` (no deployment is
+/// due, it would never converge); a pod on yet another checksum is still pending.
+#[test]
+fn pods_on_a_render_too_large_to_publish_are_not_pending() {
+    let (spec, big) = (sum(1), sum(2));
+    let on = |p: &str, c: Checksum| decide::merge_pod_entry(None, &change(p, c, None, 1_000));
+    let mut object = cfg(spec, true, vec![on("a", spec), on("b", spec)]);
+    let st = object.status.as_mut().unwrap();
+    crate::k8s::crd::set_condition(
+        &mut st.conditions,
+        Condition {
+            type_: conditions::SIZE_LIMIT_EXCEEDED.into(),
+            status: "True".into(),
+            reason: reasons::OBJECT_TOO_LARGE.into(),
+            message: decide::too_large_message(big, "the object is 3 MiB, the limit 1.5 MiB"),
+            last_transition_time: now(),
+            observed_generation: Some(3),
+        },
+    );
+    let r = decide::status_round(
+        Some(&object),
+        &[change("a", big, None, 2_000), change("b", big, None, 2_000)],
+        &now(),
+    );
+    assert_eq!(r.outcomes, [PodOutcome::Done, PodOutcome::Done]);
+    let st = r.status.expect("written");
+    let c = synced_of(&st);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", reasons::RENDER_TOO_LARGE),
+        "{}",
+        c.message
+    );
+    assert!(
+        c.message.contains(&big.to_string()) && c.message.contains("a, b"),
+        "{}",
+        c.message
+    );
+    // A third pod, discovered and not configured yet, is pending: that is said first.
+    let mut third = object.clone();
+    third.status.as_mut().unwrap().deployed_to_pods = st.deployed_to_pods.clone();
+    let found = PodChange {
+        pod: "c".into(),
+        namespace: "ns".into(),
+        change: PodStatusChange::Discovered,
+    };
+    let r = decide::status_round(Some(&third), &[found], &now());
+    let c = synced_of(r.status.as_ref().expect("written")).clone();
+    assert_eq!(c.reason, reasons::PODS_PENDING, "{}", c.message);
+    assert!(c.message.ends_with("deploying to c"), "{}", c.message);
 }

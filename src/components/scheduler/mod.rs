@@ -13,7 +13,8 @@
 //!        │                        then the Deployer runs as a task (cancellable)
 //!        │ Cancel (timeout)    → cancel the task for real, journal DeploymentCancelRequest + ack
 //!        │ Resume              → rerun the journaled in-flight deployment (restart, new term)
-//!        ▼ GiveUp              → ConfigAppliedToPod with the reason, for pods that never finished
+//!        │ GiveUp              → ConfigAppliedToPod with the reason, for pods that never finished
+//!        ▼ Quarantined         → DeploymentQuarantined (attempt, next retry time) for the status
 //! ```
 //!
 //! Fixes over upstream (DESIGN.md section 3): completions match the deployment id (stale ones are
@@ -25,10 +26,19 @@
 //! Quarantine (issue 15): a failure reported not `retryable` (the pod's Dataplane API rejected
 //! the configuration push with 400/422, again after its files were synced again) quarantines
 //! the (render, endpoint) in [`SchedulerState::rejected`] instead of backing off. The endpoint
-//! is not sent that render again (backoff, drift checks, validation fallbacks, pod discovery,
-//! new terms, restarts: the quarantine is in the checkpoint) until a new render passes, the
-//! endpoint's pod changes, or `deployment.retry.request` (the HAProxyCfg annotation
-//! `haproxy-haptic.org/retry-rejected`) asks for one more attempt.
+//! is not sent that render again by backoff, drift checks, validation fallbacks, pod discovery
+//! or new terms (the quarantine is in the checkpoint) until a new render passes, the
+//! endpoint's pod changes, `deployment.retry.request` (the HAProxyCfg annotation
+//! `haproxy-haptic.org/retry-rejected`) asks for one more attempt, or its retry time comes
+//! (issue 27: a transient cause, such as a server name the pod briefly cannot resolve, must not
+//! pin the pod on the old render; upstream retries at every drift check). The retry
+//! (`quarantine_retry`) goes to the quarantined pods only, the drift interval after the first
+//! rejection, doubling per rejection in a row up to `--quarantine-retry-max` (default 1 h). The
+//! retry time is wall-clock time in the checkpoint ([`haptic_journal::RejectedRender`]), moved
+//! one step on when a retry starts, so a restart or a new leader neither retries at once nor
+//! forgets it; a retry that ends without a verdict (a timeout, a 5xx) waits for that step.
+//! Each rejection journals `deployment.quarantined` (attempt, next retry), which the publisher
+//! shows as the pod's `nextRetryAt`.
 //!
 //! # Inputs
 //! [`decide::Input`]: the events above, journal recovery, timer ticks.
@@ -57,8 +67,8 @@ pub mod shell;
 mod tests;
 
 pub use decide::{
-    Backoff, DRIFT_TRIGGER_REASON, Effect, Input, Phase, SchedulerSettings, SchedulerState,
-    backoff_delay, decide,
+    Backoff, DRIFT_TRIGGER_REASON, Effect, Input, Phase, Quarantine, SchedulerSettings,
+    SchedulerState, backoff_delay, decide,
 };
 pub use plan::{Plan, PlanContext, plan};
 pub use shell::{

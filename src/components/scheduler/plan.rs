@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use haptic_journal::{
-    Batch, DeployRequest, Event, InFlightDeployment, Origin, Queue, SyncMetadata, UnixMillis,
-    WorkId, WorkItem, WorkKey,
+    Batch, DeployRequest, DeploymentCause, Event, InFlightDeployment, Origin, Queue, SyncMetadata,
+    UnixMillis, WorkId, WorkItem, WorkKey,
 };
 
 use super::decide::Effect;
@@ -58,6 +58,11 @@ pub struct Plan {
     pub timeouts: u64,
     /// Endpoints given up after the timeout retries.
     pub given_up: u64,
+    /// Quarantined renders sent again to an endpoint (one per endpoint of a
+    /// `quarantine_retry` deployment started).
+    pub quarantine_retries: u64,
+    /// Permanent rejections that (re)quarantined a render for an endpoint.
+    pub quarantined: u64,
 }
 
 /// Turns one input's effects into the shell's [`Plan`] (pure: no I/O, no clock).
@@ -77,6 +82,9 @@ pub fn plan(effects: Vec<Effect>, ctx: &PlanContext) -> Plan {
             } => {
                 if ctx.draining {
                     continue;
+                }
+                if request.reason.cause == DeploymentCause::QuarantineRetry {
+                    p.quarantine_retries += request.endpoints.len() as u64;
                 }
                 p.batch.event(Event::DeploymentScheduled {
                     correlation: request.correlation.clone(),
@@ -168,6 +176,31 @@ pub fn plan(effects: Vec<Effect>, ctx: &PlanContext) -> Plan {
             }
             Effect::ArmTimer(at) => {
                 p.timer = Some(p.timer.map_or(at, |t: Instant| t.min(at)));
+            }
+            Effect::Quarantined {
+                request,
+                endpoint,
+                message,
+                attempts,
+                next_retry_at,
+            } => {
+                p.quarantined += 1;
+                tracing::warn!(
+                    pod = %endpoint.pod.name,
+                    render = %request.render,
+                    attempts,
+                    next_retry_in_ms = ctx.now.until_ms(next_retry_at),
+                    "render rejected by the pod: quarantined until its next retry"
+                );
+                p.batch.event(Event::DeploymentQuarantined {
+                    correlation: request.correlation.clone(),
+                    runtime_config: request.runtime_config.clone(),
+                    pod: endpoint.pod.clone(),
+                    render: request.render,
+                    message,
+                    attempts,
+                    next_retry_at,
+                });
             }
         }
     }

@@ -53,6 +53,10 @@ pub struct SchedulerStats {
     pub timeouts: AtomicU64,
     /// Endpoints given up after the timeout retries.
     pub given_up: AtomicU64,
+    /// Permanent rejections that (re)quarantined a render for a pod.
+    pub quarantined: AtomicU64,
+    /// Quarantined renders sent again after their backoff (per pod).
+    pub quarantine_retries: AtomicU64,
 }
 
 struct Running {
@@ -115,11 +119,13 @@ impl SchedulerShell {
     /// A shell over `sub` (subscribed with [`subscribe_options`]).
     #[must_use]
     pub fn new(
-        state: SchedulerState,
+        mut state: SchedulerState,
         dispatch: DispatchHandle,
         deployer: Arc<Deployer>,
         sub: Subscription,
     ) -> (Self, SchedulerHandle) {
+        // The clocks the pure decision converts the journaled retry times with.
+        state.wall_anchor = Some((tokio::time::Instant::now().into_std(), UnixMillis::now()));
         let (drain, drain_rx) = mpsc::channel(1);
         let stats = Arc::new(SchedulerStats::default());
         let health = Arc::new(Health::default());
@@ -287,6 +293,12 @@ impl SchedulerShell {
         self.stats
             .given_up
             .fetch_add(plan.given_up, Ordering::Relaxed);
+        self.stats
+            .quarantined
+            .fetch_add(plan.quarantined, Ordering::Relaxed);
+        self.stats
+            .quarantine_retries
+            .fetch_add(plan.quarantine_retries, Ordering::Relaxed);
         if plan.stop_executor {
             self.stop_executor().await;
         }

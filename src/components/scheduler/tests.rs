@@ -43,7 +43,12 @@ fn validated(n: u8) -> Input {
 
 /// A leader with a runtime config and pods 1..=k.
 fn leader(k: u8) -> (SchedulerState, Instant) {
-    let mut s = SchedulerState::new(SchedulerSettings::default(), "d");
+    leader_with(SchedulerSettings::default(), k)
+}
+
+/// [`leader`] with `settings`.
+fn leader_with(settings: SchedulerSettings, k: u8) -> (SchedulerState, Instant) {
+    let mut s = SchedulerState::new(settings, "d");
     let t0 = Instant::now();
     decide(&mut s, Input::RuntimeConfig(rc()), t0);
     decide(&mut s, Input::BecameLeader { term: Term(1) }, t0);
@@ -118,6 +123,191 @@ fn fail_then_complete(
         },
         now,
     );
+}
+
+/// A quarantine of render `n`, rejected once, retried far in the future.
+fn quarantine_of(n: u8, message: &str) -> Quarantine {
+    Quarantine {
+        render: render(n),
+        message: message.into(),
+        attempts: 1,
+        next_retry_at: UnixMillis(u64::MAX / 2),
+    }
+}
+
+/// The quarantine retry requests `fx` starts.
+fn quarantine_retry(fx: &[Effect]) -> Option<&DeployRequest> {
+    started(fx).filter(|r| r.reason.cause == DeploymentCause::QuarantineRetry)
+}
+
+/// The `Quarantined` effects of `fx`: (pod number's URL, attempts, next retry).
+fn quarantined_fx(fx: &[Effect]) -> Vec<(EndpointUrl, u32, UnixMillis)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Quarantined {
+                endpoint,
+                attempts,
+                next_retry_at,
+                ..
+            } => Some((endpoint.url.clone(), *attempts, *next_retry_at)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 27: a quarantined render is retried after the drift interval, then at a doubling pace
+/// up to the cap, to the rejecting pod only (`quarantine_retry`); each rejection is an
+/// `Effect::Quarantined` naming the attempt and the next retry's wall-clock time, and the timer
+/// is armed for it; an acceptance ends the quarantine.
+#[test]
+fn a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap() {
+    let initial = Duration::from_secs(60);
+    let settings = SchedulerSettings {
+        quarantine_retry_initial: initial,
+        quarantine_retry_max: Duration::from_secs(200),
+        ..SchedulerSettings::default()
+    };
+    let (mut s, t0) = leader_with(settings, 2);
+    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    decide(
+        &mut s,
+        Input::InstanceDeployed {
+            deployment: req.deployment.clone(),
+            endpoint: ep(1).url,
+        },
+        t0,
+    );
+    decide(
+        &mut s,
+        Input::InstanceFailed {
+            deployment: req.deployment.clone(),
+            endpoint: ep(2).url,
+            retryable: false,
+            error: "[ALERT] could not resolve address 'be1'".into(),
+        },
+        t0,
+    );
+    let fx = decide(
+        &mut s,
+        Input::Completed {
+            deployment: req.deployment.clone(),
+        },
+        t0,
+    );
+    let first_retry = t0 + initial;
+    assert_eq!(
+        quarantined_fx(&fx),
+        vec![(ep(2).url, 1, s.wall(first_retry))],
+        "{fx:?}"
+    );
+    assert!(fx.contains(&Effect::ArmTimer(first_retry)), "{fx:?}");
+    assert!(s.quarantined(&ep(2).url, &render(1)));
+    // Each rejection in a row doubles the wait, capped: 60 s, 120 s, 200 s, 200 s.
+    let mut at = t0;
+    for (attempt, delay) in [(2u32, 120u64), (3, 200), (4, 200)] {
+        let due = s.instant(s.rejected[&ep(2).url].next_retry_at, at);
+        let before = due - Duration::from_millis(1);
+        assert!(
+            started(&decide(&mut s, Input::Tick, before)).is_none(),
+            "retried before its time (attempt {attempt})"
+        );
+        let fx = decide(&mut s, Input::Tick, due);
+        let retry = quarantine_retry(&fx).expect("quarantine retry").clone();
+        assert_eq!(retry.endpoints, vec![ep(2)], "only the rejecting pod");
+        assert_eq!(retry.render, render(1));
+        at = due + Duration::from_secs(1);
+        fail_then_complete(&mut s, &retry, &[(2, false)], at);
+        let q = &s.rejected[&ep(2).url];
+        assert_eq!(q.attempts, attempt);
+        assert_eq!(q.next_retry_at, s.wall(at + Duration::from_secs(delay)));
+        assert!(!s.backoff.contains_key(&ep(2).url));
+    }
+    // The pod accepts the next retry: the quarantine ends, the skip cache knows it.
+    let due = s.instant(s.rejected[&ep(2).url].next_retry_at, at);
+    let retry = quarantine_retry(&decide(&mut s, Input::Tick, due))
+        .unwrap()
+        .clone();
+    complete_all(&mut s, &retry, due);
+    assert!(s.rejected.is_empty());
+    assert_eq!(s.applied.get(&ep(2).url), Some(&render(1)));
+    assert!(
+        started(&decide(
+            &mut s,
+            Input::Tick,
+            due + Duration::from_secs(3600)
+        ))
+        .is_none()
+    );
+}
+
+/// Issue 27 (J11): the quarantine's retry time is journaled wall-clock time. A restart before
+/// it neither retries at once nor forgets it; a restart after a retry started (the checkpoint
+/// of the start moved the schedule one step on) does not retry again at once either; a retry
+/// that ends without a verdict (a 5xx) waits for that step, not the failure backoff.
+#[test]
+fn a_quarantine_retry_time_survives_a_restart() {
+    let settings = SchedulerSettings {
+        quarantine_retry_initial: Duration::from_secs(60),
+        quarantine_retry_max: Duration::from_secs(3600),
+        ..SchedulerSettings::default()
+    };
+    let (mut s, t0) = leader_with(settings.clone(), 1);
+    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    fail_then_complete(&mut s, &req, &[(1, false)], t0);
+    let due = t0 + Duration::from_secs(60);
+    // Killed 30 s later; the new process's clocks: its instants start anew, wall time goes on.
+    let restart = t0 + Duration::from_secs(30);
+    let restarted = |s: &SchedulerState, at: Instant| {
+        let mut r = SchedulerState::new(settings.clone(), "d2");
+        r.wall_anchor = Some((at, s.wall(at)));
+        decide(
+            &mut r,
+            Input::Recovered {
+                checkpoint: Some(s.checkpoint()),
+                pending: None,
+                inflight: None,
+                applied: Vec::new(),
+            },
+            at,
+        );
+        decide(&mut r, Input::RuntimeConfig(rc()), at);
+        r
+    };
+    let mut r = restarted(&s, restart);
+    let fx = decide(&mut r, Input::BecameLeader { term: Term(2) }, restart);
+    assert!(
+        started(&fx).is_none(),
+        "retried at once after a restart: {fx:?}"
+    );
+    assert!(fx.contains(&Effect::ArmTimer(due)), "{fx:?}");
+    assert!(started(&decide(&mut r, Input::Tick, due - Duration::from_millis(1))).is_none());
+    let fx = decide(&mut r, Input::Tick, due);
+    let retry = quarantine_retry(&fx).expect("retried at its time").clone();
+    // Killed while the retry runs: the checkpoint journaled with its start holds the next step.
+    let q = &r.rejected[&ep(1).url];
+    assert_eq!(q.attempts, 1);
+    assert_eq!(q.next_retry_at, r.wall(due + Duration::from_secs(120)));
+    let mut r2 = restarted(&r, due + Duration::from_secs(1));
+    let fx = decide(
+        &mut r2,
+        Input::BecameLeader { term: Term(3) },
+        due + Duration::from_secs(1),
+    );
+    assert!(quarantine_retry(&fx).is_none(), "{fx:?}");
+    // The retry fails with a 5xx (no verdict): no failure backoff, the next step holds.
+    fail_then_complete(&mut r, &retry, &[(1, true)], due + Duration::from_secs(2));
+    assert!(!r.backoff.contains_key(&ep(1).url));
+    assert!(r.quarantined(&ep(1).url, &render(1)));
+    let next = due + Duration::from_secs(120);
+    assert!(
+        started(&decide(
+            &mut r,
+            Input::Tick,
+            next - Duration::from_millis(1)
+        ))
+        .is_none()
+    );
+    assert!(quarantine_retry(&decide(&mut r, Input::Tick, next)).is_some());
 }
 
 #[test]
@@ -410,12 +600,60 @@ fn a_timed_out_drift_check_retries_the_pending_render_under_its_own_cause() {
 
 #[test]
 fn rate_limiting_is_never_timed_out() {
-    let (mut s, t0) = leader(1);
+    // A rate-limit wait longer than the deployment timeout (issue 27: the old version ticked
+    // 1 s in, before any timeout could fire, so it could not fail).
+    let settings = SchedulerSettings {
+        min_deployment_interval: Duration::from_secs(90),
+        deployment_timeout: Duration::from_secs(30),
+        ..SchedulerSettings::default()
+    };
+    let (mut s, t0) = leader_with(settings, 1);
     let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
     complete_all(&mut s, &r1, t0);
     decide(&mut s, validated(2), t0);
-    let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(1));
-    assert!(!fx.iter().any(|e| matches!(e, Effect::Cancel { .. })));
+    for after in [1, 31, 60, 89] {
+        let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(after));
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::Cancel { .. })) && started(&fx).is_none(),
+            "{after} s into the rate-limit wait: {fx:?}"
+        );
+        assert_eq!(
+            s.phase_name(t0 + Duration::from_secs(after)),
+            "rate_limiting"
+        );
+    }
+    let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(90));
+    assert_eq!(started(&fx).map(|r| r.render), Some(render(2)));
+}
+
+/// Issue 27: a drift check that arrives while a rollout of the same render waits for the rate
+/// limit joins it (every pod) without turning it into a drift run: the pods the rollout is for
+/// never had the render, so a drift run would report them drifted (`DriftDetected`).
+#[test]
+fn a_drift_check_during_a_rate_limit_wait_keeps_the_rollouts_cause() {
+    let (mut s, t0) = leader(2);
+    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    complete_all(&mut s, &r1, t0);
+    let fx = decide(&mut s, validated(2), t0);
+    let rollout = pending_written(&fx).unwrap().clone();
+    let fx = decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("drift"),
+        },
+        t0 + Duration::from_millis(500),
+    );
+    let merged = pending_written(&fx)
+        .expect("the drift check is queued")
+        .clone();
+    assert_eq!(merged.reason.cause, DeploymentCause::ConfigValidation);
+    assert_eq!(merged.correlation, rollout.correlation);
+    assert_eq!(merged.endpoints, vec![ep(1), ep(2)]);
+    let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(2));
+    assert_eq!(
+        started(&fx).map(|r| r.reason.cause),
+        Some(DeploymentCause::ConfigValidation)
+    );
 }
 
 #[test]
@@ -782,7 +1020,7 @@ mod model {
                                 prop_assert!(was_leader);
                                 running = None;
                             }
-                            Effect::GiveUp { .. } | Effect::ArmTimer(_) => {}
+                            Effect::GiveUp { .. } | Effect::ArmTimer(_) | Effect::Quarantined { .. } => {}
                         }
                     }
                     // The in-memory phase agrees with the executor.
@@ -799,7 +1037,14 @@ mod model {
 /// operator's retry request, a pod change or a new render.
 #[test]
 fn a_permanent_rejection_is_quarantined_not_retried() {
-    let (mut s, t0) = leader(2);
+    // The quarantine's own retry (issue 27) is far off here: see
+    // `a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap`.
+    let settings = SchedulerSettings {
+        quarantine_retry_initial: Duration::from_secs(3600),
+        quarantine_retry_max: Duration::from_secs(3600),
+        ..SchedulerSettings::default()
+    };
+    let (mut s, t0) = leader_with(settings.clone(), 2);
     let fx = decide(&mut s, validated(1), t0);
     let req = started(&fx).expect("deployment started").clone();
     decide(
@@ -844,7 +1089,8 @@ fn a_permanent_rejection_is_quarantined_not_retried() {
     assert_eq!(drift.endpoints, vec![ep(1)]);
     complete_all(&mut s, &drift, later);
     // The quarantine survives a restart (the checkpoint) and a new term.
-    let mut r = SchedulerState::new(SchedulerSettings::default(), "d2");
+    let mut r = SchedulerState::new(settings, "d2");
+    r.wall_anchor = s.wall_anchor;
     decide(
         &mut r,
         Input::Recovered {
@@ -881,7 +1127,7 @@ fn a_permanent_rejection_is_quarantined_not_retried() {
     assert!(r.rejected.is_empty());
     // A new render is not quarantined, and drops the old quarantine.
     s.rejected
-        .insert(ep(2).url, (render(1), "[ALERT] parsing".into()));
+        .insert(ep(2).url, quarantine_of(1, "[ALERT] parsing"));
     let fx = decide(&mut s, validated(2), later + Duration::from_secs(20));
     let next = started(&fx).or(pending_written(&fx)).expect("new render");
     assert!(next.endpoints.contains(&ep(2)), "{next:?}");
@@ -895,7 +1141,7 @@ fn a_pod_change_clears_the_quarantine() {
     decide(&mut s, validated(1), t0);
     s.phase = Phase::Idle;
     s.pending = None;
-    s.rejected.insert(ep(1).url, (render(1), "rejected".into()));
+    s.rejected.insert(ep(1).url, quarantine_of(1, "rejected"));
     let mut moved = ep(1);
     moved.pod.name = "haproxy-1-new".into();
     let fx = decide(

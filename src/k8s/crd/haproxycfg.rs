@@ -148,6 +148,8 @@ impl HAProxyCfgStatus {
     ) -> Condition {
         use super::{conditions, reasons};
         let (mut rejected, mut failed, mut pending) = (Vec::new(), Vec::new(), Vec::new());
+        let mut unpublished = Vec::new();
+        let too_large = self.too_large_render();
         let mut pods: Vec<&PodDeploymentStatus> = self.deployed_to_pods.iter().collect();
         pods.sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
         for p in &pods {
@@ -157,6 +159,7 @@ impl HAProxyCfgStatus {
                 None if on_spec => {}
                 Some(e) if on_spec && p.rejected == Some(true) => rejected.push((p, e)),
                 Some(e) => failed.push((p, e)),
+                None if p.checksum.is_some() && p.checksum == too_large => unpublished.push(p),
                 None => pending.push(p),
             }
         }
@@ -172,7 +175,7 @@ impl HAProxyCfgStatus {
                 "False",
                 reasons::DEPLOYMENT_REJECTED,
                 format!(
-                    "{} of {total} pods rejected {spec_checksum} permanently and keep what they                      ran; not retried until a new render, a pod change or the annotation {}: {}",
+                    "{} of {total} pods rejected {spec_checksum} permanently and keep what they ran; retried at each entry's nextRetryAt, sooner on a new render, a pod change or the annotation {}: {}",
                     rejected.len(),
                     super::labels::RETRY_REJECTED,
                     names(&rejected)
@@ -202,6 +205,20 @@ impl HAProxyCfgStatus {
                         .join(", ")
                 ),
             )
+        } else if let Some(render) = too_large.filter(|_| !unpublished.is_empty()) {
+            (
+                "False",
+                reasons::RENDER_TOO_LARGE,
+                format!(
+                    "{} of {total} pods run {render}, which is too large to publish (SizeLimitExceeded); spec.checksum keeps {spec_checksum}: make the render smaller ({})",
+                    unpublished.len(),
+                    unpublished
+                        .iter()
+                        .map(|p| p.pod_name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
         } else if total == 0 {
             (
                 "False",
@@ -225,6 +242,18 @@ impl HAProxyCfgStatus {
         }
     }
 
+    /// The render `SizeLimitExceeded=True` names ([`too_large_message`]), if any: the newest
+    /// render, too large to publish, which the pods may run while the spec keeps an older one.
+    #[must_use]
+    pub fn too_large_render(&self) -> Option<Checksum> {
+        let c = self
+            .conditions
+            .iter()
+            .find(|c| c.type_ == super::conditions::SIZE_LIMIT_EXCEEDED && c.status == "True")?;
+        let (sum, _) = c.message.strip_prefix("render ")?.split_once(' ')?;
+        Checksum::parse(sum).ok()
+    }
+
     /// Sets [`HAProxyCfgStatus::synced_condition`] in `conditions`; returns whether it changed.
     pub fn refresh_synced(
         &mut self,
@@ -235,6 +264,14 @@ impl HAProxyCfgStatus {
         let c = self.synced_condition(spec_checksum, generation, now);
         super::set_condition(&mut self.conditions, c)
     }
+}
+
+/// The message of `SizeLimitExceeded=True` for `render`, whose publication failed with `what`
+/// (the error and the fix): `render <checksum> is not published: <what>`;
+/// [`HAProxyCfgStatus::too_large_render`] reads the checksum back.
+#[must_use]
+pub fn too_large_message(render: Checksum, what: &str) -> String {
+    format!("render {render} is not published: {what}")
 }
 
 fn truncate(mut s: String, max_bytes: usize) -> String {

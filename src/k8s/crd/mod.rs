@@ -41,7 +41,7 @@ pub use auxfiles::{
 };
 pub use haproxycfg::{
     AuxiliaryFileReferences, ConfigMetadata, HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus,
-    ResourceReference,
+    ResourceReference, too_large_message,
 };
 pub use status::{OperationSummary, PodDeploymentStatus};
 
@@ -132,9 +132,14 @@ pub mod reasons {
     /// names the pods and the errors.
     pub const PODS_FAILED: &str = "PodsFailed";
     /// `Synced=False`: some live pod rejected `spec.checksum` permanently and is quarantined
-    /// (not retried until a new render, a pod change or the annotation
+    /// (retried at its entry's `nextRetryAt`, sooner on a new render, a pod change or the annotation
     /// [`super::labels::RETRY_REJECTED`]); the message names the pods and HAProxy's messages.
     pub const DEPLOYMENT_REJECTED: &str = "DeploymentRejected";
+    /// `Synced=False`: the pods that do not run `spec.checksum` run the newest render, which
+    /// is too large to publish (`SizeLimitExceeded=True` names it): the spec keeps the last
+    /// render that could be published, so no deployment is due; the fix is a smaller render
+    /// (issue 27: this was shown as `PodsPending`, which never converges).
+    pub const RENDER_TOO_LARGE: &str = "RenderTooLarge";
     /// `Synced=False`: no pod is listed in `deployedToPods` (none discovered, or none reported
     /// on yet).
     pub const NO_PODS: &str = "NoPods";
@@ -198,6 +203,7 @@ pub const CONDITIONS: &[ConditionSpec] = &[
             reasons::DEPLOYMENT_REJECTED,
             reasons::PODS_FAILED,
             reasons::PODS_PENDING,
+            reasons::RENDER_TOO_LARGE,
             reasons::NO_PODS,
         ],
     },

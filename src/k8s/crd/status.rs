@@ -66,10 +66,16 @@ pub struct PodDeploymentStatus {
     /// True when the pod's Dataplane API rejected `checksum` permanently (400/422 on the
     /// configuration push, again after the pod's files were synced again; `lastError` holds
     /// HAProxy's message): the render is quarantined for this pod, which keeps running what it
-    /// ran, and is not retried until a new render, a pod change, or the annotation
-    /// `haproxy-haptic.org/retry-rejected` on the HAProxyCfg. Absent otherwise.
+    /// ran, and is retried at `nextRetryAt` (sooner on a new render, a pod change, or the
+    /// annotation `haproxy-haptic.org/retry-rejected` on the HAProxyCfg). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<bool>,
+    /// With `rejected`: when the controller sends the quarantined render to the pod again
+    /// (the drift interval after the first rejection, doubling per rejection in a row up to
+    /// `--quarantine-retry-max`, default 1 h; journaled, so a restart keeps it). Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_at: Option<Time>,
     /// Failed syncs in a row; 0 after a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]

@@ -313,6 +313,28 @@ pub async fn oversized_renders(peers: Peers) {
             },
         )
         .await;
+        // `Synced` says why the pods are not on the spec (issue 27: it said `PodsPending`,
+        // which never converges): False/RenderTooLarge naming the render.
+        object_until(
+            &world,
+            MAIN,
+            bounds().follow_up(),
+            &format!("{what}: Synced=False/RenderTooLarge"),
+            |c| {
+                let synced = c
+                    .status
+                    .iter()
+                    .flat_map(|s| s.conditions.iter())
+                    .find(|x| x.type_ == conditions::SYNCED)
+                    .ok_or("no Synced")?;
+                (synced.status == "False"
+                    && synced.reason == haptic::k8s::crd::reasons::RENDER_TOO_LARGE
+                    && synced.message.contains(&want.to_string()))
+                .then_some(())
+                .ok_or(format!("{synced:?}"))
+            },
+        )
+        .await;
         eprintln!("{what}: shown after {:?}", started.elapsed());
     }
     // A render that fits after them is published whole, and the condition clears.

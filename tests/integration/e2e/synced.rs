@@ -21,6 +21,8 @@ super::on_peers!(
     synced_waits_for_every_pod_and_a_rejected_render_is_quarantined_until_retried =>
         synced_and_quarantine,
     a_scale_up_is_pods_pending_until_the_new_pod_is_configured => scale_up,
+    a_quarantine_is_retried_at_its_backoff_pace_across_a_sigkill_and_ends_when_the_pod_accepts =>
+        quarantine_backoff,
 );
 
 /// The drift interval of this test's controller: short, so that several drift checks run
@@ -111,6 +113,10 @@ pub async fn synced_and_quarantine(peers: Peers) {
     o.extra.extend([
         "--drift-prevention-interval".into(),
         format!("{}ms", DRIFT.as_millis()),
+        // The quarantine's own retries (issue 27, `quarantine_backoff`) are far off here: this
+        // test shows what happens between them.
+        "--quarantine-retry-initial".into(),
+        "1h".into(),
     ]);
     let _ctl = world.controller(o);
     let pods = world.pods();
@@ -305,4 +311,220 @@ pub async fn scale_up(peers: Peers) {
         "the new pod's configuration write was answered: {held:?}"
     );
     world.shutdown().await;
+}
+
+/// The quarantine backoff of `quarantine_backoff`: the first retry after `QUARANTINE_DRIFT`
+/// (the drift interval, the default first delay), doubling up to `QUARANTINE_MAX`.
+const QUARANTINE_DRIFT: Duration = Duration::from_millis(500);
+const QUARANTINE_MAX: Duration = Duration::from_secs(8);
+
+/// The quarantine delay after `attempts` rejections in a row.
+fn quarantine_delay(attempts: u32) -> Duration {
+    (QUARANTINE_DRIFT * 2u32.pow(attempts.saturating_sub(1).min(16))).min(QUARANTINE_MAX)
+}
+
+/// Arrival times of `pod`'s configuration writes (raw pushes, transaction writes) since its
+/// log was cleared.
+async fn write_times(pod: &Pod) -> Vec<k8s_openapi::jiff::Timestamp> {
+    pod.faults()
+        .requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| {
+            (r.method == "POST" && r.path.ends_with("/configuration/raw"))
+                || (r.method != "GET" && r.path.contains("/transactions"))
+        })
+        .map(|r| r.at.parse().unwrap())
+        .collect()
+}
+
+/// `pod`'s configuration writes grouped into attempts (writes less than half the first delay
+/// apart belong to one sync), each as (first, last) arrival time.
+async fn attempts(pod: &Pod) -> Vec<(k8s_openapi::jiff::Timestamp, k8s_openapi::jiff::Timestamp)> {
+    let mut out: Vec<(k8s_openapi::jiff::Timestamp, k8s_openapi::jiff::Timestamp)> = Vec::new();
+    for at in write_times(pod).await {
+        match out.last_mut() {
+            Some((_, last)) if at.duration_since(*last).unsigned_abs() < QUARANTINE_DRIFT / 2 => {
+                *last = at;
+            }
+            _ => out.push((at, at)),
+        }
+    }
+    out
+}
+
+/// Issue 27: a quarantine expires with backoff. A pod whose Dataplane API keeps rejecting the
+/// render is retried by itself, the drift interval after the first rejection, then at a
+/// doubling pace up to `--quarantine-retry-max`, never sooner (the gaps between its attempts,
+/// from its request log, are at least the configured delays); one `DeploymentRejected` Event;
+/// the pod's entry counts each attempt and shows `nextRetryAt`; the retries are counted in
+/// `haptic_scheduler_quarantine_retries_total`. A SIGKILL during a backoff: the restarted
+/// controller sends nothing before the journaled retry time (a forgotten quarantine would be
+/// deployed at once by the new term), then retries; the cause having gone meanwhile (a
+/// transient rejection), the pod converges with no operator action.
+pub async fn quarantine_backoff(peers: Peers) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let mut o = opts(&world, "solo", &render_dir);
+    o.extra.extend([
+        "--drift-prevention-interval".into(),
+        format!("{}ms", QUARANTINE_DRIFT.as_millis()),
+        "--quarantine-retry-max".into(),
+        format!("{}s", QUARANTINE_MAX.as_secs()),
+    ]);
+    let mut ctl = world.controller(o.clone());
+    let pods = world.pods();
+    published(&world, "01-basic", 2).await;
+    pods[0]
+        .faults()
+        .arm(json!({"method":"POST|PUT","path":"transactions|configuration/raw$","status":400}))
+        .await
+        .unwrap();
+    pods[0].faults().clear_requests().await.unwrap();
+    feed(&render_dir, "02-maps");
+    let want = checksum("02-maps");
+
+    // Five attempts (the first and four retries), at the backoff's pace: 0.5 s, 1 s, 2 s, 4 s.
+    let seen = 5;
+    let bound = bounds().deployment() * 2
+        + (1..u32::try_from(seen).unwrap())
+            .map(|a| quarantine_delay(a) + bounds().deployment())
+            .sum::<Duration>();
+    let tries = world
+        .eventually(bound, &format!("{seen} attempts on pod 0"), || async {
+            let a = attempts(&pods[0]).await;
+            (a.len() >= seen)
+                .then_some(a.clone())
+                .ok_or(format!("{} attempts", a.len()))
+        })
+        .await;
+    for (k, pair) in tries.windows(2).enumerate() {
+        let gap = pair[1].0.duration_since(pair[0].1).unsigned_abs();
+        let delay = quarantine_delay(u32::try_from(k + 1).unwrap());
+        assert!(
+            gap >= delay,
+            "attempt {} came {gap:?} after attempt {}, before its delay {delay:?}: {tries:?}",
+            k + 2,
+            k + 1
+        );
+    }
+    // The entry counts the attempts and names the next retry; one Event for the quarantine.
+    let entry = object_until(
+        &world,
+        MAIN,
+        bounds().follow_up(),
+        "pod 0's entry: rejected, 5 errors in a row, a next retry",
+        |c| {
+            let st = c.status.as_ref().ok_or("no status")?;
+            let e = st
+                .deployed_to_pods
+                .iter()
+                .find(|e| e.pod_name == pods[0].name)
+                .ok_or("no entry")?;
+            (e.rejected == Some(true)
+                && e.checksum == Some(want)
+                && e.consecutive_errors == Some(i64::try_from(seen).unwrap())
+                && e.next_retry_at.is_some())
+            .then(|| e.clone())
+            .ok_or(format!("{e:?}"))
+        },
+    )
+    .await;
+    let (next, last) = (
+        entry.next_retry_at.clone().unwrap().0,
+        entry.last_error_at.clone().unwrap().0,
+    );
+    // `lastErrorAt` is the fifth failure's time (MicroTime): after the fourth attempt ended,
+    // not before the fifth began.
+    assert!(
+        last > tries[seen - 2].1 && last >= tries[seen - 1].0,
+        "lastErrorAt {last} is the fifth attempt's: {tries:?}"
+    );
+    assert!(
+        next.duration_since(last).unsigned_abs() + Duration::from_secs(1)
+            >= quarantine_delay(u32::try_from(seen).unwrap()),
+        "nextRetryAt {next} follows lastErrorAt {last} by the fifth delay"
+    );
+    assert_eq!(
+        rejected_events(&world).await.len(),
+        1,
+        "one DeploymentRejected Event"
+    );
+    let metrics = ctl.metrics_addr().await;
+    let text = reqwest::get(format!("http://{metrics}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let retries: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("haptic_scheduler_quarantine_retries_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("haptic_scheduler_quarantine_retries_total");
+    assert!(
+        retries >= u64::try_from(seen - 1).unwrap(),
+        "{retries} retries counted"
+    );
+
+    // SIGKILL in the backoff after the last attempt's rejection (its report is in the status
+    // above; the next attempt is `quarantine_delay(seen)` after it).
+    ctl.kill();
+    let a = attempts(&pods[0]).await;
+    assert_eq!(
+        a.len(),
+        seen,
+        "killed after the next attempt began (the machine stalled past the backoff): {a:?}"
+    );
+    let (done, last_end) = (a.len(), a[a.len() - 1].1);
+    let writes_at_kill = write_times(&pods[0]).await.len();
+    let due = last_end
+        + k8s_openapi::jiff::SignedDuration::try_from(quarantine_delay(
+            u32::try_from(done).unwrap(),
+        ))
+        .unwrap();
+    // The cause goes away meanwhile (a transient rejection): the retry will be accepted.
+    pods[0].faults().clear().await.unwrap();
+    ctl = world.controller(o);
+    let target = format!("hpcfg/{MAIN}");
+    let timeout = format!(
+        "--timeout={}s",
+        (bounds().takeover()
+            + quarantine_delay(u32::try_from(done).unwrap())
+            + bounds().converge())
+        .as_secs()
+    );
+    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
+    assert!(ok, "kubectl wait: {out}");
+    let after = write_times(&pods[0]).await;
+    let retry = after
+        .get(writes_at_kill)
+        .unwrap_or_else(|| panic!("no configuration write after the restart: {after:?}"));
+    assert!(
+        *retry >= due,
+        "the restarted controller wrote at {retry}, before the journaled retry time {due}"
+    );
+    world
+        .eventually(bounds().deployment(), "pod 0 on 02-maps", || {
+            answers(&pods[0], "02-maps")
+        })
+        .await;
+    let cfg = world.hpcfg(MAIN).await.unwrap();
+    let e = cfg
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.deployed_to_pods
+                .iter()
+                .find(|e| e.pod_name == pods[0].name)
+                .cloned()
+        })
+        .unwrap();
+    assert_eq!(
+        (e.rejected, e.next_retry_at, e.consecutive_errors),
+        (None, None, Some(0))
+    );
+    drop(ctl);
 }

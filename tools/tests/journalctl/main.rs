@@ -1,5 +1,5 @@
 //! `haptic-journalctl` tests (one binary): the built tool against copies of the committed
-//! fixtures (`migrations/fixtures/v2.redb`, this build's schema; `v1.redb`, to migrate), a
+//! fixtures (`migrations/fixtures/v3.redb`, this build's schema; `v1.redb`, to migrate), a
 //! corrupted copy, a missing file, a newer schema, and a journal held by another process in each
 //! concurrency mode.
 //!
@@ -58,7 +58,7 @@ fn run(args: &[&str]) -> Run {
 
 /// The newest committed fixture (this build's schema).
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v2.redb")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v3.redb")
 }
 
 /// The schema-1 fixture (refused until migrated).
@@ -88,7 +88,7 @@ fn json_lines(s: &str) -> Vec<serde_json::Value> {
 fn summary_works_on_the_committed_fixture() {
     let r = run(&["summary", fixture().to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert!(r.out.contains("schema          2"), "{}", r.out);
+    assert!(r.out.contains("schema          3"), "{}", r.out);
     assert!(r.out.contains("term            3 (identity haptic-0)"));
     assert!(r.out.contains("oldest pending  "));
     for t in haptic_journal::tables::ALL_TABLES {
@@ -97,7 +97,7 @@ fn summary_works_on_the_committed_fixture() {
     let r = run(&["--json", "summary", fixture().to_str().unwrap()]);
     assert_eq!(r.code, 0);
     let v = &json_lines(&r.out)[0];
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(v["term"], 3);
     assert_eq!(v["last_seq"], 22);
     assert_eq!(
@@ -251,7 +251,7 @@ fn dump_filters_by_since_kind_and_limit() {
     assert!(
         json_lines(&r.out)
             .iter()
-            .any(|v| v["key"] == "schema_version" && v["value"] == 2)
+            .any(|v| v["key"] == "schema_version" && v["value"] == 3)
     );
     let r = run(&["dump", &f, "no-such-table"]);
     assert_eq!(r.code, 2);
@@ -421,11 +421,11 @@ fn stats_and_compact_and_migrate() {
     assert_eq!(run(&["verify", &f]).code, 0);
     let r = run(&["migrate", &f]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert!(r.out.contains("schema 2, this build: 2"), "{}", r.out);
+    assert!(r.out.contains("schema 3, this build: 3"), "{}", r.out);
     assert!(r.out.contains("up to date"), "{}", r.out);
     let r = run(&["--json", "migrate", &f, "--dry-run"]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert_eq!(json_lines(&r.out)[0]["found"], 2);
+    assert_eq!(json_lines(&r.out)[0]["found"], 3);
     assert_eq!(json_lines(&r.out)[0]["steps"], serde_json::json!([]));
     assert_eq!(run(&["migrate", &f, "--write"]).code, 0);
     assert_eq!(run(&["verify", &f]).code, 0);
@@ -461,7 +461,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
         assert_eq!(r.code, 2, "{args:?}: {}", r.out);
         assert!(
             r.err.contains("schema version 1")
-                && r.err.contains("needs 2")
+                && r.err.contains("needs 3")
                 && r.err
                     .contains(&format!("haptic-journalctl migrate --write {f}")),
             "{args:?}: names both versions and the fix: {}",
@@ -470,7 +470,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
     }
     let r = run(&["migrate", &f]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert!(r.out.contains("schema 1, this build: 2"), "{}", r.out);
+    assert!(r.out.contains("schema 1, this build: 3"), "{}", r.out);
     assert!(
         r.out
             .contains("step v1_to_v2 (1 -> 2): create the empty pod-truth tables"),
@@ -483,7 +483,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
     let v = &json_lines(&r.out)[0];
     assert_eq!(
         (v["found"].as_u64(), v["target"].as_u64()),
-        (Some(1), Some(2))
+        (Some(1), Some(3))
     );
     assert_eq!(v["steps"][0]["step"], "v1_to_v2");
     assert_eq!(v["result"], "dry run: migrated a copy");
@@ -497,7 +497,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
     let r = run(&["--json", "summary", &f]);
     assert_eq!(r.code, 0, "{}", r.err);
     let v = &json_lines(&r.out)[0];
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
     assert_eq!(v["last_seq"], 22, "every event kept");
     for t in ["endpoint_files", "endpoint_transaction"] {
         let r = run(&["dump", &f, t, "--json"]);
@@ -712,7 +712,7 @@ fn damaged_copy(zero_page: Option<u64>, flip: Option<usize>) -> (tempfile::TempD
 
 #[test]
 fn damaged_pages_exit_1_naming_file_table_and_fix_never_panic() {
-    // Pages in use by the committed fixture, v2.redb (its pages 2 and 27 are free: zeroing them
+    // Pages in use by the committed fixture, v3.redb (its pages 2 and 27 are free: zeroing them
     // is no damage; `pending` reads only the queues and the transactions).
     let cases = [3u64, 5, 8, 11, 12, 13, 16, 20]
         .map(|n| (Some(n), None))

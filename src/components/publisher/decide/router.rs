@@ -343,7 +343,22 @@ pub fn route(state: &mut RouterState, input: Input<'_>) -> Vec<Effect> {
         // keeps one item per pod, so a `Discovered` queued now would replace a deployment report
         // still queued for the pod (the crash matrix's `status::after_park` found it). The new
         // leader's first deployment reports every pod.
-        Input::TermStarted => state.flush_gone(&mut out),
+        Input::TermStarted => {
+            state.flush_gone(&mut out);
+            // Pods discovered while this replica followed got no pending entry (issue 27): a
+            // new term queues one for every discovered pod. The journal never lets it replace
+            // a report queued or parked for the pod, and a pod with an entry keeps it, so this
+            // adds entries for the pods that have none and changes nothing else.
+            if state.discovered {
+                for p in state.known_pods.values() {
+                    out.push(enqueue(WorkItem::Status(PodStatusItem {
+                        runtime_config: state.runtime_config.clone(),
+                        pod: p.clone(),
+                        change: PodStatusChange::Discovered,
+                    })));
+                }
+            }
+        }
         Input::StatusListed { pods } => {
             for p in pods {
                 let name = p.name.as_str();
@@ -473,6 +488,31 @@ fn fold_event(
                     is_drift_check: *is_drift_check,
                     sync: sync.clone(),
                     observed_at: at,
+                },
+            })));
+        }
+        Event::DeploymentQuarantined {
+            runtime_config,
+            pod,
+            render,
+            message,
+            attempts,
+            next_retry_at,
+            ..
+        } => {
+            // The retry schedule of a pod's quarantine (issue 27): its own status item (key
+            // `<pod key>#quarantine`), so it never replaces the pod's deployment report.
+            if state.discovered && !state.known_pods.contains_key(pod.name.as_str()) {
+                return;
+            }
+            out.push(enqueue(WorkItem::Status(PodStatusItem {
+                runtime_config: runtime_config.clone(),
+                pod: pod.clone(),
+                change: PodStatusChange::Quarantined {
+                    checksum: *render,
+                    message: message.clone(),
+                    attempts: *attempts,
+                    next_retry_at: *next_retry_at,
                 },
             })));
         }

@@ -35,12 +35,17 @@ impl PodChange {
     /// other than `spec.checksum`: the error is what an operator needs to see).
     #[must_use]
     pub fn is_failure(&self) -> bool {
-        matches!(&self.change, PodStatusChange::Applied { sync, .. } if sync.error.is_some())
+        match &self.change {
+            PodStatusChange::Applied { sync, .. } => sync.error.is_some(),
+            PodStatusChange::Quarantined { .. } => true,
+            PodStatusChange::Removed | PodStatusChange::Discovered => false,
+        }
     }
 
     fn checksum(&self) -> Option<Checksum> {
         match &self.change {
-            PodStatusChange::Applied { checksum, .. } => Some(*checksum),
+            PodStatusChange::Applied { checksum, .. }
+            | PodStatusChange::Quarantined { checksum, .. } => Some(*checksum),
             PodStatusChange::Removed | PodStatusChange::Discovered => None,
         }
     }
@@ -92,25 +97,13 @@ pub fn park_rule(cfg: Option<&HAProxyCfg>, change: &PodChange) -> PodOutcome {
     }
 }
 
-/// The message of `SizeLimitExceeded=True` for `render`, whose publication failed with `what`
-/// (the error and the fix): `render <checksum> is not published: <what>`; the park rule reads
-/// the checksum back ([`too_large_render`]).
-#[must_use]
-pub fn too_large_message(render: Checksum, what: &str) -> String {
-    format!("render {render} is not published: {what}")
-}
+pub use crate::k8s::crd::too_large_message;
 
-/// The render `SizeLimitExceeded=True` names ([`too_large_message`]), if any.
+/// The render `SizeLimitExceeded=True` names ([`too_large_message`]), if any
+/// ([`HAProxyCfgStatus::too_large_render`]).
 #[must_use]
 pub fn too_large_render(cfg: &HAProxyCfg) -> Option<Checksum> {
-    let c = cfg
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == conditions::SIZE_LIMIT_EXCEEDED && c.status == "True")?;
-    let (sum, _) = c.message.strip_prefix("render ")?.split_once(' ')?;
-    Checksum::parse(sum).ok()
+    cfg.status.as_ref()?.too_large_render()
 }
 
 /// A per-pod change as an auxiliary object takes it.
@@ -189,7 +182,33 @@ pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange], now: &Time)
                     });
                 }
             }
-            (PodStatusChange::Applied { .. } | PodStatusChange::Discovered, PodOutcome::Park) => {}
+            (
+                PodStatusChange::Quarantined {
+                    checksum,
+                    message,
+                    next_retry_at,
+                    ..
+                },
+                PodOutcome::Done,
+            ) => {
+                // The retry schedule of the pod's quarantine: the entry shows the rejection
+                // and when it is retried; the failure itself is counted by the deployment's
+                // report (its own item), never here.
+                // A pod with no entry gets none from it (its report makes the entry; a pod
+                // removed meanwhile stays removed).
+                if let Some(entry) = st.deployed_to_pods.iter_mut().find(|p| p.pod_name == c.pod) {
+                    entry.checksum = Some(*checksum);
+                    entry.rejected = Some(true);
+                    entry.last_error = Some(message.clone());
+                    entry.next_retry_at = Some(k8s_time(*next_retry_at));
+                }
+            }
+            (
+                PodStatusChange::Applied { .. }
+                | PodStatusChange::Discovered
+                | PodStatusChange::Quarantined { .. },
+                PodOutcome::Park,
+            ) => {}
         }
     }
     st.deployed_to_pods
@@ -348,6 +367,16 @@ pub fn merge_pod_entry(
         last_operation_summary: summary
             .or_else(|| old.and_then(|o| o.last_operation_summary.clone())),
         last_error: sync.error.clone(),
+        // A rejection of the render the entry already shows quarantined keeps its retry time
+        // (the scheduler's `deployment.quarantined` item moves it); anything else clears it.
+        next_retry_at: match old {
+            Some(o)
+                if rejected.is_some() && o.rejected.is_some() && o.checksum == Some(*checksum) =>
+            {
+                o.next_retry_at.clone()
+            }
+            _ => None,
+        },
         rejected,
         consecutive_errors: Some(if ok { 0 } else { old_errors + 1 }),
         last_error_at: (!ok).then(|| k8s_micro_time(*observed_at)),
@@ -390,7 +419,9 @@ pub fn merge_aux_pod_entry(
     }
     let deployed_at = match &change.change {
         PodStatusChange::Applied { observed_at, .. } => Some(k8s_time(*observed_at)),
-        PodStatusChange::Removed | PodStatusChange::Discovered => None,
+        PodStatusChange::Removed
+        | PodStatusChange::Discovered
+        | PodStatusChange::Quarantined { .. } => None,
     };
     PodDeploymentStatus {
         pod_name: change.pod.clone(),

@@ -14,8 +14,8 @@ mod queue;
 mod state;
 
 pub use queue::backoff_delay;
-use queue::{not_quarantined, pump, queue};
-pub use state::{Backoff, Phase, SchedulerSettings, SchedulerState};
+use queue::{not_quarantined, pump, quarantine, queue};
+pub use state::{Backoff, Phase, Quarantine, SchedulerSettings, SchedulerState};
 
 /// A fact the scheduler reacts to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,6 +143,20 @@ pub enum Effect {
     },
     /// Wake the shell with [`Input::Tick`] at this time (replaces any earlier timer).
     ArmTimer(Instant),
+    /// Journal `deployment.quarantined`: `endpoint` rejected `request`'s render (again) and is
+    /// retried at `next_retry_at` (the publisher shows it as the pod's `nextRetryAt`).
+    Quarantined {
+        /// The deployment the pod rejected.
+        request: DeployRequest,
+        /// The endpoint.
+        endpoint: Endpoint,
+        /// HAProxy's message.
+        message: String,
+        /// Rejections in a row.
+        attempts: u32,
+        /// Wall-clock time of the next retry.
+        next_retry_at: haptic_journal::UnixMillis,
+    },
 }
 
 /// Reason text a drift-triggered validation carries (upstream `drift_prevention`).
@@ -158,6 +172,9 @@ fn reason(cause: DeploymentCause) -> DeploymentReason {
 /// Applies one input; returns the effects for the shell, in order.
 pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Effect> {
     let mut fx = Vec::new();
+    state
+        .wall_anchor
+        .get_or_insert((now, haptic_journal::UnixMillis(0)));
     match input {
         Input::Recovered {
             checkpoint,
@@ -174,7 +191,15 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.rejected = c
                     .rejected
                     .into_iter()
-                    .map(|r| (r.endpoint, (r.render, r.message)))
+                    .map(|r| {
+                        let q = Quarantine {
+                            render: r.render,
+                            message: r.message,
+                            attempts: r.attempts,
+                            next_retry_at: r.next_retry_at,
+                        };
+                        (r.endpoint, q)
+                    })
                     .collect();
             } else {
                 for a in applied {
@@ -232,7 +257,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.timeout_retries = None;
             }
             // A quarantine holds for its render only.
-            state.rejected.retain(|_, (r, _)| *r == render);
+            state.rejected.retain(|_, q| q.render == render);
             state.last_validated = Some((render, correlation.clone()));
             let drift = trigger_reason == DRIFT_TRIGGER_REASON;
             let targets: Vec<Endpoint> = state
@@ -394,12 +419,12 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                         state.backoff.remove(&e.url);
                         state.rejected.remove(&e.url);
                     } else if let Some(message) = rejected.remove(&e.url) {
-                        // Quarantined, not backed off: retrying cannot help.
+                        // Quarantined, not backed off: retried only at the quarantine's pace.
+                        quarantine(state, &request, e, message, now, &mut fx);
+                    } else if state.quarantined(&e.url, &request.render) {
+                        // A quarantine retry that failed for another reason (a timeout, a
+                        // 5xx): the quarantine's next step, not the backoff, retries it.
                         state.applied.remove(&e.url);
-                        state.backoff.remove(&e.url);
-                        state
-                            .rejected
-                            .insert(e.url.clone(), (request.render, message));
                     } else {
                         state.applied.remove(&e.url);
                         let failures = state.backoff.get(&e.url).map_or(0, |b| b.failures) + 1;

@@ -9,8 +9,45 @@ use haptic_journal::{
     Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason, Endpoint,
 };
 
-use super::state::{Phase, SchedulerSettings, SchedulerState};
+use super::state::{Phase, Quarantine, SchedulerSettings, SchedulerState};
 use super::{Effect, reason};
+
+/// Quarantines `request`'s render for `endpoint` after a permanent rejection: one more
+/// rejection in a row of the same render, the next retry one quarantine delay from `now`
+/// (doubling per rejection, capped), and an [`Effect::Quarantined`] for the pod's status.
+pub(super) fn quarantine(
+    state: &mut SchedulerState,
+    request: &DeployRequest,
+    endpoint: &Endpoint,
+    message: String,
+    now: Instant,
+    fx: &mut Vec<Effect>,
+) {
+    state.applied.remove(&endpoint.url);
+    state.backoff.remove(&endpoint.url);
+    let attempts = match state.rejected.get(&endpoint.url) {
+        Some(q) if q.render == request.render => q.attempts.saturating_add(1),
+        _ => 1,
+    };
+    let next = now + state.quarantine_delay(attempts);
+    let next_retry_at = state.wall(next);
+    state.rejected.insert(
+        endpoint.url.clone(),
+        Quarantine {
+            render: request.render,
+            message: message.clone(),
+            attempts,
+            next_retry_at,
+        },
+    );
+    fx.push(Effect::Quarantined {
+        request: request.clone(),
+        endpoint: endpoint.clone(),
+        message,
+        attempts,
+        next_retry_at,
+    });
+}
 
 /// Every endpoint not quarantined for `render`, in discovery order.
 pub(super) fn not_quarantined(state: &SchedulerState, render: Checksum) -> Vec<Endpoint> {
@@ -58,13 +95,22 @@ pub(super) fn queue(
     state: &mut SchedulerState,
     render: Checksum,
     mut endpoints: Vec<Endpoint>,
-    reason: DeploymentReason,
-    correlation: Correlation,
+    mut reason: DeploymentReason,
+    mut correlation: Correlation,
     fx: &mut Vec<Effect>,
 ) {
     if let Some(old) = &state.pending
         && old.render == render
     {
+        // A drift check joins a pending rollout of the same render without turning it into a
+        // drift run (issue 27, as for a timeout retry): the pods it is for never had the
+        // render and would be reported drifted.
+        if reason.cause == DeploymentCause::DriftPrevention
+            && old.reason.cause != DeploymentCause::DriftPrevention
+        {
+            reason = old.reason;
+            correlation = old.correlation.clone();
+        }
         for e in &old.endpoints {
             if !endpoints.iter().any(|n| n.url == e.url)
                 && state.endpoints.iter().any(|n| n.url == e.url)
@@ -144,13 +190,68 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
             return;
         }
     }
-    if let Some(next) = state
+    // Quarantined renders due for their retry (issue 27): only the last validated render (a
+    // quarantine of another one is dropped when a new render passes), to discovered pods.
+    if let Some((render, corr)) = state.last_validated.clone() {
+        let wall_now = state.wall(now);
+        let due: Vec<Endpoint> = state
+            .endpoints
+            .iter()
+            .filter(|e| {
+                state
+                    .rejected
+                    .get(&e.url)
+                    .is_some_and(|q| q.render == render && q.next_retry_at <= wall_now)
+            })
+            .cloned()
+            .collect();
+        if !due.is_empty() {
+            if ready > now {
+                fx.push(Effect::ArmTimer(ready));
+                return;
+            }
+            if let Some(req) = new_request(
+                state,
+                render,
+                due,
+                reason(DeploymentCause::QuarantineRetry),
+                corr,
+            ) {
+                // The retry moves each schedule one step on: a retry that ends without a
+                // verdict (a timeout, a 5xx) waits for that step, and a restart meanwhile
+                // does not retry at once (the checkpoint is journaled with the start).
+                for e in &req.endpoints {
+                    let attempts = state.rejected.get(&e.url).map_or(1, |q| q.attempts);
+                    let next = state.wall(now + state.quarantine_delay(attempts.saturating_add(1)));
+                    if let Some(q) = state.rejected.get_mut(&e.url) {
+                        q.next_retry_at = next;
+                    }
+                }
+                start(state, req, false, now, fx);
+                return;
+            }
+        }
+    }
+    let backoff_next = state
         .backoff
         .iter()
         .filter(|(u, _)| state.endpoints.iter().any(|e| &e.url == *u))
-        .map(|(_, b)| b.next_at)
-        .min()
-    {
+        .map(|(_, b)| b.next_at);
+    let quarantine_next = state
+        .last_validated
+        .as_ref()
+        .map(|(render, _)| {
+            state
+                .rejected
+                .iter()
+                .filter(|(u, q)| {
+                    q.render == *render && state.endpoints.iter().any(|e| &e.url == *u)
+                })
+                .map(|(_, q)| state.instant(q.next_retry_at, now))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    if let Some(next) = backoff_next.chain(quarantine_next).min() {
         fx.push(Effect::ArmTimer(next.max(ready)));
     }
 }
@@ -194,9 +295,9 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
     }
     // Endpoints that rejected it are quarantined as at a completion.
     for (url, message) in rejected {
-        state.backoff.remove(&url);
-        state.applied.remove(&url);
-        state.rejected.insert(url, (request.render, message));
+        if let Some(e) = request.endpoints.iter().find(|e| e.url == url) {
+            quarantine(state, &request, e, message, now, fx);
+        }
     }
     fx.push(Effect::Cancel {
         deployment: request.deployment.clone(),

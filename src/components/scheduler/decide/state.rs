@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use haptic_journal::{
     Checksum, Correlation, DeployRequest, Endpoint, EndpointUrl, RejectedRender, RuntimeConfigRef,
-    SchedulerCheckpoint, Term,
+    SchedulerCheckpoint, Term, UnixMillis,
 };
 
 /// Scheduler settings (DESIGN.md section 3 defaults).
@@ -22,6 +22,11 @@ pub struct SchedulerSettings {
     pub backoff_initial: Duration,
     /// Upper bound of the retry delay. Default: 60 s.
     pub backoff_max: Duration,
+    /// First retry of a quarantined render, doubling per rejection in a row (issue 27; upstream
+    /// retries a rejected render at every drift check). Default: the drift interval, 60 s.
+    pub quarantine_retry_initial: Duration,
+    /// Upper bound of the quarantine's retry delay (`--quarantine-retry-max`). Default: 1 h.
+    pub quarantine_retry_max: Duration,
 }
 
 impl Default for SchedulerSettings {
@@ -32,6 +37,8 @@ impl Default for SchedulerSettings {
             max_timeout_retries: 3,
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
+            quarantine_retry_initial: Duration::from_secs(60),
+            quarantine_retry_max: Duration::from_secs(3600),
         }
     }
 }
@@ -46,6 +53,10 @@ impl SchedulerSettings {
             ..SchedulerSettings::default()
         }
     }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What the scheduler is doing.
@@ -67,6 +78,21 @@ pub enum Phase {
         /// Endpoints whose failure was a permanent rejection of the render, with the message.
         rejected: BTreeMap<EndpointUrl, String>,
     },
+}
+
+/// One quarantined render of one endpoint (its Dataplane API rejected it permanently), with
+/// its retry schedule; journaled in the checkpoint as a [`RejectedRender`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quarantine {
+    /// The rejected render.
+    pub render: Checksum,
+    /// HAProxy's message.
+    pub message: String,
+    /// Rejections of `render` by the endpoint in a row (1 at the first).
+    pub attempts: u32,
+    /// Wall-clock time of the next retry (a retry that starts moves it one step further, so
+    /// a retry that fails for another reason waits for the next step, not the backoff's).
+    pub next_retry_at: UnixMillis,
 }
 
 /// Retry state of one failed endpoint.
@@ -106,10 +132,15 @@ pub struct SchedulerState {
     pub backoff: BTreeMap<EndpointUrl, Backoff>,
     /// Endpoints given up after the timeout retries (until a new render, pod change or drift).
     pub given_up: BTreeSet<EndpointUrl>,
-    /// The quarantine: per endpoint, the render its Dataplane API rejected permanently and
-    /// the message. The endpoint is not sent that render again (drift checks, new terms and
-    /// restarts included) until a new render, a pod change or an operator's retry request.
-    pub rejected: BTreeMap<EndpointUrl, (Checksum, String)>,
+    /// The quarantine: per endpoint, the render its Dataplane API rejected permanently, the
+    /// message and the retry schedule. The endpoint is not sent that render again (drift
+    /// checks, new terms and restarts included) before its retry time, a new render, a pod
+    /// change or an operator's retry request.
+    pub rejected: BTreeMap<EndpointUrl, Quarantine>,
+    /// The wall clock at one instant, `(instant, unix ms)`: how the pure decision turns the
+    /// journaled wall-clock retry times into [`Instant`]s and back. Set by the shell from the
+    /// clocks before the first input; unset, the first input's `now` is taken as unix ms 0.
+    pub wall_anchor: Option<(Instant, UnixMillis)>,
     /// Timeout retries of one render.
     pub timeout_retries: Option<(Checksum, u32)>,
     /// End of the last deployment (rate limit reference).
@@ -136,6 +167,7 @@ impl SchedulerState {
             backoff: BTreeMap::new(),
             given_up: BTreeSet::new(),
             rejected: BTreeMap::new(),
+            wall_anchor: None,
             timeout_retries: None,
             last_end: None,
             leader: None,
@@ -167,10 +199,12 @@ impl SchedulerState {
             rejected: self
                 .rejected
                 .iter()
-                .map(|(endpoint, (render, message))| RejectedRender {
+                .map(|(endpoint, q)| RejectedRender {
                     endpoint: endpoint.clone(),
-                    render: *render,
-                    message: message.clone(),
+                    render: q.render,
+                    message: q.message.clone(),
+                    attempts: q.attempts,
+                    next_retry_at: q.next_retry_at,
                 })
                 .collect(),
         }
@@ -182,7 +216,42 @@ impl SchedulerState {
     pub fn quarantined(&self, endpoint: &EndpointUrl, render: &Checksum) -> bool {
         self.rejected
             .get(endpoint)
-            .is_some_and(|(r, _)| r == render)
+            .is_some_and(|q| q.render == *render)
+    }
+
+    /// The wall-clock time of `at` (unix ms), by [`SchedulerState::wall_anchor`].
+    #[must_use]
+    pub fn wall(&self, at: Instant) -> UnixMillis {
+        let (i0, w0) = self.wall_anchor.unwrap_or((at, UnixMillis(0)));
+        if at >= i0 {
+            UnixMillis(w0.0.saturating_add(millis(at - i0)))
+        } else {
+            UnixMillis(w0.0.saturating_sub(millis(i0 - at)))
+        }
+    }
+
+    /// The instant of the wall-clock time `wall`, by [`SchedulerState::wall_anchor`]; a time
+    /// before the anchor is the anchor's instant when it cannot be represented.
+    #[must_use]
+    pub fn instant(&self, wall: UnixMillis, now: Instant) -> Instant {
+        let (i0, w0) = self.wall_anchor.unwrap_or((now, UnixMillis(0)));
+        if wall.0 >= w0.0 {
+            i0 + Duration::from_millis(wall.0 - w0.0)
+        } else {
+            i0.checked_sub(Duration::from_millis(w0.0 - wall.0))
+                .unwrap_or(i0)
+        }
+    }
+
+    /// Delay before the retry of a render rejected `attempts` times in a row: the initial
+    /// delay doubling per attempt, capped by [`SchedulerSettings::quarantine_retry_max`].
+    #[must_use]
+    pub fn quarantine_delay(&self, attempts: u32) -> Duration {
+        let exp = attempts.saturating_sub(1).min(20);
+        self.settings
+            .quarantine_retry_initial
+            .saturating_mul(1 << exp)
+            .min(self.settings.quarantine_retry_max)
     }
 
     /// The phase name for logs and health (`idle`, `rate_limiting`, `deploying`).
