@@ -14,8 +14,8 @@
 //!
 //! Schema 3 also appends three enum variants, which need no rewrite (bincode numbers variants
 //! in order, so every schema-2 record decodes unchanged):
-//! - `Event::DeploymentQuarantined { correlation, runtime_config, pod, render, attempts,
-//!   next_retry_at }` (bincode tag 20, record kind `deployment.quarantined`);
+//! - `Event::DeploymentQuarantined { correlation, runtime_config, pod, render, message,
+//!   attempts, next_retry_at }` (bincode tag 20, record kind `deployment.quarantined`);
 //! - `DeploymentCause::QuarantineRetry` (tag 5; a field of `deployment.scheduled` and of the
 //!   `deploy-pending` / `deploy-inflight` work items);
 //! - `PodStatusChange::Quarantined { checksum, message, attempts, next_retry_at }` (tag 3; the

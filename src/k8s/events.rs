@@ -83,7 +83,7 @@ pub fn drift_note(pod: &PodRef, differed: &[String]) -> String {
 #[must_use]
 pub fn rejected_note(pod: &str, error: &str) -> String {
     let note = format!(
-        "pod {pod} rejected the render and keeps what it ran; not retried until a new render,          a pod change or the annotation {}: {error}",
+        "pod {pod} rejected the render and keeps what it ran; retried with backoff (the pod's nextRetryAt), sooner on a new render, a pod change or the annotation {}: {error}",
         crate::k8s::crd::labels::RETRY_REJECTED
     );
     truncate(note, 1024)

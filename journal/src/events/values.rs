@@ -278,8 +278,9 @@ pub struct SyncMetadata {
     pub error: Option<String>,
     /// The failure is a permanent rejection of the render by the pod's Dataplane API (a
     /// 400/422 on the configuration push that persisted after the pod's files were synced
-    /// again): the render is quarantined for this pod (not retried until a new render, a pod
-    /// change or the `haproxy-haptic.org/retry-rejected` annotation). False on success.
+    /// again): the render is quarantined for this pod (retried with backoff, sooner on a new
+    /// render, a pod change or the `haproxy-haptic.org/retry-rejected` annotation). False on
+    /// success.
     pub rejected: bool,
 }
 

@@ -9,7 +9,7 @@ use super::trim::compact;
 use super::{BatchReply, Ctx, Request, Tx, WriterConfig, send_group};
 use crate::batch::{Accepted, Op};
 use crate::db::{Db, Inner, held_bytes};
-use crate::error::AcceptError;
+use crate::error::{AcceptError, CompactError};
 use crate::ids::UnixMillis;
 
 /// What the writer thread keeps between commits.
@@ -53,7 +53,7 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
             }
             let used = commit_group(&inner, &cfg, &mut state, &mut group, trim);
             if let Some(used) = used {
-                compact_if_free_dominates(&inner, &cfg, used);
+                let _ = compact_if_free_dominates(&inner, &cfg, used);
             }
         }
         for reply in compacts.drain(..) {
@@ -65,16 +65,35 @@ pub(crate) fn run(inner: Arc<Inner>, rx: Receiver<Request>, cfg: WriterConfig) {
     if cfg.auto_compact_path.is_some()
         && let Some(used) = held_bytes(&inner)
     {
-        compact_if_free_dominates(&inner, &cfg, used);
+        // A reader still live at the close (a component's last read) makes redb refuse the
+        // compaction (`Busy`); there is no next trim to try again, so wait for it, bounded.
+        for _ in 0..CLOSE_COMPACT_TRIES {
+            if !matches!(
+                compact_if_free_dominates(&inner, &cfg, used),
+                Some(Err(CompactError::Busy))
+            ) {
+                break;
+            }
+            std::thread::sleep(CLOSE_COMPACT_WAIT);
+        }
     }
 }
 
+/// Tries of the close's compaction while a reader is live, [`CLOSE_COMPACT_WAIT`] apart (at
+/// most about 1 s).
+const CLOSE_COMPACT_TRIES: u32 = 40;
+/// The wait between two tries of the close's compaction.
+const CLOSE_COMPACT_WAIT: std::time::Duration = std::time::Duration::from_millis(25);
+
 /// Auto-compaction (J6): compacts when the file is larger than twice the bytes of the pages
 /// redb holds plus the slack (free space dominates), or always when so configured.
-fn compact_if_free_dominates(inner: &Inner, cfg: &WriterConfig, used: u64) {
-    let Some(path) = &cfg.auto_compact_path else {
-        return;
-    };
+/// Returns the compaction's outcome when it ran (`None`: not needed, or not configured).
+fn compact_if_free_dominates(
+    inner: &Inner,
+    cfg: &WriterConfig,
+    used: u64,
+) -> Option<Result<bool, CompactError>> {
+    let path = cfg.auto_compact_path.as_ref()?;
     let file = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     if cfg.auto_compact_always
         || file
@@ -82,8 +101,10 @@ fn compact_if_free_dominates(inner: &Inner, cfg: &WriterConfig, used: u64) {
                 .saturating_mul(2)
                 .saturating_add(cfg.auto_compact_slack)
     {
-        // Busy (a reader is live) is fine: the next trim tries again.
-        let _ = compact(inner);
+        // Busy (a reader is live) is fine here: the next trim tries again.
+        Some(compact(inner))
+    } else {
+        None
     }
 }
 

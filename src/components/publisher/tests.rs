@@ -1705,9 +1705,37 @@ fn a_quarantined_pod_entry_shows_its_next_retry() {
         .status
         .is_none()
     );
-    // Accepted at the retry: cleared.
+    // Accepted at the retry: cleared; a stale notice after it changes nothing.
     let ok = decide::merge_pod_entry(Some(&e3), &change("a", spec, None, 181_500));
-    assert_eq!((ok.rejected, ok.next_retry_at), (None, None));
+    assert_eq!((ok.rejected, ok.next_retry_at.clone()), (None, None));
+    assert!(
+        decide::status_round(
+            Some(&object(vec![ok.clone()])),
+            &[notice(3, 500_000)],
+            &now()
+        )
+        .status
+        .is_none(),
+        "a stale notice after a success"
+    );
+    // A retry that failed otherwise (a 5xx) is a plain failure report; the scheduler's notice
+    // that follows keeps the pod shown quarantined.
+    let failed = decide::merge_pod_entry(Some(&e3), &change("a", spec, Some("503"), 190_000));
+    assert_eq!(
+        (failed.rejected, failed.consecutive_errors),
+        (None, Some(3))
+    );
+    let r4 = decide::status_round(Some(&object(vec![failed])), &[notice(2, 430_000)], &now());
+    let e4 = entry_of(&r4);
+    assert_eq!(e4.rejected, Some(true));
+    assert_eq!(e4.next_retry_at, Some(k8s_time(UnixMillis(430_000))));
+    // A notice for another render than the entry's (superseded) changes nothing.
+    let other = decide::merge_pod_entry(None, &change("a", sum(9), Some("x"), 1));
+    assert!(
+        decide::status_round(Some(&object(vec![other])), &[notice(1, 1)], &now())
+            .status
+            .is_none()
+    );
     // A notice for an object not completely published waits.
     assert_eq!(
         decide::park_rule(Some(&cfg(spec, false, vec![])), &notice(1, 1)),

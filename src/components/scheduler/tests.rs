@@ -294,8 +294,29 @@ fn a_quarantine_retry_time_survives_a_restart() {
         due + Duration::from_secs(1),
     );
     assert!(quarantine_retry(&fx).is_none(), "{fx:?}");
-    // The retry fails with a 5xx (no verdict): no failure backoff, the next step holds.
-    fail_then_complete(&mut r, &retry, &[(1, true)], due + Duration::from_secs(2));
+    // The retry fails with a 5xx (no verdict): no failure backoff, the next step holds, and
+    // the status is told the pod is still quarantined (its report was a plain failure).
+    decide(
+        &mut r,
+        Input::InstanceFailed {
+            deployment: retry.deployment.clone(),
+            endpoint: ep(1).url,
+            retryable: true,
+            error: "503".into(),
+        },
+        due + Duration::from_secs(2),
+    );
+    let fx = decide(
+        &mut r,
+        Input::Completed {
+            deployment: retry.deployment.clone(),
+        },
+        due + Duration::from_secs(2),
+    );
+    assert_eq!(
+        quarantined_fx(&fx),
+        vec![(ep(1).url, 1, r.wall(due + Duration::from_secs(120)))]
+    );
     assert!(!r.backoff.contains_key(&ep(1).url));
     assert!(r.quarantined(&ep(1).url, &render(1)));
     let next = due + Duration::from_secs(120);
@@ -1331,4 +1352,130 @@ fn the_deployer_names_the_schedulers_checkpoint() {
         super::COMPONENT,
         crate::components::deployer::SCHEDULER_COMPONENT
     );
+}
+
+/// Review of issue 27: a quarantine retry that times out is neither retried at once (as a
+/// timeout retry) nor given up: the pod keeps its quarantine, the status is told again, and the
+/// next step retries it. A drift check pending meanwhile runs as a drift run to its own pods.
+#[test]
+fn a_timed_out_quarantine_retry_waits_for_the_next_step() {
+    let settings = SchedulerSettings {
+        quarantine_retry_initial: Duration::from_secs(60),
+        quarantine_retry_max: Duration::from_secs(3600),
+        ..SchedulerSettings::default()
+    };
+    let (mut s, t0) = leader_with(settings, 2);
+    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    decide(
+        &mut s,
+        Input::InstanceDeployed {
+            deployment: req.deployment.clone(),
+            endpoint: ep(1).url,
+        },
+        t0,
+    );
+    fail_then_complete(&mut s, &req, &[(2, false)], t0);
+    let due = t0 + Duration::from_secs(60);
+    let retry = quarantine_retry(&decide(&mut s, Input::Tick, due))
+        .unwrap()
+        .clone();
+    // A drift check arrives while the retry runs (pod 1 only: pod 2 is quarantined).
+    decide(
+        &mut s,
+        Input::Drift {
+            correlation: Correlation::new("drift"),
+        },
+        due + Duration::from_secs(1),
+    );
+    let timeout = due + s.settings.deployment_timeout;
+    let fx = decide(&mut s, Input::Tick, timeout);
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Cancel { .. })),
+        "{fx:?}"
+    );
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::GiveUp { .. })),
+        "the quarantined pod is not given up: {fx:?}"
+    );
+    assert_eq!(
+        quarantined_fx(&fx),
+        vec![(ep(2).url, 1, s.wall(due + Duration::from_secs(120)))],
+        "the status is told the pod is still quarantined"
+    );
+    let next = started(&fx).expect("the pending drift check").clone();
+    assert_eq!(next.endpoints, vec![ep(1)], "not the quarantined pod");
+    assert_eq!(
+        next.reason.cause,
+        DeploymentCause::DriftPrevention,
+        "a drift run, not a quarantine retry"
+    );
+    complete_all(&mut s, &next, timeout);
+    assert!(s.quarantined(&ep(2).url, &render(1)));
+    assert!(!s.given_up.contains(&ep(2).url));
+    let step = due + Duration::from_secs(120);
+    assert!(
+        started(&decide(
+            &mut s,
+            Input::Tick,
+            step - Duration::from_millis(1)
+        ))
+        .is_none()
+    );
+    assert_eq!(
+        quarantine_retry(&decide(&mut s, Input::Tick, step)).map(|r| r.endpoints.clone()),
+        Some(vec![ep(2)])
+    );
+    let _ = retry;
+}
+
+/// Review of issue 27: a rejection of a render superseded while the deployment ran quarantines
+/// nothing (the new render goes to the pod anyway; a quarantine of the old one would never be
+/// retried, and the status would name it).
+#[test]
+fn a_rejection_of_a_superseded_render_quarantines_nothing() {
+    let (mut s, t0) = leader(1);
+    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    decide(&mut s, validated(2), t0 + Duration::from_millis(10));
+    let fx = decide(
+        &mut s,
+        Input::InstanceFailed {
+            deployment: req.deployment.clone(),
+            endpoint: ep(1).url,
+            retryable: false,
+            error: "[ALERT] x".into(),
+        },
+        t0 + Duration::from_millis(20),
+    );
+    assert!(quarantined_fx(&fx).is_empty());
+    let fx = decide(
+        &mut s,
+        Input::Completed {
+            deployment: req.deployment.clone(),
+        },
+        t0 + Duration::from_millis(30),
+    );
+    assert!(quarantined_fx(&fx).is_empty(), "{fx:?}");
+    assert!(s.rejected.is_empty());
+    let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(3));
+    assert_eq!(started(&fx).map(|r| r.render), Some(render(2)));
+}
+
+/// Review of issue 27: with nothing pending, a timed-out quarantine retry starts no timeout
+/// retry (before: `quarantine_retry_timeout_retry` at once, three times, then a give-up whose
+/// report cleared the quarantine from the status).
+#[test]
+fn a_timed_out_quarantine_retry_alone_starts_nothing() {
+    let (mut s, t0) = leader(1);
+    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    fail_then_complete(&mut s, &req, &[(1, false)], t0);
+    let due = s.instant(s.rejected[&ep(1).url].next_retry_at, t0);
+    quarantine_retry(&decide(&mut s, Input::Tick, due)).expect("the retry");
+    let timeout = due + s.settings.deployment_timeout;
+    let fx = decide(&mut s, Input::Tick, timeout);
+    assert!(started(&fx).is_none(), "{fx:?}");
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::GiveUp { .. })),
+        "{fx:?}"
+    );
+    assert!(s.quarantined(&ep(1).url, &render(1)));
 }

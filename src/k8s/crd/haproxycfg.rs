@@ -134,9 +134,10 @@ impl HAProxyCfgStatus {
     /// last sync failed otherwise (any checksum: retried); *pending* otherwise (another
     /// checksum, no error: deploying). The condition is True/`AllPodsSynced` when every entry
     /// is synced and there is at least one; else False with the first reason that applies, in
-    /// this precedence: `DeploymentRejected` (it needs an operator or a new render), then
-    /// `PodsFailed` (retried, may need an operator), then `PodsPending` (will converge by
-    /// itself), then `NoPods`. The message names the pods concerned (sorted by name) and, for
+    /// this precedence: `DeploymentRejected` (retried at the quarantine's backoff, may need an
+    /// operator or a new render), then `PodsFailed` (retried, may need an operator), then
+    /// `PodsPending` (will converge by itself), then `RenderTooLarge` (the pods run the newest
+    /// render, which `SizeLimitExceeded=True` names: it needs a smaller render), then `NoPods`. The message names the pods concerned (sorted by name) and, for
     /// rejected and failed pods, their errors; at most 1024 bytes. Deterministic: the same
     /// status gives the same condition, so a no-op round writes nothing.
     #[must_use]

@@ -71,9 +71,9 @@ pub struct PodDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<bool>,
     /// With `rejected`: when the controller sends the quarantined render to the pod again
-    /// (the drift interval after the first rejection, doubling per rejection in a row up to
-    /// `--quarantine-retry-max`, default 1 h; journaled, so a restart keeps it). Absent
-    /// otherwise.
+    /// (`--quarantine-retry-initial`, default the drift interval, after the first rejection,
+    /// doubling per rejection in a row up to `--quarantine-retry-max`, default 1 h; journaled,
+    /// so a restart of the replica keeps it). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_at: Option<Time>,
     /// Failed syncs in a row; 0 after a success.

@@ -194,9 +194,16 @@ pub fn status_round(cfg: Option<&HAProxyCfg>, changes: &[PodChange], now: &Time)
                 // The retry schedule of the pod's quarantine: the entry shows the rejection
                 // and when it is retried; the failure itself is counted by the deployment's
                 // report (its own item), never here.
-                // A pod with no entry gets none from it (its report makes the entry; a pod
-                // removed meanwhile stays removed).
-                if let Some(entry) = st.deployed_to_pods.iter_mut().find(|p| p.pod_name == c.pod) {
+                // Only an entry whose last sync of this checksum failed takes it (its report
+                // was written first: it sorts and is queued before the notice). A pod with no
+                // entry, or one that ran this checksum or another since (a stale notice after
+                // a success or a newer render), is left as it is.
+                if let Some(entry) = st
+                    .deployed_to_pods
+                    .iter_mut()
+                    .find(|p| p.pod_name == c.pod)
+                    .filter(|p| p.checksum == Some(*checksum) && p.last_error.is_some())
+                {
                     entry.checksum = Some(*checksum);
                     entry.rejected = Some(true);
                     entry.last_error = Some(message.clone());

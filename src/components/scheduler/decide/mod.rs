@@ -421,9 +421,21 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     } else if let Some(message) = rejected.remove(&e.url) {
                         // Quarantined, not backed off: retried only at the quarantine's pace.
                         quarantine(state, &request, e, message, now, &mut fx);
-                    } else if state.quarantined(&e.url, &request.render) {
+                    } else if let Some(q) = state
+                        .rejected
+                        .get(&e.url)
+                        .filter(|q| q.render == request.render)
+                    {
                         // A quarantine retry that failed for another reason (a timeout, a
-                        // 5xx): the quarantine's next step, not the backoff, retries it.
+                        // 5xx): the quarantine's next step, not the backoff, retries it, and
+                        // the status says so again (the report was a plain failure).
+                        fx.push(Effect::Quarantined {
+                            request: request.clone(),
+                            endpoint: e.clone(),
+                            message: q.message.clone(),
+                            attempts: q.attempts,
+                            next_retry_at: q.next_retry_at,
+                        });
                         state.applied.remove(&e.url);
                     } else {
                         state.applied.remove(&e.url);

@@ -25,6 +25,11 @@ pub(super) fn quarantine(
 ) {
     state.applied.remove(&endpoint.url);
     state.backoff.remove(&endpoint.url);
+    if state.last_validated.as_ref().map(|(r, _)| *r) != Some(request.render) {
+        // A render superseded while the deployment ran: the new one goes to the pod anyway,
+        // and a quarantine of the old one would never be retried (nor shown truthfully).
+        return;
+    }
     let attempts = match state.rejected.get(&endpoint.url) {
         Some(q) if q.render == request.render => q.attempts.saturating_add(1),
         _ => 1,
@@ -330,21 +335,48 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
                 }
             }
             let cause = if p.reason.cause == DeploymentCause::DriftPrevention
-                && request.reason.cause != DeploymentCause::DriftPrevention
-            {
+                && !matches!(
+                    request.reason.cause,
+                    DeploymentCause::DriftPrevention | DeploymentCause::QuarantineRetry
+                ) {
                 request.reason.cause
             } else {
                 p.reason.cause
             };
             (p.render, endpoints, p.correlation.clone(), cause)
         }
+        // A pod quarantined for the render (the unfinished pods of a timed-out
+        // `quarantine_retry`) waits for its quarantine's next step, not a timeout retry.
         None => (
             request.render,
-            unfinished.clone(),
+            unfinished
+                .iter()
+                .filter(|e| !state.quarantined(&e.url, &request.render))
+                .cloned()
+                .collect(),
             request.correlation.clone(),
             request.reason.cause,
         ),
     };
+    // The timed-out quarantine retry's pods keep their quarantine: say so again (their
+    // reports, if any, were failures the status would take for a plain retry).
+    for e in &unfinished {
+        if let Some(q) = state.rejected.get(&e.url)
+            && q.render == request.render
+        {
+            fx.push(Effect::Quarantined {
+                request: request.clone(),
+                endpoint: e.clone(),
+                message: q.message.clone(),
+                attempts: q.attempts,
+                next_retry_at: q.next_retry_at,
+            });
+        }
+    }
+    let unfinished: Vec<Endpoint> = unfinished
+        .into_iter()
+        .filter(|e| !state.quarantined(&e.url, &request.render))
+        .collect();
     let retry_reason = DeploymentReason {
         cause: retry_cause,
         timeout_retry: true,

@@ -148,9 +148,9 @@ pub(super) async fn route(
         }
         ["apis"] => return ok(discovery::apis_legacy(&types)),
         ["apis", g] => {
-            return discovery::group(&types, g)
-                .map(|v| json_resp(200, &v))
-                .ok_or_else(|| ApiError::no_route(path));
+            return Ok(
+                discovery::group(&types, g).map_or_else(page_not_found, |v| json_resp(200, &v))
+            );
         }
         ["openapi", "v3"] => return ok(discovery::openapi_root(&types)),
         ["openapi", "v3", "api", v] => {
@@ -170,6 +170,15 @@ pub(super) async fn route(
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Err(ApiError::no_route(path)),
     };
+    if !types
+        .iter()
+        .any(|r| r.group == group && r.version == version)
+    {
+        // A group/version nothing serves (a CRD not installed): the real kube-apiserver's mux
+        // answers a plain-text 404, not a Status (issue 27: the controller must class it as a
+        // missing resource type from that answer too).
+        return Ok(page_not_found());
+    }
     if rest.is_empty() {
         return discovery::resource_list(&types, group, version)
             .map(|v| json_resp(200, &v))
@@ -401,4 +410,10 @@ fn delete_content_type(ct: &str) -> &str {
     } else {
         ct
     }
+}
+
+/// The real kube-apiserver's answer for a path its mux does not serve (a group or version no
+/// API serves): `404 page not found`, plain text.
+fn page_not_found() -> Response<Body> {
+    full(404, "text/plain; charset=utf-8", "404 page not found\n")
 }

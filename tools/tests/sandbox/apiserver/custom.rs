@@ -312,3 +312,35 @@ async fn custom_resource_status_subresource_generation_and_schema() {
     );
     assert_eq!(smp.code, 415);
 }
+
+/// A group/version nothing serves (a CRD not installed) is answered as the real
+/// kube-apiserver's mux answers it: plain-text `404 page not found`, not a Status; a served
+/// group's unknown resource is still a Status (issue 27: the controller classes both as a
+/// missing resource type, and tests on the emulator must see what a cluster sends).
+#[tokio::test]
+async fn an_unserved_group_is_a_plain_404_page_not_found() {
+    let env = Env::start().await;
+    for path in [
+        "/apis/haproxy-haptic.org/v1alpha1/namespaces/default/haproxycfgs",
+        "/apis/haproxy-haptic.org/v1alpha1",
+        "/apis/haproxy-haptic.org",
+    ] {
+        let resp = reqwest::get(format!("{}{path}", env.server.url()))
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 404, "{path}");
+        let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(ct.starts_with("text/plain"), "{path}: {ct}");
+        assert_eq!(resp.text().await.unwrap(), "404 page not found\n", "{path}");
+    }
+    install_crd(&env).await;
+    let (code, body, _) = env
+        .http(
+            "GET",
+            "/apis/haproxy-haptic.org/v1alpha1/nothings",
+            "",
+            None,
+        )
+        .await;
+    assert_eq!((code, body["kind"].as_str()), (404, Some("Status")));
+}
