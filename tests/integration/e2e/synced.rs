@@ -315,7 +315,7 @@ pub async fn scale_up(peers: Peers) {
 
 /// The quarantine backoff of `quarantine_backoff`: the first retry after `QUARANTINE_DRIFT`
 /// (the drift interval, the default first delay), doubling up to `QUARANTINE_MAX`.
-const QUARANTINE_DRIFT: Duration = Duration::from_millis(500);
+const QUARANTINE_DRIFT: Duration = Duration::from_secs(1);
 const QUARANTINE_MAX: Duration = Duration::from_secs(8);
 
 /// The quarantine delay after `attempts` rejections in a row.
@@ -386,7 +386,7 @@ pub async fn quarantine_backoff(peers: Peers) {
     feed(&render_dir, "02-maps");
     let want = checksum("02-maps");
 
-    // Five attempts (the first and four retries), at the backoff's pace: 0.5 s, 1 s, 2 s, 4 s.
+    // Five attempts (the first and four retries), at the backoff's pace: 1 s, 2 s, 4 s, 8 s.
     let seen = 5;
     let bound = bounds().deployment() * 2
         + (1..u32::try_from(seen).unwrap())
@@ -415,7 +415,7 @@ pub async fn quarantine_backoff(peers: Peers) {
         &world,
         MAIN,
         bounds().follow_up(),
-        "pod 0's entry: rejected, 5 errors in a row, a next retry",
+        "pod 0's entry: rejected, 5 errors in a row, the next retry after the fifth",
         |c| {
             let st = c.status.as_ref().ok_or("no status")?;
             let e = st
@@ -423,12 +423,18 @@ pub async fn quarantine_backoff(peers: Peers) {
                 .iter()
                 .find(|e| e.pod_name == pods[0].name)
                 .ok_or("no entry")?;
+            // The fifth failure's report and the scheduler's notice of its retry time are two
+            // status items (they may land in two rounds): wait for both.
+            let after_last = match (&e.next_retry_at, &e.last_error_at) {
+                (Some(n), Some(l)) => n.0 > l.0,
+                _ => false,
+            };
             (e.rejected == Some(true)
                 && e.checksum == Some(want)
                 && e.consecutive_errors == Some(i64::try_from(seen).unwrap())
-                && e.next_retry_at.is_some())
-            .then(|| e.clone())
-            .ok_or(format!("{e:?}"))
+                && after_last)
+                .then(|| e.clone())
+                .ok_or(format!("{e:?}"))
         },
     )
     .await;
