@@ -97,13 +97,13 @@ fn complete_all(s: &mut SchedulerState, req: &DeployRequest, now: Instant) -> Ve
 }
 
 /// Reports each `(pod, retryable)` of `req` failed (a 400 rejection's message), then the
-/// deployment completed.
+/// deployment completed; returns the completion's effects.
 fn fail_then_complete(
     s: &mut SchedulerState,
     req: &DeployRequest,
     pods: &[(u8, bool)],
     now: Instant,
-) {
+) -> Vec<Effect> {
     for &(n, retryable) in pods {
         decide(
             s,
@@ -122,7 +122,7 @@ fn fail_then_complete(
             deployment: req.deployment.clone(),
         },
         now,
-    );
+    )
 }
 
 /// A quarantine of render `n`, rejected once, retried far in the future.
@@ -296,23 +296,7 @@ fn a_quarantine_retry_time_survives_a_restart() {
     assert!(quarantine_retry(&fx).is_none(), "{fx:?}");
     // The retry fails with a 5xx (no verdict): no failure backoff, the next step holds, and
     // the status is told the pod is still quarantined (its report was a plain failure).
-    decide(
-        &mut r,
-        Input::InstanceFailed {
-            deployment: retry.deployment.clone(),
-            endpoint: ep(1).url,
-            retryable: true,
-            error: "503".into(),
-        },
-        due + Duration::from_secs(2),
-    );
-    let fx = decide(
-        &mut r,
-        Input::Completed {
-            deployment: retry.deployment.clone(),
-        },
-        due + Duration::from_secs(2),
-    );
+    let fx = fail_then_complete(&mut r, &retry, &[(1, true)], due + Duration::from_secs(2));
     assert_eq!(
         quarantined_fx(&fx),
         vec![(ep(1).url, 1, r.wall(due + Duration::from_secs(120)))]

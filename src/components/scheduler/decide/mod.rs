@@ -14,7 +14,7 @@ mod queue;
 mod state;
 
 pub use queue::backoff_delay;
-use queue::{not_quarantined, pump, quarantine, queue};
+use queue::{not_quarantined, pump, quarantine, queue, still_quarantined};
 pub use state::{Backoff, Phase, Quarantine, SchedulerSettings, SchedulerState};
 
 /// A fact the scheduler reacts to.
@@ -429,13 +429,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                         // A quarantine retry that failed for another reason (a timeout, a
                         // 5xx): the quarantine's next step, not the backoff, retries it, and
                         // the status says so again (the report was a plain failure).
-                        fx.push(Effect::Quarantined {
-                            request: request.clone(),
-                            endpoint: e.clone(),
-                            message: q.message.clone(),
-                            attempts: q.attempts,
-                            next_retry_at: q.next_retry_at,
-                        });
+                        fx.push(still_quarantined(&request, e, q));
                         state.applied.remove(&e.url);
                     } else {
                         state.applied.remove(&e.url);

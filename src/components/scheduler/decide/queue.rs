@@ -12,6 +12,23 @@ use haptic_journal::{
 use super::state::{Phase, Quarantine, SchedulerSettings, SchedulerState};
 use super::{Effect, reason};
 
+/// The [`Effect::Quarantined`] that tells the status `endpoint` is still quarantined for
+/// `request`'s render with schedule `q` (a quarantine retry that ended without a verdict: its
+/// report was a plain failure).
+pub(super) fn still_quarantined(
+    request: &DeployRequest,
+    endpoint: &Endpoint,
+    q: &Quarantine,
+) -> Effect {
+    Effect::Quarantined {
+        request: request.clone(),
+        endpoint: endpoint.clone(),
+        message: q.message.clone(),
+        attempts: q.attempts,
+        next_retry_at: q.next_retry_at,
+    }
+}
+
 /// Quarantines `request`'s render for `endpoint` after a permanent rejection: one more
 /// rejection in a row of the same render, the next retry one quarantine delay from `now`
 /// (doubling per rejection, capped), and an [`Effect::Quarantined`] for the pod's status.
@@ -179,21 +196,20 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
         .collect();
     if !due.is_empty()
         && let Some((render, corr)) = state.last_validated.clone()
-    {
-        if ready > now {
-            fx.push(Effect::ArmTimer(ready));
-            return;
-        }
-        if let Some(req) = new_request(
+        && let Some(req) = due_request(
             state,
             render,
             due,
-            reason(DeploymentCause::ConfigValidation),
+            DeploymentCause::ConfigValidation,
             corr,
-        ) {
+            now,
+            fx,
+        )
+    {
+        if let Some(req) = req {
             start(state, req, false, now, fx);
-            return;
         }
+        return;
     }
     // Quarantined renders due for their retry (issue 27): only the last validated render (a
     // quarantine of another one is dropped when a new render passes), to discovered pods.
@@ -210,18 +226,18 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
             })
             .cloned()
             .collect();
-        if !due.is_empty() {
-            if ready > now {
-                fx.push(Effect::ArmTimer(ready));
-                return;
-            }
-            if let Some(req) = new_request(
+        if !due.is_empty()
+            && let Some(req) = due_request(
                 state,
                 render,
                 due,
-                reason(DeploymentCause::QuarantineRetry),
+                DeploymentCause::QuarantineRetry,
                 corr,
-            ) {
+                now,
+                fx,
+            )
+        {
+            if let Some(req) = req {
                 // The retry moves each schedule one step on: a retry that ends without a
                 // verdict (a timeout, a 5xx) waits for that step, and a restart meanwhile
                 // does not retry at once (the checkpoint is journaled with the start).
@@ -233,8 +249,8 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
                     }
                 }
                 start(state, req, false, now, fx);
-                return;
             }
+            return;
         }
     }
     let backoff_next = state
@@ -259,6 +275,25 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
     if let Some(next) = backoff_next.chain(quarantine_next).min() {
         fx.push(Effect::ArmTimer(next.max(ready)));
     }
+}
+
+/// The request of retries due at `now` (`Some(None)`: wait for the rate limit, the timer is
+/// armed; `None`: no HAProxyCfg to report to yet, nothing to do).
+fn due_request(
+    state: &mut SchedulerState,
+    render: Checksum,
+    due: Vec<Endpoint>,
+    cause: DeploymentCause,
+    correlation: Correlation,
+    now: Instant,
+    fx: &mut Vec<Effect>,
+) -> Option<Option<DeployRequest>> {
+    let ready = state.ready_at(now);
+    if ready > now {
+        fx.push(Effect::ArmTimer(ready));
+        return Some(None);
+    }
+    new_request(state, render, due, reason(cause), correlation).map(Some)
 }
 
 pub(super) fn start(
@@ -364,13 +399,7 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
         if let Some(q) = state.rejected.get(&e.url)
             && q.render == request.render
         {
-            fx.push(Effect::Quarantined {
-                request: request.clone(),
-                endpoint: e.clone(),
-                message: q.message.clone(),
-                attempts: q.attempts,
-                next_retry_at: q.next_retry_at,
-            });
+            fx.push(still_quarantined(&request, e, q));
         }
     }
     let unfinished: Vec<Endpoint> = unfinished
