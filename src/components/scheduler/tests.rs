@@ -125,6 +125,28 @@ fn fail_then_complete(
     )
 }
 
+/// Reports `deployed` pods of `req` deployed, then [`fail_then_complete`] with `failed`;
+/// returns the completion's effects.
+fn settle(
+    s: &mut SchedulerState,
+    req: &DeployRequest,
+    deployed: &[u8],
+    failed: &[(u8, bool)],
+    now: Instant,
+) -> Vec<Effect> {
+    for &n in deployed {
+        decide(
+            s,
+            Input::InstanceDeployed {
+                deployment: req.deployment.clone(),
+                endpoint: ep(n).url,
+            },
+            now,
+        );
+    }
+    fail_then_complete(s, req, failed, now)
+}
+
 /// A quarantine of render `n`, rejected once, retried far in the future.
 fn quarantine_of(n: u8, message: &str) -> Quarantine {
     Quarantine {
@@ -169,31 +191,7 @@ fn a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap() {
     };
     let (mut s, t0) = leader_with(settings, 2);
     let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    decide(
-        &mut s,
-        Input::InstanceDeployed {
-            deployment: req.deployment.clone(),
-            endpoint: ep(1).url,
-        },
-        t0,
-    );
-    decide(
-        &mut s,
-        Input::InstanceFailed {
-            deployment: req.deployment.clone(),
-            endpoint: ep(2).url,
-            retryable: false,
-            error: "[ALERT] could not resolve address 'be1'".into(),
-        },
-        t0,
-    );
-    let fx = decide(
-        &mut s,
-        Input::Completed {
-            deployment: req.deployment.clone(),
-        },
-        t0,
-    );
+    let fx = settle(&mut s, &req, &[1], &[(2, false)], t0);
     let first_retry = t0 + initial;
     assert_eq!(
         quarantined_fx(&fx),
@@ -1176,33 +1174,7 @@ fn a_pending_request_skips_a_pod_quarantined_meanwhile() {
         t0,
     );
     assert_eq!(pending_written(&fx).expect("queued").endpoints.len(), 3);
-    decide(
-        &mut s,
-        Input::InstanceDeployed {
-            deployment: req.deployment.clone(),
-            endpoint: ep(1).url,
-        },
-        t0,
-    );
-    for (n, retryable) in [(2, false), (3, true)] {
-        decide(
-            &mut s,
-            Input::InstanceFailed {
-                deployment: req.deployment.clone(),
-                endpoint: ep(n).url,
-                retryable,
-                error: "dataplane rejected the configuration with status 400: [ALERT] x".into(),
-            },
-            t0,
-        );
-    }
-    decide(
-        &mut s,
-        Input::Completed {
-            deployment: req.deployment.clone(),
-        },
-        t0,
-    );
+    settle(&mut s, &req, &[1], &[(2, false), (3, true)], t0);
     assert!(s.quarantined(&ep(2).url, &render(1)));
     assert!(!s.quarantined(&ep(3).url, &render(1)));
     assert!(
@@ -1350,15 +1322,7 @@ fn a_timed_out_quarantine_retry_waits_for_the_next_step() {
     };
     let (mut s, t0) = leader_with(settings, 2);
     let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    decide(
-        &mut s,
-        Input::InstanceDeployed {
-            deployment: req.deployment.clone(),
-            endpoint: ep(1).url,
-        },
-        t0,
-    );
-    fail_then_complete(&mut s, &req, &[(2, false)], t0);
+    settle(&mut s, &req, &[1], &[(2, false)], t0);
     let due = t0 + Duration::from_secs(60);
     let retry = quarantine_retry(&decide(&mut s, Input::Tick, due))
         .unwrap()

@@ -105,19 +105,34 @@ async fn rejected_events(world: &Fleet) -> Vec<K8sEvent> {
         .collect()
 }
 
-pub async fn synced_and_quarantine(peers: Peers) {
+/// A fleet of two pods, the render directory fed `01-basic`, and the options of a controller
+/// `solo` on it with the drift interval `drift` and the flags `extra`.
+async fn two_pods_on_01(
+    peers: Peers,
+    drift: Duration,
+    extra: [String; 2],
+) -> (Fleet, std::path::PathBuf, haptic_testkit::ControllerOpts) {
     let world = start(peers, 2).await;
     let render_dir = world.dir().join("render");
     feed(&render_dir, "01-basic");
     let mut o = opts(&world, "solo", &render_dir);
     o.extra.extend([
         "--drift-prevention-interval".into(),
-        format!("{}ms", DRIFT.as_millis()),
-        // The quarantine's own retries (issue 27, `quarantine_backoff`) are far off here: this
-        // test shows what happens between them.
-        "--quarantine-retry-initial".into(),
-        "1h".into(),
+        format!("{}ms", drift.as_millis()),
     ]);
+    o.extra.extend(extra);
+    (world, render_dir, o)
+}
+
+pub async fn synced_and_quarantine(peers: Peers) {
+    // The quarantine's own retries (issue 27, `quarantine_backoff`) are far off here: this test
+    // shows what happens between them.
+    let (world, render_dir, o) = two_pods_on_01(
+        peers,
+        DRIFT,
+        ["--quarantine-retry-initial".into(), "1h".into()],
+    )
+    .await;
     let _ctl = world.controller(o);
     let pods = world.pods();
     let target = format!("hpcfg/{MAIN}");
@@ -364,16 +379,15 @@ async fn attempts(pod: &Pod) -> Vec<(k8s_openapi::jiff::Timestamp, k8s_openapi::
 /// deployed at once by the new term), then retries; the cause having gone meanwhile (a
 /// transient rejection), the pod converges with no operator action.
 pub async fn quarantine_backoff(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let mut o = opts(&world, "solo", &render_dir);
-    o.extra.extend([
-        "--drift-prevention-interval".into(),
-        format!("{}ms", QUARANTINE_DRIFT.as_millis()),
-        "--quarantine-retry-max".into(),
-        format!("{}s", QUARANTINE_MAX.as_secs()),
-    ]);
+    let (world, render_dir, o) = two_pods_on_01(
+        peers,
+        QUARANTINE_DRIFT,
+        [
+            "--quarantine-retry-max".into(),
+            format!("{}s", QUARANTINE_MAX.as_secs()),
+        ],
+    )
+    .await;
     let mut ctl = world.controller(o.clone());
     let pods = world.pods();
     published(&world, "01-basic", 2).await;
