@@ -203,15 +203,24 @@ pub async fn lease_stolen(peers: Peers) {
     let ctl = world.controller(o.clone());
     check_render(&world, STREAM[0], "").await;
     let leases: Api<Lease> = Api::namespaced(world.client(), world.namespace());
-    let mut lease = leases.get(super::LEASE).await.unwrap();
-    let spec = lease.spec.as_mut().unwrap();
-    spec.holder_identity = Some("intruder".into());
-    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-    leases
-        .replace(super::LEASE, &Default::default(), &lease)
-        .await
-        .unwrap();
+    // Read, modify, write, as a successor would: the controller renews every retry period, so
+    // a renew between the read and the write is a 409 (another resourceVersion): read again.
+    let mut tries = 0;
+    loop {
+        let mut lease = leases.get(super::LEASE).await.unwrap();
+        let spec = lease.spec.as_mut().unwrap();
+        spec.holder_identity = Some("intruder".into());
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        match leases
+            .replace(super::LEASE, &Default::default(), &lease)
+            .await
+        {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 && tries < 20 => tries += 1,
+            Err(e) => panic!("taking the Lease: {e}"),
+        }
+    }
     feed(&render_dir, STREAM[1]);
     check_render(&world, STREAM[1], STREAM[0]).await;
     let log = ctl.log_text();
