@@ -5,8 +5,7 @@
 //! Two shapes of one render: [`RenderContent`], the bytes as a source read them (the checksum
 //! and blob keys follow from them: [`RenderContent::manifest`]), and [`JournaledRender`], the
 //! bytes as the journal holds them, each with the blob key it is stored under (what the
-//! validator, the publisher and the Kubernetes writer take, and the deployer's `LoadedRender`
-//! can become).
+//! validator, the publisher, the Kubernetes writer and the deployer take).
 
 use std::borrow::Cow;
 

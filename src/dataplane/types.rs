@@ -226,6 +226,14 @@ impl From<AuxKind> for StorageKind {
     }
 }
 
+impl crate::core::render::JournaledFile {
+    /// The Dataplane storage this render file goes to ([`StorageKind::from`] its kind).
+    #[must_use]
+    pub fn storage(&self) -> StorageKind {
+        StorageKind::from(self.kind)
+    }
+}
+
 /// Query flags of storage writes (ecosystem.md A.5). Sent only where the spec declares them
 /// (a certificate's writes, the replace of a map or general file); elsewhere the write never
 /// reloads anyway.

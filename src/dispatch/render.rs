@@ -1,5 +1,5 @@
 //! The render store: a render read back from the journal's blobs by its checksum, the one
-//! loader of the validator, the publisher and (later) the deployer.
+//! loader of the validator, the publisher, the scheduler and the deployer.
 //!
 //! ```text
 //!  Checksum ─► Journal::get_render (the manifest) ─► get_blob(config), get_blob(each file)
@@ -53,6 +53,9 @@ pub enum RenderLoadError {
     Join {
         /// The render.
         render: Checksum,
+        /// The task's error.
+        #[source]
+        source: tokio::task::JoinError,
     },
 }
 
@@ -124,7 +127,7 @@ impl RenderStore {
         let journal = self.journal.clone();
         tokio::task::spawn_blocking(move || load(&journal, render))
             .await
-            .map_err(|_| RenderLoadError::Join { render })?
+            .map_err(|source| RenderLoadError::Join { render, source })?
     }
 }
 

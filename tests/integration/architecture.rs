@@ -996,3 +996,88 @@ fn dependency_sections_are_told_apart() {
         BTreeSet::from(["kube".to_owned(), "serde".to_owned()])
     );
 }
+
+// ----- one render type and one loader (issue 26) -----
+
+/// The file that reads renders out of the journal.
+const RENDER_STORE: &str = "dispatch/render.rs";
+/// The file that defines the render types.
+const RENDER_TYPES: &str = "core/render.rs";
+/// The journal calls that read a render's manifest or blobs.
+const RENDER_READS: &[&str] = &["get_render", "get_blob"];
+
+/// Where `files` read a render from the journal outside the render store, or define a type
+/// named like a render outside `core/render.rs`, as `file: what` lines.
+fn render_shape_problems(files: &[(PathBuf, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, source) in files {
+        let rel = path.to_string_lossy().replace('\\', "/");
+        let code = code_only(source);
+        if rel != RENDER_STORE {
+            for call in RENDER_READS {
+                if !ident_at(&code, call).is_empty() {
+                    out.push(format!(
+                        "{rel}: calls `{call}` (load renders through dispatch::render::RenderStore)"
+                    ));
+                }
+            }
+        }
+        if rel != RENDER_TYPES {
+            for name in defined_types(&code) {
+                if name.ends_with("Render") || name.ends_with("RenderFile") {
+                    out.push(format!(
+                        "{rel}: defines `{name}` (a render is core::render::JournaledRender or RenderContent)"
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A render has one in-memory type per shape (`core::render`: the bytes a source read, the bytes
+/// the journal holds) and one loader (`dispatch::render`), used by the validator, the scheduler,
+/// the publisher and the deployer; the deployer's own `LoadedRender` and loader are gone.
+#[test]
+fn renders_have_one_type_and_one_loader() {
+    let files = load_src();
+    assert!(
+        files
+            .iter()
+            .any(|(p, s)| p.ends_with(RENDER_STORE)
+                && !ident_at(&code_only(s), "get_blob").is_empty()),
+        "the render store was not found or reads no blob: the scan saw nothing"
+    );
+    let found = render_shape_problems(&files);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    for (file, source) in [
+        (
+            "components/deployer/mod.rs",
+            "fn f(j: &Journal) { let _ = j.get_render(c); }",
+        ),
+        (
+            "components/publisher/decide/mod.rs",
+            "fn f() { journal.get_blob(b); }",
+        ),
+        (
+            "components/deployer/decide.rs",
+            "pub struct LoadedRender { config: String }",
+        ),
+        ("k8s/writer.rs", "enum PublishedRender { A }"),
+    ] {
+        let plant = vec![(PathBuf::from(file), source.to_owned())];
+        assert_eq!(render_shape_problems(&plant).len(), 1, "{file}: {source}");
+    }
+    // The store itself and the types' home are allowed.
+    let home = vec![
+        (
+            PathBuf::from(RENDER_STORE),
+            "fn f() { journal.get_blob(b); }".to_owned(),
+        ),
+        (
+            PathBuf::from(RENDER_TYPES),
+            "pub struct JournaledRender {}".to_owned(),
+        ),
+    ];
+    assert!(render_shape_problems(&home).is_empty());
+}

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  RunningPod (what the pod reports)  ─┐
-//!  LoadedRender (what it should run)  ─┼─► decide ─► Vec<Operation>
+//!  JournaledRender (what it should run)  ─┼─► decide ─► Vec<Operation>
 //!  EndpointFiles (what this journal    ┘     1. UploadFile / ReplaceFile  (certificates and CA
 //!   recorded written and loaded;               files applied at runtime; general files, maps
 //!   may be None)                               with skip_reload)
@@ -97,55 +97,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use haptic_journal::{
-    AuxKind, Checksum, ConfigVersion, EndpointFiles, FileStore, OperationCounts, SyncMode,
-};
+use haptic_journal::{AuxKind, ConfigVersion, EndpointFiles, FileStore, OperationCounts, SyncMode};
 
 use super::compare::{compare, loaded_matches};
 use super::structure::{
     self, ChildKind, ConfigChange, ConfigDiff, ObjectBody, ParentKind, ParsedConfig,
 };
+use crate::core::render::{JournaledFile, JournaledRender};
 use crate::dataplane::{CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind};
-
-/// One auxiliary file of the render being deployed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LoadedFile {
-    /// Kind.
-    pub kind: AuxKind,
-    /// Path in the render (`maps/hosts.map`).
-    pub path: String,
-    /// Blob key (sha256 of the content).
-    pub blob: Checksum,
-    /// Content.
-    pub content: Vec<u8>,
-}
-
-impl LoadedFile {
-    /// The Dataplane storage this file goes to.
-    #[must_use]
-    pub fn storage(&self) -> StorageKind {
-        StorageKind::from(self.kind)
-    }
-
-    /// The storage name (base name of the path).
-    #[must_use]
-    pub fn name(&self) -> &str {
-        self.path.rsplit('/').next().unwrap_or(&self.path)
-    }
-}
-
-/// The render being deployed, loaded from the journal's blobs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LoadedRender {
-    /// Render checksum.
-    pub checksum: Checksum,
-    /// Blob key of `haproxy.cfg` (sha256 of its bytes).
-    pub config_blob: Checksum,
-    /// `haproxy.cfg`.
-    pub config: String,
-    /// Auxiliary files.
-    pub files: Vec<LoadedFile>,
-}
 
 /// What one stored file is, as the pod reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -399,7 +358,7 @@ impl Operation {
 #[must_use]
 pub fn read_plan(
     listed: &BTreeMap<StorageKind, BTreeSet<String>>,
-    render: &LoadedRender,
+    render: &JournaledRender,
 ) -> Vec<(StorageKind, String)> {
     let mut out: BTreeSet<(StorageKind, String)> = BTreeSet::new();
     for f in &render.files {
@@ -501,10 +460,10 @@ pub fn count_changes(changes: &[ConfigChange], counts: &mut OperationCounts) {
 
 /// The configuration changes between what the pod runs and the render, when modelled.
 #[must_use]
-pub fn config_changes(running: &RunningPod, render: &LoadedRender) -> Option<Vec<ConfigChange>> {
+pub fn config_changes(running: &RunningPod, render: &JournaledRender) -> Option<Vec<ConfigChange>> {
     match structure::diff(
         &structure::parse(&running.config.text),
-        &structure::parse(&render.config),
+        &structure::parse(&render.config_text()),
     ) {
         ConfigDiff::Changes(c) => Some(c),
         ConfigDiff::Unmodelled { .. } => None,
@@ -608,10 +567,10 @@ fn config_operation(
 #[must_use]
 pub fn runtime_read_plan<'r>(
     running: &RunningPod,
-    render: &'r LoadedRender,
+    render: &'r JournaledRender,
     record: Option<&EndpointFiles>,
-) -> Vec<((StorageKind, String), &'r LoadedFile)> {
-    let mut out: BTreeMap<(StorageKind, String), &LoadedFile> = BTreeMap::new();
+) -> Vec<((StorageKind, String), &'r JournaledFile)> {
+    let mut out: BTreeMap<(StorageKind, String), &JournaledFile> = BTreeMap::new();
     for f in &render.files {
         let (kind, name) = (f.storage(), f.name().to_owned());
         if !has_runtime_view(f) {
@@ -630,7 +589,7 @@ pub fn runtime_read_plan<'r>(
 
 /// Whether HAProxy's runtime reports what it loaded for this file (module doc).
 #[must_use]
-pub fn has_runtime_view(f: &LoadedFile) -> bool {
+pub fn has_runtime_view(f: &JournaledFile) -> bool {
     match f.storage() {
         StorageKind::Map | StorageKind::SslCertificate => true,
         StorageKind::General => f.kind == AuxKind::CrtList,
@@ -639,7 +598,7 @@ pub fn has_runtime_view(f: &LoadedFile) -> bool {
 }
 
 /// Whether `record` says HAProxy loaded exactly the render's content of `f`.
-fn recorded_loaded(record: Option<&EndpointFiles>, f: &LoadedFile) -> bool {
+fn recorded_loaded(record: Option<&EndpointFiles>, f: &JournaledFile) -> bool {
     record
         .and_then(|r| r.file(file_store(f.storage()), f.name()))
         .is_some_and(|s| s.loaded_is(f.blob))
@@ -648,7 +607,7 @@ fn recorded_loaded(record: Option<&EndpointFiles>, f: &LoadedFile) -> bool {
 /// Whether a render file whose content on disk is the render's is known to be loaded (module
 /// doc: the record, else the runtime view read, else not for files without one).
 #[must_use]
-pub fn is_loaded(f: &LoadedFile, running: &RunningPod, record: Option<&EndpointFiles>) -> bool {
+pub fn is_loaded(f: &JournaledFile, running: &RunningPod, record: Option<&EndpointFiles>) -> bool {
     if f.storage() == StorageKind::CaFile || recorded_loaded(record, f) {
         return true;
     }
@@ -665,7 +624,7 @@ pub fn is_loaded(f: &LoadedFile, running: &RunningPod, record: Option<&EndpointF
 #[must_use]
 pub fn decide(
     running: &RunningPod,
-    render: &LoadedRender,
+    render: &JournaledRender,
     record: Option<&EndpointFiles>,
 ) -> Vec<Operation> {
     plan(running, render, record, &SyncPolicy::default())
@@ -679,16 +638,16 @@ pub fn decide(
 #[must_use]
 pub fn plan(
     running: &RunningPod,
-    render: &LoadedRender,
+    render: &JournaledRender,
     record: Option<&EndpointFiles>,
     policy: &SyncPolicy,
 ) -> Vec<Operation> {
     let parsed_running = structure::parse(&running.config.text);
-    let parsed_render = structure::parse(&render.config);
+    let parsed_render = structure::parse(&render.config_text());
     let config_equal = structure::equal(&parsed_running, &parsed_render);
     let mut writes: Vec<Operation> = Vec::new();
     let mut not_loaded: Vec<String> = Vec::new();
-    let mut files: Vec<&LoadedFile> = render.files.iter().collect();
+    let mut files: Vec<&JournaledFile> = render.files.iter().collect();
     files.sort_by(|a, b| (a.storage(), a.name()).cmp(&(b.storage(), b.name())));
     for file in files {
         let (kind, name) = (file.storage(), file.name().to_owned());
@@ -786,7 +745,7 @@ fn needs_reload(op: &Operation) -> bool {
 /// kept, and each other name there is deleted once (through the CA endpoint when it lists it).
 /// Names HAProxy provides itself (starting with `@`, such as the `@system-ca` bundle the real
 /// API lists among CA files) are not ours and never deleted.
-fn stale(running: &RunningPod, render: &LoadedRender) -> Vec<Operation> {
+fn stale(running: &RunningPod, render: &JournaledRender) -> Vec<Operation> {
     let is_ssl_dir =
         |k: StorageKind| matches!(k, StorageKind::SslCertificate | StorageKind::CaFile);
     let mut wanted: BTreeSet<(StorageKind, &str)> = BTreeSet::new();

@@ -16,13 +16,14 @@ use crate::dataplane::{
 };
 
 use super::decide::{
-    CaFileEntries, LoadedFile, LoadedRender, LoadedView, Operation, RunningPod, Stored,
-    applied_at_runtime, is_loaded, read_plan, runtime_read_plan,
+    CaFileEntries, LoadedView, Operation, RunningPod, Stored, applied_at_runtime, is_loaded,
+    read_plan, runtime_read_plan,
 };
 use super::ledger::PodLedger;
 use super::retry::Attempt;
 use super::structure::{ChildKey, ConfigChange};
 use super::sync::{Calls, SyncError, SyncReport};
+use crate::core::render::{JournaledFile, JournaledRender};
 
 /// CA-file entries read at most per CA file. A pod reporting more is not read entry by entry:
 /// the file then compares as different and is replaced on every sync (bounded reads over a
@@ -122,7 +123,7 @@ pub(super) async fn read_version(
 /// the pod, the configuration, and the runtime views of the files [`runtime_read_plan`] lists.
 pub(super) async fn read_running(
     calls: &Calls<'_>,
-    render: &LoadedRender,
+    render: &JournaledRender,
     record: Option<&haptic_journal::EndpointFiles>,
     report: &mut SyncReport,
 ) -> Result<RunningPod, SyncError> {
@@ -197,7 +198,7 @@ async fn wait_for_pending_reloads(
 }
 
 /// What HAProxy reports loaded for one file (404: nothing under that name).
-async fn read_loaded(calls: &Calls<'_>, file: &LoadedFile) -> Result<LoadedView, SyncError> {
+async fn read_loaded(calls: &Calls<'_>, file: &JournaledFile) -> Result<LoadedView, SyncError> {
     let client = calls.client;
     let name = file.name();
     let read = match file.storage() {
@@ -272,7 +273,7 @@ async fn read_stored(
     })
 }
 
-fn render_file<'r>(render: &'r LoadedRender, path: &str) -> Option<&'r LoadedFile> {
+fn render_file<'r>(render: &'r JournaledRender, path: &str) -> Option<&'r JournaledFile> {
     render.files.iter().find(|f| f.path == path)
 }
 
@@ -280,7 +281,7 @@ fn render_file<'r>(render: &'r LoadedRender, path: &str) -> Option<&'r LoadedFil
 /// the file intents are journaled; files the plan found loaded are recorded so.
 pub(super) async fn execute(
     calls: &Calls<'_>,
-    render: &LoadedRender,
+    render: &JournaledRender,
     running: &RunningPod,
     ops: &[Operation],
     ledger: &mut PodLedger,
@@ -309,7 +310,7 @@ pub(super) async fn execute(
     }
     // Reload IDs answered to writes that were to be applied at runtime but were not (202):
     // waited for after the configuration step, which the same reload agent batches with them.
-    let mut pending_reloads: Vec<(ReloadId, Option<i64>, &LoadedFile)> = Vec::new();
+    let mut pending_reloads: Vec<(ReloadId, Option<i64>, &JournaledFile)> = Vec::new();
     // Whether the last file write reloaded (answered a Reload-ID): a conditional reload is
     // then not needed.
     let mut write_reloaded = false;
@@ -500,7 +501,7 @@ async fn write_file(
     calls: &Calls<'_>,
     kind: StorageKind,
     name: &str,
-    file: &LoadedFile,
+    file: &JournaledFile,
     exists: bool,
     skip_reload: bool,
 ) -> Result<(StorageWriteOutcome, bool), SyncError> {
@@ -575,7 +576,7 @@ async fn write_file(
 /// loads every file on disk.
 pub(super) async fn push_attempt(
     calls: &Calls<'_>,
-    render: &LoadedRender,
+    render: &JournaledRender,
     version: ConfigVersion,
     ledger: &mut PodLedger,
     report: &mut SyncReport,
@@ -590,7 +591,7 @@ pub(super) async fn push_attempt(
         let pushed = {
             let _permit = calls.permits.acquire().await;
             client
-                .push_raw_configuration(&render.config, version, PushOptions::default())
+                .push_raw_configuration(&render.config_text(), version, PushOptions::default())
                 .await
         };
         report.ops.total_api_operations += 1;

@@ -22,7 +22,8 @@ use haptic_journal::{
     UnixMillis,
 };
 
-use super::decide::{LoadedFile, Stored, file_store};
+use super::decide::{Stored, file_store};
+use crate::core::render::JournaledFile;
 use crate::dataplane::StorageKind;
 
 /// The record of one endpoint during a sync.
@@ -66,7 +67,7 @@ impl PodLedger {
 
     /// Before writing `file` over what the pod stores (`stored`, when read): `written` is the
     /// render's content, `loaded` what HAProxy is still known to run (module doc).
-    pub fn before_write(&mut self, file: &LoadedFile, stored: Option<&Stored>) {
+    pub fn before_write(&mut self, file: &JournaledFile, stored: Option<&Stored>) {
         let store = file_store(file.storage());
         let old = self.files.file(store, file.name()).cloned();
         let disk = match stored {
@@ -86,13 +87,13 @@ impl PodLedger {
     }
 
     /// `file` was written and applied at runtime (no reload needed).
-    pub fn applied_at_runtime(&mut self, file: &LoadedFile) {
+    pub fn applied_at_runtime(&mut self, file: &JournaledFile) {
         self.proved_loaded(file);
     }
 
     /// `file` is on disk with the render's content, not known loaded: `written` is the
     /// render's content, `loaded` stays what HAProxy was known to run (a later reload loads it).
-    pub fn found_on_disk(&mut self, file: &LoadedFile) {
+    pub fn found_on_disk(&mut self, file: &JournaledFile) {
         let store = file_store(file.storage());
         let loaded = self.files.file(store, file.name()).and_then(|s| s.loaded);
         self.files.set(StoredFileState {
@@ -104,7 +105,7 @@ impl PodLedger {
     }
 
     /// `file` is on disk with the render's content and HAProxy runs it.
-    pub fn proved_loaded(&mut self, file: &LoadedFile) {
+    pub fn proved_loaded(&mut self, file: &JournaledFile) {
         self.files.set(StoredFileState {
             store: file_store(file.storage()),
             name: file.name().to_owned(),
@@ -127,7 +128,7 @@ impl PodLedger {
 
     /// Whether every file of `files` is recorded loaded with its content.
     #[must_use]
-    pub fn all_loaded<'a>(&self, files: impl IntoIterator<Item = &'a LoadedFile>) -> bool {
+    pub fn all_loaded<'a>(&self, files: impl IntoIterator<Item = &'a JournaledFile>) -> bool {
         files.into_iter().all(|f| {
             f.storage() == StorageKind::CaFile
                 || self
@@ -141,7 +142,7 @@ impl PodLedger {
     /// about to be deleted), stamped `now`.
     pub fn keep_only<'a>(
         &mut self,
-        files: impl IntoIterator<Item = &'a LoadedFile>,
+        files: impl IntoIterator<Item = &'a JournaledFile>,
         now: UnixMillis,
     ) {
         let wanted: std::collections::BTreeSet<(FileStore, String)> = files
@@ -168,8 +169,8 @@ mod tests {
         }
     }
 
-    fn map(content: &[u8]) -> LoadedFile {
-        LoadedFile {
+    fn map(content: &[u8]) -> JournaledFile {
+        JournaledFile {
             kind: AuxKind::Map,
             path: "maps/hosts.map".into(),
             blob: Checksum::of(content),

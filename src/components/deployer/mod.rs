@@ -108,10 +108,12 @@ use haptic_journal::{
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::render::JournaledRender;
 use crate::dataplane::{BasicAuth, Dataplane, Endpoint as DpEndpoint};
+use crate::dispatch::render::{RenderLoadError, RenderStore};
 use crate::dispatch::{DispatchError, DispatchHandle};
 
-pub use decide::{LoadedFile, LoadedRender, Operation, SyncPolicy};
+pub use decide::{Operation, SyncPolicy};
 pub use ledger::PodLedger;
 pub use sync::{
     NoPodJournal, PodJournal, PodSync, SyncError, SyncLimits, SyncOutcome, SyncReport,
@@ -706,7 +708,7 @@ impl Deployer {
     async fn sync_one(
         &self,
         ep: &haptic_journal::Endpoint,
-        render: &LoadedRender,
+        render: &JournaledRender,
         pod: PodSync,
         permits: &Arc<Semaphore>,
     ) -> (Result<SyncReport, SyncError>, Option<PodLedger>, bool) {
@@ -790,45 +792,28 @@ impl Deployer {
         }
     }
 
-    /// Loads the render's bytes from the journal; `Err(text)` when a blob is missing.
+    /// Loads the render's bytes through the render store ([`RenderStore`], a blocking read
+    /// off the async task); `Ok(Err(text))` when the journal no longer holds the render or one
+    /// of its blobs (the text names the render, the file and the blob).
+    ///
+    /// # Errors
+    /// [`DispatchError::Read`] when the journal cannot be read, [`DispatchError::Join`] when
+    /// the blocking read did not finish.
     async fn load(
         &self,
         request: &DeployRequest,
-    ) -> Result<Result<LoadedRender, String>, DispatchError> {
-        let j = self.journal().clone();
-        let checksum = request.render;
-        tokio::task::spawn_blocking(
-            move || -> Result<Result<LoadedRender, String>, DispatchError> {
-                let Some(render) = j.get_render(checksum).map_err(DispatchError::Read)? else {
-                    return Ok(Err(format!("render {checksum} not in the journal")));
-                };
-                let Some(config) = j.get_blob(render.config).map_err(DispatchError::Read)? else {
-                    return Ok(Err(format!(
-                        "config of render {checksum} not in the journal"
-                    )));
-                };
-                let mut files = Vec::new();
-                for f in &render.files {
-                    let Some(content) = j.get_blob(f.blob).map_err(DispatchError::Read)? else {
-                        return Ok(Err(format!("file {} not in the journal", f.path)));
-                    };
-                    files.push(LoadedFile {
-                        kind: f.kind,
-                        path: f.path.clone(),
-                        blob: f.blob,
-                        content,
-                    });
-                }
-                Ok(Ok(LoadedRender {
-                    checksum,
-                    config_blob: render.config,
-                    config: String::from_utf8_lossy(&config).into_owned(),
-                    files,
-                }))
-            },
-        )
-        .await
-        .map_err(DispatchError::Join)?
+    ) -> Result<Result<JournaledRender, String>, DispatchError> {
+        match RenderStore::new(self.journal().clone())
+            .load(request.render)
+            .await
+        {
+            Ok(render) => Ok(Ok(render)),
+            Err(
+                e @ (RenderLoadError::NotJournaled { .. } | RenderLoadError::MissingBlob { .. }),
+            ) => Ok(Err(e.to_string())),
+            Err(RenderLoadError::Read { source, .. }) => Err(DispatchError::Read(*source)),
+            Err(RenderLoadError::Join { source, .. }) => Err(DispatchError::Join(source)),
+        }
     }
 
     /// Per endpoint URL, the journal's pod-truth records (stored files, open transaction),

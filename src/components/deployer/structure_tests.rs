@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 
 use haptic_journal::{Checksum, ConfigVersion};
 
-use super::decide::{LoadedRender, RunningPod};
+use super::decide::RunningPod;
 use super::structure::tokenize;
+use crate::core::render::JournaledRender;
 use crate::dataplane::RawConfiguration;
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/haproxy");
@@ -44,11 +45,11 @@ fn all_corpus_configs() -> Vec<PathBuf> {
     out
 }
 
-fn render(config: &str) -> LoadedRender {
-    LoadedRender {
+fn render(config: &str) -> JournaledRender {
+    JournaledRender {
         checksum: Checksum::of(config.as_bytes()),
         config_blob: Checksum::of(config.as_bytes()),
-        config: config.to_owned(),
+        config: config.into(),
         files: vec![],
     }
 }

@@ -39,14 +39,13 @@ use tokio::sync::Semaphore;
 use crate::dataplane::{DataplaneClient, DataplaneError};
 use crate::dispatch::DispatchError;
 
-use super::decide::{LoadedRender, Operation, SyncPolicy, fallback};
+use super::decide::{Operation, SyncPolicy, fallback};
 use super::ledger::PodLedger;
 use super::retry::{Attempt, Attempts, Next, next_step};
 use crate::core::guard::LeaseGuard;
+use crate::core::render::JournaledRender;
 
 use super::exec;
-
-pub use super::decide::LoadedFile;
 
 /// Bounds of one endpoint sync.
 #[derive(Clone, Debug)]
@@ -301,7 +300,7 @@ pub(super) struct Calls<'a> {
 #[allow(clippy::too_many_arguments)]
 pub async fn sync_endpoint(
     client: &DataplaneClient,
-    render: &LoadedRender,
+    render: &JournaledRender,
     pod: PodSync,
     journal: &dyn PodJournal,
     permits: &Arc<Semaphore>,
@@ -342,7 +341,7 @@ pub async fn sync_endpoint(
 
 async fn run(
     calls: &Calls<'_>,
-    render: &LoadedRender,
+    render: &JournaledRender,
     clean_first: bool,
     ledger: &mut PodLedger,
     cleaned: &mut bool,

@@ -9,10 +9,11 @@ use std::path::Path;
 use haptic_journal::{AuxKind, Checksum, ConfigVersion, EndpointFiles, SyncMode};
 
 use super::decide::{
-    CaFileEntries, FileReason, LoadedFile, LoadedRender, LoadedView, Operation, ReloadReason,
-    RunningPod, Stored, decide, read_plan, runtime_read_plan,
+    CaFileEntries, FileReason, LoadedView, Operation, ReloadReason, RunningPod, Stored, decide,
+    read_plan, runtime_read_plan,
 };
 use super::ledger::PodLedger;
+use crate::core::render::{JournaledFile, JournaledRender};
 use crate::dataplane::{CrtListEntry, MapEntry, RawConfiguration, SslCertificateInfo, StorageKind};
 
 mod fixtures {
@@ -25,8 +26,8 @@ mod fixtures {
         "/tests/integration/deployer/fixtures"
     );
 
-    pub fn file(kind: AuxKind, path: &str, content: &[u8]) -> LoadedFile {
-        LoadedFile {
+    pub fn file(kind: AuxKind, path: &str, content: &[u8]) -> JournaledFile {
+        JournaledFile {
             kind,
             path: path.to_owned(),
             blob: Checksum::of(content),
@@ -34,17 +35,17 @@ mod fixtures {
         }
     }
 
-    pub fn render(config: &str, files: Vec<LoadedFile>) -> LoadedRender {
-        LoadedRender {
+    pub fn render(config: &str, files: Vec<JournaledFile>) -> JournaledRender {
+        JournaledRender {
             checksum: Checksum::of(config.as_bytes()),
             config_blob: Checksum::of(config.as_bytes()),
-            config: config.to_owned(),
+            config: config.into(),
             files,
         }
     }
 
     /// A corpus render, read as the render directory lays it out.
-    pub fn corpus(name: &str) -> LoadedRender {
+    pub fn corpus(name: &str) -> JournaledRender {
         let dir = Path::new(RENDERS).join(name);
         let config = std::fs::read_to_string(dir.join("haproxy.cfg")).unwrap();
         let mut files = Vec::new();
@@ -170,7 +171,7 @@ mod fixtures {
     }
 
     /// What HAProxy's runtime reports loaded for `f`, when it has a view of its kind.
-    pub fn loaded_view(f: &LoadedFile) -> Option<LoadedView> {
+    pub fn loaded_view(f: &JournaledFile) -> Option<LoadedView> {
         match (f.storage(), f.kind) {
             (StorageKind::Map, _) => Some(LoadedView::MapEntries(
                 super::super::compare::map_entries(&f.content)
@@ -196,7 +197,7 @@ mod fixtures {
     }
 
     /// A pod that runs `render` exactly, as the API reports it.
-    pub fn pod_running(render: &LoadedRender, version: i64) -> RunningPod {
+    pub fn pod_running(render: &JournaledRender, version: i64) -> RunningPod {
         let mut files = BTreeMap::new();
         for f in &render.files {
             let stored = match f.storage() {
@@ -215,14 +216,14 @@ mod fixtures {
             .filter_map(|f| Some(((f.storage(), f.name().to_owned()), loaded_view(f)?)))
             .collect();
         RunningPod {
-            config: stored_config(&render.config, version),
+            config: stored_config(&render.config_text(), version),
             files,
             loaded,
         }
     }
 
     /// The journal's record of a pod that loaded every file of `render`.
-    pub fn record(render: &LoadedRender) -> EndpointFiles {
+    pub fn record(render: &JournaledRender) -> EndpointFiles {
         let url = haptic_journal::EndpointUrl::new("http://127.0.0.1:5555");
         let pod = haptic_journal::PodRef {
             namespace: "ns".into(),
@@ -242,7 +243,7 @@ fn site() -> Vec<u8> {
     std::fs::read(Path::new(RENDERS).join("05-tls/ssl/site.pem")).unwrap()
 }
 
-fn cert_pod(info: SslCertificateInfo) -> (RunningPod, LoadedRender) {
+fn cert_pod(info: SslCertificateInfo) -> (RunningPod, JournaledRender) {
     let r = render(
         "frontend f\n    bind *:443 ssl crt /etc/haproxy/ssl/site.pem\n",
         vec![file(AuxKind::Ssl, "ssl/site.pem", &site())],
@@ -826,7 +827,7 @@ fn a_file_not_loaded_makes_a_runtime_change_a_transaction() {
     // Only the weight differs: at runtime, no reload.
     let ops = decide(
         &pod_running(&old, 4),
-        &render(&new.config, vec![map_old]),
+        &render(&new.config_text(), vec![map_old]),
         Some(&record(&old)),
     );
     assert!(
@@ -836,7 +837,7 @@ fn a_file_not_loaded_makes_a_runtime_change_a_transaction() {
     // After a failed reload: the map on disk is the new one, HAProxy runs the old one and the
     // configuration file is back to the old weight: one transaction again.
     let mut retry = pod_running(&new, 6);
-    retry.config = fixtures::stored_config(&old.config, 6);
+    retry.config = fixtures::stored_config(&old.config_text(), 6);
     retry.loaded = pod_running(&old, 6).loaded;
     let ops = decide(&retry, &new, None);
     assert!(

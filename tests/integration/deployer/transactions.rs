@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use haptic::components::deployer::{
-    LoadedFile, LoadedRender, NoPodJournal, PodLedger, PodSync, SyncLimits, SyncPolicy,
-    sync_endpoint,
+    NoPodJournal, PodLedger, PodSync, SyncLimits, SyncPolicy, sync_endpoint,
 };
 use haptic::core::guard::{AlwaysValid, DeployerNotice, NoticeHook};
+use haptic::core::render::{JournaledRender, RenderContent};
 use haptic_journal::{Checksum, Endpoint, SyncMetadata, SyncMode};
 use serde_json::{Value, json};
 
@@ -544,12 +544,7 @@ async fn deployer_transaction_faults_converge_and_leave_no_transaction_open() {
 /// deleted)` from its report, or the error.
 async fn sync_directly(pod: &Pod, ep: &Endpoint, config: &str) -> Result<u32, String> {
     let client = pod.dataplane();
-    let render = LoadedRender {
-        checksum: Checksum::of(config.as_bytes()),
-        config_blob: Checksum::of(config.as_bytes()),
-        config: config.to_owned(),
-        files: Vec::<LoadedFile>::new(),
-    };
+    let render = JournaledRender::of(&RenderContent::new(config.into(), Vec::new()));
     let outcome = sync_endpoint(
         &client,
         &render,

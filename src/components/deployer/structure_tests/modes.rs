@@ -270,7 +270,7 @@ fn files_and_servers_together_go_in_one_transaction() {
     let from = slots(3, &[1], 9000);
     let to = slots(3, &[1, 2], 9000);
     let mut r = render(&to);
-    r.files.push(super::super::decide::LoadedFile {
+    r.files.push(crate::core::render::JournaledFile {
         kind: haptic_journal::AuxKind::Map,
         path: "maps/hosts.map".into(),
         blob: Checksum::of(b"a b\n"),

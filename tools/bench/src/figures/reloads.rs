@@ -22,11 +22,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use haptic::components::deployer::{
-    LoadedRender, NoPodJournal, PodLedger, PodSync, SyncLimits, SyncPolicy, sync_endpoint,
+    NoPodJournal, PodLedger, PodSync, SyncLimits, SyncPolicy, sync_endpoint,
 };
 use haptic::core::guard::AlwaysValid;
+use haptic::core::render::{JournaledRender, RenderContent};
 use haptic::dataplane::{ConfigVersion, DataplaneClient, PushOptions, ReloadStatus};
-use haptic_journal::{Checksum, SyncMode};
+use haptic_journal::SyncMode;
 use haptic_testkit::{Fleet, FleetConfig, Pod};
 use tokio::sync::Semaphore;
 
@@ -73,13 +74,8 @@ fn render(i: usize) -> String {
     s
 }
 
-fn loaded(config: &str) -> LoadedRender {
-    LoadedRender {
-        checksum: Checksum::of(config.as_bytes()),
-        config_blob: Checksum::of(config.as_bytes()),
-        config: config.to_owned(),
-        files: vec![],
-    }
+fn loaded(config: &str) -> JournaledRender {
+    JournaledRender::of(&RenderContent::new(config.into(), Vec::new()))
 }
 
 /// Succeeded reloads of one pod (`GET .../reloads`; the sandbox keeps every reload).
@@ -154,7 +150,7 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
         .result?;
     }
     for c in raw {
-        raw_push(c, &base.config).await?;
+        raw_push(c, &base.config_text()).await?;
     }
     let mut before = Vec::new();
     for c in &clients {
@@ -187,7 +183,8 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
             }
         }
         let t = Instant::now();
-        for res in futures::future::join_all(raw.iter().map(|c| raw_push(c, &r.config))).await {
+        let text = r.config_text();
+        for res in futures::future::join_all(raw.iter().map(|c| raw_push(c, &text))).await {
             res?;
         }
         raw_time += t.elapsed();
