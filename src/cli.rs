@@ -1,6 +1,7 @@
 //! Command-line interface (STYLE.md 2.9).
 //!
-//! Subcommands: `run` (the controller), `crds` (print the CRD YAML) and `version`. The flags of
+//! Subcommands: `run` (the controller), `plan` (what a deployment would do, read-only), `crds`
+//! (print the CRD YAML) and `version`. The flags of
 //! `run` are [`RunArgs`] (defined beside the runtime that consumes them). The demo (README
 //! command 1) is its own binary, `haptic-demo`, so the product never links the sandbox.
 
@@ -21,6 +22,10 @@ pub struct Cli {
 pub enum Command {
     /// Run the controller.
     Run(RunArgs),
+    /// Print, per pod, what a deployment of a render would do (runtime changes, a
+    /// transaction's operations, files written and deleted, raw push or not, reload or not),
+    /// read-only. Exit code 0: no pod would change; 2: some would; 1: an error.
+    Plan(PlanArgs),
     /// Print the four CustomResourceDefinitions as one multi-document YAML stream
     /// (the content of `deploy/crds/`).
     Crds,
@@ -31,6 +36,7 @@ pub enum Command {
 pub use crate::runtime::args::{
     JournalConcurrency, JournalRecovery, LogFormat, RunArgs, SourceKind,
 };
+pub use crate::runtime::plan::PlanArgs;
 
 /// The multi-threaded tokio runtime a binary runs on (the `haptic` binary, and `haptic-demo`
 /// both for itself and for the controller it re-enters).

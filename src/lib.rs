@@ -81,6 +81,29 @@ pub enum RunError {
     /// The controller stopped with an error.
     #[error(transparent)]
     Runtime(#[from] runtime::RuntimeError),
+    /// `haptic plan` could not plan every pod.
+    #[error(transparent)]
+    Plan(#[from] runtime::plan::PlanError),
+}
+
+/// How a CLI invocation ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done (exit code 0).
+    Done,
+    /// `haptic plan`: some pod would change (exit code 2).
+    WouldChange,
+}
+
+impl Outcome {
+    /// The process exit code: 0, or 2 for [`Outcome::WouldChange`].
+    #[must_use]
+    pub fn exit_code(self) -> std::process::ExitCode {
+        match self {
+            Outcome::Done => std::process::ExitCode::SUCCESS,
+            Outcome::WouldChange => std::process::ExitCode::from(2),
+        }
+    }
 }
 
 /// Run one CLI invocation.
@@ -91,20 +114,29 @@ pub enum RunError {
 ///
 /// # Cancel safety
 /// The subcommands so far do no asynchronous work; dropping the future is safe.
-pub async fn run(cli: cli::Cli) -> Result<(), RunError> {
+pub async fn run(cli: cli::Cli) -> Result<Outcome, RunError> {
     let out = match cli.command {
+        cli::Command::Plan(args) => {
+            return Ok(if runtime::plan::run(args).await? {
+                Outcome::WouldChange
+            } else {
+                Outcome::Done
+            });
+        }
         cli::Command::Crds => k8s::crd::all_crds_yaml().map_err(RunError::CrdYaml)?,
         cli::Command::Version => format!("haptic {}\n", env!("CARGO_PKG_VERSION")),
         cli::Command::Run(args) => {
             if let Err(error) = telemetry::init_tracing(args.log_format) {
                 eprintln!("haptic: logging not initialised: {error}");
             }
-            return Ok(runtime::run(args).await?);
+            runtime::run(args).await?;
+            return Ok(Outcome::Done);
         }
     };
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(out.as_bytes())
         .and_then(|()| stdout.flush())
-        .map_err(RunError::Stdout)
+        .map_err(RunError::Stdout)?;
+    Ok(Outcome::Done)
 }

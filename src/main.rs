@@ -11,7 +11,7 @@ fn main() -> std::process::ExitCode {
         Err(code) => return code,
     };
     match runtime.block_on(haptic::run(cli)) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(outcome) => outcome.exit_code(),
         Err(e) => {
             eprintln!("error: {:#}", anyhow::Error::from(e));
             std::process::ExitCode::FAILURE

@@ -79,6 +79,7 @@ fn main() -> std::process::ExitCode {
         let cli = haptic::cli::Cli::parse_from(argv);
         runtime
             .block_on(haptic::run(cli))
+            .map(|_| ())
             .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
     } else {
         let args = DemoArgs::parse_from(argv);

@@ -39,6 +39,7 @@ mod journal_watch;
 mod lead;
 pub mod notify;
 pub mod open;
+pub mod plan;
 pub mod settings;
 mod stop;
 #[cfg(test)]

@@ -413,6 +413,34 @@ pub fn mode_of(ops: &[Operation]) -> SyncMode {
         .unwrap_or(SyncMode::FineGrained)
 }
 
+/// How many reloads `ops` make on a pod when every answer is the expected one (what
+/// `haptic plan` reports): one per operation that [`Operation::reloads`] whatever came before,
+/// and a trailing [`Operation::Reload`] with `unless_reloaded` unless the file write before it
+/// reloaded. At most one for a list [`plan`] returns (module doc: one reload per render).
+#[must_use]
+pub fn expected_reloads(ops: &[Operation]) -> u32 {
+    let mut count = 0;
+    let mut last_write_reloaded = false;
+    for op in ops {
+        match op {
+            Operation::Reload {
+                unless_reloaded: true,
+                ..
+            } => {
+                if !last_write_reloaded {
+                    count += 1;
+                }
+            }
+            Operation::UploadFile { .. } | Operation::ReplaceFile { .. } => {
+                last_write_reloaded = op.reloads();
+                count += u32::from(last_write_reloaded);
+            }
+            _ => count += u32::from(op.reloads()),
+        }
+    }
+    count
+}
+
 /// Adds what `changes` do to backends, servers and frontends to `counts` (a section whose
 /// children other than servers change counts as modified once).
 pub fn count_changes(changes: &[ConfigChange], counts: &mut OperationCounts) {

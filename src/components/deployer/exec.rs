@@ -87,12 +87,8 @@ pub(super) async fn delete_transactions(
     calls: &Calls<'_>,
     ledger: &mut PodLedger,
 ) -> Result<u32, SyncError> {
-    let listed = call!(calls, "list transactions", 0, calls.client.transactions())?;
     let mut deleted = 0;
-    for t in listed {
-        if t.status.as_deref() == Some("success") {
-            continue;
-        }
+    for t in list_transactions(calls).await? {
         call!(
             calls,
             "delete transaction",
@@ -104,6 +100,18 @@ pub(super) async fn delete_transactions(
     }
     ledger.transaction = None;
     Ok(deleted)
+}
+
+/// The pod's transactions that are not committed (`GET .../transactions`, those whose status
+/// is not `success`): what [`delete_transactions`] deletes.
+pub(super) async fn list_transactions(
+    calls: &Calls<'_>,
+) -> Result<Vec<crate::dataplane::TransactionInfo>, SyncError> {
+    let listed = call!(calls, "list transactions", 0, calls.client.transactions())?;
+    Ok(listed
+        .into_iter()
+        .filter(|t| t.status.as_deref() != Some("success"))
+        .collect())
 }
 
 /// `GET .../configuration/version`.

@@ -86,6 +86,7 @@ pub mod decide;
 mod exec;
 pub mod ledger;
 mod metrics;
+pub mod preview;
 pub mod retry;
 pub mod structure;
 #[cfg(test)]
@@ -115,6 +116,7 @@ use crate::dispatch::{DispatchError, DispatchHandle};
 
 pub use decide::{Operation, SyncPolicy};
 pub use ledger::PodLedger;
+pub use preview::{PodPlan, plan_endpoint};
 pub use sync::{
     NoPodJournal, PodJournal, PodSync, SyncError, SyncLimits, SyncOutcome, SyncReport,
     sync_endpoint,

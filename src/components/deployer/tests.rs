@@ -980,3 +980,126 @@ fn read_plan_reads_the_render_files_the_listings_name() {
         ]
     );
 }
+
+/// What `haptic plan` says a list of operations reloads: one for a push, a transaction, a
+/// write that reloads, or a trailing reload the write before it did not make; none for runtime
+/// server updates, deletes, creates and runtime-applied certificates alone.
+#[test]
+fn expected_reloads_counts_what_the_pod_will_reload() {
+    use super::decide::expected_reloads;
+    use super::structure::ObjectBody;
+    let write = |kind, skip_reload, replace: bool| {
+        let (name, path, reason) = ("f".to_owned(), "general/f".to_owned(), FileReason::Missing);
+        if replace {
+            Operation::ReplaceFile {
+                kind,
+                name,
+                path,
+                reason,
+                skip_reload,
+            }
+        } else {
+            Operation::UploadFile {
+                kind,
+                name,
+                path,
+                reason,
+                skip_reload,
+            }
+        }
+    };
+    let trailing = Operation::Reload {
+        version: ConfigVersion(3),
+        reason: ReloadReason::FilesWritten,
+        unless_reloaded: true,
+    };
+    let server = Operation::UpdateServer {
+        backend: "be".into(),
+        name: "s1".into(),
+        body: ObjectBody(serde_json::json!({"name": "s1"})),
+        changed_fields: vec!["weight".into()],
+    };
+    let delete = Operation::DeleteFile {
+        kind: StorageKind::Map,
+        name: "old.map".into(),
+    };
+    let transaction = Operation::Transaction {
+        version: ConfigVersion(3),
+        changes: vec![],
+        mode: SyncMode::FineGrained,
+    };
+    let push = Operation::PushRawConfig {
+        version: ConfigVersion(3),
+        mode: SyncMode::RawThreshold,
+    };
+    let cases: Vec<(&str, Vec<Operation>, u32)> = vec![
+        ("nothing", vec![], 0),
+        (
+            "runtime server updates",
+            vec![server.clone(), server.clone()],
+            0,
+        ),
+        ("a delete", vec![delete.clone()], 0),
+        (
+            "a transaction",
+            vec![transaction.clone(), delete.clone()],
+            1,
+        ),
+        (
+            "files then a push",
+            vec![write(StorageKind::Map, true, true), push.clone()],
+            1,
+        ),
+        (
+            "a replaced general file reloads, the trailing reload is skipped",
+            vec![
+                write(StorageKind::General, true, true),
+                write(StorageKind::General, false, true),
+                trailing.clone(),
+            ],
+            1,
+        ),
+        (
+            "an upload never reloads: the trailing reload does",
+            vec![write(StorageKind::Map, false, false), trailing.clone()],
+            1,
+        ),
+        (
+            "a certificate is applied at runtime: the trailing reload does",
+            vec![
+                write(StorageKind::SslCertificate, false, true),
+                trailing.clone(),
+            ],
+            1,
+        ),
+        (
+            "an unconditional reload",
+            vec![Operation::Reload {
+                version: ConfigVersion(3),
+                reason: ReloadReason::StoredNotLoaded {
+                    paths: vec!["general/f".into()],
+                },
+                unless_reloaded: false,
+            }],
+            1,
+        ),
+    ];
+    for (name, ops, want) in cases {
+        assert_eq!(expected_reloads(&ops), want, "{name}: {ops:?}");
+    }
+    // What plan returns for the corpus stream reloads at most once, and only when it writes.
+    let names = corpus_names();
+    for pair in names.windows(2) {
+        let (from, to) = (corpus(&pair[0]), corpus(&pair[1]));
+        let ops = decide(&pod_running(&from, 3), &to, Some(&record(&from)));
+        let n = expected_reloads(&ops);
+        assert!(n <= 1, "{} -> {}: {n} reloads: {ops:?}", pair[0], pair[1]);
+        let writes = ops.iter().any(|o| {
+            !matches!(
+                o,
+                Operation::DeleteFile { .. } | Operation::UpdateServer { .. }
+            )
+        });
+        assert_eq!(n == 1, writes, "{} -> {}: {ops:?}", pair[0], pair[1]);
+    }
+}

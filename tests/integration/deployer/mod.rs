@@ -13,6 +13,7 @@ mod harness;
 mod one_reload;
 mod order;
 mod parallel;
+mod plan;
 mod pod_truth;
 mod quarantine;
 mod reload_ids;

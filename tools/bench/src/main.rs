@@ -17,7 +17,7 @@ fn main() -> std::process::ExitCode {
             Err(code) => return code,
         };
         return match runtime.block_on(haptic::run(cli)) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
+            Ok(outcome) => outcome.exit_code(),
             Err(e) => {
                 eprintln!("error: {}", haptic::core::error::chain(&e));
                 std::process::ExitCode::FAILURE

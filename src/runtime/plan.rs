@@ -1,0 +1,659 @@
+//! `haptic plan` (issue 28): what the deployer would do to each pod to bring it to a render,
+//! read-only. The render comes from a render directory or from a journal (its newest validated
+//! render); the pods from `--endpoint` URLs (a sandbox) or from the cluster (the controller's
+//! own `--pod-selector`, `--dataplane-secret`, ...: the same flags and `HAPTIC_*` variables as
+//! `haptic run`, so it runs beside the controller with its environment). Each pod is read and
+//! planned by [`plan_endpoint`], the deployer's own reads and pure planning.
+//!
+//! Requests made: to the Kubernetes API, one pod list and one Secret read; to each pod, the
+//! `GET`s of a sync. Nothing is written anywhere: the journal is opened read-only.
+//!
+//! Exit codes: 0 when no pod would change, 2 when one would, 1 on an error (a pod that cannot be
+//! read, a render that cannot be loaded, a cluster that cannot be listed); the other pods'
+//! plans are still printed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use haptic_journal::{
+    ComponentCheckpoint, ComponentState, EndpointFiles, Journal, JournalOptions, OpenError,
+};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use crate::components::deployer::decide::{FileReason, ReloadReason};
+use crate::components::deployer::structure::ConfigChange;
+use crate::components::deployer::{
+    Operation, PodPlan, SCHEDULER_COMPONENT, SyncLimits, SyncPolicy, basic_auth, plan_endpoint,
+};
+use crate::core::render::{JournaledRender, RenderContent};
+use crate::dataplane::{BasicAuth, ClientSettings, Dataplane, Endpoint as DpEndpoint, StorageKind};
+use crate::dispatch::render::load as load_render;
+
+/// Flags of `haptic plan`.
+#[derive(Debug, Clone, Args)]
+pub struct PlanArgs {
+    /// The render to plan for: a render directory (`haproxy.cfg` plus `maps/`, `ssl/`, `ca/`,
+    /// `general/`, `crt-lists/`). Without it, the newest validated render of `--journal`.
+    #[arg(long)]
+    pub render_dir: Option<PathBuf>,
+    /// A controller's journal, opened read-only: a stopped controller's file, a consistent
+    /// copy, or a live one in `--journal-concurrency single-writer`. Gives the newest
+    /// validated render (without `--render-dir`) and the controller's record of which files
+    /// each pod loaded (so the plan reloads for what the deployer would).
+    #[arg(long)]
+    pub journal: Option<PathBuf>,
+    /// A pod's Dataplane API, `http://user:password@host:port` (repeat per pod; credentials in
+    /// the URL's user info). Without any, the pods are listed from the cluster.
+    #[arg(long = "endpoint", value_name = "URL")]
+    pub endpoints: Vec<String>,
+    /// Kubeconfig file (cluster mode); in-cluster configuration when absent.
+    #[arg(long, env = "HAPTIC_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Namespace of the HAProxy pods (default: the kubeconfig context's, or the pod's own).
+    #[arg(long, env = "HAPTIC_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Label selector of the HAProxy pods (cluster mode), as `haptic run`'s.
+    #[arg(long, env = "HAPTIC_POD_SELECTOR")]
+    pub pod_selector: Option<String>,
+    /// Dataplane API port (per pod: annotation `haproxy-haptic.org/dataplane-port`).
+    #[arg(long, env = "HAPTIC_DATAPLANE_PORT", default_value_t = 5555)]
+    pub dataplane_port: u16,
+    /// Secret holding the Dataplane API credentials (cluster mode), as `haptic run`'s.
+    #[arg(long, env = "HAPTIC_DATAPLANE_SECRET")]
+    pub dataplane_secret: Option<String>,
+    /// As `haptic run`'s: a change of more operations than this is planned as one raw push.
+    #[arg(long, env = "HAPTIC_RAW_PUSH_THRESHOLD", default_value_t = 100)]
+    pub raw_push_threshold: u32,
+    /// Bound of one Kubernetes or Dataplane request.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub request_timeout: Duration,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why `haptic plan` could not plan (exit code 1).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The command line names no render, or no pods.
+    #[error("{0}")]
+    Usage(String),
+    /// The render directory could not be read.
+    #[error("cannot read the render directory {dir}")]
+    RenderDir {
+        /// The directory.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The journal could not be opened or read, or holds no render to plan for.
+    #[error("journal {path}: {message}")]
+    Journal {
+        /// The journal file.
+        path: PathBuf,
+        /// What went wrong, with the fix.
+        message: String,
+    },
+    /// The cluster could not be asked for the pods or the credentials.
+    #[error("cluster: {0}")]
+    Cluster(String),
+    /// Some pods could not be read: their lines say why (the others' plans are printed).
+    #[error("{failed} of {pods} pods could not be planned")]
+    Pods {
+        /// Pods that failed.
+        failed: usize,
+        /// Pods asked.
+        pods: usize,
+    },
+    /// Standard output could not be written.
+    #[error("cannot write to stdout")]
+    Stdout(#[source] std::io::Error),
+}
+
+/// One pod to plan: its name for the output and its Dataplane endpoint.
+struct Target {
+    pod: String,
+    url: String,
+    endpoint: DpEndpoint,
+}
+
+/// Runs `haptic plan`: `Ok(true)` when some pod would change (exit code 2), `Ok(false)` when
+/// none would (0).
+///
+/// # Errors
+/// [`PlanError`] (exit code 1), after printing the plans of the pods that could be read.
+pub async fn run(args: PlanArgs) -> Result<bool, PlanError> {
+    let (render, records) = render_and_records(&args)?;
+    let targets = targets(&args).await?;
+    if targets.is_empty() {
+        return Err(PlanError::Usage(
+            "no pod to plan: the cluster lists no running pod for the selector".to_owned(),
+        ));
+    }
+    let dataplane = Dataplane::new(&ClientSettings {
+        request_timeout: args.request_timeout,
+        ..ClientSettings::default()
+    })
+    .map_err(|e| PlanError::Usage(format!("cannot build the HTTP client: {e}")))?;
+    let limits = SyncLimits::default();
+    let policy = SyncPolicy {
+        raw_push_threshold: args.raw_push_threshold,
+    };
+    let plans = futures::future::join_all(targets.iter().map(|t| {
+        let client = dataplane.client(t.endpoint.clone());
+        let record = records.get(&t.url);
+        let (render, limits, policy) = (&render, &limits, &policy);
+        async move {
+            plan_endpoint(&client, render, record, limits, policy)
+                .await
+                .map_err(|e| crate::core::error::chain(&e))
+        }
+    }))
+    .await;
+    let out = if args.json {
+        let mut v = serde_json::to_string_pretty(&json_report(&render, &targets, &plans))
+            .unwrap_or_default();
+        v.push('\n');
+        v
+    } else {
+        text_report(&render, &targets, &plans)
+    };
+    {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush())
+            .map_err(PlanError::Stdout)?;
+    }
+    let failed = plans.iter().filter(|p| p.is_err()).count();
+    if failed > 0 {
+        return Err(PlanError::Pods {
+            failed,
+            pods: plans.len(),
+        });
+    }
+    Ok(plans.iter().flatten().any(PodPlan::changes))
+}
+
+/// The render to plan for and the journal's pod records by endpoint URL (empty without a
+/// journal).
+fn render_and_records(
+    args: &PlanArgs,
+) -> Result<(JournaledRender, HashMap<String, EndpointFiles>), PlanError> {
+    let journal = args.journal.as_deref().map(open_journal).transpose()?;
+    let records = match (&journal, &args.journal) {
+        (Some(j), Some(path)) => j
+            .endpoints_files()
+            .map_err(|e| journal_error(path, &e))?
+            .into_iter()
+            .map(|f| (f.endpoint.to_string(), f))
+            .collect(),
+        _ => HashMap::new(),
+    };
+    let render = match (&args.render_dir, &journal, &args.journal) {
+        (Some(dir), _, _) => {
+            let content: RenderContent =
+                crate::source::dir::read_render(dir).map_err(|source| PlanError::RenderDir {
+                    dir: dir.clone(),
+                    source,
+                })?;
+            JournaledRender::of(&content)
+        }
+        (None, Some(j), Some(path)) => newest_render(j, path)?,
+        _ => {
+            return Err(PlanError::Usage(
+                "name the render to plan for: --render-dir DIR, or --journal PATH for its newest \
+                 validated render"
+                    .to_owned(),
+            ));
+        }
+    };
+    Ok((render, records))
+}
+
+fn journal_error(path: &Path, e: &dyn std::error::Error) -> PlanError {
+    PlanError::Journal {
+        path: path.to_owned(),
+        message: crate::core::error::chain(e),
+    }
+}
+
+/// Opens `path` read-only: exclusive first, then beside a live single-writer controller.
+fn open_journal(path: &Path) -> Result<Journal, PlanError> {
+    let opts = |c| {
+        JournalOptions::new(path)
+            .read_only(true)
+            .verify_on_open(false)
+            .concurrency(c)
+    };
+    match Journal::open(&opts(haptic_journal::Concurrency::Exclusive)) {
+        Err(OpenError::InUse { .. }) => {
+            Journal::open(&opts(haptic_journal::Concurrency::SingleWriter)).map_err(|e| {
+                PlanError::Journal {
+                    path: path.to_owned(),
+                    message: format!(
+                        "{}: a running controller holds it; plan with --render-dir, or read a \
+                         copy (haptic-journalctl backup), or run the controller with \
+                         --journal-concurrency single-writer",
+                        crate::core::error::chain(&e)
+                    ),
+                }
+            })
+        }
+        r => r.map_err(|e| journal_error(path, &e)),
+    }
+}
+
+/// The newest render the journal's scheduler checkpoint names as validated.
+fn newest_render(journal: &Journal, path: &Path) -> Result<JournaledRender, PlanError> {
+    let checkpoint = journal
+        .component_checkpoint(SCHEDULER_COMPONENT)
+        .map_err(|e| journal_error(path, &e))?;
+    let Some(ComponentCheckpoint {
+        state: ComponentState::Scheduler(s),
+        ..
+    }) = checkpoint
+    else {
+        return Err(PlanError::Journal {
+            path: path.to_owned(),
+            message: "holds no validated render yet: plan with --render-dir".to_owned(),
+        });
+    };
+    let Some((checksum, _)) = s.last_validated else {
+        return Err(PlanError::Journal {
+            path: path.to_owned(),
+            message: "holds no validated render yet: plan with --render-dir".to_owned(),
+        });
+    };
+    load_render(journal, checksum).map_err(|e| journal_error(path, &e))
+}
+
+/// The pods: `--endpoint` URLs, else the cluster's admitted pods for the selector.
+async fn targets(args: &PlanArgs) -> Result<Vec<Target>, PlanError> {
+    if !args.endpoints.is_empty() {
+        return args.endpoints.iter().map(|u| endpoint_target(u)).collect();
+    }
+    let (Some(selector), Some(secret)) = (&args.pod_selector, &args.dataplane_secret) else {
+        return Err(PlanError::Usage(
+            "name the pods: --endpoint URL (repeat), or --pod-selector and --dataplane-secret \
+             (HAPTIC_POD_SELECTOR, HAPTIC_DATAPLANE_SECRET) to list them from the cluster"
+                .to_owned(),
+        ));
+    };
+    let cluster = |e: &dyn std::error::Error| PlanError::Cluster(crate::core::error::chain(e));
+    let config = match &args.kubeconfig {
+        Some(path) => crate::k8s::client::load_kubeconfig(path)
+            .await
+            .map_err(|e| cluster(&e))?,
+        None => kube::Config::incluster().map_err(|e| cluster(&e))?,
+    };
+    let client = crate::k8s::client::build(
+        config,
+        &crate::k8s::client::user_agent("haptic-plan"),
+        args.request_timeout,
+    )
+    .map_err(|e| cluster(&e))?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_owned());
+    let credentials = crate::k8s::discovery::read_credentials(client.clone(), &namespace, secret)
+        .await
+        .map_err(|e| cluster(&e))?;
+    let auth = basic_auth(&credentials);
+    let pods = kube::Api::<Pod>::namespaced(client, &namespace)
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .map_err(|e| cluster(&e))?;
+    let mut out = Vec::new();
+    for pod in &pods.items {
+        let Some(ep) = crate::k8s::discovery::admitted_endpoint(pod, args.dataplane_port) else {
+            continue;
+        };
+        let url = ep.url.to_string();
+        let pod = format!("{}/{}", ep.pod.namespace, ep.pod.name);
+        let base = reqwest::Url::parse(&url)
+            .map_err(|e| PlanError::Cluster(format!("pod {pod}: url {url}: {e}")))?;
+        out.push(Target {
+            pod,
+            url,
+            endpoint: DpEndpoint::new(base, Some(auth.clone())),
+        });
+    }
+    out.sort_by(|a, b| a.pod.cmp(&b.pod));
+    Ok(out)
+}
+
+/// A `--endpoint` URL: the credentials come out of its user info.
+fn endpoint_target(raw: &str) -> Result<Target, PlanError> {
+    let mut url = reqwest::Url::parse(raw).map_err(|e| {
+        PlanError::Usage(format!(
+            "--endpoint {raw}: {e}: give http://user:password@host:port"
+        ))
+    })?;
+    let auth = (!url.username().is_empty()).then(|| BasicAuth {
+        username: url.username().to_owned(),
+        password: url.password().unwrap_or_default().to_owned(),
+    });
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    let shown = url.as_str().trim_end_matches('/').to_owned();
+    Ok(Target {
+        pod: shown.clone(),
+        url: shown,
+        endpoint: DpEndpoint::new(url, auth),
+    })
+}
+
+/// The storage's name in the API (`maps`, `general`, `ssl_certificates`, `ssl_ca_files`).
+fn storage_name(kind: StorageKind) -> &'static str {
+    kind.segments().last().copied().unwrap_or("general")
+}
+
+fn reason_text(reason: &FileReason) -> String {
+    match reason {
+        FileReason::Missing => "missing on the pod".to_owned(),
+        FileReason::ContentDiffers => "content differs".to_owned(),
+        FileReason::SizeDiffers { stored, wanted } => {
+            format!("size differs: {stored} bytes on the pod, {wanted} in the render")
+        }
+        FileReason::SerialDiffers => "certificate serial differs".to_owned(),
+        FileReason::IssuersDiffer => "certificate issuers differ".to_owned(),
+        FileReason::FingerprintDiffers => "certificate fingerprint differs".to_owned(),
+        FileReason::CaEntriesDiffer => "CA certificates differ".to_owned(),
+        FileReason::NoIdentity => "the pod reports nothing to compare it by".to_owned(),
+        FileReason::Unparsable => "the render's PEM does not parse".to_owned(),
+        FileReason::Unread => "listed, not read".to_owned(),
+    }
+}
+
+fn change_text(c: &ConfigChange) -> String {
+    let verb = match c {
+        ConfigChange::CreateSection { .. } | ConfigChange::CreateChild { .. } => "create",
+        ConfigChange::ReplaceSection { .. } | ConfigChange::ReplaceChild { .. } => "replace",
+        _ => "delete",
+    };
+    format!("{verb} {}", c.describe())
+}
+
+/// One operation as a line of the text report.
+fn operation_text(op: &Operation) -> String {
+    match op {
+        Operation::UploadFile {
+            kind,
+            path,
+            reason,
+            skip_reload,
+            ..
+        }
+        | Operation::ReplaceFile {
+            kind,
+            path,
+            reason,
+            skip_reload,
+            ..
+        } => {
+            let verb = if matches!(op, Operation::UploadFile { .. }) {
+                "upload"
+            } else {
+                "replace"
+            };
+            let skip = if *skip_reload { ", skip_reload" } else { "" };
+            format!(
+                "{verb} file {path} in {} ({}{skip})",
+                storage_name(*kind),
+                reason_text(reason)
+            )
+        }
+        Operation::PushRawConfig { version, mode } => {
+            format!("raw push of haproxy.cfg at configuration version {version} ({mode})")
+        }
+        Operation::UpdateServer {
+            backend,
+            name,
+            changed_fields,
+            ..
+        } => format!(
+            "runtime update of server {backend}/{name} ({}; no reload)",
+            changed_fields.join(", ")
+        ),
+        Operation::Transaction {
+            version,
+            changes,
+            mode,
+        } => {
+            let what: Vec<String> = changes.iter().map(change_text).collect();
+            format!(
+                "transaction at configuration version {version} ({mode}), {} operation(s): {}",
+                changes.len(),
+                what.join(", ")
+            )
+        }
+        Operation::Reload {
+            reason,
+            unless_reloaded,
+            ..
+        } => {
+            let why = match reason {
+                ReloadReason::FilesWritten => "files written".to_owned(),
+                ReloadReason::StoredNotLoaded { paths } => {
+                    format!("not known loaded: {}", paths.join(", "))
+                }
+            };
+            let cond = if *unless_reloaded {
+                " unless the last write reloaded"
+            } else {
+                ""
+            };
+            format!("reload ({why}){cond}")
+        }
+        Operation::DeleteFile { kind, name } => {
+            format!("delete file {name} from {}", storage_name(*kind))
+        }
+    }
+}
+
+fn operation_json(op: &Operation) -> Value {
+    match op {
+        Operation::UploadFile {
+            kind,
+            name,
+            path,
+            reason,
+            skip_reload,
+        }
+        | Operation::ReplaceFile {
+            kind,
+            name,
+            path,
+            reason,
+            skip_reload,
+        } => json!({
+            "op": if matches!(op, Operation::UploadFile { .. }) { "upload_file" } else { "replace_file" },
+            "storage": storage_name(*kind),
+            "name": name,
+            "path": path,
+            "reason": reason_text(reason),
+            "skip_reload": skip_reload,
+            "reloads": op.reloads(),
+        }),
+        Operation::PushRawConfig { version, mode } => json!({
+            "op": "push_raw_configuration",
+            "version": version.0,
+            "mode": mode.to_string(),
+            "reloads": true,
+        }),
+        Operation::UpdateServer {
+            backend,
+            name,
+            changed_fields,
+            ..
+        } => json!({
+            "op": "update_server",
+            "backend": backend,
+            "name": name,
+            "changed_fields": changed_fields,
+            "reloads": false,
+        }),
+        Operation::Transaction {
+            version,
+            changes,
+            mode,
+        } => json!({
+            "op": "transaction",
+            "version": version.0,
+            "mode": mode.to_string(),
+            "changes": changes.iter().map(change_text).collect::<Vec<_>>(),
+            "reloads": true,
+        }),
+        Operation::Reload {
+            version,
+            unless_reloaded,
+            ..
+        } => json!({
+            "op": "reload",
+            "version": version.0,
+            "unless_reloaded": unless_reloaded,
+            "description": operation_text(op),
+        }),
+        Operation::DeleteFile { kind, name } => json!({
+            "op": "delete_file",
+            "storage": storage_name(*kind),
+            "name": name,
+            "reloads": false,
+        }),
+    }
+}
+
+/// Render-relative paths the operations write, and stored names they delete.
+fn files_touched(plan: &PodPlan) -> (Vec<String>, Vec<String>) {
+    let mut written = Vec::new();
+    let mut deleted = Vec::new();
+    for op in &plan.operations {
+        match op {
+            Operation::UploadFile { path, .. } | Operation::ReplaceFile { path, .. } => {
+                written.push(path.clone());
+            }
+            Operation::DeleteFile { kind, name } => {
+                deleted.push(format!("{}/{name}", storage_name(*kind)));
+            }
+            _ => {}
+        }
+    }
+    (written, deleted)
+}
+
+fn raw_push(plan: &PodPlan) -> bool {
+    plan.operations
+        .iter()
+        .any(|o| matches!(o, Operation::PushRawConfig { .. }))
+}
+
+fn text_report(
+    render: &JournaledRender,
+    targets: &[Target],
+    plans: &[Result<PodPlan, String>],
+) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "render {} ({} files)\n",
+        render.checksum,
+        render.files.len()
+    );
+    let (mut changing, mut reloads) = (0, 0);
+    for (t, plan) in targets.iter().zip(plans) {
+        let name = if t.pod == t.url {
+            t.pod.clone()
+        } else {
+            format!("{} ({})", t.pod, t.url)
+        };
+        match plan {
+            Err(e) => {
+                let _ = writeln!(out, "pod {name}: error: {e}");
+            }
+            Ok(p) if !p.changes() => {
+                let _ = writeln!(
+                    out,
+                    "pod {name}: no change (configuration version {})",
+                    p.version
+                );
+            }
+            Ok(p) => {
+                changing += 1;
+                reloads += p.reloads;
+                let reload = match p.reloads {
+                    0 => "no reload".to_owned(),
+                    1 => "1 reload".to_owned(),
+                    n => format!("{n} reloads"),
+                };
+                let _ = writeln!(
+                    out,
+                    "pod {name}: {reload}, mode {}, {} operation(s) at configuration version {}",
+                    p.mode,
+                    p.operations.len(),
+                    p.version
+                );
+                if p.open_transactions > 0 {
+                    let _ = writeln!(
+                        out,
+                        "  delete {} open transaction(s) first",
+                        p.open_transactions
+                    );
+                }
+                for op in &p.operations {
+                    let _ = writeln!(out, "  {}", operation_text(op));
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "plan: {changing} of {} pod(s) would change, {reloads} reload(s) in all",
+        targets.len()
+    );
+    out
+}
+
+fn json_report(
+    render: &JournaledRender,
+    targets: &[Target],
+    plans: &[Result<PodPlan, String>],
+) -> Value {
+    let pods: Vec<Value> = targets
+        .iter()
+        .zip(plans)
+        .map(|(t, plan)| match plan {
+            Err(e) => json!({"pod": t.pod, "endpoint": t.url, "error": e}),
+            Ok(p) => {
+                let (written, deleted) = files_touched(p);
+                json!({
+                    "pod": t.pod,
+                    "endpoint": t.url,
+                    "version": p.version.0,
+                    "changes": p.changes(),
+                    "mode": p.mode.to_string(),
+                    "reloads": p.reloads,
+                    "raw_push": raw_push(p),
+                    "open_transactions": p.open_transactions,
+                    "config_changes": p.config_changes.as_ref().map(|c| c.iter().map(change_text).collect::<Vec<_>>()),
+                    "files_written": written,
+                    "files_deleted": deleted,
+                    "operations": p.operations.iter().map(operation_json).collect::<Vec<_>>(),
+                    "reads": p.reads,
+                })
+            }
+        })
+        .collect();
+    json!({
+        "render": render.checksum.to_string(),
+        "pods": pods,
+        "would_change": plans.iter().flatten().filter(|p| p.changes()).count(),
+        "reloads": plans.iter().flatten().map(|p| p.reloads).sum::<u32>(),
+    })
+}
