@@ -58,12 +58,7 @@ async fn plan_with(sb: &Fleet, config: &str, tag: &str, json: bool, pods: Pods) 
     match pods {
         Pods::Endpoints => {
             for p in sb.pods() {
-                let url = p.dataplane_url.replacen(
-                    "://",
-                    &format!("://{}:{}@", p.username, p.password),
-                    1,
-                );
-                cmd.arg("--endpoint").arg(url);
+                cmd.arg("--endpoint").arg(endpoint_arg(&p));
             }
         }
         Pods::Cluster => {
@@ -113,6 +108,12 @@ async fn plan_with(sb: &Fleet, config: &str, tag: &str, json: bool, pods: Pods) 
         );
     }
     (code, stdout)
+}
+
+/// `--endpoint` of a pod: its Dataplane URL with the credentials as user info.
+fn endpoint_arg(p: &Pod) -> String {
+    p.dataplane_url
+        .replacen("://", &format!("://{}:{}@", p.username, p.password), 1)
 }
 
 fn pods_of(plan: &str) -> Vec<Value> {
@@ -267,11 +268,7 @@ async fn plan_says_what_the_deployment_then_does_and_only_reads() {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_haptic"));
     cmd.arg("plan").arg("--journal").arg(journal_path(&sb));
     for p in sb.pods() {
-        cmd.arg("--endpoint").arg(p.dataplane_url.replacen(
-            "://",
-            &format!("://{}:{}@", p.username, p.password),
-            1,
-        ));
+        cmd.arg("--endpoint").arg(endpoint_arg(&p));
     }
     let out = cmd.env_clear().output().await.unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
