@@ -87,6 +87,14 @@ impl Pool {
             free = self.cv.wait(free).unwrap_or_else(|p| p.into_inner());
         }
     }
+
+    /// A borrowed pod and its client, [`Dp::reset`] to a known state.
+    async fn borrow_reset(&'static self) -> (BorrowedPod, Dp) {
+        let l = self.borrow();
+        let dp = Dp::new(&l.pod);
+        dp.reset().await;
+        (l, dp)
+    }
 }
 
 /// Exclusive use of one shared pod for the duration of a test (given back on drop).
@@ -125,10 +133,7 @@ pub async fn real_pod() -> (BorrowedPod, Dp) {
             ..SandboxConfig::default()
         })
     });
-    let l = pool.borrow();
-    let dp = Dp::new(&l.pod);
-    dp.reset().await;
-    (l, dp)
+    pool.borrow_reset().await
 }
 
 /// A stand-in pod (no HAProxy; `haproxy -c` validation on), reset to a known state.
@@ -142,10 +147,23 @@ pub async fn stand_in_pod() -> (BorrowedPod, Dp) {
             ..SandboxConfig::default()
         })
     });
-    let l = pool.borrow();
-    let dp = Dp::new(&l.pod);
-    dp.reset().await;
-    (l, dp)
+    pool.borrow_reset().await
+}
+
+/// A sandbox of its own with one stand-in pod that validates nothing (`stand_in_validate:
+/// false`, the fan-out benchmark's set-up), and a client for that pod.
+pub async fn unvalidated_stand_in() -> (Sandbox, Dp) {
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 0,
+        stand_in_pods: 1,
+        stand_in_validate: false,
+        reload_delay: Duration::from_millis(50),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("start");
+    let dp = Dp::new(&sb.pods()[0]);
+    (sb, dp)
 }
 
 pub fn client() -> reqwest::Client {
@@ -173,6 +191,15 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// Reads a response whole (a body that cannot be read is empty).
+    async fn read(r: reqwest::Response) -> Answer {
+        Answer {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            text: r.text().await.unwrap_or_default(),
+        }
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.text).unwrap_or(Value::Null)
     }
@@ -251,11 +278,7 @@ impl Dp {
             .send()
             .await
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        Answer {
-            status: r.status().as_u16(),
-            headers: r.headers().clone(),
-            text: r.text().await.unwrap_or_default(),
-        }
+        Answer::read(r).await
     }
 
     /// [`Dp::call`] for a request that breaks the published spec on purpose (a row of the
@@ -351,6 +374,36 @@ impl Dp {
             .await
     }
 
+    /// `POST storage/maps`: render 02-maps' `hosts.map`.
+    pub async fn upload_hosts_map(&self) -> Answer {
+        self.upload(
+            "storage/maps",
+            "hosts.map",
+            render("02-maps", "maps/hosts.map"),
+        )
+        .await
+    }
+
+    /// `POST storage/ssl_certificates`: render 05-tls' `site.pem`, stored as `name`.
+    pub async fn upload_site_pem(&self, name: &str) -> Answer {
+        self.upload(
+            "storage/ssl_certificates",
+            name,
+            render("05-tls", "ssl/site.pem"),
+        )
+        .await
+    }
+
+    /// `POST runtime/ssl_ca_files`: render 07-ca's `clients-ca.pem`.
+    pub async fn upload_clients_ca(&self) -> Answer {
+        self.upload(
+            "runtime/ssl_ca_files",
+            "clients-ca.pem",
+            render("07-ca", "ca/clients-ca.pem"),
+        )
+        .await
+    }
+
     /// `method path` conditional on the current version (`?version=N` added, read first).
     pub async fn at_version(&self, method: &str, path: &str, body: Body<'_>) -> Answer {
         let v = self.version().await;
@@ -379,6 +432,12 @@ impl Dp {
         self.call("POST", &path, Body::Text(cfg)).await
     }
 
+    /// [`Dp::push`] of `cfg` (no flags), then [`Dp::wait_reload`] on the reload it started.
+    pub async fn push_and_wait(&self, cfg: &str) -> Value {
+        let id = self.push(cfg, "").await.reload_id();
+        self.wait_reload(&id).await
+    }
+
     /// Polls a reload until it is no longer in progress (bounded: 200 polls of 50 ms).
     pub async fn wait_reload(&self, id: &str) -> Value {
         for _ in 0..200 {
@@ -400,11 +459,7 @@ impl Dp {
             .send()
             .await
             .expect("sandbox hook");
-        Answer {
-            status: r.status().as_u16(),
-            headers: r.headers().clone(),
-            text: r.text().await.unwrap_or_default(),
-        }
+        Answer::read(r).await
     }
 
     /// The `Succeeded` reloads the pod lists.
@@ -486,6 +541,19 @@ pub fn read(path: &str) -> String {
 pub fn render(name: &str, file: &str) -> String {
     read(&format!("{RENDERS}/{name}/{file}"))
 }
+
+/// The certificate of render 05-tls reissued (same names, serial [`REISSUED_SERIAL`]).
+pub fn reissued_pem() -> String {
+    read(&format!(
+        "{}/../tests/integration/deployer/fixtures/site-reissued.pem",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+}
+
+/// The serial of render 05-tls' `site.pem`.
+pub const SITE_SERIAL: &str = "6D480BD9A95DF8A7594DDA5A5D4AB7DAEDF11939";
+/// The serial of [`reissued_pem`].
+pub const REISSUED_SERIAL: &str = "5EC0DD0000000000000000000000000000000001";
 
 pub fn corpus_dir(sub: &str) -> PathBuf {
     PathBuf::from(CORPUS).join(sub)
