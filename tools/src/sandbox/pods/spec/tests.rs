@@ -113,55 +113,59 @@ fn every_schema_of_every_published_document_compiles() {
 
 #[test]
 fn requests_unknown_path_method_and_parameters_are_named() {
-    let r = req("GET", "/v3/services/haproxy/configuration/nonsense", None);
-    assert_eq!(found(&r, None), vec![(Side::Request, None, "/path".into())]);
-    let r = req("GET", "/services/haproxy/configuration/version", None);
-    assert_eq!(found(&r, None), vec![(Side::Request, None, "/path".into())]);
-    let r = req("PATCH", "/v3/services/haproxy/configuration/global", None);
-    assert_eq!(
-        found(&r, None),
-        vec![(Side::Request, None, "/method".into())]
+    let unmatched = |field: &str| vec![(Side::Request, None, field.to_owned())];
+    let transaction_version = one(
+        Side::Request,
+        "startTransaction",
+        "/parameters/query/version",
     );
-    let r = req(
-        "GET",
-        "/v3/services/haproxy/configuration/version?verbose=1",
-        None,
-    );
-    assert_eq!(
-        found(&r, None),
-        one(
-            Side::Request,
-            "getConfigurationVersion",
-            "/parameters/query/verbose"
-        )
-    );
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/transactions?version=three",
-        None,
-    );
-    assert_eq!(
-        found(&r, None),
-        one(
-            Side::Request,
-            "startTransaction",
-            "/parameters/query/version"
-        )
-    );
-    let r = req("POST", "/v3/services/haproxy/transactions", None);
-    assert_eq!(
-        found(&r, None),
-        one(
-            Side::Request,
-            "startTransaction",
-            "/parameters/query/version"
-        )
-    );
-    let r = req("GET", "/v3/services/haproxy/reloads/yesterday", None);
-    assert_eq!(
-        found(&r, None),
-        one(Side::Request, "getReload", "/parameters/path/id")
-    );
+    for (method, path, expected) in [
+        (
+            "GET",
+            "/v3/services/haproxy/configuration/nonsense",
+            unmatched("/path"),
+        ),
+        (
+            "GET",
+            "/services/haproxy/configuration/version",
+            unmatched("/path"),
+        ),
+        (
+            "PATCH",
+            "/v3/services/haproxy/configuration/global",
+            unmatched("/method"),
+        ),
+        (
+            "GET",
+            "/v3/services/haproxy/configuration/version?verbose=1",
+            one(
+                Side::Request,
+                "getConfigurationVersion",
+                "/parameters/query/verbose",
+            ),
+        ),
+        (
+            "POST",
+            "/v3/services/haproxy/transactions?version=three",
+            transaction_version.clone(),
+        ),
+        (
+            "POST",
+            "/v3/services/haproxy/transactions",
+            transaction_version,
+        ),
+        (
+            "GET",
+            "/v3/services/haproxy/reloads/yesterday",
+            one(Side::Request, "getReload", "/parameters/path/id"),
+        ),
+    ] {
+        assert_eq!(
+            found(&req(method, path, None), None),
+            expected,
+            "{method} {path}"
+        );
+    }
 }
 
 #[test]
