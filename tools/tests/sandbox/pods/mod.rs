@@ -368,6 +368,11 @@ impl Dp {
         self.call("DELETE", path, Body::None).await
     }
 
+    /// `PUT path` with a `text/plain` body.
+    pub async fn put_text(&self, path: &str, text: &str) -> Answer {
+        self.call("PUT", path, Body::Text(text)).await
+    }
+
     /// `POST .../<kind>` multipart: a new storage file.
     pub async fn upload(&self, kind: &str, name: &str, bytes: impl Into<Vec<u8>>) -> Answer {
         self.call("POST", kind, Body::File(name, bytes.into()))

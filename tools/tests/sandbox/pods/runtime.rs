@@ -29,18 +29,13 @@ async fn load_map_and_cert(dp: &Dp) {
 async fn write_new_then_fail_the_reload(dp: &Dp) {
     let map = render("03-maps-changed", "maps/hosts.map");
     let r = dp
-        .call(
-            "PUT",
-            "storage/maps/hosts.map?skip_reload=true",
-            Body::Text(&map),
-        )
+        .put_text("storage/maps/hosts.map?skip_reload=true", &map)
         .await;
     assert_eq!(r.status, 204);
     let r = dp
-        .call(
-            "PUT",
+        .put_text(
             "storage/ssl_certificates/site.pem?skip_reload=true",
-            Body::Text(&reissued_pem()),
+            &reissued_pem(),
         )
         .await;
     assert_eq!(r.status, 200);
@@ -131,10 +126,9 @@ async fn runtime_views_of_a_real_pod_show_the_loaded_files_not_the_written_ones(
         .hook("/_sandbox/faults", json!({"reload": "fail", "times": 1}))
         .await;
     assert_eq!(r.status, 201);
-    dp.call(
-        "PUT",
+    dp.put_text(
         "storage/maps/hosts.map?skip_reload=true",
-        Body::Text("new.haptic.test v3\n"),
+        "new.haptic.test v3\n",
     )
     .await;
     assert_eq!(dp.push_and_wait(&tls_and_map()).await["status"], "failed");

@@ -48,20 +48,14 @@ async fn observed_maps_put_202_reload_204_skip_415_multipart_delete_204() {
     assert_eq!(r.status, 201, "{}", r.text);
     let changed = render("03-maps-changed", "maps/hosts.map");
     let r = dp
-        .call(
-            "PUT",
-            "storage/maps/hosts.map?skip_reload=true",
-            Body::Text(&changed),
-        )
+        .put_text("storage/maps/hosts.map?skip_reload=true", &changed)
         .await;
     assert_eq!((r.status, r.header("reload-id")), (204, None));
     assert_eq!(
         curl(&l.pod, "http", 80, Some("shop.haptic.test"), "/"),
         "render 02-maps shop-v1"
     );
-    let r = dp
-        .call("PUT", "storage/maps/hosts.map", Body::Text(&changed))
-        .await;
+    let r = dp.put_text("storage/maps/hosts.map", &changed).await;
     assert_eq!((r.status, r.text.as_str()), (202, ""));
     assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
     assert_eq!(
@@ -97,11 +91,7 @@ async fn observed_ssl_certificates_post_put_201_200_applied_at_runtime_without_r
     assert_eq!(presented_serial(&l.pod), SITE_SERIAL);
     let reloads = dp.reload_count().await;
     let r = dp
-        .call(
-            "PUT",
-            "storage/ssl_certificates/site.pem",
-            Body::Text(&reissued_pem()),
-        )
+        .put_text("storage/ssl_certificates/site.pem", &reissued_pem())
         .await;
     assert_eq!((r.status, r.header("reload-id")), (200, None), "{}", r.text);
     assert_eq!(
@@ -129,11 +119,7 @@ async fn observed_ssl_certificates_runtime_update_failing_answers_202_and_reload
     let r = dp.push(&no_socket, "&force_reload=true").await;
     assert_eq!(r.status, 201, "{}", r.text);
     let r = dp
-        .call(
-            "PUT",
-            "storage/ssl_certificates/site.pem",
-            Body::Text(&reissued_pem()),
-        )
+        .put_text("storage/ssl_certificates/site.pem", &reissued_pem())
         .await;
     assert_eq!(r.status, 202, "{}", r.text);
     assert_eq!(r.json()["storage_name"], "site.pem");
@@ -335,10 +321,9 @@ async fn storage_certificate_metadata_is_what_the_real_api_reports() {
         "a certificate is not a CA file"
     );
     let r = dp
-        .call(
-            "PUT",
+        .put_text(
             "storage/ssl_certificates/site.pem?skip_reload=true",
-            Body::Text(&reissued_pem()),
+            &reissued_pem(),
         )
         .await;
     assert_eq!(r.status, 200);
