@@ -1,9 +1,9 @@
 //! kube's typed client and `watcher` against the emulator: CRUD, conflicts, selectors, paging,
 //! garbage collection, size limits, watch with 410 relist, the events recorder.
 
-use super::{Env, spawn_watcher};
+use super::{Env, merge_patch, spawn_watcher};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -243,13 +243,7 @@ async fn owner_references_garbage_collection() {
         .left()
         .unwrap();
     assert!(deleting.metadata.deletion_timestamp.is_some());
-    cms.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&cms, "held", json!({"metadata": {"finalizers": null}})).await;
     assert_eq!(api_err(cms.get("held").await.unwrap_err()).code, 404);
 }
 
@@ -298,13 +292,7 @@ async fn watcher_streams_events_and_relists_after_410() {
     assert!(
         matches!(w.event().await, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("live"))
     );
-    cms.patch(
-        "live",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "2"}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&cms, "live", json!({"data": {"k": "2"}})).await;
     assert!(
         matches!(w.event().await, watcher::Event::Apply(c) if c.data.as_ref().unwrap()["k"] == "2")
     );
