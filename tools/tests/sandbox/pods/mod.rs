@@ -373,6 +373,12 @@ impl Dp {
         self.call("PUT", path, Body::Text(text)).await
     }
 
+    /// `PUT storage/ssl_certificates/site.pem<query>`: [`reissued_pem`].
+    pub async fn put_reissued_site_pem(&self, query: &str) -> Answer {
+        let path = format!("storage/ssl_certificates/site.pem{query}");
+        self.put_text(&path, &reissued_pem()).await
+    }
+
     /// `POST .../<kind>` multipart: a new storage file.
     pub async fn upload(&self, kind: &str, name: &str, bytes: impl Into<Vec<u8>>) -> Answer {
         self.call("POST", kind, Body::File(name, bytes.into()))

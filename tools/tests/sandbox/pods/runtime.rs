@@ -32,12 +32,7 @@ async fn write_new_then_fail_the_reload(dp: &Dp) {
         .put_text("storage/maps/hosts.map?skip_reload=true", &map)
         .await;
     assert_eq!(r.status, 204);
-    let r = dp
-        .put_text(
-            "storage/ssl_certificates/site.pem?skip_reload=true",
-            &reissued_pem(),
-        )
-        .await;
+    let r = dp.put_reissued_site_pem("?skip_reload=true").await;
     assert_eq!(r.status, 200);
     assert_eq!(
         dp.hook("/_sandbox/faults", json!({"reload": "fail", "times": 1}))

@@ -90,9 +90,7 @@ async fn observed_ssl_certificates_post_put_201_200_applied_at_runtime_without_r
     dp.push_and_wait(&render("05-tls", "haproxy.cfg")).await;
     assert_eq!(presented_serial(&l.pod), SITE_SERIAL);
     let reloads = dp.reload_count().await;
-    let r = dp
-        .put_text("storage/ssl_certificates/site.pem", &reissued_pem())
-        .await;
+    let r = dp.put_reissued_site_pem("").await;
     assert_eq!((r.status, r.header("reload-id")), (200, None), "{}", r.text);
     assert_eq!(
         r.json()["serial"],
@@ -118,9 +116,7 @@ async fn observed_ssl_certificates_runtime_update_failing_answers_202_and_reload
     );
     let r = dp.push(&no_socket, "&force_reload=true").await;
     assert_eq!(r.status, 201, "{}", r.text);
-    let r = dp
-        .put_text("storage/ssl_certificates/site.pem", &reissued_pem())
-        .await;
+    let r = dp.put_reissued_site_pem("").await;
     assert_eq!(r.status, 202, "{}", r.text);
     assert_eq!(r.json()["storage_name"], "site.pem");
     assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
@@ -320,12 +316,7 @@ async fn storage_certificate_metadata_is_what_the_real_api_reports() {
         404,
         "a certificate is not a CA file"
     );
-    let r = dp
-        .put_text(
-            "storage/ssl_certificates/site.pem?skip_reload=true",
-            &reissued_pem(),
-        )
-        .await;
+    let r = dp.put_reissued_site_pem("?skip_reload=true").await;
     assert_eq!(r.status, 200);
     let one = dp.get("storage/ssl_certificates/site.pem").await.json();
     assert_eq!(
