@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::body::{Body, Refusal};
 use super::params::{self, BIND_PARAMS, SERVER_PARAMS};
-use super::rules::{rule_line, rule_model};
+use super::rules::{cond_model, rule_line, rule_model};
 use super::text::Line;
 
 /// A section collection: `configuration/<collection>[/<name>]`.
@@ -309,18 +309,6 @@ fn cond(b: &Body, w: &mut Line) -> Result<(), Refusal> {
         b.ignore("cond_test");
     }
     Ok(())
-}
-
-fn cond_model(words: &[String], m: &mut Map<String, Value>) -> usize {
-    let at = words
-        .iter()
-        .position(|w| w == "if" || w == "unless")
-        .unwrap_or(words.len());
-    if at < words.len() {
-        m.insert("cond".into(), json!(words[at]));
-        m.insert("cond_test".into(), json!(words[at + 1..].join(" ")));
-    }
-    at
 }
 
 fn acl_line(b: &Body) -> Result<Line, Refusal> {
