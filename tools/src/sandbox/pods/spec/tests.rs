@@ -322,12 +322,16 @@ fn answers_status_headers_and_bodies_are_held_to_the_spec() {
 #[test]
 fn observed_differences_are_allowed_by_name_only() {
     let c = v32();
+    // a raw push (text/plain `global`) with the query `q`
+    let raw_push = |q: &str| {
+        req(
+            "POST",
+            &format!("/v3/services/haproxy/configuration/raw?{q}"),
+            Some(("text/plain", "global\n")),
+        )
+    };
     // json-errors: a stale raw push answers JSON where the spec says text/plain
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/configuration/raw?version=9",
-        Some(("text/plain", "global\n")),
-    );
+    let r = raw_push("version=9");
     let a = answer(
         409,
         &[("configuration-version", "3")],
@@ -344,11 +348,7 @@ fn observed_differences_are_allowed_by_name_only() {
     );
     assert!(!check(&c, &r, Some(&a)).violations.is_empty());
     // only_validate: 202 without Reload-ID
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/configuration/raw?version=3&only_validate=true",
-        Some(("text/plain", "global\n")),
-    );
+    let r = raw_push("version=3&only_validate=true");
     let a = answer(
         202,
         &[("configuration-version", "3")],
@@ -358,11 +358,7 @@ fn observed_differences_are_allowed_by_name_only() {
     assert!(f.violations.is_empty(), "{:?}", f.violations);
     assert_eq!(f.allowed, vec![&allow::ONLY_VALIDATE_202]);
     // without only_validate the same answer misses its Reload-ID
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/configuration/raw?version=3",
-        Some(("text/plain", "global\n")),
-    );
+    let r = raw_push("version=3");
     assert_eq!(
         found(&r, Some(&a)),
         one(
