@@ -264,39 +264,42 @@ fn answers_status_headers_and_bodies_are_held_to_the_spec() {
         "/v3/services/haproxy/configuration/global?version=2",
         Some((JSON, r#"{"daemon": true}"#)),
     );
-    // 405 with an empty body: not listed, and not an error with the error body
-    let a = answer(405, &[("configuration-version", "2")], None);
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/status")
-    );
-    let a = answer(
-        405,
-        &[("configuration-version", "2")],
-        Some((JSON, r#"{"code": 405, "message": "method not allowed"}"#)),
-    );
-    assert_eq!(found(&r, Some(&a)), vec![]);
-    // default covers errors only
-    let a = answer(204, &[], None);
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/status")
-    );
-    // 202 needs its Reload-ID
-    let a = answer(202, &[], Some((JSON, r#"{"daemon": true}"#)));
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/headers/Reload-ID")
-    );
-    let a = answer(
-        202,
-        &[("reload-id", "2026-12-02-1")],
-        Some((JSON, r#"{"daemon": "yes"}"#)),
-    );
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/body/daemon")
-    );
+    let broken = |field: &str| one(Side::Response, "replaceGlobal", field);
+    let version_2 = [("configuration-version", "2")];
+    let method_not_allowed = r#"{"code": 405, "message": "method not allowed"}"#;
+    for (why, a, expected) in [
+        (
+            "405 with an empty body: not listed, and not an error with the error body",
+            answer(405, &version_2, None),
+            broken("/status"),
+        ),
+        (
+            "405 with the error body",
+            answer(405, &version_2, Some((JSON, method_not_allowed))),
+            vec![],
+        ),
+        (
+            "default covers errors only",
+            answer(204, &[], None),
+            broken("/status"),
+        ),
+        (
+            "202 needs its Reload-ID",
+            answer(202, &[], Some((JSON, r#"{"daemon": true}"#))),
+            broken("/headers/Reload-ID"),
+        ),
+        (
+            "202 with a body that is not the schema's",
+            answer(
+                202,
+                &[("reload-id", "2026-12-02-1")],
+                Some((JSON, r#"{"daemon": "yes"}"#)),
+            ),
+            broken("/body/daemon"),
+        ),
+    ] {
+        assert_eq!(found(&r, Some(&a)), expected, "{why}");
+    }
     // a queued reload without an id is what the spec allows
     let r = req("GET", "/v3/services/haproxy/reloads/2026-12-02-1", None);
     let a = answer(200, &[], Some((JSON, r#"{"status": "in_progress"}"#)));
