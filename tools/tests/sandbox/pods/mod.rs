@@ -570,8 +570,25 @@ pub fn corpus_dir(sub: &str) -> PathBuf {
     PathBuf::from(CORPUS).join(sub)
 }
 
-/// A real HTTP(S) request with curl to the pod's traffic address.
+/// A real HTTP(S) request with curl to the pod's traffic address: the body.
 pub fn curl(pod: &PodInfo, scheme: &str, port: u16, host: Option<&str>, path: &str) -> String {
+    run_curl(curl_command(pod, scheme, port, host, path))
+}
+
+/// A real HTTP request with curl to the pod's traffic address: the status code.
+pub fn curl_status(pod: &PodInfo, port: u16, path: &str) -> String {
+    let mut cmd = curl_command(pod, "http", port, None, path);
+    cmd.args(["-o", "/dev/null", "-w", "%{http_code}"]);
+    run_curl(cmd)
+}
+
+fn curl_command(
+    pod: &PodInfo,
+    scheme: &str,
+    port: u16,
+    host: Option<&str>,
+    path: &str,
+) -> std::process::Command {
     let mut cmd = std::process::Command::new("curl");
     cmd.args(["-sk", "--noproxy", "*", "--max-time", "5"]);
     if let Some(h) = host {
@@ -583,6 +600,10 @@ pub fn curl(pod: &PodInfo, scheme: &str, port: u16, host: Option<&str>, path: &s
         port
     };
     cmd.arg(format!("{scheme}://{}:{port}{path}", pod.traffic_address));
+    cmd
+}
+
+fn run_curl(mut cmd: std::process::Command) -> String {
     let out = cmd.output().expect("curl");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

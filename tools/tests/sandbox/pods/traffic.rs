@@ -42,26 +42,7 @@ async fn pods_corpus_configs_serve_and_validate_with_their_maps() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
-    let out = std::process::Command::new("curl")
-        .args([
-            "-s",
-            "--noproxy",
-            "*",
-            "--max-time",
-            "5",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-        ])
-        .arg(format!(
-            "http://{}:{}/",
-            l.pod.traffic_address,
-            80 + l.pod.port_offset
-        ))
-        .output()
-        .expect("curl");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "503");
+    assert_eq!(curl_status(&l.pod, 80, "/"), "503");
     let with_map = read(&format!("{CORPUS}/map-frontend/with-map.cfg"));
     assert_eq!(dp.push(&with_map, "").await.status, 400);
     let map = read(&format!("{CORPUS}/map-files/domains.map"));
