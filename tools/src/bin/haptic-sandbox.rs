@@ -188,17 +188,7 @@ async fn up(a: UpArgs) -> Result<()> {
         let pods = sandbox.pods();
         let mut kubeconfig = None;
         if let (Some(api), Some(kube)) = (&api, &kube) {
-            let _ = kube
-                .send(
-                    reqwest::Method::POST,
-                    "/api/v1/namespaces",
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": a.namespace}}),
-                )
-                .await;
-            kube.create_secret(sandbox.username(), sandbox.password()).await?;
-            for p in &pods {
-                kube.register_pod(p).await?;
-            }
+            kube.register_sandbox(&sandbox).await?;
             let path = sandbox.dir().join("kubeconfig");
             api.write_kubeconfig(&path, &a.namespace)?;
             kubeconfig = Some(path);

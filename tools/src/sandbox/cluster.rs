@@ -158,6 +158,26 @@ impl Kube {
         Ok(())
     }
 
+    /// Makes `sandbox` known to the API: the namespace (an existing one is kept), the
+    /// credentials Secret ([`Kube::create_secret`]) and each pod's Pod object
+    /// ([`Kube::register_pod`]), in that order.
+    ///
+    /// # Errors
+    /// The API answer to the Secret or a Pod when it is not a success.
+    pub async fn register_sandbox(&self, sandbox: &Sandbox) -> Result<()> {
+        let namespace =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.ns}});
+        let _ = self
+            .send(reqwest::Method::POST, "/api/v1/namespaces", namespace)
+            .await;
+        self.create_secret(sandbox.username(), sandbox.password())
+            .await?;
+        for p in sandbox.pods() {
+            self.register_pod(&p).await?;
+        }
+        Ok(())
+    }
+
     /// Creates the credentials Secret [`SECRET`] ([`secret_manifest`]).
     ///
     /// # Errors
@@ -267,18 +287,7 @@ impl Cluster {
             .await
             .context("creating a CustomResourceDefinition")?;
         }
-        let _ = kube
-            .send(
-                reqwest::Method::POST,
-                "/api/v1/namespaces",
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cfg.namespace}}),
-            )
-            .await;
-        kube.create_secret(sandbox.username(), sandbox.password())
-            .await?;
-        for p in sandbox.pods() {
-            kube.register_pod(&p).await?;
-        }
+        kube.register_sandbox(&sandbox).await?;
         let kubeconfig = sandbox.dir().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig, &cfg.namespace)?;
         Ok(Cluster {

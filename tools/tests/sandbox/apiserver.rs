@@ -14,6 +14,20 @@ use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `PATCH` of `name` with a JSON merge patch (default parameters); the object stored.
+pub async fn merge_patch<K>(api: &kube::Api<K>, name: &str, patch: Value) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(patch),
+    )
+    .await
+    .unwrap()
+}
+
 /// Upper bound of any wait in these tests (never an assertion on timing).
 pub const WAIT: Duration = Duration::from_secs(60);
 

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use haptic_tools::sandbox::pods::spec::{Side, SpecCheck, Violation};
-use haptic_tools::sandbox::pods::{PodInfo, Sandbox, SandboxConfig};
+use haptic_tools::sandbox::pods::{INITIAL_CONFIG, PodInfo, Sandbox, SandboxConfig};
 use serde_json::{Value, json};
 
 async fn stand_in() -> (Sandbox, PodInfo) {
@@ -193,33 +193,19 @@ async fn spec_catches_planted_bad_answers() {
             assert_eq!(r.status(), 201);
         }
     };
-    hook(json!({"method": "GET", "path": "configuration/version$", "status": 201, "times": 1}))
+    // 200 then: a listed status with a body that is not the schema's (the version is an
+    // integer, the scripted 200 answers the error object). 503 last: an error the spec does
+    // not list is fine with the error body (default).
+    for status in [201, 200, 503] {
+        hook(json!({"method": "GET", "path": "configuration/version$", "status": status, "times": 1}))
+            .await;
+        dp.send(
+            reqwest::Method::GET,
+            "/v3/services/haproxy/configuration/version",
+            None,
+        )
         .await;
-    dp.send(
-        reqwest::Method::GET,
-        "/v3/services/haproxy/configuration/version",
-        None,
-    )
-    .await;
-    // A listed status with a body that is not the schema's: the version is an integer, the
-    // scripted 200 answers the error object.
-    hook(json!({"method": "GET", "path": "configuration/version$", "status": 200, "times": 1}))
-        .await;
-    dp.send(
-        reqwest::Method::GET,
-        "/v3/services/haproxy/configuration/version",
-        None,
-    )
-    .await;
-    // An error the spec does not list is fine with the error body (default).
-    hook(json!({"method": "GET", "path": "configuration/version$", "status": 503, "times": 1}))
-        .await;
-    dp.send(
-        reqwest::Method::GET,
-        "/v3/services/haproxy/configuration/version",
-        None,
-    )
-    .await;
+    }
     let found = sb.take_spec_violations();
     assert!(
         found
@@ -314,20 +300,17 @@ async fn spec_violations_fail_the_sandboxs_end_and_are_listed() {
 async fn spec_holds_the_stand_in_to_global_and_http_request_rule_operations() {
     let (sb, pod) = stand_in().await;
     let dp = Dp::new(&pod);
-    let cfg = "global
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
-frontend fe
+    // The global and defaults sections every pod starts with, then the test's own sections.
+    let (head, _) = INITIAL_CONFIG.split_once("frontend ").expect("a frontend");
+    let cfg = format!(
+        "{head}frontend fe
     bind *:8080
     http-request set-header X-Test a
     default_backend be
 backend be
     server s1 127.0.0.1:8081
-";
+"
+    );
     let v = dp.version().await;
     let r = dp
         .req(

@@ -335,6 +335,20 @@ pub struct Writer<'a> {
     pub schema: Option<&'a Value>,
 }
 
+impl Writer<'_> {
+    /// The writer's first entry: `operation` (`Apply` or `Update`) of `fields`, now.
+    fn entry(&self, operation: &str, fields: BTreeSet<Path>) -> Entry {
+        Entry {
+            manager: self.manager.to_owned(),
+            operation: operation.into(),
+            subresource: self.subresource.to_owned(),
+            api_version: self.api_version.to_owned(),
+            time: self.now.to_owned(),
+            fields,
+        }
+    }
+}
+
 /// Records a non-apply write: the writer takes the leaves it changed, removed leaves lose all owners.
 pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
     let mut entries = old.map(read).unwrap_or_default();
@@ -368,14 +382,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer<'_>) {
                 entries[i].time = w.now.to_owned();
                 entries[i].api_version = w.api_version.to_owned();
             }
-            None => entries.push(Entry {
-                manager: w.manager.to_owned(),
-                operation: "Update".into(),
-                subresource: w.subresource.to_owned(),
-                api_version: w.api_version.to_owned(),
-                time: w.now.to_owned(),
-                fields: changed,
-            }),
+            None => entries.push(w.entry("Update", changed)),
         }
     }
     entries.retain(|e| !e.fields.is_empty());
@@ -533,14 +540,7 @@ pub fn apply(
             entries[i].fields = set;
             entries[i].api_version = w.api_version.to_owned();
         }
-        None => entries.push(Entry {
-            manager: w.manager.to_owned(),
-            operation: "Apply".into(),
-            subresource: w.subresource.to_owned(),
-            api_version: w.api_version.to_owned(),
-            time: w.now.to_owned(),
-            fields: set,
-        }),
+        None => entries.push(w.entry("Apply", set)),
     }
     entries.retain(|e| !e.fields.is_empty());
     write(&mut new, &entries);

@@ -64,6 +64,17 @@ impl Fleet {
         futures::future::join_all(self.pods.iter().map(Pod::reload_count)).await
     }
 
+    /// The fleet's pod `name`, for the action `verb` (named in the error).
+    fn pod_to(&self, verb: &str, name: &str) -> Result<&Pod, PeerError> {
+        self.pods
+            .iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| PeerError::Control {
+                what: format!("{verb} {name}"),
+                message: "no such pod".into(),
+            })
+    }
+
     /// Kills the pod `name` the way `POST /_sandbox/kill` does (processes gone, Pod object
     /// deleted).
     ///
@@ -73,14 +84,7 @@ impl Fleet {
     /// # Cancel safety
     /// As [`crate::Faults::call`].
     pub async fn kill_pod(&self, name: &str) -> Result<(), PeerError> {
-        let pod = self
-            .pods
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| PeerError::Control {
-                what: format!("kill {name}"),
-                message: "no such pod".into(),
-            })?;
+        let pod = self.pod_to("kill", name)?;
         pod.faults()
             .call(reqwest::Method::POST, "kill", None)
             .await
@@ -119,14 +123,7 @@ impl Fleet {
     /// # Cancel safety
     /// Cancel safe before the first request returns; otherwise the object may exist.
     pub async fn register_pod(&self, name: &str) -> Result<(), PeerError> {
-        let pod = self
-            .pods
-            .iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| PeerError::Control {
-                what: format!("register {name}"),
-                message: "no such pod".into(),
-            })?;
+        let pod = self.pod_to("register", name)?;
         let control = |e: anyhow::Error| PeerError::Control {
             what: format!("register {name}"),
             message: format!("{e:#}"),

@@ -1,9 +1,9 @@
 //! kube's typed client and `watcher` against the emulator: CRUD, conflicts, selectors, paging,
 //! garbage collection, size limits, watch with 410 relist, the events recorder.
 
-use super::{Env, spawn_watcher};
+use super::{Env, merge_patch, spawn_watcher};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -19,6 +19,33 @@ fn cm(name: &str, data: Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
 }
 
+/// The resourceVersion of a stored object, as a number.
+fn rv(c: &ConfigMap) -> u64 {
+    c.metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The `Status` a create that must fail answers.
+async fn refused_create(cms: &Api<ConfigMap>, c: &ConfigMap) -> kube::core::Status {
+    api_err(cms.create(&PostParams::default(), c).await.unwrap_err())
+}
+
+/// The names `lp` lists, in the order listed.
+async fn listed(cms: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
+    names(cms.list(lp).await.unwrap())
+}
+
+fn names(l: kube::core::ObjectList<ConfigMap>) -> Vec<String> {
+    l.items
+        .into_iter()
+        .map(|c| c.metadata.name.unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn crud_conflict_selectors_and_paging() {
     let env = Env::start().await;
@@ -27,20 +54,10 @@ async fn crud_conflict_selectors_and_paging() {
         .create(&PostParams::default(), &cm("a", json!({"k": "1"})))
         .await
         .unwrap();
-    let rv_a: u64 = a
-        .metadata
-        .resource_version
-        .clone()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rv_a = rv(&a);
     assert!(a.metadata.uid.is_some() && a.metadata.creation_timestamp.is_some());
 
-    let dup = api_err(
-        cms.create(&PostParams::default(), &cm("a", json!({})))
-            .await
-            .unwrap_err(),
-    );
+    let dup = refused_create(&cms, &cm("a", json!({}))).await;
     assert_eq!((dup.code, dup.reason.as_str()), (409, "AlreadyExists"));
 
     let mut fresh = a.clone();
@@ -49,13 +66,7 @@ async fn crud_conflict_selectors_and_paging() {
         .replace("a", &PostParams::default(), &fresh)
         .await
         .unwrap();
-    let rv_b: u64 = b
-        .metadata
-        .resource_version
-        .clone()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rv_b = rv(&b);
     assert!(rv_b > rv_a);
     assert_eq!(b.metadata.uid, a.metadata.uid);
 
@@ -80,42 +91,20 @@ async fn crud_conflict_selectors_and_paging() {
         c.metadata.labels = Some([("app".to_owned(), (*app).to_owned())].into());
         cms.create(&PostParams::default(), &c).await.unwrap();
     }
-    let names = |l: kube::core::ObjectList<ConfigMap>| {
-        l.items
-            .into_iter()
-            .map(|c| c.metadata.name.unwrap())
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        names(
-            cms.list(&ListParams::default().labels("app=x"))
-                .await
-                .unwrap()
-        ),
+        listed(&cms, &ListParams::default().labels("app=x")).await,
         vec!["l0", "l2"]
     );
     assert_eq!(
-        names(
-            cms.list(&ListParams::default().labels("app in (y,z)"))
-                .await
-                .unwrap()
-        ),
+        listed(&cms, &ListParams::default().labels("app in (y,z)")).await,
         vec!["l1", "l3"]
     );
     assert_eq!(
-        names(
-            cms.list(&ListParams::default().labels("app,app!=x"))
-                .await
-                .unwrap()
-        ),
+        listed(&cms, &ListParams::default().labels("app,app!=x")).await,
         vec!["l1", "l3"]
     );
     assert_eq!(
-        names(
-            cms.list(&ListParams::default().fields("metadata.name=l3"))
-                .await
-                .unwrap()
-        ),
+        listed(&cms, &ListParams::default().fields("metadata.name=l3")).await,
         vec!["l3"]
     );
     let page = cms.list(&ListParams::default().limit(2)).await.unwrap();
@@ -129,11 +118,7 @@ async fn crud_conflict_selectors_and_paging() {
     assert_eq!(names(rest), vec!["l1", "l2", "l3"]);
 
     // metadata validation: names and label values as a real cluster checks them
-    let bad_name = api_err(
-        cms.create(&PostParams::default(), &cm("Bad_Name", json!({})))
-            .await
-            .unwrap_err(),
-    );
+    let bad_name = refused_create(&cms, &cm("Bad_Name", json!({}))).await;
     assert_eq!((bad_name.code, bad_name.reason.as_str()), (422, "Invalid"));
     assert!(
         bad_name
@@ -145,11 +130,7 @@ async fn crud_conflict_selectors_and_paging() {
     let mut long_label = cm("long-label", json!({}));
     long_label.metadata.labels =
         Some([("haproxy-haptic.org/checksum".to_owned(), "a".repeat(64))].into());
-    let too_long = api_err(
-        cms.create(&PostParams::default(), &long_label)
-            .await
-            .unwrap_err(),
-    );
+    let too_long = refused_create(&cms, &long_label).await;
     assert_eq!(too_long.code, 422);
     assert!(
         too_long
@@ -203,20 +184,10 @@ async fn crud_conflict_selectors_and_paging() {
         )
         .await
         .unwrap();
-    let gone: Vec<String> = gone
-        .left()
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|c| c.metadata.name.unwrap())
-        .collect();
+    let gone = names(gone.left().unwrap());
     assert_eq!(gone, vec!["l0", "l2"]);
     assert_eq!(
-        names(
-            cms.list(&ListParams::default().labels("app"))
-                .await
-                .unwrap()
-        ),
+        listed(&cms, &ListParams::default().labels("app")).await,
         vec!["l1", "l3"]
     );
 }
@@ -249,14 +220,7 @@ async fn owner_references_garbage_collection() {
     cms.delete("owner", &DeleteParams::background())
         .await
         .unwrap();
-    let left: Vec<String> = cms
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|c| c.metadata.name.unwrap())
-        .collect();
+    let left = listed(&cms, &ListParams::default()).await;
     assert_eq!(left, vec!["bystander"]);
 
     let mut orphan = cm("orphan", json!({}));
@@ -279,13 +243,7 @@ async fn owner_references_garbage_collection() {
         .left()
         .unwrap();
     assert!(deleting.metadata.deletion_timestamp.is_some());
-    cms.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&cms, "held", json!({"metadata": {"finalizers": null}})).await;
     assert_eq!(api_err(cms.get("held").await.unwrap_err()).code, 404);
 }
 
@@ -297,10 +255,10 @@ async fn size_limits_413_and_data_too_long() {
     let env = Env::start().await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(false).await, "default");
     let huge = cm("huge", json!({"k": "x".repeat(3 * 1024 * 1024 + 10)}));
-    let e = api_err(cms.create(&PostParams::default(), &huge).await.unwrap_err());
+    let e = refused_create(&cms, &huge).await;
     assert_eq!((e.code, e.reason.as_str()), (413, "RequestEntityTooLarge"));
     let big = cm("big", json!({"k": "x".repeat(2 * 1024 * 1024)}));
-    let e = api_err(cms.create(&PostParams::default(), &big).await.unwrap_err());
+    let e = refused_create(&cms, &big).await;
     assert_eq!(
         (e.code, e.reason.as_str(), e.message.as_str()),
         (
@@ -334,13 +292,7 @@ async fn watcher_streams_events_and_relists_after_410() {
     assert!(
         matches!(w.event().await, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("live"))
     );
-    cms.patch(
-        "live",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "2"}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&cms, "live", json!({"data": {"k": "2"}})).await;
     assert!(
         matches!(w.event().await, watcher::Event::Apply(c) if c.data.as_ref().unwrap()["k"] == "2")
     );

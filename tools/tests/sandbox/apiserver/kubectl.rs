@@ -1,7 +1,7 @@
 //! The real kubectl (the pinned v1.37.2 of `tests/peers/build.sh`, never one on PATH) against
 //! the emulator, through the written kubeconfig.
 
-use super::{Env, WAIT, haproxycfg_crd};
+use super::{Env, WAIT, haproxycfg_crd, merge_patch};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -181,49 +181,27 @@ async fn kubectl_create_apply_replace_patch_delete() {
     // server-side apply, and a second manager conflicting
     let ssa = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\ndata:\n  k: s1\n";
     ok(&env, &["apply", "--server-side", "-f", "-"], Some(ssa)).await;
-    let conflict = kubectl(
-        &env,
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager",
-            "other",
-            "-f",
-            "-",
-        ],
-        Some(&ssa.replace("s1", "s2")),
-    )
-    .await;
+    // the second manager's apply, forcing the conflicts or not
+    let as_other = |force: bool| {
+        let mut args = vec!["apply", "--server-side", "--field-manager", "other"];
+        if force {
+            args.push("--force-conflicts");
+        }
+        args.extend(["-f", "-"]);
+        args
+    };
+    let conflict = kubectl(&env, &as_other(false), Some(&ssa.replace("s1", "s2"))).await;
     assert!(
         !conflict.ok && conflict.stderr.contains("conflict"),
         "{}",
         conflict.stderr
     );
-    ok(
-        &env,
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager",
-            "other",
-            "--force-conflicts",
-            "-f",
-            "-",
-        ],
-        Some(&ssa.replace("s1", "s2")),
-    )
-    .await;
+    ok(&env, &as_other(true), Some(&ssa.replace("s1", "s2"))).await;
     assert_eq!(cms.get("ssa").await.unwrap().data.unwrap()["k"], "s2");
 
     // replace with a stale resourceVersion
     let mut live = get_json(&env, &["get", "cm", "from-yaml"]).await;
-    cms.patch(
-        "from-yaml",
-        &Default::default(),
-        &kube::api::Patch::Merge(json!({"data": {"k": "moved"}})),
-    )
-    .await
-    .unwrap();
+    merge_patch(&cms, "from-yaml", json!({"data": {"k": "moved"}})).await;
     live["data"]["k"] = json!("stale");
     let stale = kubectl(&env, &["replace", "-f", "-"], Some(&live.to_string())).await;
     assert!(!stale.ok, "stale replace succeeded");

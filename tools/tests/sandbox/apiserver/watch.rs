@@ -1,8 +1,8 @@
 //! Watch streams on the wire: selector transitions, bookmarks, `timeoutSeconds`, streaming lists.
 
-use super::{Env, WAIT, spawn_watcher_with};
+use super::{Env, WAIT, merge_patch, spawn_watcher_with};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -75,27 +75,11 @@ async fn watch_selector_transitions_bookmarks_and_timeout() {
     assert_eq!(summary(&first), vec![("ADDED".into(), "a".into())]);
     assert_eq!(first[0]["object"]["kind"], "ConfigMap");
 
-    let relabel = |app: &str| Patch::Merge(json!({"metadata": {"labels": {"app": app}}}));
-    cms.patch("a", &PatchParams::default(), &relabel("y"))
-        .await
-        .unwrap();
-    cms.patch("a", &PatchParams::default(), &relabel("x"))
-        .await
-        .unwrap();
-    cms.patch(
-        "other",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "v"}})),
-    )
-    .await
-    .unwrap();
-    cms.patch(
-        "a",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"data": {"k": "v"}})),
-    )
-    .await
-    .unwrap();
+    let relabel = |app: &str| json!({"metadata": {"labels": {"app": app}}});
+    merge_patch(&cms, "a", relabel("y")).await;
+    merge_patch(&cms, "a", relabel("x")).await;
+    merge_patch(&cms, "other", json!({"data": {"k": "v"}})).await;
+    merge_patch(&cms, "a", json!({"data": {"k": "v"}})).await;
     let changes = read_until(&mut resp, &mut buf, |e| e["type"] == "MODIFIED").await;
     assert_eq!(
         summary(&changes),

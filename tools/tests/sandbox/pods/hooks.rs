@@ -139,15 +139,21 @@ fn curl_d(method: &str, url: &str, body: Option<&str>) -> (u16, serde_json::Valu
     )
 }
 
+/// An API emulator of this test's own and its base URL (no trailing `/`).
+async fn emulator() -> (ApiServer, String) {
+    let api = ApiServer::start(ApiServerConfig::default())
+        .await
+        .expect("emulator");
+    let base = api.url().trim_end_matches('/').to_string();
+    (api, base)
+}
+
 /// The `/_sandbox/` control paths read JSON whatever the content type and answer alike on both
 /// peers (a pod and the API emulator).
 #[tokio::test]
 async fn pods_and_emulator_control_paths_take_curl_d_and_answer_alike() {
-    let api = ApiServer::start(ApiServerConfig::default())
-        .await
-        .expect("emulator");
+    let (_api, emu) = emulator().await;
     let (_l, dp) = stand_in_pod().await;
-    let emu = api.url().trim_end_matches('/').to_string();
     let mut answers = Vec::new();
     for (base, body) in [
         (dp.base.clone(), r#"{"reload":"fail","times":1}"#),
@@ -182,11 +188,8 @@ async fn pods_and_emulator_control_paths_take_curl_d_and_answer_alike() {
 /// longer listed, on both peers.
 #[tokio::test]
 async fn pods_and_emulator_validate_faults_and_drop_spent_ones() {
-    let api = ApiServer::start(ApiServerConfig::default())
-        .await
-        .expect("emulator");
+    let (_api, emu) = emulator().await;
     let (_l, dp) = stand_in_pod().await;
-    let emu = api.url().trim_end_matches('/').to_string();
     let c = client();
     for (base, probe) in [
         (dp.base.clone(), dp.url("configuration/version")),

@@ -10,17 +10,7 @@ use super::*;
 /// `haproxy -c` would refuse; the default refuses it (above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stand_ins_without_validation_take_any_configuration() {
-    let sb = Sandbox::start(SandboxConfig {
-        pods: 0,
-        stand_in_pods: 1,
-        stand_in_validate: false,
-        reload_delay: Duration::from_millis(50),
-        ..SandboxConfig::default()
-    })
-    .await
-    .expect("start");
-    let standin = sb.pods().into_iter().next().expect("stand-in");
-    let dp = Dp::new(&standin);
+    let (sb, dp) = unvalidated_stand_in().await;
     let r = dp.push(&render("08-invalid", "haproxy.cfg"), "").await;
     assert_eq!(r.status, 202, "validation off: the push is taken");
     sb.shutdown().await;

@@ -87,6 +87,14 @@ impl Pool {
             free = self.cv.wait(free).unwrap_or_else(|p| p.into_inner());
         }
     }
+
+    /// A borrowed pod and its client, [`Dp::reset`] to a known state.
+    async fn borrow_reset(&'static self) -> (BorrowedPod, Dp) {
+        let l = self.borrow();
+        let dp = Dp::new(&l.pod);
+        dp.reset().await;
+        (l, dp)
+    }
 }
 
 /// Exclusive use of one shared pod for the duration of a test (given back on drop).
@@ -125,10 +133,7 @@ pub async fn real_pod() -> (BorrowedPod, Dp) {
             ..SandboxConfig::default()
         })
     });
-    let l = pool.borrow();
-    let dp = Dp::new(&l.pod);
-    dp.reset().await;
-    (l, dp)
+    pool.borrow_reset().await
 }
 
 /// A stand-in pod (no HAProxy; `haproxy -c` validation on), reset to a known state.
@@ -142,10 +147,23 @@ pub async fn stand_in_pod() -> (BorrowedPod, Dp) {
             ..SandboxConfig::default()
         })
     });
-    let l = pool.borrow();
-    let dp = Dp::new(&l.pod);
-    dp.reset().await;
-    (l, dp)
+    pool.borrow_reset().await
+}
+
+/// A sandbox of its own with one stand-in pod that validates nothing (`stand_in_validate:
+/// false`, the fan-out benchmark's set-up), and a client for that pod.
+pub async fn unvalidated_stand_in() -> (Sandbox, Dp) {
+    let sb = Sandbox::start(SandboxConfig {
+        pods: 0,
+        stand_in_pods: 1,
+        stand_in_validate: false,
+        reload_delay: Duration::from_millis(50),
+        ..SandboxConfig::default()
+    })
+    .await
+    .expect("start");
+    let dp = Dp::new(&sb.pods()[0]);
+    (sb, dp)
 }
 
 pub fn client() -> reqwest::Client {
@@ -173,6 +191,15 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// Reads a response whole (a body that cannot be read is empty).
+    async fn read(r: reqwest::Response) -> Answer {
+        Answer {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            text: r.text().await.unwrap_or_default(),
+        }
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.text).unwrap_or(Value::Null)
     }
@@ -251,11 +278,7 @@ impl Dp {
             .send()
             .await
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-        Answer {
-            status: r.status().as_u16(),
-            headers: r.headers().clone(),
-            text: r.text().await.unwrap_or_default(),
-        }
+        Answer::read(r).await
     }
 
     /// [`Dp::call`] for a request that breaks the published spec on purpose (a row of the
@@ -345,10 +368,51 @@ impl Dp {
         self.call("DELETE", path, Body::None).await
     }
 
+    /// `PUT path` with a `text/plain` body.
+    pub async fn put_text(&self, path: &str, text: &str) -> Answer {
+        self.call("PUT", path, Body::Text(text)).await
+    }
+
+    /// `PUT storage/ssl_certificates/site.pem<query>`: [`reissued_pem`].
+    pub async fn put_reissued_site_pem(&self, query: &str) -> Answer {
+        let path = format!("storage/ssl_certificates/site.pem{query}");
+        self.put_text(&path, &reissued_pem()).await
+    }
+
     /// `POST .../<kind>` multipart: a new storage file.
     pub async fn upload(&self, kind: &str, name: &str, bytes: impl Into<Vec<u8>>) -> Answer {
         self.call("POST", kind, Body::File(name, bytes.into()))
             .await
+    }
+
+    /// `POST storage/maps`: render 02-maps' `hosts.map`.
+    pub async fn upload_hosts_map(&self) -> Answer {
+        self.upload(
+            "storage/maps",
+            "hosts.map",
+            render("02-maps", "maps/hosts.map"),
+        )
+        .await
+    }
+
+    /// `POST storage/ssl_certificates`: render 05-tls' `site.pem`, stored as `name`.
+    pub async fn upload_site_pem(&self, name: &str) -> Answer {
+        self.upload(
+            "storage/ssl_certificates",
+            name,
+            render("05-tls", "ssl/site.pem"),
+        )
+        .await
+    }
+
+    /// `POST runtime/ssl_ca_files`: render 07-ca's `clients-ca.pem`.
+    pub async fn upload_clients_ca(&self) -> Answer {
+        self.upload(
+            "runtime/ssl_ca_files",
+            "clients-ca.pem",
+            render("07-ca", "ca/clients-ca.pem"),
+        )
+        .await
     }
 
     /// `method path` conditional on the current version (`?version=N` added, read first).
@@ -379,6 +443,12 @@ impl Dp {
         self.call("POST", &path, Body::Text(cfg)).await
     }
 
+    /// [`Dp::push`] of `cfg` (no flags), then [`Dp::wait_reload`] on the reload it started.
+    pub async fn push_and_wait(&self, cfg: &str) -> Value {
+        let id = self.push(cfg, "").await.reload_id();
+        self.wait_reload(&id).await
+    }
+
     /// Polls a reload until it is no longer in progress (bounded: 200 polls of 50 ms).
     pub async fn wait_reload(&self, id: &str) -> Value {
         for _ in 0..200 {
@@ -400,11 +470,7 @@ impl Dp {
             .send()
             .await
             .expect("sandbox hook");
-        Answer {
-            status: r.status().as_u16(),
-            headers: r.headers().clone(),
-            text: r.text().await.unwrap_or_default(),
-        }
+        Answer::read(r).await
     }
 
     /// The `Succeeded` reloads the pod lists.
@@ -487,12 +553,42 @@ pub fn render(name: &str, file: &str) -> String {
     read(&format!("{RENDERS}/{name}/{file}"))
 }
 
+/// The certificate of render 05-tls reissued (same names, serial [`REISSUED_SERIAL`]).
+pub fn reissued_pem() -> String {
+    read(&format!(
+        "{}/../tests/integration/deployer/fixtures/site-reissued.pem",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+}
+
+/// The serial of render 05-tls' `site.pem`.
+pub const SITE_SERIAL: &str = "6D480BD9A95DF8A7594DDA5A5D4AB7DAEDF11939";
+/// The serial of [`reissued_pem`].
+pub const REISSUED_SERIAL: &str = "5EC0DD0000000000000000000000000000000001";
+
 pub fn corpus_dir(sub: &str) -> PathBuf {
     PathBuf::from(CORPUS).join(sub)
 }
 
-/// A real HTTP(S) request with curl to the pod's traffic address.
+/// A real HTTP(S) request with curl to the pod's traffic address: the body.
 pub fn curl(pod: &PodInfo, scheme: &str, port: u16, host: Option<&str>, path: &str) -> String {
+    run_curl(curl_command(pod, scheme, port, host, path))
+}
+
+/// A real HTTP request with curl to the pod's traffic address: the status code.
+pub fn curl_status(pod: &PodInfo, port: u16, path: &str) -> String {
+    let mut cmd = curl_command(pod, "http", port, None, path);
+    cmd.args(["-o", "/dev/null", "-w", "%{http_code}"]);
+    run_curl(cmd)
+}
+
+fn curl_command(
+    pod: &PodInfo,
+    scheme: &str,
+    port: u16,
+    host: Option<&str>,
+    path: &str,
+) -> std::process::Command {
     let mut cmd = std::process::Command::new("curl");
     cmd.args(["-sk", "--noproxy", "*", "--max-time", "5"]);
     if let Some(h) = host {
@@ -504,6 +600,10 @@ pub fn curl(pod: &PodInfo, scheme: &str, port: u16, host: Option<&str>, path: &s
         port
     };
     cmd.arg(format!("{scheme}://{}:{port}{path}", pod.traffic_address));
+    cmd
+}
+
+fn run_curl(mut cmd: std::process::Command) -> String {
     let out = cmd.output().expect("curl");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -221,16 +221,7 @@ fn spec_sample(schemas: &Value, s: &Value) -> Value {
 /// Every spec field of every object served: taken (200-202) or refused 501 naming the field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_fields_are_taken_or_refused_501_never_400() {
-    let sb = Sandbox::start(SandboxConfig {
-        pods: 0,
-        stand_in_pods: 1,
-        stand_in_validate: false,
-        reload_delay: Duration::from_millis(50),
-        ..SandboxConfig::default()
-    })
-    .await
-    .expect("start");
-    let dp = Dp::new(&sb.pods()[0]);
+    let (sb, dp) = unvalidated_stand_in().await;
     let with_every_kind = format!(
         "{}    acl is_x path /x\n    use_backend be if is_x\n    http-response set-header X y\n\
          backend be\n    server s1 127.0.0.1:1\n    server-template tpl 2 127.0.0.1:1\n",

@@ -162,22 +162,25 @@ async fn observed_raw_push_202_reload_id_and_version_plus_one_even_when_identica
 async fn observed_raw_push_skip_or_force_reload_201_without_reload_id() {
     let (l, dp) = real_pod().await;
     let cfg = render("01-basic", "haproxy.cfg");
-    let skipped = cfg.replace("render 01-basic", "skipped");
-    let r = dp.push(&skipped, "&skip_reload=true").await;
-    assert_eq!((r.status, r.header("reload-id")), (201, None), "{}", r.text);
-    assert_eq!(
-        curl(&l.pod, "http", 80, None, "/"),
-        "render 01-basic",
-        "not reloaded"
-    );
-    let forced = cfg.replace("render 01-basic", "forced");
-    let r = dp.push(&forced, "&force_reload=true").await;
-    assert_eq!((r.status, r.header("reload-id")), (201, None), "{}", r.text);
-    assert_eq!(
-        curl(&l.pod, "http", 80, None, "/"),
-        "forced",
-        "reloaded before the answer"
-    );
+    // (the render's text replaced by, flags, what HAProxy then serves, why)
+    for (text, flags, served, why) in [
+        (
+            "skipped",
+            "&skip_reload=true",
+            "render 01-basic",
+            "not reloaded",
+        ),
+        (
+            "forced",
+            "&force_reload=true",
+            "forced",
+            "reloaded before the answer",
+        ),
+    ] {
+        let r = dp.push(&cfg.replace("render 01-basic", text), flags).await;
+        assert_eq!((r.status, r.header("reload-id")), (201, None), "{}", r.text);
+        assert_eq!(curl(&l.pod, "http", 80, None, "/"), served, "{why}");
+    }
 }
 
 /// Row: `POST raw` with `only_validate`: 202 (not 200), nothing written.

@@ -63,9 +63,7 @@ async fn observed_queued_writes_share_one_reload_id() {
         .reload_id();
     let map = dp.upload("storage/maps", "shared.map", "a b\n").await;
     assert_eq!(map.status, 201);
-    let put = dp
-        .call("PUT", "storage/maps/shared.map", Body::Text("a c\n"))
-        .await;
+    let put = dp.put_text("storage/maps/shared.map", "a c\n").await;
     assert_eq!(put.status, 202, "{}", put.text);
     assert_eq!(
         [second.as_str(), put.reload_id().as_str()],

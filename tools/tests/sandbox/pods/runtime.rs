@@ -6,8 +6,6 @@ use serde_json::{Value, json};
 
 use super::*;
 
-const SITE_SERIAL: &str = "6D480BD9A95DF8A7594DDA5A5D4AB7DAEDF11939";
-
 /// 05-tls plus the map of 02-maps (one configuration loading a certificate and a map).
 fn tls_and_map() -> String {
     render("05-tls", "haproxy.cfg").replace(
@@ -18,50 +16,23 @@ fn tls_and_map() -> String {
 
 /// Loads hosts.map (02-maps) and site.pem (05-tls) with a successful reload.
 async fn load_map_and_cert(dp: &Dp) {
-    assert_eq!(
-        dp.upload(
-            "storage/maps",
-            "hosts.map",
-            render("02-maps", "maps/hosts.map")
-        )
-        .await
-        .status,
-        201
-    );
-    let r = dp
-        .upload(
-            "storage/ssl_certificates",
-            "site.pem",
-            render("05-tls", "ssl/site.pem"),
-        )
-        .await;
+    assert_eq!(dp.upload_hosts_map().await.status, 201);
+    let r = dp.upload_site_pem("site.pem").await;
     assert_eq!(r.status, 201);
-    let id = dp.push(&tls_and_map(), "").await.reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(
+        dp.push_and_wait(&tls_and_map()).await["status"],
+        "succeeded"
+    );
 }
 
 /// Writes new content with `skip_reload`, then a reload that HAProxy refuses once.
 async fn write_new_then_fail_the_reload(dp: &Dp) {
     let map = render("03-maps-changed", "maps/hosts.map");
     let r = dp
-        .call(
-            "PUT",
-            "storage/maps/hosts.map?skip_reload=true",
-            Body::Text(&map),
-        )
+        .put_text("storage/maps/hosts.map?skip_reload=true", &map)
         .await;
     assert_eq!(r.status, 204);
-    let reissued = read(&format!(
-        "{}/../tests/integration/deployer/fixtures/site-reissued.pem",
-        env!("CARGO_MANIFEST_DIR")
-    ));
-    let r = dp
-        .call(
-            "PUT",
-            "storage/ssl_certificates/site.pem?skip_reload=true",
-            Body::Text(&reissued),
-        )
-        .await;
+    let r = dp.put_reissued_site_pem("?skip_reload=true").await;
     assert_eq!(r.status, 200);
     assert_eq!(
         dp.hook("/_sandbox/faults", json!({"reload": "fail", "times": 1}))
@@ -69,8 +40,7 @@ async fn write_new_then_fail_the_reload(dp: &Dp) {
             .status,
         201
     );
-    let id = dp.push(&tls_and_map(), "").await.reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "failed");
+    assert_eq!(dp.push_and_wait(&tls_and_map()).await["status"], "failed");
 }
 
 fn entries(v: &Value) -> Vec<(String, String)> {
@@ -122,8 +92,10 @@ async fn old_loaded_new_stored(dp: &Dp) {
         "storage shows the new certificate"
     );
     // The next successful reload loads them.
-    let id = dp.push(&tls_and_map(), "").await.reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(
+        dp.push_and_wait(&tls_and_map()).await["status"],
+        "succeeded"
+    );
     assert_eq!(
         entries(&dp.get("runtime/maps/hosts.map/entries").await.json()),
         pairs(&render("03-maps-changed", "maps/hosts.map"))
@@ -149,14 +121,12 @@ async fn runtime_views_of_a_real_pod_show_the_loaded_files_not_the_written_ones(
         .hook("/_sandbox/faults", json!({"reload": "fail", "times": 1}))
         .await;
     assert_eq!(r.status, 201);
-    dp.call(
-        "PUT",
+    dp.put_text(
         "storage/maps/hosts.map?skip_reload=true",
-        Body::Text("new.haptic.test v3\n"),
+        "new.haptic.test v3\n",
     )
     .await;
-    let id = dp.push(&tls_and_map(), "").await.reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "failed");
+    assert_eq!(dp.push_and_wait(&tls_and_map()).await["status"], "failed");
     assert_eq!(
         curl(&l.pod, "http", 80, Some("new.haptic.test"), "/"),
         "new-v1",
@@ -192,8 +162,7 @@ async fn runtime_views_of_a_real_pod_and_a_stand_in_agree() {
             "bind *:443 ssl crt /etc/haproxy/ssl/site.pem",
             "bind *:443 ssl crt-list /etc/haproxy/general/sites.crtlist",
         );
-        let id = dp.push(&cfg, "").await.reload_id();
-        assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+        assert_eq!(dp.push_and_wait(&cfg).await["status"], "succeeded");
     }
     for path in [
         "runtime/maps/hosts.map/entries",

@@ -4,16 +4,6 @@ use serde_json::json;
 
 use super::*;
 
-fn reissued() -> String {
-    read(&format!(
-        "{}/../tests/integration/deployer/fixtures/site-reissued.pem",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-}
-
-const SITE_SERIAL: &str = "6D480BD9A95DF8A7594DDA5A5D4AB7DAEDF11939";
-const REISSUED_SERIAL: &str = "5EC0DD0000000000000000000000000000000001";
-
 /// Row: maps POST (multipart `file_upload`): 201 with metadata; 409 when it exists.
 #[tokio::test]
 async fn observed_maps_post_201_with_metadata_409_when_it_exists() {
@@ -51,32 +41,21 @@ async fn observed_maps_get_is_the_raw_file_or_404() {
 #[tokio::test]
 async fn observed_maps_put_202_reload_204_skip_415_multipart_delete_204() {
     let (l, dp) = real_pod().await;
-    dp.upload(
-        "storage/maps",
-        "hosts.map",
-        render("02-maps", "maps/hosts.map"),
-    )
-    .await;
+    dp.upload_hosts_map().await;
     let r = dp
         .push(&render("02-maps", "haproxy.cfg"), "&force_reload=true")
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
     let changed = render("03-maps-changed", "maps/hosts.map");
     let r = dp
-        .call(
-            "PUT",
-            "storage/maps/hosts.map?skip_reload=true",
-            Body::Text(&changed),
-        )
+        .put_text("storage/maps/hosts.map?skip_reload=true", &changed)
         .await;
     assert_eq!((r.status, r.header("reload-id")), (204, None));
     assert_eq!(
         curl(&l.pod, "http", 80, Some("shop.haptic.test"), "/"),
         "render 02-maps shop-v1"
     );
-    let r = dp
-        .call("PUT", "storage/maps/hosts.map", Body::Text(&changed))
-        .await;
+    let r = dp.put_text("storage/maps/hosts.map", &changed).await;
     assert_eq!((r.status, r.text.as_str()), (202, ""));
     assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
     assert_eq!(
@@ -104,30 +83,14 @@ async fn observed_maps_put_202_reload_204_skip_415_multipart_delete_204() {
 #[tokio::test]
 async fn observed_ssl_certificates_post_put_201_200_applied_at_runtime_without_reload() {
     let (l, dp) = real_pod().await;
-    let r = dp
-        .upload(
-            "storage/ssl_certificates",
-            "site.pem",
-            render("05-tls", "ssl/site.pem"),
-        )
-        .await;
+    let r = dp.upload_site_pem("site.pem").await;
     assert_eq!((r.status, r.header("reload-id")), (201, None), "{}", r.text);
     assert_eq!(r.json()["storage_name"], "site.pem");
     assert!(!r.text.contains("PRIVATE KEY"));
-    let id = dp
-        .push(&render("05-tls", "haproxy.cfg"), "")
-        .await
-        .reload_id();
-    dp.wait_reload(&id).await;
+    dp.push_and_wait(&render("05-tls", "haproxy.cfg")).await;
     assert_eq!(presented_serial(&l.pod), SITE_SERIAL);
     let reloads = dp.reload_count().await;
-    let r = dp
-        .call(
-            "PUT",
-            "storage/ssl_certificates/site.pem",
-            Body::Text(&reissued()),
-        )
-        .await;
+    let r = dp.put_reissued_site_pem("").await;
     assert_eq!((r.status, r.header("reload-id")), (200, None), "{}", r.text);
     assert_eq!(
         r.json()["serial"],
@@ -146,25 +109,14 @@ async fn observed_ssl_certificates_post_put_201_200_applied_at_runtime_without_r
 #[tokio::test]
 async fn observed_ssl_certificates_runtime_update_failing_answers_202_and_reloads() {
     let (l, dp) = real_pod().await;
-    dp.upload(
-        "storage/ssl_certificates",
-        "site.pem",
-        render("05-tls", "ssl/site.pem"),
-    )
-    .await;
+    dp.upload_site_pem("site.pem").await;
     let no_socket = render("05-tls", "haproxy.cfg").replace(
         "    stats socket /var/run/haproxy.sock mode 600 level admin\n",
         "",
     );
     let r = dp.push(&no_socket, "&force_reload=true").await;
     assert_eq!(r.status, 201, "{}", r.text);
-    let r = dp
-        .call(
-            "PUT",
-            "storage/ssl_certificates/site.pem",
-            Body::Text(&reissued()),
-        )
-        .await;
+    let r = dp.put_reissued_site_pem("").await;
     assert_eq!(r.status, 202, "{}", r.text);
     assert_eq!(r.json()["storage_name"], "site.pem");
     assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
@@ -207,13 +159,7 @@ async fn observed_ssl_certificates_not_a_pem_500() {
 async fn observed_ssl_certificates_delete_202_or_204_with_skip_reload() {
     let (_l, dp) = real_pod().await;
     for (name, flags, status) in [("a.pem", "", 202), ("b.pem", "?skip_reload=true", 204)] {
-        let r = dp
-            .upload(
-                "storage/ssl_certificates",
-                name,
-                render("05-tls", "ssl/site.pem"),
-            )
-            .await;
+        let r = dp.upload_site_pem(name).await;
         assert_eq!(r.status, 201, "{}", r.text);
         let r = dp
             .delete(&format!("storage/ssl_certificates/{name}{flags}"))
@@ -224,12 +170,7 @@ async fn observed_ssl_certificates_delete_202_or_204_with_skip_reload() {
         }
     }
     // Named by the configuration: 409.
-    dp.upload(
-        "storage/ssl_certificates",
-        "site.pem",
-        render("05-tls", "ssl/site.pem"),
-    )
-    .await;
+    dp.upload_site_pem("site.pem").await;
     dp.push(&render("05-tls", "haproxy.cfg"), "&force_reload=true")
         .await;
     let r = dp.delete("storage/ssl_certificates/site.pem").await;
@@ -269,13 +210,7 @@ async fn observed_general_put_multipart_202_204_skip_text_plain_415() {
 #[tokio::test]
 async fn observed_ca_files_listing_includes_system_ca() {
     let (_l, dp) = real_pod().await;
-    let r = dp
-        .upload(
-            "runtime/ssl_ca_files",
-            "clients-ca.pem",
-            render("07-ca", "ca/clients-ca.pem"),
-        )
-        .await;
+    let r = dp.upload_clients_ca().await;
     assert_eq!(
         (r.status, r.text.as_str()),
         (201, ""),
@@ -352,13 +287,7 @@ async fn storage_certificate_metadata_is_what_the_real_api_reports() {
     assert_eq!(one["not_before"], "2026-11-30T05:49:15.000Z");
     assert_eq!(one["not_after"], "2126-11-06T05:49:15.000Z");
     assert_eq!(created.json(), one, "create answers the same model");
-    let r = dp
-        .upload(
-            "runtime/ssl_ca_files",
-            "clients-ca.pem",
-            render("07-ca", "ca/clients-ca.pem"),
-        )
-        .await;
+    let r = dp.upload_clients_ca().await;
     assert_eq!(r.status, 201);
     let ca = dp.get("runtime/ssl_ca_files/clients-ca.pem").await.json();
     assert_eq!(
@@ -387,13 +316,7 @@ async fn storage_certificate_metadata_is_what_the_real_api_reports() {
         404,
         "a certificate is not a CA file"
     );
-    let r = dp
-        .call(
-            "PUT",
-            "storage/ssl_certificates/site.pem?skip_reload=true",
-            Body::Text(&reissued()),
-        )
-        .await;
+    let r = dp.put_reissued_site_pem("?skip_reload=true").await;
     assert_eq!(r.status, 200);
     let one = dp.get("storage/ssl_certificates/site.pem").await.json();
     assert_eq!(

@@ -9,27 +9,12 @@ use super::*;
 #[tokio::test]
 async fn pods_renders_01_02_05_serve_traffic() {
     let (l, dp) = real_pod().await;
-    let id = dp
-        .push(&render("01-basic", "haproxy.cfg"), "")
-        .await
-        .reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    let reload = dp.push_and_wait(&render("01-basic", "haproxy.cfg")).await;
+    assert_eq!(reload["status"], "succeeded");
     assert_eq!(curl(&l.pod, "http", 80, None, "/"), "render 01-basic");
-    assert_eq!(
-        dp.upload(
-            "storage/maps",
-            "hosts.map",
-            render("02-maps", "maps/hosts.map")
-        )
-        .await
-        .status,
-        201
-    );
-    let id = dp
-        .push(&render("02-maps", "haproxy.cfg"), "")
-        .await
-        .reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(dp.upload_hosts_map().await.status, 201);
+    let reload = dp.push_and_wait(&render("02-maps", "haproxy.cfg")).await;
+    assert_eq!(reload["status"], "succeeded");
     assert_eq!(
         curl(&l.pod, "http", 80, Some("shop.haptic.test"), "/"),
         "render 02-maps shop-v1"
@@ -38,19 +23,9 @@ async fn pods_renders_01_02_05_serve_traffic() {
         curl(&l.pod, "http", 80, Some("unknown.haptic.test"), "/"),
         "render 02-maps no-route"
     );
-    let r = dp
-        .upload(
-            "storage/ssl_certificates",
-            "site.pem",
-            render("05-tls", "ssl/site.pem"),
-        )
-        .await;
-    assert_eq!(r.status, 201);
-    let id = dp
-        .push(&render("05-tls", "haproxy.cfg"), "")
-        .await
-        .reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(dp.upload_site_pem("site.pem").await.status, 201);
+    let reload = dp.push_and_wait(&render("05-tls", "haproxy.cfg")).await;
+    assert_eq!(reload["status"], "succeeded");
     assert_eq!(curl(&l.pod, "https", 443, None, "/"), "render 05-tls ssl=1");
     assert_eq!(curl(&l.pod, "http", 80, None, "/"), "render 05-tls ssl=0");
 }
@@ -67,26 +42,7 @@ async fn pods_corpus_configs_serve_and_validate_with_their_maps() {
         )
         .await;
     assert_eq!(r.status, 201, "{}", r.text);
-    let out = std::process::Command::new("curl")
-        .args([
-            "-s",
-            "--noproxy",
-            "*",
-            "--max-time",
-            "5",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-        ])
-        .arg(format!(
-            "http://{}:{}/",
-            l.pod.traffic_address,
-            80 + l.pod.port_offset
-        ))
-        .output()
-        .expect("curl");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "503");
+    assert_eq!(curl_status(&l.pod, 80, "/"), "503");
     let with_map = read(&format!("{CORPUS}/map-frontend/with-map.cfg"));
     assert_eq!(dp.push(&with_map, "").await.status, 400);
     let map = read(&format!("{CORPUS}/map-files/domains.map"));
@@ -94,8 +50,7 @@ async fn pods_corpus_configs_serve_and_validate_with_their_maps() {
         dp.upload("storage/maps", "domains.map", map).await.status,
         201
     );
-    let id = dp.push(&with_map, "").await.reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    assert_eq!(dp.push_and_wait(&with_map).await["status"], "succeeded");
 }
 
 /// Peer addresses of the sockets of processes named haproxy, from `ss -tanpu` (optionally run in

@@ -18,25 +18,19 @@ impl State {
     ) -> ApiResult<Value> {
         let old = self.stored(rt, ns, name)?;
         let pre = &opts["preconditions"];
-        if let Some(uid) = pre["uid"].as_str()
-            && Some(uid) != old["metadata"]["uid"].as_str()
-        {
-            let mut e = ApiError::stale(&rt.group, &rt.plural, name);
-            e.message = format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                old["metadata"]["uid"].as_str().unwrap_or("")
-            );
-            return Err(e);
-        }
-        if let Some(rv) = pre["resourceVersion"].as_str()
-            && Some(rv) != old["metadata"]["resourceVersion"].as_str()
-        {
-            let mut e = ApiError::stale(&rt.group, &rt.plural, name);
-            e.message = format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                old["metadata"]["resourceVersion"].as_str().unwrap_or("")
-            );
-            return Err(e);
+        // (field, its name in the message), checked in this order
+        for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+            let stored = old["metadata"][field].as_str();
+            if let Some(wanted) = pre[field].as_str()
+                && Some(wanted) != stored
+            {
+                let mut e = ApiError::stale(&rt.group, &rt.plural, name);
+                e.message = format!(
+                    "Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {}",
+                    stored.unwrap_or("")
+                );
+                return Err(e);
+            }
         }
         let dry_run = dry_run
             || opts["dryRun"]

@@ -28,6 +28,8 @@ pub const HISTORY_EVENTS: usize = 10_000;
 /// Serialized bytes of watch history kept (large custom resources make events big); the oldest
 /// events go first, as with [`HISTORY_EVENTS`].
 pub const HISTORY_BYTES: usize = 256 * 1024 * 1024;
+/// The 400 message of a create or update whose body is not a JSON object.
+const OBJECT_EXPECTED: &str = "the body of the request must be a JSON object";
 
 /// Storage key of a kind: (group, plural).
 type Key = (String, String);
@@ -286,6 +288,24 @@ impl State {
         }))
     }
 
+    /// A written body as it is stored: a JSON object of `rt`'s kind (a core Event in its
+    /// `events.k8s.io` form); anything but an object is a 400 saying `not_an_object`.
+    pub(super) fn storable(
+        rt: &ResourceType,
+        body: Value,
+        not_an_object: &str,
+    ) -> ApiResult<Value> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request(not_an_object));
+        }
+        Self::check_kind(rt, &body)?;
+        Ok(if events::is_core(rt) {
+            events::to_storage(&body)
+        } else {
+            body
+        })
+    }
+
     fn check_kind(rt: &ResourceType, body: &Value) -> ApiResult<()> {
         if let Some(av) = body["apiVersion"].as_str()
             && av != rt.api_version()
@@ -372,18 +392,10 @@ impl State {
         &mut self,
         rt: &ResourceType,
         ns: &str,
-        mut body: Value,
+        body: Value,
         opts: &WriteOpts,
     ) -> ApiResult<Value> {
-        if !body.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be a JSON object",
-            ));
-        }
-        Self::check_kind(rt, &body)?;
-        if events::is_core(rt) {
-            body = events::to_storage(&body);
-        }
+        let mut body = Self::storable(rt, body, OBJECT_EXPECTED)?;
         if !body["metadata"].is_object() {
             body["metadata"] = json!({});
         }

@@ -1,7 +1,6 @@
 //! The write paths that change an existing object: PUT, PATCH and server-side apply.
 
-use super::{State, WriteOpts, crd_status, now};
-use crate::sandbox::apiserver::events;
+use super::{OBJECT_EXPECTED, State, WriteOpts, crd_status, now};
 use crate::sandbox::apiserver::fields::{self, Writer};
 use crate::sandbox::apiserver::resources::ResourceType;
 use crate::sandbox::apiserver::status::{ApiError, ApiResult, Cause};
@@ -17,20 +16,12 @@ impl State {
         ns: &str,
         name: &str,
         status: bool,
-        mut new: Value,
+        new: Value,
         opts: &WriteOpts,
         applied: bool,
     ) -> ApiResult<Value> {
         let old = self.stored(rt, ns, name)?;
-        if !new.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request must be a JSON object",
-            ));
-        }
-        Self::check_kind(rt, &new)?;
-        if events::is_core(rt) {
-            new = events::to_storage(&new);
-        }
+        let mut new = Self::storable(rt, new, OBJECT_EXPECTED)?;
         if let Some(rv) = new["metadata"]["resourceVersion"].as_str()
             && !rv.is_empty()
             && Some(rv) != old["metadata"]["resourceVersion"].as_str()
@@ -153,7 +144,7 @@ impl State {
         ns: &str,
         name: &str,
         status: bool,
-        mut body: Value,
+        body: Value,
         opts: &WriteOpts,
     ) -> ApiResult<(Value, bool)> {
         let Some(manager) = opts.field_manager.clone().filter(|m| !m.is_empty()) else {
@@ -166,13 +157,7 @@ impl State {
             e.message = "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into();
             return Err(e);
         };
-        if !body.is_object() {
-            return Err(ApiError::bad_request("the apply body must be an object"));
-        }
-        Self::check_kind(rt, &body)?;
-        if events::is_core(rt) {
-            body = events::to_storage(&body);
-        }
+        let mut body = Self::storable(rt, body, "the apply body must be an object")?;
         if body["metadata"]["managedFields"].is_array() {
             return Err(ApiError::bad_request("metadata.managedFields must be nil"));
         }

@@ -437,13 +437,14 @@ fn check_request_body(cx: &mut Ctx<'_>, op: &Value, op_ptr: &str) {
         .get("content")
         .and_then(Value::as_object)
         .unwrap_or(&no_content);
+    let takes = || content.keys().cloned().collect::<Vec<_>>().join(", ");
     let Some(ct) = req.content_type.as_deref().map(media_type) else {
         cx.violation(
             Side::Request,
             "/headers/content-type",
             format!(
                 "a body without Content-Type (the operation takes {})",
-                content.keys().cloned().collect::<Vec<_>>().join(", ")
+                takes()
             ),
         );
         return;
@@ -454,7 +455,7 @@ fn check_request_body(cx: &mut Ctx<'_>, op: &Value, op_ptr: &str) {
             "/headers/content-type",
             format!(
                 "{ct} is not a content type of this operation (it takes {})",
-                content.keys().cloned().collect::<Vec<_>>().join(", ")
+                takes()
             ),
         );
         return;

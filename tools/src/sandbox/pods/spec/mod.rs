@@ -249,36 +249,29 @@ impl PodSpecLog {
             }
             st.version
         };
+        // A violation the contract's check did not name an operation for.
+        let unnamed = |side: Side, field: &str, message: String| Violation {
+            pod: String::new(),
+            side,
+            spec: version,
+            operation: None,
+            request: format!("{} {}", req.method, req.path),
+            status: answer.map(|a| a.status),
+            field: field.to_owned(),
+            message,
+        };
         let (mut violations, allowed) = match Contract::load(version) {
             Ok(c) => {
                 let f = check::check(&c, req, answer);
                 (f.violations, f.allowed)
             }
             Err(e) => (
-                vec![Violation {
-                    pod: String::new(),
-                    side: Side::Validator,
-                    spec: version,
-                    operation: None,
-                    request: format!("{} {}", req.method, req.path),
-                    status: answer.map(|a| a.status),
-                    field: String::new(),
-                    message: e.to_string(),
-                }],
+                vec![unnamed(Side::Validator, "", e.to_string())],
                 Vec::new(),
             ),
         };
         for message in extra {
-            violations.push(Violation {
-                pod: String::new(),
-                side: Side::Response,
-                spec: version,
-                operation: None,
-                request: format!("{} {}", req.method, req.path),
-                status: answer.map(|a| a.status),
-                field: "/body/api/version".into(),
-                message,
-            });
+            violations.push(unnamed(Side::Response, "/body/api/version", message));
         }
         let mut st = self.lock();
         for a in allowed {

@@ -113,55 +113,59 @@ fn every_schema_of_every_published_document_compiles() {
 
 #[test]
 fn requests_unknown_path_method_and_parameters_are_named() {
-    let r = req("GET", "/v3/services/haproxy/configuration/nonsense", None);
-    assert_eq!(found(&r, None), vec![(Side::Request, None, "/path".into())]);
-    let r = req("GET", "/services/haproxy/configuration/version", None);
-    assert_eq!(found(&r, None), vec![(Side::Request, None, "/path".into())]);
-    let r = req("PATCH", "/v3/services/haproxy/configuration/global", None);
-    assert_eq!(
-        found(&r, None),
-        vec![(Side::Request, None, "/method".into())]
+    let unmatched = |field: &str| vec![(Side::Request, None, field.to_owned())];
+    let transaction_version = one(
+        Side::Request,
+        "startTransaction",
+        "/parameters/query/version",
     );
-    let r = req(
-        "GET",
-        "/v3/services/haproxy/configuration/version?verbose=1",
-        None,
-    );
-    assert_eq!(
-        found(&r, None),
-        one(
-            Side::Request,
-            "getConfigurationVersion",
-            "/parameters/query/verbose"
-        )
-    );
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/transactions?version=three",
-        None,
-    );
-    assert_eq!(
-        found(&r, None),
-        one(
-            Side::Request,
-            "startTransaction",
-            "/parameters/query/version"
-        )
-    );
-    let r = req("POST", "/v3/services/haproxy/transactions", None);
-    assert_eq!(
-        found(&r, None),
-        one(
-            Side::Request,
-            "startTransaction",
-            "/parameters/query/version"
-        )
-    );
-    let r = req("GET", "/v3/services/haproxy/reloads/yesterday", None);
-    assert_eq!(
-        found(&r, None),
-        one(Side::Request, "getReload", "/parameters/path/id")
-    );
+    for (method, path, expected) in [
+        (
+            "GET",
+            "/v3/services/haproxy/configuration/nonsense",
+            unmatched("/path"),
+        ),
+        (
+            "GET",
+            "/services/haproxy/configuration/version",
+            unmatched("/path"),
+        ),
+        (
+            "PATCH",
+            "/v3/services/haproxy/configuration/global",
+            unmatched("/method"),
+        ),
+        (
+            "GET",
+            "/v3/services/haproxy/configuration/version?verbose=1",
+            one(
+                Side::Request,
+                "getConfigurationVersion",
+                "/parameters/query/verbose",
+            ),
+        ),
+        (
+            "POST",
+            "/v3/services/haproxy/transactions?version=three",
+            transaction_version.clone(),
+        ),
+        (
+            "POST",
+            "/v3/services/haproxy/transactions",
+            transaction_version,
+        ),
+        (
+            "GET",
+            "/v3/services/haproxy/reloads/yesterday",
+            one(Side::Request, "getReload", "/parameters/path/id"),
+        ),
+    ] {
+        assert_eq!(
+            found(&req(method, path, None), None),
+            expected,
+            "{method} {path}"
+        );
+    }
 }
 
 #[test]
@@ -226,31 +230,22 @@ fn request_bodies_are_held_to_the_schema() {
     let r = req("PUT", rule, Some((JSON, body)));
     assert_eq!(found(&r, None), vec![]);
     // ... so an answer calling it unknown breaks the contract (a 400 is listed, but not for that)
-    let a = answer(
-        400,
-        &[("configuration-version", "2")],
-        Some((
-            JSON,
-            r#"{"code": 400, "message": "capture_id: unknown field"}"#,
-        )),
-    );
+    let bad_request = |message: &str| {
+        let body = format!(r#"{{"code": 400, "message": "{message}"}}"#);
+        answer(400, &[("configuration-version", "2")], Some((JSON, &body)))
+    };
     assert_eq!(
-        found(&r, Some(&a)),
+        found(&r, Some(&bad_request("capture_id: unknown field"))),
         one(
             Side::Response,
             "replaceHTTPRequestRuleFrontend",
             "/body/capture_id"
         )
     );
-    let a = answer(
-        400,
-        &[("configuration-version", "2")],
-        Some((
-            JSON,
-            r#"{"code": 400, "message": "capture_sample: bad sample"}"#,
-        )),
+    assert_eq!(
+        found(&r, Some(&bad_request("capture_sample: bad sample"))),
+        vec![]
     );
-    assert_eq!(found(&r, Some(&a)), vec![]);
 }
 
 #[test]
@@ -260,39 +255,42 @@ fn answers_status_headers_and_bodies_are_held_to_the_spec() {
         "/v3/services/haproxy/configuration/global?version=2",
         Some((JSON, r#"{"daemon": true}"#)),
     );
-    // 405 with an empty body: not listed, and not an error with the error body
-    let a = answer(405, &[("configuration-version", "2")], None);
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/status")
-    );
-    let a = answer(
-        405,
-        &[("configuration-version", "2")],
-        Some((JSON, r#"{"code": 405, "message": "method not allowed"}"#)),
-    );
-    assert_eq!(found(&r, Some(&a)), vec![]);
-    // default covers errors only
-    let a = answer(204, &[], None);
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/status")
-    );
-    // 202 needs its Reload-ID
-    let a = answer(202, &[], Some((JSON, r#"{"daemon": true}"#)));
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/headers/Reload-ID")
-    );
-    let a = answer(
-        202,
-        &[("reload-id", "2026-12-02-1")],
-        Some((JSON, r#"{"daemon": "yes"}"#)),
-    );
-    assert_eq!(
-        found(&r, Some(&a)),
-        one(Side::Response, "replaceGlobal", "/body/daemon")
-    );
+    let broken = |field: &str| one(Side::Response, "replaceGlobal", field);
+    let version_2 = [("configuration-version", "2")];
+    let method_not_allowed = r#"{"code": 405, "message": "method not allowed"}"#;
+    for (why, a, expected) in [
+        (
+            "405 with an empty body: not listed, and not an error with the error body",
+            answer(405, &version_2, None),
+            broken("/status"),
+        ),
+        (
+            "405 with the error body",
+            answer(405, &version_2, Some((JSON, method_not_allowed))),
+            vec![],
+        ),
+        (
+            "default covers errors only",
+            answer(204, &[], None),
+            broken("/status"),
+        ),
+        (
+            "202 needs its Reload-ID",
+            answer(202, &[], Some((JSON, r#"{"daemon": true}"#))),
+            broken("/headers/Reload-ID"),
+        ),
+        (
+            "202 with a body that is not the schema's",
+            answer(
+                202,
+                &[("reload-id", "2026-12-02-1")],
+                Some((JSON, r#"{"daemon": "yes"}"#)),
+            ),
+            broken("/body/daemon"),
+        ),
+    ] {
+        assert_eq!(found(&r, Some(&a)), expected, "{why}");
+    }
     // a queued reload without an id is what the spec allows
     let r = req("GET", "/v3/services/haproxy/reloads/2026-12-02-1", None);
     let a = answer(200, &[], Some((JSON, r#"{"status": "in_progress"}"#)));
@@ -318,12 +316,16 @@ fn answers_status_headers_and_bodies_are_held_to_the_spec() {
 #[test]
 fn observed_differences_are_allowed_by_name_only() {
     let c = v32();
+    // a raw push (text/plain `global`) with the query `q`
+    let raw_push = |q: &str| {
+        req(
+            "POST",
+            &format!("/v3/services/haproxy/configuration/raw?{q}"),
+            Some(("text/plain", "global\n")),
+        )
+    };
     // json-errors: a stale raw push answers JSON where the spec says text/plain
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/configuration/raw?version=9",
-        Some(("text/plain", "global\n")),
-    );
+    let r = raw_push("version=9");
     let a = answer(
         409,
         &[("configuration-version", "3")],
@@ -340,11 +342,7 @@ fn observed_differences_are_allowed_by_name_only() {
     );
     assert!(!check(&c, &r, Some(&a)).violations.is_empty());
     // only_validate: 202 without Reload-ID
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/configuration/raw?version=3&only_validate=true",
-        Some(("text/plain", "global\n")),
-    );
+    let r = raw_push("version=3&only_validate=true");
     let a = answer(
         202,
         &[("configuration-version", "3")],
@@ -354,11 +352,7 @@ fn observed_differences_are_allowed_by_name_only() {
     assert!(f.violations.is_empty(), "{:?}", f.violations);
     assert_eq!(f.allowed, vec![&allow::ONLY_VALIDATE_202]);
     // without only_validate the same answer misses its Reload-ID
-    let r = req(
-        "POST",
-        "/v3/services/haproxy/configuration/raw?version=3",
-        Some(("text/plain", "global\n")),
-    );
+    let r = raw_push("version=3");
     assert_eq!(
         found(&r, Some(&a)),
         one(

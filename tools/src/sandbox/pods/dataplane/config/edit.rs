@@ -79,6 +79,12 @@ fn not_found(what: impl std::fmt::Display) -> Refusal {
     (404, format!("{what} not found"))
 }
 
+/// The index of a child's section (404 naming it when missing).
+fn find_parent(sections: &[Sect], parent: &Parent) -> Result<usize, Refusal> {
+    find(sections, parent.keyword, &parent.name)
+        .ok_or_else(|| not_found(format!("{} {}", parent.keyword, parent.name)))
+}
+
 fn child_line(kind: &ChildKind, body: &Value) -> Result<(Line, Value), Refusal> {
     let b = Body::new(kind.model, body)?;
     let line = (kind.to_line)(&b)?;
@@ -129,8 +135,7 @@ pub(crate) fn apply(text: &str, edit: &Edit) -> Result<(String, Value), Refusal>
             index,
             body,
         } => {
-            let i = find(&sections, parent.keyword, &parent.name)
-                .ok_or_else(|| not_found(format!("{} {}", parent.keyword, parent.name)))?;
+            let i = find_parent(&sections, parent)?;
             let (line, echo) = child_line(kind, body)?;
             let lines = &mut sections[i].lines;
             if kind.by_index {
@@ -161,8 +166,7 @@ pub(crate) fn apply(text: &str, edit: &Edit) -> Result<(String, Value), Refusal>
             key,
             body,
         } => {
-            let i = find(&sections, parent.keyword, &parent.name)
-                .ok_or_else(|| not_found(format!("{} {}", parent.keyword, parent.name)))?;
+            let i = find_parent(&sections, parent)?;
             let pos = locate(kind, &sections[i].lines, key)
                 .ok_or_else(|| not_found(format!("{} {key}", kind.keyword)))?;
             let (line, echo) = child_line(kind, body)?;
@@ -173,8 +177,7 @@ pub(crate) fn apply(text: &str, edit: &Edit) -> Result<(String, Value), Refusal>
             echo
         }
         Edit::DeleteChild { kind, parent, key } => {
-            let i = find(&sections, parent.keyword, &parent.name)
-                .ok_or_else(|| not_found(format!("{} {}", parent.keyword, parent.name)))?;
+            let i = find_parent(&sections, parent)?;
             let pos = locate(kind, &sections[i].lines, key)
                 .ok_or_else(|| not_found(format!("{} {key}", kind.keyword)))?;
             sections[i].lines.remove(pos);

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::body::{Body, Refusal};
 use super::params::{self, BIND_PARAMS, SERVER_PARAMS};
-use super::rules::{rule_line, rule_model};
+use super::rules::{cond_model, rule_line, rule_model};
 use super::text::Line;
 
 /// A section collection: `configuration/<collection>[/<name>]`.
@@ -196,50 +196,58 @@ fn split_address(a: &str) -> (String, Option<i64>) {
     }
 }
 
-fn server_line(b: &Body) -> Result<Line, Refusal> {
-    let mut w = vec![
-        "server".to_owned(),
-        b.req_str("name")?.to_owned(),
-        address(b.req_str("address")?, b.int("port")),
-    ];
+/// A `server` or `server-template` line: the keyword, the body's `names` fields in order, the
+/// address from `address_field` and `port`, then the server parameters.
+fn addressed_line(
+    b: &Body,
+    keyword: &str,
+    names: &[&str],
+    address_field: &str,
+) -> Result<Line, Refusal> {
+    let mut w = vec![keyword.to_owned()];
+    for name in names {
+        w.push(b.req_str(name)?.to_owned());
+    }
+    w.push(address(b.req_str(address_field)?, b.int("port")));
     w.extend(params::write(b, SERVER_PARAMS));
     b.finish()?;
     Ok(w)
+}
+
+/// The model of an [`addressed_line`].
+fn addressed_model(
+    words: &[String],
+    strict: bool,
+    names: &[&str],
+    address_field: &str,
+) -> Option<Map<String, Value>> {
+    let at = names.len() + 1;
+    let mut m = params::read(words.get(at + 1..)?, SERVER_PARAMS, strict)?;
+    for (i, name) in names.iter().enumerate() {
+        m.insert((*name).into(), json!(words.get(i + 1)?));
+    }
+    let (host, port) = split_address(words.get(at)?);
+    m.insert(address_field.into(), json!(host));
+    if let Some(p) = port {
+        m.insert("port".into(), json!(p));
+    }
+    Some(m)
+}
+
+fn server_line(b: &Body) -> Result<Line, Refusal> {
+    addressed_line(b, "server", &["name"], "address")
 }
 
 fn server_model(words: &[String], strict: bool) -> Option<Map<String, Value>> {
-    let mut m = params::read(words.get(3..)?, SERVER_PARAMS, strict)?;
-    m.insert("name".into(), json!(words.get(1)?));
-    let (host, port) = split_address(words.get(2)?);
-    m.insert("address".into(), json!(host));
-    if let Some(p) = port {
-        m.insert("port".into(), json!(p));
-    }
-    Some(m)
+    addressed_model(words, strict, &["name"], "address")
 }
 
 fn template_line(b: &Body) -> Result<Line, Refusal> {
-    let mut w = vec![
-        "server-template".to_owned(),
-        b.req_str("prefix")?.to_owned(),
-        b.req_str("num_or_range")?.to_owned(),
-        address(b.req_str("fqdn")?, b.int("port")),
-    ];
-    w.extend(params::write(b, SERVER_PARAMS));
-    b.finish()?;
-    Ok(w)
+    addressed_line(b, "server-template", &["prefix", "num_or_range"], "fqdn")
 }
 
 fn template_model(words: &[String], strict: bool) -> Option<Map<String, Value>> {
-    let mut m = params::read(words.get(4..)?, SERVER_PARAMS, strict)?;
-    m.insert("prefix".into(), json!(words.get(1)?));
-    m.insert("num_or_range".into(), json!(words.get(2)?));
-    let (host, port) = split_address(words.get(3)?);
-    m.insert("fqdn".into(), json!(host));
-    if let Some(p) = port {
-        m.insert("port".into(), json!(p));
-    }
-    Some(m)
+    addressed_model(words, strict, &["prefix", "num_or_range"], "fqdn")
 }
 
 fn bind_line(b: &Body) -> Result<Line, Refusal> {
@@ -301,18 +309,6 @@ fn cond(b: &Body, w: &mut Line) -> Result<(), Refusal> {
         b.ignore("cond_test");
     }
     Ok(())
-}
-
-fn cond_model(words: &[String], m: &mut Map<String, Value>) -> usize {
-    let at = words
-        .iter()
-        .position(|w| w == "if" || w == "unless")
-        .unwrap_or(words.len());
-    if at < words.len() {
-        m.insert("cond".into(), json!(words[at]));
-        m.insert("cond_test".into(), json!(words[at + 1..].join(" ")));
-    }
-    at
 }
 
 fn acl_line(b: &Body) -> Result<Line, Refusal> {

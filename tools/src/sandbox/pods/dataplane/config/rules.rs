@@ -231,6 +231,20 @@ pub(crate) fn rule_line(keyword: &str, b: &Body) -> Result<Line, Refusal> {
     Ok(w)
 }
 
+/// A line's condition into the model (`cond`: `if` or `unless`, `cond_test`: the rest of the
+/// line); where it starts (the line's length when there is none).
+pub(crate) fn cond_model(words: &[String], m: &mut Map<String, Value>) -> usize {
+    let at = words
+        .iter()
+        .position(|w| w == "if" || w == "unless")
+        .unwrap_or(words.len());
+    if at < words.len() {
+        m.insert("cond".into(), json!(words[at]));
+        m.insert("cond_test".into(), json!(words[at + 1..].join(" ")));
+    }
+    at
+}
+
 /// The model of a rule line (`None` in `strict` mode when a word is not understood).
 pub(crate) fn rule_model(words: &[String], strict: bool) -> Option<Map<String, Value>> {
     let response = words.first()? == "http-response";
@@ -245,14 +259,7 @@ pub(crate) fn rule_model(words: &[String], strict: bool) -> Option<Map<String, V
         m.insert("var_scope".into(), json!(scope));
         m.insert("var_name".into(), json!(name));
     }
-    let cond_at = words
-        .iter()
-        .position(|w| w == "if" || w == "unless")
-        .unwrap_or(words.len());
-    if cond_at < words.len() {
-        m.insert("cond".into(), json!(words[cond_at]));
-        m.insert("cond_test".into(), json!(words[cond_at + 1..].join(" ")));
-    }
+    let cond_at = cond_model(words, &mut m);
     let Some(els) = syntax(response, &ty) else {
         return (!strict).then_some(m);
     };
