@@ -13,7 +13,7 @@ mod harness;
 mod one_reload;
 mod order;
 mod parallel;
-mod plan;
+pub mod plan;
 mod pod_truth;
 mod quarantine;
 mod reload_ids;

@@ -142,9 +142,15 @@ async fn deploy_and_count(
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plan_says_what_the_deployment_then_does_and_only_reads() {
-    let sb = sandbox(2).await;
+crate::e2e::on_peers!(
+    Emulator,
+    plan_says_what_the_deployment_then_does_and_only_reads => plan_then_deploy,
+);
+
+/// The scenario of the module doc on `peers` (the API server's reads come from its request
+/// log, or the real one's audit log).
+pub async fn plan_then_deploy(peers: haptic_testkit::Peers) {
+    let sb = sandbox_on(peers, 2).await;
     // No drift check during the test: every request the pods see is the plan's or the
     // deployment's.
     let (h, eps) = Harness::on(&sb, Knobs::drift(Duration::from_secs(3600))).await;

@@ -40,6 +40,8 @@ on_peers!(
     a_damaged_journal_is_refused_then_rebuilt => crate::e2e::startup::damaged_journal,
     drift_event_names_the_edited_pod_and_file_and_idle_rounds_write_none =>
         crate::deployer::drift_event::drift_event,
+    plan_says_what_the_deployment_then_does_and_only_reads =>
+        crate::deployer::plan::plan_then_deploy,
     a_full_status_of_each_kind_reads_back_unpruned => crate::manifests::full_status_read_back,
     kubectl_get_hpcfg_prints_our_columns => crate::manifests::kubectl_get_hpcfg,
     kubectl_apply_server_side_of_deploy_crds_passes => crate::manifests::kubectl_apply_crds,
