@@ -197,6 +197,13 @@ fn render_and_records(
         _ => HashMap::new(),
     };
     let render = match (&args.render_dir, &journal, &args.journal) {
+        (Some(dir), _, _) if !dir.is_dir() => {
+            return Err(PlanError::Usage(format!(
+                "--render-dir {}: not a directory; give a render directory (haproxy.cfg plus \
+                 maps/, ssl/, ca/, general/, crt-lists/)",
+                dir.display()
+            )));
+        }
         (Some(dir), _, _) => {
             let content: RenderContent =
                 crate::source::dir::read_render(dir).map_err(|source| PlanError::RenderDir {
