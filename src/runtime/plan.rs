@@ -129,7 +129,7 @@ struct Target {
 /// [`PlanError`] (exit code 1), after printing the plans of the pods that could be read.
 pub async fn run(args: PlanArgs) -> Result<bool, PlanError> {
     let (render, records) = render_and_records(&args)?;
-    let targets = targets(&args).await?;
+    let (targets, skipped) = targets(&args).await?;
     if targets.is_empty() {
         return Err(PlanError::Usage(
             "no pod to plan: the cluster lists no running pod for the selector".to_owned(),
@@ -156,12 +156,12 @@ pub async fn run(args: PlanArgs) -> Result<bool, PlanError> {
     }))
     .await;
     let out = if args.json {
-        let mut v = serde_json::to_string_pretty(&json_report(&render, &targets, &plans))
+        let mut v = serde_json::to_string_pretty(&json_report(&render, &targets, &plans, &skipped))
             .unwrap_or_default();
         v.push('\n');
         v
     } else {
-        text_report(&render, &targets, &plans)
+        text_report(&render, &targets, &plans, &skipped)
     };
     {
         use std::io::Write as _;
@@ -281,10 +281,16 @@ fn newest_render(journal: &Journal, path: &Path) -> Result<JournaledRender, Plan
     load_render(journal, checksum).map_err(|e| journal_error(path, &e))
 }
 
-/// The pods: `--endpoint` URLs, else the cluster's admitted pods for the selector.
-async fn targets(args: &PlanArgs) -> Result<Vec<Target>, PlanError> {
+/// The pods: `--endpoint` URLs, else the cluster's admitted pods for the selector; and the
+/// selected pods not admitted (by name), which a deployment would not reach either.
+async fn targets(args: &PlanArgs) -> Result<(Vec<Target>, Vec<String>), PlanError> {
     if !args.endpoints.is_empty() {
-        return args.endpoints.iter().map(|u| endpoint_target(u)).collect();
+        let targets = args
+            .endpoints
+            .iter()
+            .map(|u| endpoint_target(u))
+            .collect::<Result<_, _>>()?;
+        return Ok((targets, Vec::new()));
     }
     let (Some(selector), Some(secret)) = (&args.pod_selector, &args.dataplane_secret) else {
         return Err(PlanError::Usage(
@@ -319,8 +325,13 @@ async fn targets(args: &PlanArgs) -> Result<Vec<Target>, PlanError> {
         .await
         .map_err(|e| cluster(&e))?;
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for pod in &pods.items {
         let Some(ep) = crate::k8s::discovery::admitted_endpoint(pod, args.dataplane_port) else {
+            skipped.push(format!(
+                "{namespace}/{}",
+                pod.metadata.name.as_deref().unwrap_or_default()
+            ));
             continue;
         };
         let url = ep.url.to_string();
@@ -334,7 +345,8 @@ async fn targets(args: &PlanArgs) -> Result<Vec<Target>, PlanError> {
         });
     }
     out.sort_by(|a, b| a.pod.cmp(&b.pod));
-    Ok(out)
+    skipped.sort();
+    Ok((out, skipped))
 }
 
 /// A `--endpoint` URL: the credentials come out of its user info.
@@ -562,10 +574,15 @@ fn raw_push(plan: &PodPlan) -> bool {
         .any(|o| matches!(o, Operation::PushRawConfig { .. }))
 }
 
+/// Why a selected pod is not planned (nor deployed to): the discovery's admission rule.
+const NOT_ADMITTED: &str = "skipped: not admitted (not Running, no pod IP, being deleted, or its \
+     Dataplane container not ready): a deployment does not reach it either";
+
 fn text_report(
     render: &JournaledRender,
     targets: &[Target],
     plans: &[Result<PodPlan, String>],
+    skipped: &[String],
 ) -> String {
     use std::fmt::Write as _;
     let mut out = format!(
@@ -619,6 +636,9 @@ fn text_report(
             }
         }
     }
+    for pod in skipped {
+        let _ = writeln!(out, "pod {pod}: {NOT_ADMITTED}");
+    }
     let _ = writeln!(
         out,
         "plan: {changing} of {} pod(s) would change, {reloads} reload(s) in all",
@@ -631,6 +651,7 @@ fn json_report(
     render: &JournaledRender,
     targets: &[Target],
     plans: &[Result<PodPlan, String>],
+    skipped: &[String],
 ) -> Value {
     let pods: Vec<Value> = targets
         .iter()
@@ -660,6 +681,7 @@ fn json_report(
     json!({
         "render": render.checksum.to_string(),
         "pods": pods,
+        "skipped": skipped,
         "would_change": plans.iter().flatten().filter(|p| p.changes()).count(),
         "reloads": plans.iter().flatten().map(|p| p.reloads).sum::<u32>(),
     })

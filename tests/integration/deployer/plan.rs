@@ -211,9 +211,40 @@ pub async fn plan_then_deploy(peers: haptic_testkit::Peers) {
     );
     let (code, json) = plan(&sb, &backend, "backend", true).await;
     assert_eq!(code, 2, "{json}");
-    // The same plan with the pods listed from the API server, as the controller finds them.
+    // The same plan with the pods listed from the API server, as the controller finds them; a
+    // selected Pod that is not admitted (Pending, no IP) is named as skipped, not planned.
+    let (key, value) = sb
+        .selector()
+        .split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .unwrap();
+    let pending = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: haproxy-pending\n  namespace: {}\n  labels:\n    {key}: {value}\nspec:\n  containers:\n  - name: haproxy\n    image: haproxy:3.2\n",
+        sb.namespace()
+    );
+    let (ok, out) = sb.kubectl(&["apply", "-f", "-"], Some(&pending));
+    assert!(ok, "{out}");
     let (code, from_cluster) = plan_with(&sb, &backend, "cluster", true, Pods::Cluster).await;
     assert_eq!(code, 2, "{from_cluster}");
+    let cluster: Value = serde_json::from_str(&from_cluster).unwrap();
+    assert_eq!(
+        cluster["skipped"],
+        serde_json::json!([format!("{}/haproxy-pending", sb.namespace())]),
+        "{from_cluster}"
+    );
+    let (ok, out) = sb.kubectl(
+        &[
+            "delete",
+            "pod",
+            "haproxy-pending",
+            "-n",
+            sb.namespace(),
+            "--grace-period=0",
+            "--force",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
     let by_url = |plan: &str| {
         let mut pods: Vec<(String, Value)> = pods_of(plan)
             .into_iter()
