@@ -23,6 +23,17 @@ use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "haptic-test";
 
+/// The `global` and `defaults` sections the hand-written renders start with: the admin runtime
+/// socket (runtime server updates), HTTP mode, short timeouts.
+pub const HEAD: &str = "global
+    stats socket /var/run/haproxy.sock mode 600 level admin
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+";
+
 /// A fleet of `pods` HAProxy pods on the emulator, objects in [`NS`] (on real peers
 /// `NS-<n>`: [`Fleet::namespace`]; the harness needs no CRDs: it runs no publisher).
 pub async fn sandbox(pods: usize) -> Fleet {
@@ -276,16 +287,23 @@ impl Harness {
 
     /// Journals a render of `config` (no files) as validated.
     pub async fn feed_config(&self, config: &str, tag: &str) -> Checksum {
+        self.feed_files(config, vec![], tag).await
+    }
+
+    /// Journals a render of `config` and `files` as validated (as the validator would; a test
+    /// so bypasses validation).
+    pub async fn feed_files(
+        &self,
+        config: impl AsRef<[u8]>,
+        files: RenderFiles,
+        tag: &str,
+    ) -> Checksum {
         let mut b = Batch::new();
-        let r = b.put_render(config.as_bytes().to_vec(), vec![]);
-        b.event(Event::ValidationCompleted {
-            correlation: Correlation::new(format!("render-{tag}")),
-            render: r.checksum,
-            warnings: vec![],
-            duration_ms: 1,
-            trigger_reason: "test".into(),
-            coalescible: false,
-        });
+        let r = b.put_render(config.as_ref().to_vec(), files);
+        b.event(validated(
+            Correlation::new(format!("render-{tag}")),
+            r.checksum,
+        ));
         self.dispatch.accept(b).await.expect("feed");
         r.checksum
     }
@@ -306,14 +324,7 @@ impl Harness {
             coalescible: false,
         });
         if valid {
-            b.event(Event::ValidationCompleted {
-                correlation: corr,
-                render: r.checksum,
-                warnings: vec![],
-                duration_ms: 1,
-                trigger_reason: "test".into(),
-                coalescible: false,
-            });
+            b.event(validated(corr, r.checksum));
         } else {
             b.event(Event::ValidationFailed {
                 correlation: corr,
@@ -497,6 +508,18 @@ impl Harness {
     }
 }
 
+/// The validator's verdict that `render` is valid.
+fn validated(correlation: Correlation, render: Checksum) -> Event {
+    Event::ValidationCompleted {
+        correlation,
+        render,
+        warnings: vec![],
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+        coalescible: false,
+    }
+}
+
 /// [`eventually`] over a synchronous probe (journal reads).
 pub async fn wait_for<P: haptic_testkit::Probe<()>>(
     what: &str,
@@ -563,6 +586,17 @@ pub async fn slow_reloads(pods: &[Pod], delay_ms: u64) {
         )
         .await;
     }
+}
+
+/// Clears the request log of every pod of `pods` and returns their succeeded reloads, in pod
+/// order: the mark a step's writes and reloads are then counted from.
+pub async fn mark(pods: &[Pod]) -> Vec<usize> {
+    let mut reloads = Vec::new();
+    for p in pods {
+        clear_requests(p).await;
+        reloads.push(p.reload_count().await);
+    }
+    reloads
 }
 
 pub async fn clear_faults(pod: &Pod) {
