@@ -113,14 +113,10 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A failed deployment on a new pod: listed with its error, no deployedAt.
     env.applied(&p, "pod-b", checksum, Some("reload failed"))
         .await;
-    eventually(bound(), "pod-b error", || async {
-        env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
-            s.deployed_to_pods.iter().any(|p| {
-                p.pod_name == "pod-b"
-                    && p.deployed_at.is_none()
-                    && p.last_error.as_deref() == Some("reload failed")
-            })
-        })
+    env.wait_pod_entry("pod-b error", |p| {
+        p.pod_name == "pod-b"
+            && p.deployed_at.is_none()
+            && p.last_error.as_deref() == Some("reload failed")
     })
     .await;
     // Pod terminated: its entry goes.
@@ -181,12 +177,8 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A failed deployment of another checksum is written with its error, not parked.
     env.applied(&p, "pod-c", bad_sum, Some("rejected by haproxy"))
         .await;
-    eventually(bound(), "pod-c error", || async {
-        env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
-            s.deployed_to_pods.iter().any(|p| {
-                p.pod_name == "pod-c" && p.checksum == Some(bad_sum) && p.last_error.is_some()
-            })
-        })
+    env.wait_pod_entry("pod-c error", |p| {
+        p.pod_name == "pod-c" && p.checksum == Some(bad_sum) && p.last_error.is_some()
     })
     .await;
 
