@@ -62,6 +62,16 @@ fn quarantine_settings(initial: Duration, max: Duration) -> SchedulerSettings {
     }
 }
 
+/// A restart's recovery from `s`'s checkpoint alone (nothing pending, nothing in flight).
+fn recovered_from(s: &SchedulerState) -> Input {
+    Input::Recovered {
+        checkpoint: Some(s.checkpoint()),
+        pending: None,
+        inflight: None,
+        applied: Vec::new(),
+    }
+}
+
 /// A leader with a runtime config and pods 1..=k.
 fn leader(k: u8) -> (SchedulerState, Instant) {
     leader_with(SchedulerSettings::default(), k)
@@ -89,6 +99,27 @@ fn pending_written(fx: &[Effect]) -> Option<&DeployRequest> {
         Effect::PersistPending(r) => Some(r),
         _ => None,
     })
+}
+
+/// Asserts that `fx` neither starts a deployment nor writes a pending one.
+#[track_caller]
+fn assert_starts_nothing(fx: &[Effect]) {
+    assert!(
+        started(fx).is_none() && pending_written(fx).is_none(),
+        "{fx:?}"
+    );
+}
+
+/// Asserts that a tick at `at` starts nothing.
+#[track_caller]
+fn assert_tick_starts_nothing(s: &mut SchedulerState, at: Instant) {
+    assert!(started(&decide(s, Input::Tick, at)).is_none());
+}
+
+/// Asserts that a tick 1 ms before `at` starts nothing.
+#[track_caller]
+fn assert_no_start_before(s: &mut SchedulerState, at: Instant) {
+    assert_tick_starts_nothing(s, at - Duration::from_millis(1));
 }
 
 fn complete_all(s: &mut SchedulerState, req: &DeployRequest, now: Instant) -> Vec<Effect> {
@@ -252,14 +283,7 @@ fn a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap() {
     complete_all(&mut s, &retry, due);
     assert!(s.rejected.is_empty());
     assert_eq!(s.applied.get(&ep(2).url), Some(&render(1)));
-    assert!(
-        started(&decide(
-            &mut s,
-            Input::Tick,
-            due + Duration::from_secs(3600)
-        ))
-        .is_none()
-    );
+    assert_tick_starts_nothing(&mut s, due + Duration::from_secs(3600));
 }
 
 /// Issue 27 (J11): the quarantine's retry time is journaled wall-clock time. A restart before
@@ -278,16 +302,7 @@ fn a_quarantine_retry_time_survives_a_restart() {
     let restarted = |s: &SchedulerState, at: Instant| {
         let mut r = SchedulerState::new(settings.clone(), "d2");
         r.wall_anchor = Some((at, s.wall(at)));
-        decide(
-            &mut r,
-            Input::Recovered {
-                checkpoint: Some(s.checkpoint()),
-                pending: None,
-                inflight: None,
-                applied: Vec::new(),
-            },
-            at,
-        );
+        decide(&mut r, recovered_from(s), at);
         decide(&mut r, Input::RuntimeConfig(rc()), at);
         r
     };
@@ -298,7 +313,7 @@ fn a_quarantine_retry_time_survives_a_restart() {
         "retried at once after a restart: {fx:?}"
     );
     assert!(fx.contains(&Effect::ArmTimer(due)), "{fx:?}");
-    assert!(started(&decide(&mut r, Input::Tick, due - Duration::from_millis(1))).is_none());
+    assert_no_start_before(&mut r, due);
     let fx = decide(&mut r, Input::Tick, due);
     let retry = quarantine_retry(&fx).expect("retried at its time").clone();
     // Killed while the retry runs: the checkpoint journaled with its start holds the next step.
@@ -322,14 +337,7 @@ fn a_quarantine_retry_time_survives_a_restart() {
     assert!(!r.backoff.contains_key(&ep(1).url));
     assert!(r.quarantined(&ep(1).url, &render(1)));
     let next = due + Duration::from_secs(120);
-    assert!(
-        started(&decide(
-            &mut r,
-            Input::Tick,
-            next - Duration::from_millis(1)
-        ))
-        .is_none()
-    );
+    assert_no_start_before(&mut r, next);
     assert!(quarantine_retry(&decide(&mut r, Input::Tick, next)).is_some());
 }
 
@@ -365,10 +373,7 @@ fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
     complete_all(&mut s, &r, t0);
     let t1 = t0 + Duration::from_secs(10);
     let fx = decide(&mut s, validated(1), t1);
-    assert!(
-        started(&fx).is_none() && pending_written(&fx).is_none(),
-        "{fx:?}"
-    );
+    assert_starts_nothing(&fx);
     // ... unless it is a drift reconciliation.
     let fx = decide(
         &mut s,
@@ -449,14 +454,7 @@ fn in_progress_queueing_latest_wins_then_rate_limit() {
         "{fx:?}"
     );
     assert_eq!(s.phase_name(t_end), "rate_limiting");
-    assert!(
-        started(&decide(
-            &mut s,
-            Input::Tick,
-            t_end + Duration::from_millis(1999)
-        ))
-        .is_none()
-    );
+    assert_tick_starts_nothing(&mut s, t_end + Duration::from_millis(1999));
     let fx = decide(&mut s, Input::Tick, t_end + Duration::from_secs(2));
     let r = started(&fx).expect("released after the interval");
     assert_eq!(r.render, render(3));
@@ -534,14 +532,7 @@ fn timeout_cancels_and_retries_the_same_render_at_most_three_times_then_gives_up
     // A re-validation of the same render does not retry the given-up pod...
     assert!(started(&decide(&mut s, validated(1), now)).is_none());
     // ...a drift check does.
-    let fx = decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("x"),
-        },
-        now,
-    );
-    assert!(started(&fx).is_some());
+    assert!(started(&decide(&mut s, drift(), now)).is_some());
 }
 
 #[test]
@@ -704,7 +695,7 @@ fn pod_discovery_deploys_only_to_new_or_changed_endpoints() {
         discovered(vec![ep(1), ep(2), ep(3)]),
         t1 + Duration::from_secs(5),
     );
-    assert!(started(&fx).is_none() && pending_written(&fx).is_none());
+    assert_starts_nothing(&fx);
     // A pod replaced behind the same URL (new pod name) is redeployed.
     let mut moved = ep(2);
     moved.pod.name = "haproxy-2b".into();
@@ -1057,29 +1048,14 @@ fn a_permanent_rejection_is_quarantined_not_retried() {
     // The quarantine survives a restart (the checkpoint) and a new term.
     let mut r = SchedulerState::new(settings, "d2");
     r.wall_anchor = s.wall_anchor;
-    decide(
-        &mut r,
-        Input::Recovered {
-            checkpoint: Some(s.checkpoint()),
-            pending: None,
-            inflight: None,
-            applied: Vec::new(),
-        },
-        later,
-    );
+    decide(&mut r, recovered_from(&s), later);
     assert_eq!(r.rejected, s.rejected);
     assert_eq!(r.checkpoint(), s.checkpoint());
     let fx = decide(&mut r, Input::BecameLeader { term: Term(2) }, later);
-    assert!(
-        started(&fx).is_none() && pending_written(&fx).is_none(),
-        "{fx:?}"
-    );
+    assert_starts_nothing(&fx);
     // The same render validated again: still quarantined.
     let fx = decide(&mut r, validated(1), later);
-    assert!(
-        started(&fx).is_none() && pending_written(&fx).is_none(),
-        "{fx:?}"
-    );
+    assert_starts_nothing(&fx);
     // An operator's retry request clears it and deploys the render to that pod.
     let fx = decide(
         &mut r,
@@ -1288,14 +1264,7 @@ fn a_timed_out_quarantine_retry_waits_for_the_next_step() {
     assert!(s.quarantined(&ep(2).url, &render(1)));
     assert!(!s.given_up.contains(&ep(2).url));
     let step = due + Duration::from_secs(120);
-    assert!(
-        started(&decide(
-            &mut s,
-            Input::Tick,
-            step - Duration::from_millis(1)
-        ))
-        .is_none()
-    );
+    assert_no_start_before(&mut s, step);
     assert_eq!(
         quarantine_retry(&decide(&mut s, Input::Tick, step)).map(|r| r.endpoints.clone()),
         Some(vec![ep(2)])
