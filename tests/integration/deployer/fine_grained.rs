@@ -50,6 +50,16 @@ fn count(reqs: &[(String, String)], method: &str, suffix: &str) -> usize {
         .count()
 }
 
+/// Two pods, a leading harness on them with `knobs`, and whether the pods run in network
+/// namespaces ([`netns`]).
+async fn leading(knobs: Knobs) -> (Fleet, Harness, bool) {
+    let sb = sandbox(2).await;
+    let (h, eps) = Harness::on(&sb, knobs).await;
+    h.lead(&eps).await;
+    let netns = netns(&sb);
+    (sb, h, netns)
+}
+
 async fn deploy(h: &Harness, sb: &Fleet, config: &str, tag: &str) -> Checksum {
     let r = h.feed_config(config, tag).await;
     h.wait_applied(r, &endpoints(sb)).await;
@@ -104,11 +114,8 @@ async fn runtime_step(h: &Harness, sb: &Fleet, config: &str, tag: &str, want: Op
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is_repaired() {
-    let sb = sandbox(2).await;
-    let netns = netns(&sb);
+    let (sb, h, netns) = leading(Knobs::drift(Duration::from_secs(3))).await;
     let want = |w: &'static str| netns.then_some(w);
-    let (h, eps) = Harness::on(&sb, Knobs::drift(Duration::from_secs(3))).await;
-    h.lead(&eps).await;
     let slots =
         |s1: &str, s2: &str, s3: &str| app(&[("web-1", s1), ("web-2", s2), ("web-3", s3)], "", "");
     let base = slots(
@@ -314,10 +321,7 @@ async fn deployer_corpus_server_streams_reload_nothing() {
 /// reload per pod each time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_one_reload() {
-    let sb = sandbox(2).await;
-    let netns = netns(&sb);
-    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
-    h.lead(&eps).await;
+    let (sb, h, netns) = leading(Knobs::default()).await;
     let servers = [("web-1", "127.0.0.1:9101")];
     deploy(&h, &sb, &app(&servers, "", ""), "base").await;
     let be_new = "backend be_new\n    server new1 127.0.0.1:9102\n";
@@ -382,13 +386,11 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
 /// `raw_push_threshold` 5 and a 20-change render: one raw push per pod, mode `raw_threshold`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_above_the_raw_push_threshold_pushes_once() {
-    let sb = sandbox(2).await;
-    let knobs = Knobs {
+    let (sb, h, _) = leading(Knobs {
         raw_push_threshold: 5,
         ..Knobs::default()
-    };
-    let (h, eps) = Harness::on(&sb, knobs).await;
-    h.lead(&eps).await;
+    })
+    .await;
     let names: Vec<String> = (1..=20).map(|i| format!("web-{i}")).collect();
     let off: Vec<(&str, &str)> = names
         .iter()
@@ -421,10 +423,7 @@ async fn deployer_above_the_raw_push_threshold_pushes_once() {
 /// replaces it (`raw_fallback`, `fallbackUsed`), and the pod runs the render.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_fine_grained_failure_aborts_the_transaction_and_falls_back_to_one_raw_push() {
-    let sb = sandbox(2).await;
-    let netns = netns(&sb);
-    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
-    h.lead(&eps).await;
+    let (sb, h, netns) = leading(Knobs::default()).await;
     let servers = [("web-1", "127.0.0.1:9101")];
     deploy(&h, &sb, &app(&servers, "", ""), "base").await;
     let pods = sb.pods();
