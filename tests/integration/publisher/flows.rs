@@ -1,6 +1,8 @@
 //! Seed rows: publish with every auxiliary kind, conditions, `-invalid`, per-pod status and
 //! parking, pod termination, GC, restart, self-healing, stale leader, drain.
 
+use std::sync::atomic::Ordering;
+
 use haptic::core::render::{JournaledRender, RenderContent};
 use haptic::k8s::WriteError;
 use haptic::k8s::crd::{
@@ -30,10 +32,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     .await;
     env.gate(&p, checksum, GateVerdict::Pass, vec![]).await;
     eventually(bound(), "published", || async {
-        p.counters()
-            .config_published
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == 1
+        p.counters().config_published.load(Ordering::Relaxed) == 1
     })
     .await;
     let cfg = env.cfg(MAIN).await.unwrap();
@@ -270,9 +269,7 @@ async fn restart_takes_every_queued_item_once() {
     env.server().clear_requests();
     let term = p.start(Term(1));
     wait_count("repeat done", 3, || {
-        p.counters()
-            .publications
-            .load(std::sync::atomic::Ordering::Relaxed)
+        p.counters().publications.load(Ordering::Relaxed)
     })
     .await;
     term.stop().await;
@@ -509,9 +506,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
         .unwrap();
     let term = p.start(Term(3));
     wait_count("repeat ran", 2, || {
-        p.counters()
-            .heals
-            .load(std::sync::atomic::Ordering::Relaxed)
+        p.counters().heals.load(Ordering::Relaxed)
     })
     .await;
     term.stop().await;
