@@ -18,6 +18,19 @@ use haptic_testkit::condition;
 
 use super::*;
 
+/// The main HAProxyCfg's spec for `render` with its files, nothing else set.
+fn main_spec(render: &JournaledRender) -> PublishSpec<'_> {
+    PublishSpec {
+        name: MAIN,
+        render,
+        with_files: true,
+        rendered_at: None,
+        validated_at: None,
+        validation_error: None,
+        conditions: &[],
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishes_every_kind_then_status_conditions_and_gc() {
     let (mut env, p, term) = Env::with_publisher().await;
@@ -354,18 +367,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
 
     let old = writer(&env, Term(4));
     let other = JournaledRender::of(&RenderContent::new(b"global\n".to_vec(), vec![]));
-    let err = old
-        .publish(&PublishSpec {
-            name: MAIN,
-            render: &other,
-            with_files: true,
-            rendered_at: None,
-            validated_at: None,
-            validation_error: None,
-            conditions: &[],
-        })
-        .await
-        .unwrap_err();
+    let err = old.publish(&main_spec(&other)).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -488,18 +490,7 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
     // Another replica leads (term 2) and publishes its render.
     let theirs_writer = writer(&env, Term(2));
     let theirs = JournaledRender::of(&RenderContent::new(b"global\n# theirs\n".to_vec(), vec![]));
-    theirs_writer
-        .publish(&PublishSpec {
-            name: MAIN,
-            render: &theirs,
-            with_files: true,
-            rendered_at: None,
-            validated_at: None,
-            validation_error: None,
-            conditions: &[],
-        })
-        .await
-        .unwrap();
+    theirs_writer.publish(&main_spec(&theirs)).await.unwrap();
     // We lead again (term 3): the term-start repeat of our checkpoint leaves their render.
     env.journal
         .set_term(Term(3), haptic_journal::Identity::new("replica-0"))
