@@ -380,21 +380,11 @@ impl Harness {
     /// deployment per round past a drift interval, three rounds' worth).
     pub async fn wait_drift_rounds(&self, rounds: usize) {
         let start = self.completed();
-        let trig = self
-            .drift
-            .triggers
-            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        let trig = self.drift_triggers();
         wait_for("drift rounds", self.converge / 2, || {
-            let fired = self
-                .drift
-                .triggers
-                .load(std::sync::atomic::Ordering::Relaxed) as usize;
+            let fired = self.drift_triggers();
             let done = self.completed();
-            let idle = self
-                .journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty();
+            let idle = self.nothing_in_flight();
             (fired >= trig + rounds && done >= start + rounds && idle)
                 .then_some(())
                 .ok_or(format!(
@@ -411,25 +401,30 @@ impl Harness {
     /// they deployed (a drift check leaves quarantined pods alone; bound as
     /// [`Harness::wait_drift_rounds`]).
     pub async fn wait_drift_triggers(&self, rounds: usize) {
-        let trig = self
-            .drift
-            .triggers
-            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        let trig = self.drift_triggers();
         wait_for("drift checks", self.converge / 2, || {
-            let fired = self
-                .drift
-                .triggers
-                .load(std::sync::atomic::Ordering::Relaxed) as usize;
-            let idle = self
-                .journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty();
+            let fired = self.drift_triggers();
+            let idle = self.nothing_in_flight();
             (fired >= trig + rounds && idle)
                 .then_some(())
                 .ok_or(format!("{} triggers, in flight: {}", fired - trig, !idle))
         })
         .await;
+    }
+
+    /// Drift checks the drift monitor fired so far.
+    fn drift_triggers(&self) -> usize {
+        self.drift
+            .triggers
+            .load(std::sync::atomic::Ordering::Relaxed) as usize
+    }
+
+    /// Whether the journal holds no deployment in flight.
+    fn nothing_in_flight(&self) -> bool {
+        self.journal
+            .queue(haptic_journal::Queue::DeployInflight)
+            .unwrap()
+            .is_empty()
     }
 
     pub fn events(&self) -> Vec<Event> {
@@ -450,11 +445,7 @@ impl Harness {
                 })
                 .map(|e| e.url.as_str())
                 .collect();
-            let idle = self
-                .journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty()
+            let idle = self.nothing_in_flight()
                 && self
                     .journal
                     .queue(haptic_journal::Queue::DeployPending)
@@ -655,6 +646,11 @@ pub fn curl(
     cmd.arg(url);
     let out = cmd.output().expect("curl");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `GET http://<pod>:80/` with `Host: shop.haptic.test` (the corpus map's key).
+pub fn shop(pod: &PodInfo) -> String {
+    curl(pod, "http", 80, Some("shop.haptic.test"), None)
 }
 
 /// Waits until `curl` answers `want` (the reload may lag the API's answer by a moment; bound:

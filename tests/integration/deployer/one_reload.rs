@@ -31,10 +31,6 @@ fn sample(
     (stop, task)
 }
 
-fn shop(p: &PodInfo) -> String {
-    curl(p, "http", 80, Some("shop.haptic.test"), None)
-}
-
 fn site(p: &PodInfo) -> String {
     curl(p, "https", 443, None, Some("site.haptic.test"))
 }
