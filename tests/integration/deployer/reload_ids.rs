@@ -96,6 +96,18 @@ impl Fixture {
         (r, before)
     }
 
+    /// [`Fixture::next_map`], [`Fixture::wait_served`], then [`Fixture::pod0_report`].
+    async fn step(
+        &mut self,
+        h: &Harness,
+        what: &str,
+        faults: &[serde_json::Value],
+    ) -> (haptic_journal::SyncMetadata, Vec<usize>) {
+        let (r, before) = self.next_map(h, what, faults).await;
+        self.wait_served(h, r).await;
+        self.pod0_report(h, r, &before, what).await
+    }
+
     async fn wait_served(&self, h: &Harness, r: Checksum) {
         h.wait_applied(r, &self.eps).await;
         for pod in &self.pods {
@@ -153,15 +165,13 @@ async fn deployer_takes_only_its_own_reload_and_applies_certificates_at_runtime(
     let started = std::time::Instant::now();
     let what = "slow reload";
     let reloads0 = stats.reloads.load(Ordering::Relaxed);
-    let (r, before) = fx
-        .next_map(
+    let (sync, delta) = fx
+        .step(
             &h,
             what,
             &[json!({"reload": "slow", "times": 1, "delay_ms": 2000})],
         )
         .await;
-    fx.wait_served(&h, r).await;
-    let (sync, delta) = fx.pod0_report(&h, r, &before, what).await;
     assert!(
         sync.reload_triggered && sync.reload_id.is_some(),
         "{what}: {sync:?}"
@@ -185,15 +195,13 @@ async fn deployer_takes_only_its_own_reload_and_applies_certificates_at_runtime(
     // The reload id unknown to the API (404): read the pod again; HAProxy loaded the map.
     let started = std::time::Instant::now();
     let what = "reload id 404";
-    let (r, before) = fx
-        .next_map(
+    let (sync, delta) = fx
+        .step(
             &h,
             what,
             &[json!({"method": "GET", "path": "/services/haproxy/reloads/", "status": 404, "times": 1})],
         )
         .await;
-    fx.wait_served(&h, r).await;
-    let (sync, delta) = fx.pod0_report(&h, r, &before, what).await;
     assert_eq!(
         sync.version_conflict_retries, 1,
         "{what}: planned again: {sync:?}"
