@@ -101,28 +101,7 @@ async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
     d.h.publish(discovered(env.corr(), &["pod-a", "pod-b"]))
         .await
         .unwrap();
-    let r = corpus("01-basic");
-    let mut b = Batch::new();
-    let sum = b.put_render(r.config.clone(), r.files.clone()).checksum;
-    b.event(Event::TemplateRendered {
-        correlation: env.corr(),
-        render: sum,
-        config_bytes: r.config.len() as u64,
-        auxiliary_file_count: 0,
-        duration_ms: 1,
-        trigger_reason: "test".into(),
-        coalescible: true,
-    });
-    d.h.accept(b).await.unwrap();
-    d.h.publish(Event::RenderGateCompleted {
-        correlation: env.corr(),
-        render: sum,
-        verdict: GateVerdict::Pass,
-        messages: vec![],
-        pinned_to: None,
-    })
-    .await
-    .unwrap();
+    let sum = d.render_and_pass(&mut env, &corpus("01-basic")).await;
     d.h.publish(applied(env.corr(), "pod-a", sum))
         .await
         .unwrap();
