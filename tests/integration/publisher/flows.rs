@@ -395,21 +395,7 @@ async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
         .iter()
         .enumerate()
     {
-        let r = shared(f);
-        let c = env.corr();
-        let (s, ev) = env.accept(Some(&r), |x| Event::TemplateRendered {
-            correlation: c,
-            render: x.unwrap(),
-            config_bytes: 1,
-            auxiliary_file_count: 0,
-            duration_ms: 1,
-            trigger_reason: "t".into(),
-            coalescible: true,
-        });
-        env.deliver(&p, s, &ev).await;
-        let Event::TemplateRendered { render, .. } = ev else {
-            unreachable!()
-        };
+        let render = env.render(&p, &shared(f)).await;
         last = render;
         let c = env.corr();
         let (s, ev) = env.accept(None, |_| Event::DeployedConfigPublishRequest {
