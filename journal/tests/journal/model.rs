@@ -109,6 +109,15 @@ fn pod_key(p: u8) -> PodStatusKey {
     PodStatusKey::new(&runtime(), &pod(&format!("pod-{p}")))
 }
 
+/// An unscheduled enqueue of `item` caused by the event at `origin` (none: no event yet).
+fn enqueue(item: &WorkItem, origin: Option<u64>) -> Op {
+    Op::Enqueue {
+        item: item.clone(),
+        origin: origin.map_or(Origin::None, |s| Origin::Seq(Seq(s))),
+        not_before: None,
+    }
+}
+
 fn opts(path: &std::path::Path) -> JournalOptions {
     JournalOptions::new(path).trim_every_commits(0)
 }
@@ -158,11 +167,7 @@ fn apply(j: &mut Journal, m: &mut Model, step: &Step, path: &std::path::Path) {
             let r = put_cfg(&mut b, *render);
             let origin = m.origin();
             let item = publish_item(r, Seq(origin.unwrap_or(0)));
-            b.push(Op::Enqueue {
-                item: item.clone(),
-                origin: origin.map_or(Origin::None, |s| Origin::Seq(Seq(s))),
-                not_before: None,
-            });
+            b.push(enqueue(&item, origin));
             let ids = j.accept(b).unwrap().work_ids();
             let id = m.take_id();
             assert_eq!(ids, vec![WorkId(id)]);
@@ -173,11 +178,7 @@ fn apply(j: &mut Journal, m: &mut Model, step: &Step, path: &std::path::Path) {
             let r = render.map(|k| put_cfg(&mut b, k));
             let item = status_item(&format!("pod-{p}"), r);
             let origin = m.origin();
-            b.push(Op::Enqueue {
-                item: item.clone(),
-                origin: origin.map_or(Origin::None, |s| Origin::Seq(Seq(s))),
-                not_before: None,
-            });
+            b.push(enqueue(&item, origin));
             let ids = j.accept(b).unwrap().work_ids();
             let id = m.take_id();
             assert_eq!(ids, vec![WorkId(id)]);
@@ -190,11 +191,7 @@ fn apply(j: &mut Journal, m: &mut Model, step: &Step, path: &std::path::Path) {
             let r = put_cfg(&mut b, *render);
             let item = deploy_item(r, "d");
             let origin = m.origin();
-            b.push(Op::Enqueue {
-                item: item.clone(),
-                origin: origin.map_or(Origin::None, |s| Origin::Seq(Seq(s))),
-                not_before: None,
-            });
+            b.push(enqueue(&item, origin));
             j.accept(b).unwrap();
             let id = m.take_id();
             m.deploy = Some((id, item, origin));

@@ -41,6 +41,27 @@ fn decode<T: serde::de::DeserializeOwned>(record: &[u8]) -> (RecordHeader, T) {
     (raw.header(), v2::decode(raw.payload).unwrap())
 }
 
+/// Rewrites the file's v2 scheduler checkpoint after `edit` (same header); returns the edited
+/// checkpoint.
+fn edit_scheduler_record(
+    path: &std::path::Path,
+    edit: impl FnOnce(&mut v2::SchedulerCheckpoint),
+) -> v2::ComponentCheckpoint {
+    let (header, mut old) = decode::<v2::ComponentCheckpoint>(&scheduler_record(path).unwrap());
+    let v2::ComponentState::Scheduler(s) = &mut old.state else {
+        panic!("{old:?}")
+    };
+    edit(s);
+    let record = codec::seal(
+        &header.kind,
+        header.accepted_at,
+        header.term,
+        &v2::encode(&old).unwrap(),
+    );
+    set_scheduler_record(path, Some(&record));
+    old
+}
+
 /// Migrates `path` with the production chain, asserting it ran `v2_to_v3` alone; returns the
 /// time window the step ran in.
 fn migrate_v2(path: &std::path::Path) -> (UnixMillis, UnixMillis) {
@@ -202,27 +223,18 @@ fn migrate_takes_a_copy_to_v3_and_changes_only_the_quarantine() {
 #[test]
 fn every_quarantine_entry_of_a_v2_file_is_converted() {
     let (_d, path) = fixture_copy(Fixture::V2);
-    let (header, mut old) = decode::<v2::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
-    let v2::ComponentState::Scheduler(s) = &mut old.state else {
-        panic!("{old:?}")
-    };
-    s.rejected.push(v2::RejectedRender {
-        endpoint: v2::EndpointUrl("http://10.0.0.8:5555".into()),
-        render: v2::Checksum([0xab; 32]),
-        message: "dataplane rejected the request with status 422: unknown keyword".into(),
+    let old = edit_scheduler_record(&path, |s| {
+        s.rejected.push(v2::RejectedRender {
+            endpoint: v2::EndpointUrl("http://10.0.0.8:5555".into()),
+            render: v2::Checksum([0xab; 32]),
+            message: "dataplane rejected the request with status 422: unknown keyword".into(),
+        });
+        s.rejected.push(v2::RejectedRender {
+            endpoint: v2::EndpointUrl("http://10.0.0.9:5555".into()),
+            render: v2::Checksum([0xcd; 32]),
+            message: String::new(),
+        });
     });
-    s.rejected.push(v2::RejectedRender {
-        endpoint: v2::EndpointUrl("http://10.0.0.9:5555".into()),
-        render: v2::Checksum([0xcd; 32]),
-        message: String::new(),
-    });
-    let record = codec::seal(
-        &header.kind,
-        header.accepted_at,
-        header.term,
-        &v2::encode(&old).unwrap(),
-    );
-    set_scheduler_record(&path, Some(&record));
     let window = migrate_v2(&path);
     let (_, new) = decode::<v3::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
     assert_converted(&old, &new, window);
@@ -268,18 +280,7 @@ fn a_v2_file_without_a_scheduler_checkpoint_migrates_unchanged() {
 #[test]
 fn a_v2_scheduler_checkpoint_without_quarantine_keeps_its_bytes() {
     let (_d, path) = fixture_copy(Fixture::V2);
-    let (header, mut old) = decode::<v2::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
-    let v2::ComponentState::Scheduler(s) = &mut old.state else {
-        panic!("{old:?}")
-    };
-    s.rejected.clear();
-    let record = codec::seal(
-        &header.kind,
-        header.accepted_at,
-        header.term,
-        &v2::encode(&old).unwrap(),
-    );
-    set_scheduler_record(&path, Some(&record));
+    edit_scheduler_record(&path, |s| s.rejected.clear());
     let before = raw_records(&path);
     migrate_v2(&path);
     assert_eq!(raw_records(&path), before);

@@ -49,34 +49,42 @@ fn pod(name: &str) -> PodRef {
     }
 }
 
-/// Routes `event` at `seq` as a leader (work queued), nothing looked up.
-fn lead(s: &mut RouterState, seq: u64, at: u64, event: &Event) -> Vec<Effect> {
+/// Routes `event` at `seq` and time `at`, `(leading, replayed)`, with its place in render order
+/// `place`.
+fn route_event(
+    s: &mut RouterState,
+    seq: u64,
+    at: u64,
+    event: &Event,
+    (leading, replayed): (bool, bool),
+    place: Option<Place>,
+) -> Vec<Effect> {
     decide::route(
         s,
         Input::Event {
             seq: Seq(seq),
             at: UnixMillis(at),
             event,
-            leading: true,
-            replayed: false,
-            place: None,
+            leading,
+            replayed,
+            place,
         },
     )
 }
 
+/// Routes `event` at `seq` as a leader (work queued), nothing looked up.
+fn lead(s: &mut RouterState, seq: u64, at: u64, event: &Event) -> Vec<Effect> {
+    route_event(s, seq, at, event, (true, false), None)
+}
+
+/// Routes `event` at `seq` as the leader, with its place in render order `place`.
+fn lead_placed(s: &mut RouterState, seq: u64, event: &Event, place: Option<Place>) -> Vec<Effect> {
+    route_event(s, seq, 1, event, (true, false), place)
+}
+
 /// Routes `event` at `seq` as a follower (folded, no work).
 fn follow(s: &mut RouterState, seq: u64, event: &Event) -> Vec<Effect> {
-    decide::route(
-        s,
-        Input::Event {
-            seq: Seq(seq),
-            at: UnixMillis(1),
-            event,
-            leading: false,
-            replayed: false,
-            place: None,
-        },
-    )
+    route_event(s, seq, 1, event, (false, false), None)
 }
 
 fn items(effects: Vec<Effect>) -> Vec<WorkItem> {
@@ -254,17 +262,7 @@ fn render_places() {
     for (place, render, want) in cases {
         let mut s = state();
         let ev = deploy_request(render);
-        let out = items(decide::route(
-            &mut s,
-            Input::Event {
-                seq: Seq(9),
-                at: UnixMillis(1),
-                event: &ev,
-                leading: true,
-                replayed: false,
-                place,
-            },
-        ));
+        let out = items(lead_placed(&mut s, 9, &ev, place));
         assert!(
             matches!(&out[..], [WorkItem::PublishDeployed(d)] if d.render_seq == want),
             "{place:?} {out:?}"
@@ -273,16 +271,11 @@ fn render_places() {
     // A gate verdict of unknown place keeps its own seq (a verdict follows its render).
     let mut s = state();
     let ev = gate(sum(1), GateVerdict::Pass);
-    let out = items(decide::route(
+    let out = items(lead_placed(
         &mut s,
-        Input::Event {
-            seq: Seq(9),
-            at: UnixMillis(1),
-            event: &ev,
-            leading: true,
-            replayed: false,
-            place: Some(Place::Unknown { published }),
-        },
+        9,
+        &ev,
+        Some(Place::Unknown { published }),
     ));
     assert!(matches!(&out[1], WorkItem::Publish(p) if p.render_seq == Seq(9)));
 }
@@ -482,17 +475,7 @@ fn an_outcome_for_a_pod_that_left_is_no_status() {
 
 /// Routes `event` at `seq` as a replay (committed before this process started).
 fn replay(s: &mut RouterState, seq: u64, event: &Event) -> Vec<Effect> {
-    decide::route(
-        s,
-        Input::Event {
-            seq: Seq(seq),
-            at: UnixMillis(1),
-            event,
-            leading: false,
-            replayed: true,
-            place: None,
-        },
-    )
+    route_event(s, seq, 1, event, (false, true), None)
 }
 
 fn became_leader() -> Event {
@@ -804,6 +787,14 @@ fn change(pod: &str, checksum: Checksum, error: Option<&str>, at: u64) -> PodCha
     }
 }
 
+/// The sync report of an `Applied` change, to edit.
+fn sync_of(c: &mut PodChange) -> &mut SyncMetadata {
+    let PodStatusChange::Applied { sync, .. } = &mut c.change else {
+        unreachable!("not an applied change")
+    };
+    sync
+}
+
 fn removed(pod: &str) -> PodChange {
     PodChange {
         pod: pod.into(),
@@ -961,9 +952,7 @@ fn identical_failures_count_in_a_row_and_move_their_time() {
 fn a_drift_repair_names_its_reload_and_operation_summary() {
     let deployed = {
         let mut c = change("a", sum(1), None, 1_000);
-        let PodStatusChange::Applied { sync, .. } = &mut c.change else {
-            unreachable!()
-        };
+        let sync = sync_of(&mut c);
         sync.reload_triggered = true;
         sync.reload_id = Some(ReloadId("deploy-1".into()));
         sync.operation_counts.total_api_operations = 9;
@@ -971,9 +960,7 @@ fn a_drift_repair_names_its_reload_and_operation_summary() {
         decide::merge_pod_entry(None, &c)
     };
     let mut repair = change("a", sum(1), None, 5_000);
-    let PodStatusChange::Applied { sync, .. } = &mut repair.change else {
-        unreachable!()
-    };
+    let sync = sync_of(&mut repair);
     sync.reload_triggered = true;
     sync.reload_id = Some(ReloadId("repair-7".into()));
     sync.operation_counts.total_api_operations = 4;
@@ -996,9 +983,7 @@ fn a_drift_repair_names_its_reload_and_operation_summary() {
     );
     // A repair of a map file at runtime (no reload) changes the entry too.
     let mut map_repair = change("a", sum(1), None, 6_000);
-    let PodStatusChange::Applied { sync, .. } = &mut map_repair.change else {
-        unreachable!()
-    };
+    let sync = sync_of(&mut map_repair);
     sync.operation_counts.total_api_operations = 3;
     sync.operation_counts.maps.modified = 1;
     assert_ne!(
@@ -1007,9 +992,7 @@ fn a_drift_repair_names_its_reload_and_operation_summary() {
     );
     // An idle drift check (reads only) changes nothing.
     let mut idle = change("a", sum(1), None, 7_000);
-    let PodStatusChange::Applied { sync, .. } = &mut idle.change else {
-        unreachable!()
-    };
+    let sync = sync_of(&mut idle);
     sync.operation_counts.total_api_operations = 5;
     assert_eq!(decide::merge_pod_entry(Some(&deployed), &idle), deployed);
 }
@@ -1213,9 +1196,7 @@ fn conditions() {
 /// A report of a permanent rejection (the deployer's `SyncMetadata::rejected`).
 fn rejected_change(pod: &str, checksum: Checksum, error: &str, at: u64) -> PodChange {
     let mut c = change(pod, checksum, Some(error), at);
-    if let PodStatusChange::Applied { sync, .. } = &mut c.change {
-        sync.rejected = true;
-    }
+    sync_of(&mut c).rejected = true;
     c
 }
 
@@ -1482,95 +1463,60 @@ fn the_publication_choice() {
         render_seq: Seq(seq),
         moves,
     };
+    let facts = |item, checkpoint, live| Facts {
+        item,
+        checkpoint,
+        live,
+    };
     let rows: [(&str, Facts, Choice); 10] = [
         (
             "a repeat with nothing published does nothing",
-            Facts {
-                item: None,
-                checkpoint: None,
-                live: None,
-            },
+            facts(None, None, None),
             Choice::Nothing,
         ),
         (
             "a repeat writes the checkpoint again",
-            Facts {
-                item: None,
-                checkpoint: Some((a, Seq(5))),
-                live: None,
-            },
+            facts(None, Some((a, Seq(5))), None),
             write(a, 5, Publication::Repeat),
         ),
         (
             "a repeat over the same render in the cluster writes it (idempotent)",
-            Facts {
-                item: None,
-                checkpoint: Some((a, Seq(5))),
-                live: live(a, false, false),
-            },
+            facts(None, Some((a, Seq(5))), live(a, false, false)),
             write(a, 5, Publication::Repeat),
         ),
         (
             "a repeat leaves another term's render",
-            Facts {
-                item: None,
-                checkpoint: Some((a, Seq(5))),
-                live: live(b, false, true),
-            },
+            facts(None, Some((a, Seq(5))), live(b, false, true)),
             Choice::Skip,
         ),
         (
             "a repeat yields to the queued publication of the spec's render",
-            Facts {
-                item: None,
-                checkpoint: Some((a, Seq(5))),
-                live: live(b, true, true),
-            },
+            facts(None, Some((a, Seq(5))), live(b, true, true)),
             Choice::Defer,
         ),
         (
             "a repeat restores our own object edited to another render",
-            Facts {
-                item: None,
-                checkpoint: Some((a, Seq(5))),
-                live: live(b, true, false),
-            },
+            facts(None, Some((a, Seq(5))), live(b, true, false)),
             write(a, 5, Publication::Repeat),
         ),
         (
             "a first publication advances",
-            Facts {
-                item: Some((a, Seq(3))),
-                checkpoint: None,
-                live: None,
-            },
+            facts(Some((a, Seq(3))), None, None),
             write(a, 3, Publication::Advance),
         ),
         (
             "a newer render advances",
-            Facts {
-                item: Some((b, Seq(7))),
-                checkpoint: Some((a, Seq(5))),
-                live: None,
-            },
+            facts(Some((b, Seq(7))), Some((a, Seq(5))), None),
             write(b, 7, Publication::Advance),
         ),
         (
             "an older render is acked, the spec left",
-            Facts {
-                item: Some((b, Seq(4))),
-                checkpoint: Some((a, Seq(5))),
-                live: None,
-            },
+            facts(Some((b, Seq(4))), Some((a, Seq(5))), None),
             Choice::AckOlder,
         ),
         (
             "a queued item never reads the cluster: the live object does not matter",
-            Facts {
-                item: Some((a, Seq(5))),
-                checkpoint: Some((a, Seq(5))),
-                live: live(b, false, true),
-            },
+            facts(Some((a, Seq(5))), Some((a, Seq(5))), live(b, false, true)),
             write(a, 5, Publication::Repeat),
         ),
     ];
@@ -1637,9 +1583,7 @@ fn a_quarantined_pod_entry_shows_its_next_retry() {
             Some("[ALERT] could not resolve address 'be1'"),
             at,
         );
-        if let PodStatusChange::Applied { sync, .. } = &mut c.change {
-            sync.rejected = true;
-        }
+        sync_of(&mut c).rejected = true;
         c
     };
     let notice = |attempts: u32, next: u64| PodChange {

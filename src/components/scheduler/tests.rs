@@ -41,6 +41,37 @@ fn validated(n: u8) -> Input {
     }
 }
 
+/// A drift check (correlation `drift`).
+fn drift() -> Input {
+    Input::Drift {
+        correlation: Correlation::new("drift"),
+    }
+}
+
+/// A discovery of `endpoints`.
+fn discovered(endpoints: Vec<Endpoint>) -> Input {
+    Input::PodsDiscovered { endpoints }
+}
+
+/// The default settings with quarantine retries after `initial`, doubling up to `max`.
+fn quarantine_settings(initial: Duration, max: Duration) -> SchedulerSettings {
+    SchedulerSettings {
+        quarantine_retry_initial: initial,
+        quarantine_retry_max: max,
+        ..SchedulerSettings::default()
+    }
+}
+
+/// A restart's recovery from `s`'s checkpoint alone (nothing pending, nothing in flight).
+fn recovered_from(s: &SchedulerState) -> Input {
+    Input::Recovered {
+        checkpoint: Some(s.checkpoint()),
+        pending: None,
+        inflight: None,
+        applied: Vec::new(),
+    }
+}
+
 /// A leader with a runtime config and pods 1..=k.
 fn leader(k: u8) -> (SchedulerState, Instant) {
     leader_with(SchedulerSettings::default(), k)
@@ -52,13 +83,7 @@ fn leader_with(settings: SchedulerSettings, k: u8) -> (SchedulerState, Instant) 
     let t0 = Instant::now();
     decide(&mut s, Input::RuntimeConfig(rc()), t0);
     decide(&mut s, Input::BecameLeader { term: Term(1) }, t0);
-    decide(
-        &mut s,
-        Input::PodsDiscovered {
-            endpoints: (1..=k).map(ep).collect(),
-        },
-        t0,
-    );
+    decide(&mut s, discovered((1..=k).map(ep).collect()), t0);
     (s, t0)
 }
 
@@ -74,6 +99,27 @@ fn pending_written(fx: &[Effect]) -> Option<&DeployRequest> {
         Effect::PersistPending(r) => Some(r),
         _ => None,
     })
+}
+
+/// Asserts that `fx` neither starts a deployment nor writes a pending one.
+#[track_caller]
+fn assert_starts_nothing(fx: &[Effect]) {
+    assert!(
+        started(fx).is_none() && pending_written(fx).is_none(),
+        "{fx:?}"
+    );
+}
+
+/// Asserts that a tick at `at` starts nothing.
+#[track_caller]
+fn assert_tick_starts_nothing(s: &mut SchedulerState, at: Instant) {
+    assert!(started(&decide(s, Input::Tick, at)).is_none());
+}
+
+/// Asserts that a tick 1 ms before `at` starts nothing.
+#[track_caller]
+fn assert_no_start_before(s: &mut SchedulerState, at: Instant) {
+    assert_tick_starts_nothing(s, at - Duration::from_millis(1));
 }
 
 fn complete_all(s: &mut SchedulerState, req: &DeployRequest, now: Instant) -> Vec<Effect> {
@@ -94,6 +140,19 @@ fn complete_all(s: &mut SchedulerState, req: &DeployRequest, now: Instant) -> Ve
         },
         now,
     )
+}
+
+/// The request of the deployment `validated(n)` starts at `now`.
+fn start_validated(s: &mut SchedulerState, n: u8, now: Instant) -> DeployRequest {
+    started(&decide(s, validated(n), now)).unwrap().clone()
+}
+
+/// Starts the deployment of `validated(n)` at `now` and completes it on every endpoint; returns
+/// its request.
+fn deploy_all(s: &mut SchedulerState, n: u8, now: Instant) -> DeployRequest {
+    let req = start_validated(s, n, now);
+    complete_all(s, &req, now);
+    req
 }
 
 /// Reports each `(pod, retryable)` of `req` failed (a 400 rejection's message), then the
@@ -184,13 +243,9 @@ fn quarantined_fx(fx: &[Effect]) -> Vec<(EndpointUrl, u32, UnixMillis)> {
 #[test]
 fn a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap() {
     let initial = Duration::from_secs(60);
-    let settings = SchedulerSettings {
-        quarantine_retry_initial: initial,
-        quarantine_retry_max: Duration::from_secs(200),
-        ..SchedulerSettings::default()
-    };
+    let settings = quarantine_settings(initial, Duration::from_secs(200));
     let (mut s, t0) = leader_with(settings, 2);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let req = start_validated(&mut s, 1, t0);
     let fx = settle(&mut s, &req, &[1], &[(2, false)], t0);
     let first_retry = t0 + initial;
     assert_eq!(
@@ -228,14 +283,7 @@ fn a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap() {
     complete_all(&mut s, &retry, due);
     assert!(s.rejected.is_empty());
     assert_eq!(s.applied.get(&ep(2).url), Some(&render(1)));
-    assert!(
-        started(&decide(
-            &mut s,
-            Input::Tick,
-            due + Duration::from_secs(3600)
-        ))
-        .is_none()
-    );
+    assert_tick_starts_nothing(&mut s, due + Duration::from_secs(3600));
 }
 
 /// Issue 27 (J11): the quarantine's retry time is journaled wall-clock time. A restart before
@@ -244,13 +292,9 @@ fn a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap() {
 /// that ends without a verdict (a 5xx) waits for that step, not the failure backoff.
 #[test]
 fn a_quarantine_retry_time_survives_a_restart() {
-    let settings = SchedulerSettings {
-        quarantine_retry_initial: Duration::from_secs(60),
-        quarantine_retry_max: Duration::from_secs(3600),
-        ..SchedulerSettings::default()
-    };
+    let settings = quarantine_settings(Duration::from_secs(60), Duration::from_secs(3600));
     let (mut s, t0) = leader_with(settings.clone(), 1);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let req = start_validated(&mut s, 1, t0);
     fail_then_complete(&mut s, &req, &[(1, false)], t0);
     let due = t0 + Duration::from_secs(60);
     // Killed 30 s later; the new process's clocks: its instants start anew, wall time goes on.
@@ -258,16 +302,7 @@ fn a_quarantine_retry_time_survives_a_restart() {
     let restarted = |s: &SchedulerState, at: Instant| {
         let mut r = SchedulerState::new(settings.clone(), "d2");
         r.wall_anchor = Some((at, s.wall(at)));
-        decide(
-            &mut r,
-            Input::Recovered {
-                checkpoint: Some(s.checkpoint()),
-                pending: None,
-                inflight: None,
-                applied: Vec::new(),
-            },
-            at,
-        );
+        decide(&mut r, recovered_from(s), at);
         decide(&mut r, Input::RuntimeConfig(rc()), at);
         r
     };
@@ -278,7 +313,7 @@ fn a_quarantine_retry_time_survives_a_restart() {
         "retried at once after a restart: {fx:?}"
     );
     assert!(fx.contains(&Effect::ArmTimer(due)), "{fx:?}");
-    assert!(started(&decide(&mut r, Input::Tick, due - Duration::from_millis(1))).is_none());
+    assert_no_start_before(&mut r, due);
     let fx = decide(&mut r, Input::Tick, due);
     let retry = quarantine_retry(&fx).expect("retried at its time").clone();
     // Killed while the retry runs: the checkpoint journaled with its start holds the next step.
@@ -302,14 +337,7 @@ fn a_quarantine_retry_time_survives_a_restart() {
     assert!(!r.backoff.contains_key(&ep(1).url));
     assert!(r.quarantined(&ep(1).url, &render(1)));
     let next = due + Duration::from_secs(120);
-    assert!(
-        started(&decide(
-            &mut r,
-            Input::Tick,
-            next - Duration::from_millis(1)
-        ))
-        .is_none()
-    );
+    assert_no_start_before(&mut r, next);
     assert!(quarantine_retry(&decide(&mut r, Input::Tick, next)).is_some());
 }
 
@@ -345,10 +373,7 @@ fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
     complete_all(&mut s, &r, t0);
     let t1 = t0 + Duration::from_secs(10);
     let fx = decide(&mut s, validated(1), t1);
-    assert!(
-        started(&fx).is_none() && pending_written(&fx).is_none(),
-        "{fx:?}"
-    );
+    assert_starts_nothing(&fx);
     // ... unless it is a drift reconciliation.
     let fx = decide(
         &mut s,
@@ -371,7 +396,7 @@ fn validation_is_skipped_when_every_endpoint_already_runs_the_checksum() {
 #[test]
 fn another_runtime_config_redeploys_the_last_render_to_every_endpoint() {
     let (mut s, t0) = leader(2);
-    let r = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let r = start_validated(&mut s, 1, t0);
     complete_all(&mut s, &r, t0);
     let t1 = t0 + Duration::from_secs(10);
     assert!(decide(&mut s, Input::RuntimeConfig(rc()), t1).is_empty());
@@ -396,13 +421,7 @@ fn no_endpoints_or_no_runtime_config_or_follower_deploys_nothing() {
     assert!(decide(&mut s, validated(1), t0).is_empty(), "no endpoints");
     let mut f = SchedulerState::new(SchedulerSettings::default(), "d");
     decide(&mut f, Input::RuntimeConfig(rc()), t0);
-    decide(
-        &mut f,
-        Input::PodsDiscovered {
-            endpoints: vec![ep(1)],
-        },
-        t0,
-    );
+    decide(&mut f, discovered(vec![ep(1)]), t0);
     let fx = decide(&mut f, validated(1), t0);
     assert!(
         started(&fx).is_none(),
@@ -419,7 +438,7 @@ fn no_endpoints_or_no_runtime_config_or_follower_deploys_nothing() {
 #[test]
 fn in_progress_queueing_latest_wins_then_rate_limit() {
     let (mut s, t0) = leader(1);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let r1 = start_validated(&mut s, 1, t0);
     // Two renders arrive while deploying: only the latest stays pending.
     let fx = decide(&mut s, validated(2), t0 + Duration::from_millis(100));
     assert!(started(&fx).is_none(), "waits for the running deployment");
@@ -435,14 +454,7 @@ fn in_progress_queueing_latest_wins_then_rate_limit() {
         "{fx:?}"
     );
     assert_eq!(s.phase_name(t_end), "rate_limiting");
-    assert!(
-        started(&decide(
-            &mut s,
-            Input::Tick,
-            t_end + Duration::from_millis(1999)
-        ))
-        .is_none()
-    );
+    assert_tick_starts_nothing(&mut s, t_end + Duration::from_millis(1999));
     let fx = decide(&mut s, Input::Tick, t_end + Duration::from_secs(2));
     let r = started(&fx).expect("released after the interval");
     assert_eq!(r.render, render(3));
@@ -452,8 +464,7 @@ fn in_progress_queueing_latest_wins_then_rate_limit() {
 #[test]
 fn first_deployment_has_no_rate_limit_and_a_completion_far_in_the_past_neither() {
     let (mut s, t0) = leader(1);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    complete_all(&mut s, &r1, t0);
+    deploy_all(&mut s, 1, t0);
     let fx = decide(&mut s, validated(2), t0 + Duration::from_secs(5));
     assert!(started(&fx).is_some());
 }
@@ -461,7 +472,7 @@ fn first_deployment_has_no_rate_limit_and_a_completion_far_in_the_past_neither()
 #[test]
 fn stale_completion_is_ignored() {
     let (mut s, t0) = leader(1);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let r1 = start_validated(&mut s, 1, t0);
     let fx = decide(
         &mut s,
         Input::Completed {
@@ -479,7 +490,7 @@ fn stale_completion_is_ignored() {
 #[test]
 fn timeout_cancels_and_retries_the_same_render_at_most_three_times_then_gives_up() {
     let (mut s, t0) = leader(2);
-    let r = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let r = start_validated(&mut s, 1, t0);
     // Endpoint 1 finished, endpoint 2 hangs.
     decide(
         &mut s,
@@ -521,14 +532,7 @@ fn timeout_cancels_and_retries_the_same_render_at_most_three_times_then_gives_up
     // A re-validation of the same render does not retry the given-up pod...
     assert!(started(&decide(&mut s, validated(1), now)).is_none());
     // ...a drift check does.
-    let fx = decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("x"),
-        },
-        now,
-    );
-    assert!(started(&fx).is_some());
+    assert!(started(&decide(&mut s, drift(), now)).is_some());
 }
 
 #[test]
@@ -555,18 +559,11 @@ fn timeout_prefers_the_pending_slot_with_the_retry_suffix() {
 #[test]
 fn a_timed_out_drift_check_retries_the_pending_render_under_its_own_cause() {
     let (mut s, t0) = leader(3);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    complete_all(&mut s, &r1, t0);
+    deploy_all(&mut s, 1, t0);
     let t1 = t0 + Duration::from_secs(10);
-    let drift = started(&decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        t1,
-    ))
-    .expect("a drift check starts")
-    .clone();
+    let drift = started(&decide(&mut s, drift(), t1))
+        .expect("a drift check starts")
+        .clone();
     assert_eq!(drift.reason.as_str(), "drift_prevention");
     // Pod 1 finishes the drift check; pods 2 and 3 hang. Meanwhile render 2 arrives, pending
     // for pod 2 only (as a pod-scoped request would be).
@@ -611,8 +608,7 @@ fn rate_limiting_is_never_timed_out() {
         ..SchedulerSettings::default()
     };
     let (mut s, t0) = leader_with(settings, 1);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    complete_all(&mut s, &r1, t0);
+    deploy_all(&mut s, 1, t0);
     decide(&mut s, validated(2), t0);
     for after in [1, 31, 60, 89] {
         let fx = decide(&mut s, Input::Tick, t0 + Duration::from_secs(after));
@@ -635,17 +631,10 @@ fn rate_limiting_is_never_timed_out() {
 #[test]
 fn a_drift_check_during_a_rate_limit_wait_keeps_the_rollouts_cause() {
     let (mut s, t0) = leader(2);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    complete_all(&mut s, &r1, t0);
+    deploy_all(&mut s, 1, t0);
     let fx = decide(&mut s, validated(2), t0);
     let rollout = pending_written(&fx).unwrap().clone();
-    let fx = decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        t0 + Duration::from_millis(500),
-    );
+    let fx = decide(&mut s, drift(), t0 + Duration::from_millis(500));
     let merged = pending_written(&fx)
         .expect("the drift check is queued")
         .clone();
@@ -662,8 +651,7 @@ fn a_drift_check_during_a_rate_limit_wait_keeps_the_rollouts_cause() {
 #[test]
 fn validation_failed_redeploys_the_last_good_render_to_current_endpoints() {
     let (mut s, t0) = leader(2);
-    let r1 = started(&decide(&mut s, validated(7), t0)).unwrap().clone();
-    complete_all(&mut s, &r1, t0);
+    deploy_all(&mut s, 7, t0);
     let fx = decide(
         &mut s,
         Input::ValidationFailed {
@@ -693,16 +681,9 @@ fn validation_failed_redeploys_the_last_good_render_to_current_endpoints() {
 #[test]
 fn pod_discovery_deploys_only_to_new_or_changed_endpoints() {
     let (mut s, t0) = leader(2);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    complete_all(&mut s, &r1, t0);
+    deploy_all(&mut s, 1, t0);
     let t1 = t0 + Duration::from_secs(5);
-    let fx = decide(
-        &mut s,
-        Input::PodsDiscovered {
-            endpoints: vec![ep(1), ep(2), ep(3)],
-        },
-        t1,
-    );
+    let fx = decide(&mut s, discovered(vec![ep(1), ep(2), ep(3)]), t1);
     let r = started(&fx).unwrap();
     assert_eq!(r.endpoints, vec![ep(3)]);
     assert_eq!(r.reason.as_str(), "pod_discovery");
@@ -711,20 +692,16 @@ fn pod_discovery_deploys_only_to_new_or_changed_endpoints() {
     complete_all(&mut s, &r, t1);
     let fx = decide(
         &mut s,
-        Input::PodsDiscovered {
-            endpoints: vec![ep(1), ep(2), ep(3)],
-        },
+        discovered(vec![ep(1), ep(2), ep(3)]),
         t1 + Duration::from_secs(5),
     );
-    assert!(started(&fx).is_none() && pending_written(&fx).is_none());
+    assert_starts_nothing(&fx);
     // A pod replaced behind the same URL (new pod name) is redeployed.
     let mut moved = ep(2);
     moved.pod.name = "haproxy-2b".into();
     let fx = decide(
         &mut s,
-        Input::PodsDiscovered {
-            endpoints: vec![ep(1), moved.clone(), ep(3)],
-        },
+        discovered(vec![ep(1), moved.clone(), ep(3)]),
         t1 + Duration::from_secs(10),
     );
     assert_eq!(started(&fx).unwrap().endpoints, vec![moved]);
@@ -746,15 +723,8 @@ fn pod_terminated_drops_the_endpoint() {
 #[test]
 fn drift_checks_every_endpoint_without_the_skip_cache() {
     let (mut s, t0) = leader(3);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    complete_all(&mut s, &r1, t0);
-    let fx = decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        t0 + Duration::from_secs(60),
-    );
+    deploy_all(&mut s, 1, t0);
+    let fx = decide(&mut s, drift(), t0 + Duration::from_secs(60));
     let r = started(&fx).unwrap();
     assert_eq!(r.reason.cause, DeploymentCause::DriftPrevention);
     assert_eq!(r.endpoints.len(), 3);
@@ -764,7 +734,7 @@ fn drift_checks_every_endpoint_without_the_skip_cache() {
 #[test]
 fn failed_endpoints_retry_with_bounded_exponential_backoff_and_success_resets() {
     let (mut s, t0) = leader(2);
-    let mut req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let mut req = start_validated(&mut s, 1, t0);
     let mut now = t0;
     let mut delays = Vec::new();
     for _ in 0..9 {
@@ -819,7 +789,7 @@ fn failed_endpoints_retry_with_bounded_exponential_backoff_and_success_resets() 
 #[test]
 fn lost_leadership_clears_the_phase_and_keeps_journaled_work_for_the_next_term() {
     let (mut s, t0) = leader(1);
-    let r1 = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let r1 = start_validated(&mut s, 1, t0);
     decide(&mut s, validated(2), t0);
     let fx = decide(&mut s, Input::LostLeadership, t0);
     assert_eq!(fx, vec![Effect::StopExecutor]);
@@ -885,13 +855,7 @@ fn became_leader_deploys_only_to_endpoints_not_known_to_run_the_render() {
     let mut s = SchedulerState::new(SchedulerSettings::default(), "d");
     let t0 = Instant::now();
     decide(&mut s, Input::RuntimeConfig(rc()), t0);
-    decide(
-        &mut s,
-        Input::PodsDiscovered {
-            endpoints: vec![ep(1), ep(2)],
-        },
-        t0,
-    );
+    decide(&mut s, discovered(vec![ep(1), ep(2)]), t0);
     s.applied.insert(ep(1).url, render(1));
     // Follower: the validation is kept as pending; becoming leader starts it with the targets.
     decide(&mut s, validated(1), t0);
@@ -1042,11 +1006,7 @@ mod model {
 fn a_permanent_rejection_is_quarantined_not_retried() {
     // The quarantine's own retry (issue 27) is far off here: see
     // `a_quarantined_render_is_retried_at_a_doubling_pace_up_to_the_cap`.
-    let settings = SchedulerSettings {
-        quarantine_retry_initial: Duration::from_secs(3600),
-        quarantine_retry_max: Duration::from_secs(3600),
-        ..SchedulerSettings::default()
-    };
+    let settings = quarantine_settings(Duration::from_secs(3600), Duration::from_secs(3600));
     let (mut s, t0) = leader_with(settings.clone(), 2);
     let fx = decide(&mut s, validated(1), t0);
     let req = started(&fx).expect("deployment started").clone();
@@ -1081,42 +1041,21 @@ fn a_permanent_rejection_is_quarantined_not_retried() {
     let later = t0 + s.settings.backoff_max * 4;
     assert!(started(&decide(&mut s, Input::Tick, later)).is_none());
     // A drift check goes to the pod that took it only.
-    let fx = decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        later,
-    );
+    let fx = decide(&mut s, drift(), later);
     let drift = started(&fx).expect("drift check").clone();
     assert_eq!(drift.endpoints, vec![ep(1)]);
     complete_all(&mut s, &drift, later);
     // The quarantine survives a restart (the checkpoint) and a new term.
     let mut r = SchedulerState::new(settings, "d2");
     r.wall_anchor = s.wall_anchor;
-    decide(
-        &mut r,
-        Input::Recovered {
-            checkpoint: Some(s.checkpoint()),
-            pending: None,
-            inflight: None,
-            applied: Vec::new(),
-        },
-        later,
-    );
+    decide(&mut r, recovered_from(&s), later);
     assert_eq!(r.rejected, s.rejected);
     assert_eq!(r.checkpoint(), s.checkpoint());
     let fx = decide(&mut r, Input::BecameLeader { term: Term(2) }, later);
-    assert!(
-        started(&fx).is_none() && pending_written(&fx).is_none(),
-        "{fx:?}"
-    );
+    assert_starts_nothing(&fx);
     // The same render validated again: still quarantined.
     let fx = decide(&mut r, validated(1), later);
-    assert!(
-        started(&fx).is_none() && pending_written(&fx).is_none(),
-        "{fx:?}"
-    );
+    assert_starts_nothing(&fx);
     // An operator's retry request clears it and deploys the render to that pod.
     let fx = decide(
         &mut r,
@@ -1149,9 +1088,7 @@ fn a_pod_change_clears_the_quarantine() {
     moved.pod.name = "haproxy-1-new".into();
     let fx = decide(
         &mut s,
-        Input::PodsDiscovered {
-            endpoints: vec![moved.clone()],
-        },
+        discovered(vec![moved.clone()]),
         t0 + Duration::from_secs(5),
     );
     assert!(s.rejected.is_empty());
@@ -1166,13 +1103,7 @@ fn a_pending_request_skips_a_pod_quarantined_meanwhile() {
     let (mut s, t0) = leader(3);
     let fx = decide(&mut s, validated(1), t0);
     let req = started(&fx).expect("deployment started").clone();
-    let fx = decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        t0,
-    );
+    let fx = decide(&mut s, drift(), t0);
     assert_eq!(pending_written(&fx).expect("queued").endpoints.len(), 3);
     settle(&mut s, &req, &[1], &[(2, false), (3, true)], t0);
     assert!(s.quarantined(&ep(2).url, &render(1)));
@@ -1192,14 +1123,8 @@ fn a_pending_request_skips_a_pod_quarantined_meanwhile() {
 #[test]
 fn a_pending_request_whose_pods_all_rejected_the_render_starts_nothing() {
     let (mut s, t0) = leader(2);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    let fx = decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        t0,
-    );
+    let req = start_validated(&mut s, 1, t0);
+    let fx = decide(&mut s, drift(), t0);
     assert_eq!(pending_written(&fx).expect("queued").endpoints.len(), 2);
     fail_then_complete(&mut s, &req, &[(1, false), (2, false)], t0);
     let later = t0 + s.settings.min_deployment_interval * 2;
@@ -1236,14 +1161,8 @@ fn a_pending_request_whose_pods_all_rejected_the_render_starts_nothing() {
 #[test]
 fn a_timed_out_rollout_with_a_pending_drift_check_stays_a_rollout_and_skips_rejecters() {
     let (mut s, t0) = leader(3);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        t0,
-    );
+    let req = start_validated(&mut s, 1, t0);
+    decide(&mut s, drift(), t0);
     decide(
         &mut s,
         Input::InstanceFailed {
@@ -1269,14 +1188,8 @@ fn a_timed_out_rollout_with_a_pending_drift_check_stays_a_rollout_and_skips_reje
 #[test]
 fn a_dropped_pending_request_keeps_the_backoff_timer() {
     let (mut s, t0) = leader(3);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
-    decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        t0,
-    );
+    let req = start_validated(&mut s, 1, t0);
+    decide(&mut s, drift(), t0);
     s.pending.as_mut().unwrap().endpoints = vec![ep(1), ep(2)];
     fail_then_complete(&mut s, &req, &[(1, false), (2, false), (3, true)], t0);
     let later = t0 + s.settings.min_deployment_interval * 2;
@@ -1315,26 +1228,16 @@ fn the_deployer_names_the_schedulers_checkpoint() {
 /// next step retries it. A drift check pending meanwhile runs as a drift run to its own pods.
 #[test]
 fn a_timed_out_quarantine_retry_waits_for_the_next_step() {
-    let settings = SchedulerSettings {
-        quarantine_retry_initial: Duration::from_secs(60),
-        quarantine_retry_max: Duration::from_secs(3600),
-        ..SchedulerSettings::default()
-    };
+    let settings = quarantine_settings(Duration::from_secs(60), Duration::from_secs(3600));
     let (mut s, t0) = leader_with(settings, 2);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let req = start_validated(&mut s, 1, t0);
     settle(&mut s, &req, &[1], &[(2, false)], t0);
     let due = t0 + Duration::from_secs(60);
     let retry = quarantine_retry(&decide(&mut s, Input::Tick, due))
         .unwrap()
         .clone();
     // A drift check arrives while the retry runs (pod 1 only: pod 2 is quarantined).
-    decide(
-        &mut s,
-        Input::Drift {
-            correlation: Correlation::new("drift"),
-        },
-        due + Duration::from_secs(1),
-    );
+    decide(&mut s, drift(), due + Duration::from_secs(1));
     let timeout = due + s.settings.deployment_timeout;
     let fx = decide(&mut s, Input::Tick, timeout);
     assert!(
@@ -1361,14 +1264,7 @@ fn a_timed_out_quarantine_retry_waits_for_the_next_step() {
     assert!(s.quarantined(&ep(2).url, &render(1)));
     assert!(!s.given_up.contains(&ep(2).url));
     let step = due + Duration::from_secs(120);
-    assert!(
-        started(&decide(
-            &mut s,
-            Input::Tick,
-            step - Duration::from_millis(1)
-        ))
-        .is_none()
-    );
+    assert_no_start_before(&mut s, step);
     assert_eq!(
         quarantine_retry(&decide(&mut s, Input::Tick, step)).map(|r| r.endpoints.clone()),
         Some(vec![ep(2)])
@@ -1382,7 +1278,7 @@ fn a_timed_out_quarantine_retry_waits_for_the_next_step() {
 #[test]
 fn a_rejection_of_a_superseded_render_quarantines_nothing() {
     let (mut s, t0) = leader(1);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let req = start_validated(&mut s, 1, t0);
     decide(&mut s, validated(2), t0 + Duration::from_millis(10));
     let fx = decide(
         &mut s,
@@ -1414,7 +1310,7 @@ fn a_rejection_of_a_superseded_render_quarantines_nothing() {
 #[test]
 fn a_timed_out_quarantine_retry_alone_starts_nothing() {
     let (mut s, t0) = leader(1);
-    let req = started(&decide(&mut s, validated(1), t0)).unwrap().clone();
+    let req = start_validated(&mut s, 1, t0);
     fail_then_complete(&mut s, &req, &[(1, false)], t0);
     let due = s.instant(s.rejected[&ep(1).url].next_retry_at, t0);
     quarantine_retry(&decide(&mut s, Input::Tick, due)).expect("the retry");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use haptic::components::deployer::structure;
 use haptic::dataplane::{ClientSettings, Dataplane, Endpoint as DpEndpoint, raw_configs_equal};
-use haptic_journal::{Batch, Correlation, Event, SyncMode};
+use haptic_journal::SyncMode;
 
 use super::harness::*;
 
@@ -63,19 +63,11 @@ async fn deployer_corpus_configs_are_deployed_and_read_back() {
     let mut deployed = 0;
     for cfg in &configs {
         let text = std::fs::read(cfg).unwrap();
-        let mut b = Batch::new();
-        let r = b.put_render(text.clone(), vec![]);
-        b.event(Event::ValidationCompleted {
-            correlation: Correlation::new(cfg.display().to_string()),
-            render: r.checksum,
-            warnings: vec![],
-            duration_ms: 0,
-            trigger_reason: "corpus".into(),
-            coalescible: false,
-        });
-        h.dispatch.accept(b).await.unwrap();
-        h.wait_applied(r.checksum, &eps).await;
-        let modes = syncs(&h, r.checksum);
+        let r = h
+            .feed_files(&text, vec![], &cfg.display().to_string())
+            .await;
+        h.wait_applied(r, &eps).await;
+        let modes = syncs(&h, r);
         let desired = String::from_utf8_lossy(&text);
         for (pod, c) in sb.pods().iter().zip(&clients) {
             let running = c.raw_configuration().await.unwrap();

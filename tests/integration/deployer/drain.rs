@@ -43,10 +43,7 @@ async fn deployer_drain_cancel_keeps_the_deployment_for_the_next_leader() {
     h.become_leader(2).await;
     h.wait_applied(r, &eps).await;
     for pod in &pods {
-        wait_answer(pod, "render 02-maps shop-v1", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        })
-        .await;
+        wait_answer(pod, "render 02-maps shop-v1", shop).await;
     }
     h.stop().await;
 }

@@ -38,14 +38,8 @@ async fn deployer_drift_checks_write_nothing_when_idle_and_repair_only_the_edite
         }
         let edited = "global\n    stats socket /var/run/haproxy.sock mode 600 level admin\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\nfrontend fe_http\n    bind *:80\n    http-request return status 200 content-type text/plain string \"out of band\"\n";
         pods[i].faults().edit_config(edited, bump).await.unwrap();
-        wait_answer(&pods[i], "out of band", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        })
-        .await;
-        wait_answer(&pods[i], "render 02-maps shop-v1", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        })
-        .await;
+        wait_answer(&pods[i], "out of band", shop).await;
+        wait_answer(&pods[i], "render 02-maps shop-v1", shop).await;
         h.wait_drift_rounds(1).await;
         for (k, pod) in pods.iter().enumerate() {
             // A repair is one raw push or, since issue 14, one transaction (the edit changes

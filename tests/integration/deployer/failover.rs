@@ -14,12 +14,14 @@
 use std::path::Path;
 use std::time::Duration;
 
-use haptic_journal::{AuxKind, Batch, Checksum, Correlation, Endpoint, Event, Queue};
+use haptic_journal::{AuxKind, Checksum, Endpoint, Event, Queue};
 use haptic_testkit::render::RENDERS;
 use haptic_tools::sandbox::pods::PodInfo;
 
 use super::harness::*;
-use super::truth_kit::{FIXTURES, REISSUED_SERIAL_HEX, SITE_SERIAL_HEX, served_serial};
+use super::truth_kit::{
+    FIXTURES, REISSUED_SERIAL_HEX, SITE_SERIAL_HEX, api_get, reissued_pem, served_serial, site_pem,
+};
 
 /// Serial of `fixtures/site-reissued.pem` in decimal (`openssl x509 -serial`: 5EC0DD…01).
 const REISSUED_SERIAL: &str = "540946127350749713935599286303148716407392305153";
@@ -92,23 +94,15 @@ fn render_files(site: Vec<u8>, error_page: bool) -> RenderFiles {
 
 /// Journals a render as validated (what a render source and the validator would journal).
 async fn feed_render(h: &Harness, files: RenderFiles, tag: &str) -> Checksum {
-    feed_config(h, CONFIG, files, tag).await
+    h.feed_files(CONFIG, files, tag).await
 }
 
-/// [`feed_render`] with another configuration.
-async fn feed_config(h: &Harness, config: &str, files: RenderFiles, tag: &str) -> Checksum {
-    let mut b = Batch::new();
-    let r = b.put_render(config.as_bytes().to_vec(), files);
-    b.event(Event::ValidationCompleted {
-        correlation: Correlation::new(format!("render-{tag}")),
-        render: r.checksum,
-        warnings: vec![],
-        duration_ms: 1,
-        trigger_reason: "test".into(),
-        coalescible: false,
-    });
-    h.dispatch.accept(b).await.unwrap();
-    r.checksum
+/// A deployer on the journal at `journal`, leading `term`, with `eps` discovered.
+async fn leader_on(sb: &Fleet, journal: &Path, term: u64, eps: &[Endpoint]) -> Harness {
+    let h = Harness::start(journal, sb, Knobs::default()).await;
+    h.become_leader(term).await;
+    h.discover(eps.to_vec()).await;
+    h
 }
 
 /// Bounded wait until every endpoint's journaled state runs `render` and nothing is queued.
@@ -136,20 +130,13 @@ async fn reloads(pod: &Pod) -> usize {
 
 /// `GET .../storage/ssl_certificates/{name}` as the pod answers it.
 async fn certificate_meta(pod: &Pod, name: &str) -> serde_json::Value {
-    haptic_testkit::http()
-        .get(format!(
-            "{}/v3/services/haproxy/storage/ssl_certificates/{name}",
-            pod.dataplane_url
-        ))
-        .basic_auth(&pod.username, Some(&pod.password))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    let (status, meta) = api_get(
+        pod,
+        &format!("services/haproxy/storage/ssl_certificates/{name}"),
+    )
+    .await;
+    assert_eq!(status, 200, "{}: certificate {name}: {meta}", pod.name);
+    meta
 }
 
 /// Waits (bounded) until the pod serves the certificate with `serial` for `sni`.
@@ -204,15 +191,8 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     );
 
     // The first leader deploys the render.
-    let h = Harness::start(&dir.path().join("first.redb"), &sb, Knobs::default()).await;
-    h.become_leader(1).await;
-    h.discover(eps.clone()).await;
-    let r = feed_render(
-        &h,
-        render_files(corpus_file("05-tls/ssl/site.pem"), false),
-        "a",
-    )
-    .await;
+    let h = leader_on(&sb, &dir.path().join("first.redb"), 1, &eps).await;
+    let r = feed_render(&h, render_files(site_pem(), false), "a").await;
     wait_deployed(&h, r, &eps, bound).await;
     for pod in &pods {
         wait_answer(pod, "failover sni=site.haptic.test shop-v1", site_answer).await;
@@ -225,11 +205,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     h.stop().await;
 
     // A second deployer with an empty journal (a failover, a rebuilt journal) deploys it again.
-    let mut before = Vec::new();
-    for pod in &pods {
-        clear_requests(pod).await;
-        before.push(reloads(pod).await);
-    }
+    let before = mark(&pods).await;
     let h = Harness::start(&dir.path().join("second.redb"), &sb, Knobs::default()).await;
     assert!(
         h.journal.endpoints_applied().unwrap().is_empty(),
@@ -237,12 +213,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     );
     h.become_leader(2).await;
     h.discover(eps.clone()).await;
-    let r2 = feed_render(
-        &h,
-        render_files(corpus_file("05-tls/ssl/site.pem"), false),
-        "a-again",
-    )
-    .await;
+    let r2 = feed_render(&h, render_files(site_pem(), false), "a-again").await;
     assert_eq!(r2, r, "the same render");
     wait_deployed(&h, r, &eps, bound).await;
     for (pod, before) in pods.iter().zip(&before) {
@@ -288,30 +259,20 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     // deployer with an empty journal cannot see whether HAProxy loaded it (no runtime view of
     // general files): one reload, a push of the same configuration, and nothing after that.
     let with_page = config_with_error_page();
-    let r_page = feed_config(
-        &h,
-        &with_page,
-        render_files(corpus_file("05-tls/ssl/site.pem"), true),
-        "error-page",
-    )
-    .await;
+    let r_page = h
+        .feed_files(&with_page, render_files(site_pem(), true), "error-page")
+        .await;
     wait_deployed(&h, r_page, &eps, bound).await;
     h.stop().await;
-    let h3 = Harness::start(&dir.path().join("third.redb"), &sb, Knobs::default()).await;
-    h3.become_leader(3).await;
-    h3.discover(eps.clone()).await;
-    let mut before = Vec::new();
-    for pod in &pods {
-        clear_requests(pod).await;
-        before.push(reloads(pod).await);
-    }
-    let again = feed_config(
-        &h3,
-        &with_page,
-        render_files(corpus_file("05-tls/ssl/site.pem"), true),
-        "error-page-again",
-    )
-    .await;
+    let h3 = leader_on(&sb, &dir.path().join("third.redb"), 3, &eps).await;
+    let before = mark(&pods).await;
+    let again = h3
+        .feed_files(
+            &with_page,
+            render_files(site_pem(), true),
+            "error-page-again",
+        )
+        .await;
     assert_eq!(again, r_page);
     wait_deployed(&h3, r_page, &eps, bound).await;
     for (pod, before) in pods.iter().zip(&before) {
@@ -328,20 +289,16 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     }
     h3.stop().await;
     // Recorded loaded: a later deployment by that journal does not reload for it again.
-    let h = Harness::start(&dir.path().join("third.redb"), &sb, Knobs::default()).await;
-    h.become_leader(4).await;
-    h.discover(eps.clone()).await;
+    let h = leader_on(&sb, &dir.path().join("third.redb"), 4, &eps).await;
 
     // A certificate re-issued under the same name and with the same size: uploaded, applied at
     // runtime (the Data Plane API takes a certificate PUT without a reload), served.
-    let reissued = std::fs::read(Path::new(FIXTURES).join("site-reissued.pem")).unwrap();
-    assert_eq!(reissued.len(), corpus_file("05-tls/ssl/site.pem").len());
-    let mut before = Vec::new();
-    for pod in &pods {
-        clear_requests(pod).await;
-        before.push(reloads(pod).await);
-    }
-    let r3 = feed_config(&h, &with_page, render_files(reissued, true), "reissued").await;
+    let reissued = reissued_pem();
+    assert_eq!(reissued.len(), site_pem().len());
+    let before = mark(&pods).await;
+    let r3 = h
+        .feed_files(&with_page, render_files(reissued, true), "reissued")
+        .await;
     wait_deployed(&h, r3, &eps, bound).await;
     for (pod, before) in pods.iter().zip(&before) {
         let written: Vec<String> = writes(&requests(pod).await)

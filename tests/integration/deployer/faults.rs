@@ -70,10 +70,7 @@ async fn deployer_handles_conflicts_server_errors_slow_and_failed_reloads() {
     .await;
     h.wait_applied(r2, &eps).await;
     for pod in &pods {
-        wait_answer(pod, "render 02-maps shop-v1", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        })
-        .await;
+        wait_answer(pod, "render 02-maps shop-v1", shop).await;
     }
     // 01-basic -> 02-maps is a modelled change since issue 14: each attempt is one
     // transaction commit (or a raw push), the writes that reload.

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use haptic::components::deployer::structure;
 use haptic_journal::{Checksum, SyncMode};
-use haptic_testkit::http;
-use haptic_tools::sandbox::pods::{Mode, PodInfo};
+use haptic_tools::sandbox::pods::Mode;
 
 use super::harness::*;
+use super::truth_kit::{http_get, open_transactions, running_config};
 
 /// Local "servers" inside each pod: frontends on loopback answering `server sN`.
 const LOCAL: &str = "frontend fe_s1
@@ -24,15 +24,6 @@ frontend fe_s2
 frontend fe_s3
     bind 127.0.0.2:9103
     http-request return status 200 content-type text/plain string \"server s3\"
-";
-
-const HEAD: &str = "global
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
 ";
 
 /// A render: fe_http on :80 to be_app with `servers` (name, rest of the server line), plus
@@ -48,59 +39,25 @@ fn app(servers: &[(&str, &str)], fe_extra: &str, extra: &str) -> String {
     s
 }
 
-fn get(p: &PodInfo, path: &str) -> String {
-    let mut cmd = std::process::Command::new("curl");
-    cmd.args(["-s", "--noproxy", "*", "--max-time", "5"]);
-    cmd.arg(format!(
-        "http://{}:{}{path}",
-        p.traffic_address,
-        80 + p.port_offset
-    ));
-    String::from_utf8_lossy(&cmd.output().unwrap().stdout)
-        .trim()
-        .to_owned()
-}
-
 /// Whether the fleet's pods run in network namespaces (real traffic to loopback backends).
 fn netns(sb: &Fleet) -> bool {
     sb.sandbox().is_some_and(|s| s.mode() == Mode::Netns)
-}
-
-/// Open transactions a pod lists (`GET .../transactions`).
-async fn open_transactions(pod: &Pod) -> Vec<serde_json::Value> {
-    http()
-        .get(format!(
-            "{}/v3/services/haproxy/transactions",
-            pod.dataplane_url
-        ))
-        .basic_auth(&pod.username, Some(&pod.password))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-async fn running_config(pod: &Pod) -> String {
-    http()
-        .get(format!(
-            "{}/v3/services/haproxy/configuration/raw",
-            pod.dataplane_url
-        ))
-        .basic_auth(&pod.username, Some(&pod.password))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 fn count(reqs: &[(String, String)], method: &str, suffix: &str) -> usize {
     reqs.iter()
         .filter(|(m, p)| m == method && p.ends_with(suffix))
         .count()
+}
+
+/// Two pods, a leading harness on them with `knobs`, and whether the pods run in network
+/// namespaces ([`netns`]).
+async fn leading(knobs: Knobs) -> (Fleet, Harness, bool) {
+    let sb = sandbox(2).await;
+    let (h, eps) = Harness::on(&sb, knobs).await;
+    h.lead(&eps).await;
+    let netns = netns(&sb);
+    (sb, h, netns)
 }
 
 async fn deploy(h: &Harness, sb: &Fleet, config: &str, tag: &str) -> Checksum {
@@ -112,10 +69,7 @@ async fn deploy(h: &Harness, sb: &Fleet, config: &str, tag: &str) -> Checksum {
 /// Deploys `config` and asserts: no reload, no raw push, no transaction, only server PUTs,
 /// mode `runtime` on every pod; then that every pod answers `want` on `/` (namespace mode).
 async fn runtime_step(h: &Harness, sb: &Fleet, config: &str, tag: &str, want: Option<&str>) {
-    let before = sb.reload_counts().await;
-    for p in sb.pods() {
-        clear_requests(&p).await;
-    }
+    let before = mark(&sb.pods()).await;
     let r = deploy(h, sb, config, tag).await;
     for (pod, sync) in syncs(h, r) {
         assert_eq!(
@@ -153,18 +107,15 @@ async fn runtime_step(h: &Harness, sb: &Fleet, config: &str, tag: &str, want: Op
     );
     if let Some(want) = want {
         for p in sb.pods() {
-            wait_answer(&p, want, |p| get(p, "/")).await;
+            wait_answer(&p, want, |p| http_get(p, "/", None)).await;
         }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is_repaired() {
-    let sb = sandbox(2).await;
-    let netns = netns(&sb);
+    let (sb, h, netns) = leading(Knobs::drift(Duration::from_secs(3))).await;
     let want = |w: &'static str| netns.then_some(w);
-    let (h, eps) = Harness::on(&sb, Knobs::drift(Duration::from_secs(3))).await;
-    h.lead(&eps).await;
     let slots =
         |s1: &str, s2: &str, s3: &str| app(&[("web-1", s1), ("web-2", s2), ("web-3", s3)], "", "");
     let base = slots(
@@ -182,7 +133,7 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
     }
     if netns {
         for p in sb.pods() {
-            wait_answer(&p, "server s1", |p| get(p, "/")).await;
+            wait_answer(&p, "server s1", |p| http_get(p, "/", None)).await;
         }
     }
     // Port, address + port, weight, template slots enabled and disabled, state only.
@@ -277,7 +228,7 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
         .replace("timeout server 5s", "timeout server 5000ms # same");
     pods[0].faults().edit_config(&edited, true).await.unwrap();
     if netns {
-        wait_answer(&pods[0], "server s1", |p| get(p, "/")).await;
+        wait_answer(&pods[0], "server s1", |p| http_get(p, "/", None)).await;
     }
     let before = pods[0].reload_count().await;
     clear_requests(&pods[0]).await;
@@ -297,7 +248,7 @@ async fn deployer_server_changes_apply_at_runtime_with_zero_reloads_and_drift_is
         "pod 0 repaired:\n{text}"
     );
     if netns {
-        wait_answer(&pods[0], "server s3", |p| get(p, "/")).await;
+        wait_answer(&pods[0], "server s3", |p| http_get(p, "/", None)).await;
     }
     assert_eq!(pods[0].reload_count().await, before, "repaired at runtime");
     let reqs = requests(&pods[0]).await;
@@ -370,10 +321,7 @@ async fn deployer_corpus_server_streams_reload_nothing() {
 /// reload per pod each time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_one_reload() {
-    let sb = sandbox(2).await;
-    let netns = netns(&sb);
-    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
-    h.lead(&eps).await;
+    let (sb, h, netns) = leading(Knobs::default()).await;
     let servers = [("web-1", "127.0.0.1:9101")];
     deploy(&h, &sb, &app(&servers, "", ""), "base").await;
     let be_new = "backend be_new\n    server new1 127.0.0.1:9102\n";
@@ -391,10 +339,7 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
         ("backend added", &with_backend, "/new"),
         ("frontend rule changed", &changed_rule, "/newer"),
     ] {
-        let before = sb.reload_counts().await;
-        for p in sb.pods() {
-            clear_requests(&p).await;
-        }
+        let before = mark(&sb.pods()).await;
         let r = deploy(&h, &sb, config, tag).await;
         for (pod, sync) in syncs(&h, r) {
             assert_eq!(sync.sync_mode, Some(SyncMode::FineGrained), "{tag}: {pod}");
@@ -421,8 +366,8 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
             assert_eq!(raw_pushes(&reqs), 0, "{tag}: no raw push");
             assert!(open_transactions(&p).await.is_empty());
             if netns {
-                wait_answer(&p, "server s2", |p| get(p, path)).await;
-                wait_answer(&p, "server s1", |p| get(p, "/")).await;
+                wait_answer(&p, "server s2", |p| http_get(p, path, None)).await;
+                wait_answer(&p, "server s1", |p| http_get(p, "/", None)).await;
             }
         }
         if tag == "backend added" {
@@ -441,13 +386,11 @@ async fn deployer_new_backend_or_changed_frontend_rule_is_one_transaction_and_on
 /// `raw_push_threshold` 5 and a 20-change render: one raw push per pod, mode `raw_threshold`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_above_the_raw_push_threshold_pushes_once() {
-    let sb = sandbox(2).await;
-    let knobs = Knobs {
+    let (sb, h, _) = leading(Knobs {
         raw_push_threshold: 5,
         ..Knobs::default()
-    };
-    let (h, eps) = Harness::on(&sb, knobs).await;
-    h.lead(&eps).await;
+    })
+    .await;
     let names: Vec<String> = (1..=20).map(|i| format!("web-{i}")).collect();
     let off: Vec<(&str, &str)> = names
         .iter()
@@ -458,10 +401,7 @@ async fn deployer_above_the_raw_push_threshold_pushes_once() {
         .map(|n| (n.as_str(), "127.0.0.1:9101"))
         .collect();
     deploy(&h, &sb, &app(&off, "", ""), "off").await;
-    let before = sb.reload_counts().await;
-    for p in sb.pods() {
-        clear_requests(&p).await;
-    }
+    let before = mark(&sb.pods()).await;
     let r = deploy(&h, &sb, &app(&on, "", ""), "on").await;
     for (pod, sync) in syncs(&h, r) {
         assert_eq!(sync.sync_mode, Some(SyncMode::RawThreshold), "{pod}");
@@ -483,10 +423,7 @@ async fn deployer_above_the_raw_push_threshold_pushes_once() {
 /// replaces it (`raw_fallback`, `fallbackUsed`), and the pod runs the render.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployer_fine_grained_failure_aborts_the_transaction_and_falls_back_to_one_raw_push() {
-    let sb = sandbox(2).await;
-    let netns = netns(&sb);
-    let (h, eps) = Harness::on(&sb, Knobs::default()).await;
-    h.lead(&eps).await;
+    let (sb, h, netns) = leading(Knobs::default()).await;
     let servers = [("web-1", "127.0.0.1:9101")];
     deploy(&h, &sb, &app(&servers, "", ""), "base").await;
     let pods = sb.pods();
@@ -541,7 +478,7 @@ async fn deployer_fine_grained_failure_aborts_the_transaction_and_falls_back_to_
             p.name
         );
         if netns {
-            wait_answer(p, "server s2", |p| get(p, "/new")).await;
+            wait_answer(p, "server s2", |p| http_get(p, "/new", None)).await;
         }
     }
     h.stop().await;

@@ -23,6 +23,17 @@ use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "haptic-test";
 
+/// The `global` and `defaults` sections the hand-written renders start with: the admin runtime
+/// socket (runtime server updates), HTTP mode, short timeouts.
+pub const HEAD: &str = "global
+    stats socket /var/run/haproxy.sock mode 600 level admin
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+";
+
 /// A fleet of `pods` HAProxy pods on the emulator, objects in [`NS`] (on real peers
 /// `NS-<n>`: [`Fleet::namespace`]; the harness needs no CRDs: it runs no publisher).
 pub async fn sandbox(pods: usize) -> Fleet {
@@ -276,16 +287,23 @@ impl Harness {
 
     /// Journals a render of `config` (no files) as validated.
     pub async fn feed_config(&self, config: &str, tag: &str) -> Checksum {
+        self.feed_files(config, vec![], tag).await
+    }
+
+    /// Journals a render of `config` and `files` as validated (as the validator would; a test
+    /// so bypasses validation).
+    pub async fn feed_files(
+        &self,
+        config: impl AsRef<[u8]>,
+        files: RenderFiles,
+        tag: &str,
+    ) -> Checksum {
         let mut b = Batch::new();
-        let r = b.put_render(config.as_bytes().to_vec(), vec![]);
-        b.event(Event::ValidationCompleted {
-            correlation: Correlation::new(format!("render-{tag}")),
-            render: r.checksum,
-            warnings: vec![],
-            duration_ms: 1,
-            trigger_reason: "test".into(),
-            coalescible: false,
-        });
+        let r = b.put_render(config.as_ref().to_vec(), files);
+        b.event(validated(
+            Correlation::new(format!("render-{tag}")),
+            r.checksum,
+        ));
         self.dispatch.accept(b).await.expect("feed");
         r.checksum
     }
@@ -306,14 +324,7 @@ impl Harness {
             coalescible: false,
         });
         if valid {
-            b.event(Event::ValidationCompleted {
-                correlation: corr,
-                render: r.checksum,
-                warnings: vec![],
-                duration_ms: 1,
-                trigger_reason: "test".into(),
-                coalescible: false,
-            });
+            b.event(validated(corr, r.checksum));
         } else {
             b.event(Event::ValidationFailed {
                 correlation: corr,
@@ -369,21 +380,11 @@ impl Harness {
     /// deployment per round past a drift interval, three rounds' worth).
     pub async fn wait_drift_rounds(&self, rounds: usize) {
         let start = self.completed();
-        let trig = self
-            .drift
-            .triggers
-            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        let trig = self.drift_triggers();
         wait_for("drift rounds", self.converge / 2, || {
-            let fired = self
-                .drift
-                .triggers
-                .load(std::sync::atomic::Ordering::Relaxed) as usize;
+            let fired = self.drift_triggers();
             let done = self.completed();
-            let idle = self
-                .journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty();
+            let idle = self.nothing_in_flight();
             (fired >= trig + rounds && done >= start + rounds && idle)
                 .then_some(())
                 .ok_or(format!(
@@ -400,25 +401,30 @@ impl Harness {
     /// they deployed (a drift check leaves quarantined pods alone; bound as
     /// [`Harness::wait_drift_rounds`]).
     pub async fn wait_drift_triggers(&self, rounds: usize) {
-        let trig = self
-            .drift
-            .triggers
-            .load(std::sync::atomic::Ordering::Relaxed) as usize;
+        let trig = self.drift_triggers();
         wait_for("drift checks", self.converge / 2, || {
-            let fired = self
-                .drift
-                .triggers
-                .load(std::sync::atomic::Ordering::Relaxed) as usize;
-            let idle = self
-                .journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty();
+            let fired = self.drift_triggers();
+            let idle = self.nothing_in_flight();
             (fired >= trig + rounds && idle)
                 .then_some(())
                 .ok_or(format!("{} triggers, in flight: {}", fired - trig, !idle))
         })
         .await;
+    }
+
+    /// Drift checks the drift monitor fired so far.
+    fn drift_triggers(&self) -> usize {
+        self.drift
+            .triggers
+            .load(std::sync::atomic::Ordering::Relaxed) as usize
+    }
+
+    /// Whether the journal holds no deployment in flight.
+    fn nothing_in_flight(&self) -> bool {
+        self.journal
+            .queue(haptic_journal::Queue::DeployInflight)
+            .unwrap()
+            .is_empty()
     }
 
     pub fn events(&self) -> Vec<Event> {
@@ -439,11 +445,7 @@ impl Harness {
                 })
                 .map(|e| e.url.as_str())
                 .collect();
-            let idle = self
-                .journal
-                .queue(haptic_journal::Queue::DeployInflight)
-                .unwrap()
-                .is_empty()
+            let idle = self.nothing_in_flight()
                 && self
                     .journal
                     .queue(haptic_journal::Queue::DeployPending)
@@ -494,6 +496,18 @@ impl Harness {
         for t in self.tasks.drain(..) {
             t.await.expect("task");
         }
+    }
+}
+
+/// The validator's verdict that `render` is valid.
+fn validated(correlation: Correlation, render: Checksum) -> Event {
+    Event::ValidationCompleted {
+        correlation,
+        render,
+        warnings: vec![],
+        duration_ms: 1,
+        trigger_reason: "test".into(),
+        coalescible: false,
     }
 }
 
@@ -565,6 +579,17 @@ pub async fn slow_reloads(pods: &[Pod], delay_ms: u64) {
     }
 }
 
+/// Clears the request log of every pod of `pods` and returns their succeeded reloads, in pod
+/// order: the mark a step's writes and reloads are then counted from.
+pub async fn mark(pods: &[Pod]) -> Vec<usize> {
+    let mut reloads = Vec::new();
+    for p in pods {
+        clear_requests(p).await;
+        reloads.push(p.reload_count().await);
+    }
+    reloads
+}
+
 pub async fn clear_faults(pod: &Pod) {
     pod.faults().clear().await.unwrap();
 }
@@ -621,6 +646,11 @@ pub fn curl(
     cmd.arg(url);
     let out = cmd.output().expect("curl");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `GET http://<pod>:80/` with `Host: shop.haptic.test` (the corpus map's key).
+pub fn shop(pod: &PodInfo) -> String {
+    curl(pod, "http", 80, Some("shop.haptic.test"), None)
 }
 
 /// Waits until `curl` answers `want` (the reload may lag the API's answer by a moment; bound:

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use haptic_journal::{AuxKind, Batch, Checksum, Correlation, Event};
+use haptic_journal::AuxKind;
 use haptic_tools::sandbox::pods::PodInfo;
 
 use super::harness::*;
@@ -29,26 +29,6 @@ fn sample(
         seen
     });
     (stop, task)
-}
-
-/// Journals a render with the given files as validated.
-async fn feed_files(h: &Harness, config: Vec<u8>, files: RenderFiles, tag: &str) -> Checksum {
-    let mut b = Batch::new();
-    let r = b.put_render(config, files);
-    b.event(Event::ValidationCompleted {
-        correlation: Correlation::new(format!("render-{tag}")),
-        render: r.checksum,
-        warnings: vec![],
-        duration_ms: 1,
-        trigger_reason: "test".into(),
-        coalescible: false,
-    });
-    h.dispatch.accept(b).await.unwrap();
-    r.checksum
-}
-
-fn shop(p: &PodInfo) -> String {
-    curl(p, "http", 80, Some("shop.haptic.test"), None)
 }
 
 fn site(p: &PodInfo) -> String {
@@ -115,7 +95,7 @@ async fn deployer_render_with_files_and_config_reloads_once_and_never_mixes() {
         }
     }
     let before = sb.reload_counts().await;
-    let r = feed_files(&h, config, files, "03-map-only").await;
+    let r = h.feed_files(config, files, "03-map-only").await;
     h.wait_applied(r, &eps).await;
     for pod in &sb.pods() {
         wait_answer(pod, "render 03-maps-changed shop-v3", shop).await;
@@ -166,7 +146,7 @@ async fn deployer_file_stored_but_not_loaded_is_reloaded() {
         }
     }
     let before = pod.reload_count().await;
-    let r = feed_files(&h, config, files, "02-stored-map").await;
+    let r = h.feed_files(config, files, "02-stored-map").await;
     h.wait_applied(r, &eps).await;
     wait_answer(pod, "render 02-maps shop-stored", shop).await;
     assert_eq!(pod.reload_count().await - before, 1, "one reload");

@@ -7,18 +7,12 @@ use std::time::Duration;
 
 use haptic::components::deployer::structure;
 use haptic_journal::{Event, SyncMode};
-use haptic_testkit::http;
 
 use super::harness::*;
+use super::truth_kit::running_config;
 
-const HEAD: &str = "global
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
-frontend fe_http
+/// The frontend every render of this test routes through.
+const FRONTEND: &str = "frontend fe_http
     bind *:80
     default_backend be_app
 ";
@@ -32,7 +26,7 @@ fn render(default_server_late: bool, steps_swapped: bool, servers: &[&str]) -> S
         ("/a", "/b")
     };
     let mut s = format!(
-        "{HEAD}backend be_app\n    balance roundrobin\n    option httpchk\n    http-check connect\n    http-check send meth GET uri {first}\n    http-check expect status 200\n    http-check connect\n    http-check send meth GET uri {second}\n    http-check expect status 200\n"
+        "{HEAD}{FRONTEND}backend be_app\n    balance roundrobin\n    option httpchk\n    http-check connect\n    http-check send meth GET uri {first}\n    http-check expect status 200\n    http-check connect\n    http-check send meth GET uri {second}\n    http-check expect status 200\n"
     );
     let ds = "    default-server inter 2s fall 2\n";
     if !default_server_late {
@@ -51,21 +45,6 @@ const SERVERS: &[&str] = &[
     "server web-1 127.0.0.1:9101 check",
     "server web-2 127.0.0.1:9102 check",
 ];
-
-async fn running_config(pod: &Pod) -> String {
-    http()
-        .get(format!(
-            "{}/v3/services/haproxy/configuration/raw",
-            pod.dataplane_url
-        ))
-        .basic_auth(&pod.username, Some(&pod.password))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
 
 /// The index of the first line of `text` containing `needle`.
 fn line_of(text: &str, needle: &str) -> usize {
@@ -199,10 +178,7 @@ async fn deployer_default_server_and_check_step_order_reach_the_pods_and_drift_s
         );
     }
     let pods = sb.pods();
-    for p in &pods {
-        clear_requests(p).await;
-    }
-    let reloads = sb.reload_counts().await;
+    let reloads = mark(&pods).await;
     h.wait_drift_rounds(10).await;
     for p in &pods {
         let reqs = requests(p).await;

@@ -41,14 +41,7 @@ fn knobs() -> Knobs {
 /// certificate on :443, and one server whose weight each row changes.
 fn config(weight: u32) -> String {
     format!(
-        "global
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
-    errorfile 503 /etc/haproxy/general/503.http
+        "{HEAD}    errorfile 503 /etc/haproxy/general/503.http
 frontend fe_http
     bind *:80
     bind *:443 ssl crt /etc/haproxy/ssl/site.pem
@@ -265,7 +258,7 @@ impl Table {
             fault(&self.pods[0], f).await;
         }
         let (p0, p1) = (self.pods[0].name.clone(), self.pods[1].name.clone());
-        let r = feed_files(&self.h, &new.config(), new.files(), &what).await;
+        let r = self.h.feed_files(&new.config(), new.files(), &what).await;
         let error = wait_failed(&self.h, &p0, r).await;
         match step {
             Step::ReloadFails => assert!(error.contains("reload"), "{what}: {error}"),
@@ -293,7 +286,7 @@ impl Table {
             self.term += 1;
             self.h.become_leader(self.term).await;
             self.h.discover(self.eps.clone()).await;
-            let again = feed_files(&self.h, &new.config(), new.files(), &what).await;
+            let again = self.h.feed_files(&new.config(), new.files(), &what).await;
             assert_eq!(again, r, "{what}: the same render");
         }
         let sync = wait_succeeded(&self.h, &p0, r).await;
@@ -381,7 +374,7 @@ async fn deployer_reports_a_file_applied_only_once_haproxy_loaded_it_after_any_f
         page: 0,
         reissued: false,
     };
-    let r = feed_files(&h, &want.config(), want.files(), "base").await;
+    let r = h.feed_files(&want.config(), want.files(), "base").await;
     h.wait_applied(r, &eps).await;
     for pod in &pods {
         wait_serves(pod, &want).await;

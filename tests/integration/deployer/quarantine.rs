@@ -84,10 +84,7 @@ async fn deployer_quarantines_a_render_a_pod_rejects_after_a_resync_and_retries_
         writes(&requests(&pods[0]).await)
     );
     // pod 1's rejection was cured by the resync: it runs the render, never reported failed.
-    wait_answer(&pods[1], "render 02-maps shop-v1", |p| {
-        curl(p, "http", 80, Some("shop.haptic.test"), None)
-    })
-    .await;
+    wait_answer(&pods[1], "render 02-maps shop-v1", shop).await;
     // pod 0 keeps what it ran.
     wait_answer(&pods[0], "render 01-basic", |p| {
         curl(p, "http", 80, None, None)

@@ -23,19 +23,13 @@ use super::harness::*;
 use super::truth_kit::*;
 
 fn config() -> String {
-    "global
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
-frontend fe_http
+    format!(
+        "{HEAD}frontend fe_http
     bind *:80
     bind *:443 ssl crt /etc/haproxy/ssl/site.pem
     http-request return status 200 content-type text/plain lf-string \"ids %[req.hdr(host),lower,map(/etc/haproxy/maps/hosts.map,no-route)]\"
 "
-    .to_owned()
+    )
 }
 
 fn map(n: u32) -> String {
@@ -96,8 +90,22 @@ impl Fixture {
             fault(&self.pods[0], f.clone()).await;
         }
         self.map_n += 1;
-        let r = feed_files(h, &config(), files(self.map_n, site_pem()), what).await;
+        let r = h
+            .feed_files(&config(), files(self.map_n, site_pem()), what)
+            .await;
         (r, before)
+    }
+
+    /// [`Fixture::next_map`], [`Fixture::wait_served`], then [`Fixture::pod0_report`].
+    async fn step(
+        &mut self,
+        h: &Harness,
+        what: &str,
+        faults: &[serde_json::Value],
+    ) -> (haptic_journal::SyncMetadata, Vec<usize>) {
+        let (r, before) = self.next_map(h, what, faults).await;
+        self.wait_served(h, r).await;
+        self.pod0_report(h, r, &before, what).await
     }
 
     async fn wait_served(&self, h: &Harness, r: Checksum) {
@@ -143,7 +151,7 @@ async fn deployer_takes_only_its_own_reload_and_applies_certificates_at_runtime(
         eps,
         map_n: 0,
     };
-    let r = feed_files(&h, &config(), files(0, site_pem()), "base").await;
+    let r = h.feed_files(&config(), files(0, site_pem()), "base").await;
     fx.wait_served(&h, r).await;
     assert_system_ca_kept(&fx.pods, "base").await;
     let stats = &h.deployer.stats;
@@ -157,15 +165,13 @@ async fn deployer_takes_only_its_own_reload_and_applies_certificates_at_runtime(
     let started = std::time::Instant::now();
     let what = "slow reload";
     let reloads0 = stats.reloads.load(Ordering::Relaxed);
-    let (r, before) = fx
-        .next_map(
+    let (sync, delta) = fx
+        .step(
             &h,
             what,
             &[json!({"reload": "slow", "times": 1, "delay_ms": 2000})],
         )
         .await;
-    fx.wait_served(&h, r).await;
-    let (sync, delta) = fx.pod0_report(&h, r, &before, what).await;
     assert!(
         sync.reload_triggered && sync.reload_id.is_some(),
         "{what}: {sync:?}"
@@ -189,15 +195,13 @@ async fn deployer_takes_only_its_own_reload_and_applies_certificates_at_runtime(
     // The reload id unknown to the API (404): read the pod again; HAProxy loaded the map.
     let started = std::time::Instant::now();
     let what = "reload id 404";
-    let (r, before) = fx
-        .next_map(
+    let (sync, delta) = fx
+        .step(
             &h,
             what,
             &[json!({"method": "GET", "path": "/services/haproxy/reloads/", "status": 404, "times": 1})],
         )
         .await;
-    fx.wait_served(&h, r).await;
-    let (sync, delta) = fx.pod0_report(&h, r, &before, what).await;
     assert_eq!(
         sync.version_conflict_retries, 1,
         "{what}: planned again: {sync:?}"
@@ -297,14 +301,18 @@ async fn deployer_takes_only_its_own_reload_and_applies_certificates_at_runtime(
     .await;
     h.become_leader(2).await;
     h.discover(fx.eps.clone()).await;
-    let r = feed_files(&h, &config(), files(fx.map_n, site_pem()), "again").await;
+    let r = h
+        .feed_files(&config(), files(fx.map_n, site_pem()), "again")
+        .await;
     h.wait_applied(r, &fx.eps).await;
 
     // A certificate update: applied at runtime, loaded, served; drift rounds reload nothing.
     let what = "certificate update";
     reset(&fx.pods).await;
     let before = reload_counts(&fx.pods).await;
-    let r = feed_files(&h, &config(), files(fx.map_n, reissued_pem()), what).await;
+    let r = h
+        .feed_files(&config(), files(fx.map_n, reissued_pem()), what)
+        .await;
     h.wait_applied(r, &fx.eps).await;
     for pod in &fx.pods {
         assert_eq!(
@@ -339,13 +347,13 @@ async fn deployer_takes_only_its_own_reload_and_applies_certificates_at_runtime(
     // A certificate that is not a PEM: 500 "failed to parse certificate", permanent.
     let what = "not a PEM";
     reset(&fx.pods).await;
-    let r = feed_files(
-        &h,
-        &config(),
-        files(fx.map_n, b"not a certificate\n".to_vec()),
-        what,
-    )
-    .await;
+    let r = h
+        .feed_files(
+            &config(),
+            files(fx.map_n, b"not a certificate\n".to_vec()),
+            what,
+        )
+        .await;
     for pod in &fx.pods {
         wait_failed(&h, &pod.name, r).await;
     }

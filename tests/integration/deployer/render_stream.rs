@@ -13,12 +13,8 @@ fn probes() -> Vec<(&'static str, &'static str, Probe)> {
         ("01-basic", "render 01-basic", |p| {
             curl(p, "http", 80, None, None)
         }),
-        ("02-maps", "render 02-maps shop-v1", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        }),
-        ("03-maps-changed", "render 03-maps-changed shop-v2", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        }),
+        ("02-maps", "render 02-maps shop-v1", shop),
+        ("03-maps-changed", "render 03-maps-changed shop-v2", shop),
         ("04-errors", "render 04-errors", |p| {
             curl(p, "http", 80, None, None)
         }),

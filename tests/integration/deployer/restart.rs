@@ -69,10 +69,7 @@ async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
             "{} received the config once",
             pod.name
         );
-        wait_answer(pod, "render 02-maps shop-v1", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        })
-        .await;
+        wait_answer(pod, "render 02-maps shop-v1", shop).await;
     }
     h.stop().await;
 }

@@ -80,10 +80,7 @@ async fn deployer_resumed_deployment_whose_pushes_landed_reports_every_pod() {
             "{}: the resumed deployment pushed nothing again",
             pod.name
         );
-        wait_answer(pod, "render 02-maps shop-v1", |p| {
-            curl(p, "http", 80, Some("shop.haptic.test"), None)
-        })
-        .await;
+        wait_answer(pod, "render 02-maps shop-v1", shop).await;
     }
     h.stop().await;
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use haptic_journal::{Batch, Checksum, Correlation, Event, SyncMetadata};
+use haptic_journal::{Checksum, Event, SyncMetadata};
 use haptic_tools::sandbox::control::RequestRecord;
 use haptic_tools::sandbox::pods::PodInfo;
 
@@ -31,23 +31,6 @@ pub fn site_pem() -> Vec<u8> {
 /// `fixtures/site-reissued.pem`.
 pub fn reissued_pem() -> Vec<u8> {
     std::fs::read(Path::new(FIXTURES).join("site-reissued.pem")).unwrap()
-}
-
-/// Journals a render of `config` and `files` as validated (the harness's renders are journaled
-/// as the validator would; a test can so bypass validation).
-pub async fn feed_files(h: &Harness, config: &str, files: RenderFiles, tag: &str) -> Checksum {
-    let mut b = Batch::new();
-    let r = b.put_render(config.as_bytes().to_vec(), files);
-    b.event(Event::ValidationCompleted {
-        correlation: Correlation::new(format!("render-{tag}")),
-        render: r.checksum,
-        warnings: vec![],
-        duration_ms: 1,
-        trigger_reason: "test".into(),
-        coalescible: false,
-    });
-    h.dispatch.accept(b).await.unwrap();
-    r.checksum
 }
 
 /// `GET /v3/<path>` through the pod's Data Plane API: status and JSON body (null when none).
@@ -79,6 +62,11 @@ pub async fn api_text(pod: &Pod, path: &str) -> String {
         .text()
         .await
         .unwrap()
+}
+
+/// The configuration file the pod runs (`GET .../configuration/raw`).
+pub async fn running_config(pod: &Pod) -> String {
+    api_text(pod, "services/haproxy/configuration/raw").await
 }
 
 /// The transactions the pod lists (`GET .../transactions`: in progress, outdated, failed).

@@ -5,11 +5,13 @@
 //! and reloads nothing (counted through the sandbox's request logs). Every controller runs with a
 //! drift interval no bound here can meet, so drift cannot rescue a bug.
 
+use std::path::Path;
+
 use haptic::core::render::{RenderContent, RenderFile};
 use haptic_journal::AuxKind;
 use haptic_testkit::render::{RENDERS, write_render};
 
-use super::{Controller, Fleet, LEASE, MAIN, Peers, bounds, opts, start};
+use super::{Controller, ControllerOpts, Fleet, LEASE, MAIN, Peers, bounds, opts, start};
 
 on_peers!(
     Emulator,
@@ -52,7 +54,7 @@ const CRT_LIST: &str = "/etc/haproxy/ssl/site.pem [alpn h2,http/1.1] site.haptic
 ";
 
 fn read(dir: &str, path: &str) -> Vec<u8> {
-    std::fs::read(std::path::Path::new(dir).join(path)).unwrap()
+    std::fs::read(Path::new(dir).join(path)).unwrap()
 }
 
 pub(crate) fn render_with_files() -> RenderContent {
@@ -136,6 +138,34 @@ fn names(world: &Fleet) -> Vec<String> {
     world.pods().iter().map(|p| p.name.clone()).collect()
 }
 
+/// [`opts`] with drift checks slowed ([`SLOW_DRIFT`]).
+fn slow_opts(world: &Fleet, identity: &str, render_dir: &Path) -> ControllerOpts {
+    let mut o = opts(world, identity, render_dir);
+    o.extra.extend(SLOW_DRIFT.iter().map(|s| (*s).to_owned()));
+    o
+}
+
+/// One controller per identity of `ids` on `render_dir` ([`slow_opts`]), once the status lists
+/// every pod and one of them holds the Lease: the controllers, every pod's name, the leader.
+async fn replicas_led(
+    world: &Fleet,
+    ids: &[&str],
+    render_dir: &Path,
+) -> (Vec<Controller>, Vec<String>, String) {
+    let ctls = ids
+        .iter()
+        .map(|id| world.controller(slow_opts(world, id, render_dir)))
+        .collect();
+    let all = names(world);
+    status_lists(world, &all, bounds().converge()).await;
+    let leader = world
+        .eventually(bounds().takeover(), "a leader", || {
+            world.lease_holder(LEASE)
+        })
+        .await;
+    (ctls, all, leader)
+}
+
 /// The only controller is SIGKILLed, a pod's object is deleted while it is down, and the
 /// restarted controller (same journal) drops that pod's status entry: within the Lease, the
 /// first discovery and one status round (`takeover()`).
@@ -143,8 +173,7 @@ pub async fn pod_removed_while_down(peers: Peers) {
     let world = start(peers, 3).await;
     let render_dir = world.dir().join("render");
     write_render(&render_with_files(), &render_dir).unwrap();
-    let mut o = opts(&world, "solo", &render_dir);
-    o.extra.extend(SLOW_DRIFT.iter().map(|s| (*s).to_owned()));
+    let o = slow_opts(&world, "solo", &render_dir);
     let mut ctl = world.controller(o.clone());
     let all = names(&world);
     status_lists(&world, &all, bounds().converge()).await;
@@ -163,21 +192,8 @@ pub async fn pod_removed_during_failover(peers: Peers) {
     let world = start(peers, 3).await;
     let render_dir = world.dir().join("render");
     write_render(&render_with_files(), &render_dir).unwrap();
-    let mut ctls: Vec<Controller> = ["alpha", "beta", "gamma"]
-        .iter()
-        .map(|id| {
-            let mut o = opts(&world, id, &render_dir);
-            o.extra.extend(SLOW_DRIFT.iter().map(|s| (*s).to_owned()));
-            world.controller(o)
-        })
-        .collect();
-    let all = names(&world);
-    status_lists(&world, &all, bounds().converge()).await;
-    let leader = world
-        .eventually(bounds().takeover(), "a leader", || {
-            world.lease_holder(LEASE)
-        })
-        .await;
+    let (mut ctls, all, leader) =
+        replicas_led(&world, &["alpha", "beta", "gamma"], &render_dir).await;
     let l = ctls
         .iter()
         .position(|c| c.opts.identity == leader)
@@ -218,21 +234,7 @@ pub async fn failover_uploads_nothing(peers: Peers) {
         .collect::<String>()
         .into_bytes();
     write_render(&render, &render_dir).unwrap();
-    let mut ctls: Vec<Controller> = ["alpha", "beta"]
-        .iter()
-        .map(|id| {
-            let mut o = opts(&world, id, &render_dir);
-            o.extra.extend(SLOW_DRIFT.iter().map(|s| (*s).to_owned()));
-            world.controller(o)
-        })
-        .collect();
-    let all = names(&world);
-    status_lists(&world, &all, bounds().converge()).await;
-    let leader = world
-        .eventually(bounds().takeover(), "a leader", || {
-            world.lease_holder(LEASE)
-        })
-        .await;
+    let (mut ctls, _, leader) = replicas_led(&world, &["alpha", "beta"], &render_dir).await;
     let (l, f) = if ctls[0].opts.identity == leader {
         (0, 1)
     } else {

@@ -39,6 +39,12 @@ fn synced(c: &HAProxyCfg) -> Option<(String, String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
+/// Whether `r` is a configuration write: a raw push or a transaction write.
+fn is_config_write(r: &haptic_tools::sandbox::control::RequestRecord) -> bool {
+    (r.method == "POST" && r.path.ends_with("/configuration/raw"))
+        || (r.method != "GET" && r.path.contains("/transactions"))
+}
+
 /// Raw pushes and transaction writes in `pod`'s request log.
 async fn config_writes(pod: &Pod) -> usize {
     pod.faults()
@@ -46,10 +52,7 @@ async fn config_writes(pod: &Pod) -> usize {
         .await
         .unwrap()
         .iter()
-        .filter(|r| {
-            (r.method == "POST" && r.path.ends_with("/configuration/raw"))
-                || (r.method != "GET" && r.path.contains("/transactions"))
-        })
+        .filter(|r| is_config_write(r))
         .count()
 }
 
@@ -346,10 +349,7 @@ async fn write_times(pod: &Pod) -> Vec<k8s_openapi::jiff::Timestamp> {
         .await
         .unwrap()
         .into_iter()
-        .filter(|r| {
-            (r.method == "POST" && r.path.ends_with("/configuration/raw"))
-                || (r.method != "GET" && r.path.contains("/transactions"))
-        })
+        .filter(is_config_write)
         .map(|r| r.at.parse().unwrap())
         .collect()
 }

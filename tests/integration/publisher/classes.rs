@@ -5,7 +5,6 @@
 use std::sync::atomic::Ordering;
 
 use haptic::k8s::crd::{conditions, reasons};
-use haptic_journal::Term;
 use haptic_tools::sandbox::apiserver::Fault;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::Api;
@@ -33,10 +32,7 @@ fn refuse_spec_updates(status: u16) -> Fault {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbidden_is_retried_and_shown_until_granted() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let first = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, term, first) = Env::with_render(&corpus("02-maps")).await;
     eventually(bound(), "first published", || async {
         env.cfg(MAIN)
             .await
@@ -74,10 +70,7 @@ async fn forbidden_is_retried_and_shown_until_granted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unprocessable_is_rejected_recorded_shown_and_acked() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let first = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, term, first) = Env::with_render(&corpus("02-maps")).await;
     eventually(bound(), "first published", || async {
         env.cfg(MAIN)
             .await

@@ -1,6 +1,8 @@
 //! Seed rows: publish with every auxiliary kind, conditions, `-invalid`, per-pod status and
 //! parking, pod termination, GC, restart, self-healing, stale leader, drain.
 
+use std::sync::atomic::Ordering;
+
 use haptic::core::render::{JournaledRender, RenderContent};
 use haptic::k8s::WriteError;
 use haptic::k8s::crd::{
@@ -16,6 +18,19 @@ use haptic_testkit::condition;
 
 use super::*;
 
+/// The main HAProxyCfg's spec for `render` with its files, nothing else set.
+fn main_spec(render: &JournaledRender) -> PublishSpec<'_> {
+    PublishSpec {
+        name: MAIN,
+        render,
+        with_files: true,
+        rendered_at: None,
+        validated_at: None,
+        validation_error: None,
+        conditions: &[],
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishes_every_kind_then_status_conditions_and_gc() {
     let (mut env, p, term) = Env::with_publisher().await;
@@ -30,10 +45,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     .await;
     env.gate(&p, checksum, GateVerdict::Pass, vec![]).await;
     eventually(bound(), "published", || async {
-        p.counters()
-            .config_published
-            .load(std::sync::atomic::Ordering::Relaxed)
-            == 1
+        p.counters().config_published.load(Ordering::Relaxed) == 1
     })
     .await;
     let cfg = env.cfg(MAIN).await.unwrap();
@@ -113,14 +125,10 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A failed deployment on a new pod: listed with its error, no deployedAt.
     env.applied(&p, "pod-b", checksum, Some("reload failed"))
         .await;
-    eventually(bound(), "pod-b error", || async {
-        env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
-            s.deployed_to_pods.iter().any(|p| {
-                p.pod_name == "pod-b"
-                    && p.deployed_at.is_none()
-                    && p.last_error.as_deref() == Some("reload failed")
-            })
-        })
+    env.wait_pod_entry("pod-b error", |p| {
+        p.pod_name == "pod-b"
+            && p.deployed_at.is_none()
+            && p.last_error.as_deref() == Some("reload failed")
     })
     .await;
     // Pod terminated: its entry goes.
@@ -181,12 +189,8 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     // A failed deployment of another checksum is written with its error, not parked.
     env.applied(&p, "pod-c", bad_sum, Some("rejected by haproxy"))
         .await;
-    eventually(bound(), "pod-c error", || async {
-        env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
-            s.deployed_to_pods.iter().any(|p| {
-                p.pod_name == "pod-c" && p.checksum == Some(bad_sum) && p.last_error.is_some()
-            })
-        })
+    env.wait_pod_entry("pod-c error", |p| {
+        p.pod_name == "pod-c" && p.checksum == Some(bad_sum) && p.last_error.is_some()
     })
     .await;
 
@@ -278,9 +282,7 @@ async fn restart_takes_every_queued_item_once() {
     env.server().clear_requests();
     let term = p.start(Term(1));
     wait_count("repeat done", 3, || {
-        p.counters()
-            .publications
-            .load(std::sync::atomic::Ordering::Relaxed)
+        p.counters().publications.load(Ordering::Relaxed)
     })
     .await;
     term.stop().await;
@@ -365,18 +367,7 @@ async fn stale_leader_cannot_overwrite_a_newer_term() {
 
     let old = writer(&env, Term(4));
     let other = JournaledRender::of(&RenderContent::new(b"global\n".to_vec(), vec![]));
-    let err = old
-        .publish(&PublishSpec {
-            name: MAIN,
-            render: &other,
-            with_files: true,
-            rendered_at: None,
-            validated_at: None,
-            validation_error: None,
-            conditions: &[],
-        })
-        .await
-        .unwrap_err();
+    let err = old.publish(&main_spec(&other)).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -404,21 +395,7 @@ async fn drain_publishes_newest_deploy_driven_render_past_the_throttle() {
         .iter()
         .enumerate()
     {
-        let r = shared(f);
-        let c = env.corr();
-        let (s, ev) = env.accept(Some(&r), |x| Event::TemplateRendered {
-            correlation: c,
-            render: x.unwrap(),
-            config_bytes: 1,
-            auxiliary_file_count: 0,
-            duration_ms: 1,
-            trigger_reason: "t".into(),
-            coalescible: true,
-        });
-        env.deliver(&p, s, &ev).await;
-        let Event::TemplateRendered { render, .. } = ev else {
-            unreachable!()
-        };
+        let render = env.render(&p, &shared(f)).await;
         last = render;
         let c = env.corr();
         let (s, ev) = env.accept(None, |_| Event::DeployedConfigPublishRequest {
@@ -499,27 +476,14 @@ async fn term_start_does_not_overwrite_another_leaders_render() {
     // Another replica leads (term 2) and publishes its render.
     let theirs_writer = writer(&env, Term(2));
     let theirs = JournaledRender::of(&RenderContent::new(b"global\n# theirs\n".to_vec(), vec![]));
-    theirs_writer
-        .publish(&PublishSpec {
-            name: MAIN,
-            render: &theirs,
-            with_files: true,
-            rendered_at: None,
-            validated_at: None,
-            validation_error: None,
-            conditions: &[],
-        })
-        .await
-        .unwrap();
+    theirs_writer.publish(&main_spec(&theirs)).await.unwrap();
     // We lead again (term 3): the term-start repeat of our checkpoint leaves their render.
     env.journal
         .set_term(Term(3), haptic_journal::Identity::new("replica-0"))
         .unwrap();
     let term = p.start(Term(3));
     wait_count("repeat ran", 2, || {
-        p.counters()
-            .heals
-            .load(std::sync::atomic::Ordering::Relaxed)
+        p.counters().heals.load(Ordering::Relaxed)
     })
     .await;
     term.stop().await;

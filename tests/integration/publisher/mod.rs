@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use haptic::components::publisher::{ConfigPublisher, PublisherConfig, TermHandle};
-use haptic::k8s::crd::{self, HAProxyCfg};
+use haptic::k8s::crd::{self, HAProxyCfg, PodDeploymentStatus};
 use haptic_journal::{
     AuxKind, Batch, Checksum, ConfigIdentity, Correlation, Event, GateVerdict, Identity, Journal,
     JournalOptions, PodRef, Queue, RuntimeConfigRef, Seq, SyncMetadata, Term,
@@ -207,6 +207,17 @@ impl Env {
             (listed == Some(pods))
                 .then_some(())
                 .ok_or(format!("{MAIN} lists {listed:?} pods"))
+        })
+        .await;
+    }
+
+    /// Waits until the main HAProxyCfg's status lists a pod entry that `entry` accepts.
+    pub async fn wait_pod_entry(&self, what: &str, entry: impl Fn(&PodDeploymentStatus) -> bool) {
+        eventually(bound(), what, || async {
+            self.cfg(MAIN)
+                .await
+                .and_then(|c| c.status)
+                .is_some_and(|s| s.deployed_to_pods.iter().any(&entry))
         })
         .await;
     }

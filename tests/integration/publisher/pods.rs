@@ -43,6 +43,19 @@ async fn status_pods(env: &Env) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Leads `term` on `d` and waits until pod-b left the status (pod-a only); then stops `d` and
+/// checks that the API server answered no 422.
+async fn lead_until_pod_b_left(env: &mut Env, d: OnDispatcher, term: u64) {
+    d.lead(env, term).await;
+    let env: &Env = env;
+    eventually(bound(), "pod-b left the status", || async {
+        status_pods(env).await == ["pod-a"]
+    })
+    .await;
+    d.stop().await;
+    env.assert_no_422();
+}
+
 /// A first publisher publishes 01-basic, learns pods a and b from a discovery and writes their
 /// status, then goes away (no drain, as a killed process).
 async fn two_pods_published(env: &mut Env) -> Checksum {
@@ -74,13 +87,7 @@ async fn pod_removed_while_down_leaves_the_status_after_the_restart() {
     d.h.publish(discovered(env.corr(), &["pod-a"]))
         .await
         .unwrap();
-    d.lead(&mut env, 2).await;
-    eventually(bound(), "pod-b left the status", || async {
-        status_pods(&env).await == ["pod-a"]
-    })
-    .await;
-    d.stop().await;
-    env.assert_no_422();
+    lead_until_pod_b_left(&mut env, d, 2).await;
 }
 
 /// pod-b terminates while this replica follows (its event is journaled, no work is queued).
@@ -94,28 +101,7 @@ async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
     d.h.publish(discovered(env.corr(), &["pod-a", "pod-b"]))
         .await
         .unwrap();
-    let r = corpus("01-basic");
-    let mut b = Batch::new();
-    let sum = b.put_render(r.config.clone(), r.files.clone()).checksum;
-    b.event(Event::TemplateRendered {
-        correlation: env.corr(),
-        render: sum,
-        config_bytes: r.config.len() as u64,
-        auxiliary_file_count: 0,
-        duration_ms: 1,
-        trigger_reason: "test".into(),
-        coalescible: true,
-    });
-    d.h.accept(b).await.unwrap();
-    d.h.publish(Event::RenderGateCompleted {
-        correlation: env.corr(),
-        render: sum,
-        verdict: GateVerdict::Pass,
-        messages: vec![],
-        pinned_to: None,
-    })
-    .await
-    .unwrap();
+    let sum = d.render_and_pass(&mut env, &corpus("01-basic")).await;
     d.h.publish(applied(env.corr(), "pod-a", sum))
         .await
         .unwrap();
@@ -133,13 +119,7 @@ async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
     })
     .await
     .unwrap();
-    d.lead(&mut env, 3).await;
-    eventually(bound(), "pod-b left the status", || async {
-        status_pods(&env).await == ["pod-a"]
-    })
-    .await;
-    d.stop().await;
-    env.assert_no_422();
+    lead_until_pod_b_left(&mut env, d, 3).await;
 }
 
 /// An event whose work was committed (with the checkpoint) but not marked dispatched when the

@@ -216,10 +216,7 @@ fn status_writes(env: &Env) -> usize {
 /// nothing and leaves `deployedAt` as it was (issue 27: a sync that reloaded is written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_of_what_the_entry_already_says_writes_nothing() {
-    let mut env = Env::start().await;
-    let p = env.publisher(fast_config());
-    let term = p.start(Term(1));
-    let sum = env.render_and_pass(&p, &corpus("02-maps")).await;
+    let (mut env, p, term, sum) = Env::with_render(&corpus("02-maps")).await;
     env.applied(&p, "pod-a", sum, None).await;
     eventually(bound(), "pod-a written", || async {
         entry_of(&env, "pod-a").await.is_some() && env.queue_len(Queue::StatusPending) == 0
