@@ -11,21 +11,15 @@ use serde_json::Value;
 
 use super::harness::*;
 
-const HEAD: &str = "global
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
-frontend fe_http
+/// The frontend of every render here (after the harness's [`HEAD`]).
+const FRONTEND: &str = "frontend fe_http
     bind *:80
     default_backend be_app
 ";
 
 /// A render: fe_http to be_app with `web-1 <server>`, then `extra` sections.
 fn render(server: &str, extra: &str) -> String {
-    format!("{HEAD}backend be_app\n    server web-1 {server}\n{extra}")
+    format!("{HEAD}{FRONTEND}backend be_app\n    server web-1 {server}\n{extra}")
 }
 
 /// How `haptic plan` finds the pods.
