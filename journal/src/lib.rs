@@ -62,6 +62,7 @@ pub mod decode;
 pub mod error;
 pub mod events;
 pub mod failpoints;
+pub mod history;
 pub mod ids;
 mod journal;
 mod meta;
@@ -88,6 +89,7 @@ pub use events::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint, Event,
     EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata, SyncMode,
 };
+pub use history::{HistoryRetention, SyncRecord, SyncResult, pod_key};
 pub use ids::{
     BlobRefs, Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId,
     Generation, HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId,
