@@ -216,6 +216,14 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
             match decode::sync_record(v.value()) {
                 Ok((h, rec)) => {
                     check_term(&mut rep, "pod_history", &key, h.term.0);
+                    let record_pod = rec.pod_key();
+                    if record_pod != pod {
+                        rep.problem(
+                            "pod_history",
+                            key.clone(),
+                            ProblemKind::HistoryKeyMismatch { record_pod },
+                        );
+                    }
                     *found.entry(rec.render).or_default() += 1;
                     referrers.push(("pod_history", key, rec.render));
                 }

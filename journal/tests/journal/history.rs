@@ -361,3 +361,43 @@ fn a_corrupt_history_record_is_named() {
         "{err}"
     );
 }
+
+/// A record filed under another pod's key (written behind the journal's back) is reported.
+#[test]
+fn a_record_under_another_pods_key_is_reported() {
+    let (_d, path) = tmp();
+    {
+        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let r = put_render(&j, "global\n");
+        append(&j, sync("haproxy-0", r, 1_000), keep(5));
+    }
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(tables::POD_HISTORY).unwrap();
+            let v = t
+                .remove(("haptic/haproxy-0", 1))
+                .unwrap()
+                .unwrap()
+                .value()
+                .to_vec();
+            t.insert(("haptic/haproxy-9", 1), v.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
+    let report = j.verify().unwrap();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    let p = &report.problems[0];
+    assert_eq!(
+        (p.table, &p.key),
+        ("pod_history", &RecordKey::Text("haptic/haproxy-9#1".into()))
+    );
+    assert_eq!(
+        p.kind,
+        ProblemKind::HistoryKeyMismatch {
+            record_pod: "haptic/haproxy-0".into()
+        }
+    );
+}
