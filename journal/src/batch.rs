@@ -137,6 +137,22 @@ pub enum Op {
     PutComponentCheckpoint(crate::checkpoint::ComponentCheckpoint),
     /// Trim events below the watermark (see `journal/DESIGN.md`, "Trimming").
     Trim,
+    /// Append one sync record to its pod's history (schema 4), then trim that pod's history
+    /// to `retention` (see [`Batch::append_history`]).
+    AppendHistory {
+        /// The record; its render must be stored (it becomes a reference).
+        record: crate::history::SyncRecord,
+        /// What the pod keeps.
+        retention: crate::history::HistoryRetention,
+    },
+    /// Trim every pod's history to `retention`, ages measured from `now` (see
+    /// [`Batch::trim_history`]).
+    TrimHistory {
+        /// What each pod keeps.
+        retention: crate::history::HistoryRetention,
+        /// The reference time of `retention.max_age`.
+        now: UnixMillis,
+    },
 }
 
 /// What one operation did, in the order of the batch's operations.
@@ -161,6 +177,15 @@ pub enum OpOutcome {
     Unparked(u32),
     /// How many events were trimmed.
     Trimmed(u64),
+    /// A sync record was appended to its pod's history.
+    HistoryAppended {
+        /// Its sequence in the pod's history (from 1 per pod).
+        seq: u64,
+        /// How many of the pod's older records the retention trimmed.
+        trimmed: u64,
+    },
+    /// How many history records [`Op::TrimHistory`] trimmed.
+    HistoryTrimmed(u64),
     /// Done (no result).
     Done,
 }
@@ -437,6 +462,36 @@ impl Batch {
             term,
         });
         b
+    }
+
+    /// Appends one sync record to its pod's history (table `pod_history`, schema 4) and trims
+    /// that pod's history in the same transaction: oldest first beyond
+    /// `retention.max_entries_per_pod`, and every record that ended more than
+    /// `retention.max_age` before `record.ended_at` (the new record itself is always kept).
+    ///
+    /// The record references its render (`record.render`), which must be stored or put earlier
+    /// in the batch ([`crate::AcceptError::MissingBlob`] refuses the batch otherwise); a trimmed
+    /// record releases its reference, so a render is collected only when nothing, history
+    /// included, names it. Durable when the [`crate::Journal::accept`] that carries the batch
+    /// returns ([`OpOutcome::HistoryAppended`]: the record's sequence and how many were trimmed).
+    pub fn append_history(
+        &mut self,
+        record: crate::history::SyncRecord,
+        retention: crate::history::HistoryRetention,
+    ) -> &mut Self {
+        self.push(Op::AppendHistory { record, retention })
+    }
+
+    /// Trims every pod's history to `retention`, ages measured from `now` (unix ms): the
+    /// history of a pod that is gone is trimmed only this way, since no append for it comes.
+    /// Releases the trimmed records' render references ([`OpOutcome::HistoryTrimmed`]: how
+    /// many). Reads the whole table: call it periodically, not per sync.
+    pub fn trim_history(
+        &mut self,
+        retention: crate::history::HistoryRetention,
+        now: UnixMillis,
+    ) -> &mut Self {
+        self.push(Op::TrimHistory { retention, now })
     }
 
     /// Records that events up to `seq` were dispatched.

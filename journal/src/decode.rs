@@ -127,6 +127,16 @@ pub fn component_checkpoint(
     })
 }
 
+/// A `pod_history` record (schema 4).
+///
+/// # Errors
+/// A [`CorruptReason`] when the envelope, the kind or the payload is wrong.
+pub fn sync_record(
+    bytes: &[u8],
+) -> Result<(RecordHeader, crate::history::SyncRecord), CorruptReason> {
+    codec::open_as(bytes, |k| k == crate::history::SyncRecord::RECORD_KIND)
+}
+
 /// A `published_checkpoint` record.
 ///
 /// # Errors
@@ -164,6 +174,8 @@ pub enum Decoded {
     PublishedCheckpoint(PublishedCheckpoint),
     /// From `component_state`.
     ComponentCheckpoint(crate::checkpoint::ComponentCheckpoint),
+    /// From `pod_history` (schema 4).
+    SyncRecord(crate::history::SyncRecord),
 }
 
 /// Decodes a value of any envelope table (`meta` and `blob_refs` are not envelopes).
@@ -201,6 +213,7 @@ pub fn any(table: &str, bytes: &[u8]) -> Result<(RecordHeader, Decoded), Corrupt
         "component_state" => {
             component_checkpoint(bytes).map(|(h, c)| (h, Decoded::ComponentCheckpoint(c)))
         }
+        "pod_history" => sync_record(bytes).map(|(h, r)| (h, Decoded::SyncRecord(r))),
         t if crate::work::Queue::ALL.iter().any(|q| q.table_name() == t) => {
             work(bytes).map(|(h, w)| (h, Decoded::Work(w)))
         }

@@ -69,8 +69,8 @@ pub const ALL: &[&str] = &[
     "drain::before_publish",
     // drain: that publication is in the cluster, its ack + drain checkpoint not committed.
     "drain::after_publish",
-    // haptic-migrations: the test-only v3->v4 step aborts here (feature `test-v4`).
-    "migrations::after_test_v4_half_rewritten",
+    // haptic-migrations: the test-only v4->v5 step aborts here (feature `test-v5`).
+    "migrations::after_test_v5_half_rewritten",
 ];
 
 /// Marks a crash point; see the [module docs](crate::failpoints).

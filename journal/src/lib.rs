@@ -24,7 +24,8 @@
 //!
 //! # Inputs
 //! [`Batch`]es (events, blob puts, enqueue / ack / reschedule / park / unpark, term, dispatch
-//! mark, trim) through [`Journal::accept`] and its one-operation shorthands.
+//! mark, trim, history appends and trims) through [`Journal::accept`] and its one-operation
+//! shorthands.
 //!
 //! # Effects
 //! One redb write transaction per group of requests, committed with `Durability::Immediate`
@@ -33,8 +34,9 @@
 //! # Invariants
 //! - An event's `Seq` is gap-free and never reused (meta `next_seq` survives trimming).
 //! - A work item's [`WorkId`] changes on every replacing write; acks compare it (J3).
-//! - A blob exists exactly while something references it: events, work items, render manifests
-//!   or explicit holds ([`Journal::put_blob`]); its stored count equals those references.
+//! - A blob exists exactly while something references it: events, work items, render manifests,
+//!   state records, per-pod history records ([`history`]) or explicit holds
+//!   ([`Journal::put_blob`]); its stored count equals those references.
 //! - Every value carries a format version and a CRC32 ([`codec`]); a mismatch is reported with
 //!   table and key, never skipped.
 //! - A record is stamped with the term current when it was written.
@@ -62,6 +64,7 @@ pub mod decode;
 pub mod error;
 pub mod events;
 pub mod failpoints;
+pub mod history;
 pub mod ids;
 mod journal;
 mod meta;
@@ -88,6 +91,7 @@ pub use events::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint, Event,
     EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata, SyncMode,
 };
+pub use history::{HistoryRetention, SyncRecord, SyncResult, pod_key};
 pub use ids::{
     BlobRefs, Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId,
     Generation, HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId,

@@ -10,7 +10,7 @@ use crate::tables::{self, META_CODEC, META_CREATED_AT, META_SCHEMA_VERSION};
 use crate::work::{Queue, QueueShape};
 
 /// The schema version this code reads and writes (DESIGN.md J8).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Values of the `meta` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +61,7 @@ pub fn init_tables(txn: &redb::WriteTransaction) -> Result<(), redb::Error> {
         txn.open_table(tables::ENDPOINT_TRANSACTION)?;
         txn.open_table(tables::PUBLISHED_CHECKPOINT)?;
         txn.open_table(tables::COMPONENT_STATE)?;
+        txn.open_table(tables::POD_HISTORY)?;
         let mut meta = txn.open_table(tables::META)?;
         if meta.get(META_SCHEMA_VERSION)?.is_none() {
             meta.insert(META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes().as_slice())?;

@@ -52,6 +52,12 @@ pub enum ProblemKind {
     },
     /// meta itself is missing or malformed.
     BadMeta,
+    /// A `pod_history` record is stored under another pod's key (schema 4): it would escape
+    /// its pod's retention and show in the other pod's history.
+    HistoryKeyMismatch {
+        /// The record's own pod key (`"<namespace>/<name>"`).
+        record_pod: String,
+    },
     /// redb could not read a page of the file (it panicked; contained): the b-tree itself is
     /// damaged below the record level.
     Damaged {
@@ -85,6 +91,12 @@ impl fmt::Display for ProblemKind {
                 )
             }
             ProblemKind::BadMeta => f.write_str("meta is missing or malformed"),
+            ProblemKind::HistoryKeyMismatch { record_pod } => {
+                write!(
+                    f,
+                    "history record of pod {record_pod} under another pod's key"
+                )
+            }
         }
     }
 }

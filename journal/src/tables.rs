@@ -47,6 +47,9 @@ pub const PUBLISHED_CHECKPOINT: TableDefinition<&str, &[u8]> =
     TableDefinition::new("published_checkpoint");
 /// `component_state`: `component name -> envelope(ComponentCheckpoint)` (DESIGN.md J11).
 pub const COMPONENT_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("component_state");
+/// `pod_history` (schema 4): `("<namespace>/<pod>", u64 sequence) -> envelope(SyncRecord)`, one
+/// pod's records contiguous and in append order (sequences from 1 per pod).
+pub const POD_HISTORY: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("pod_history");
 
 /// Every table name, in the order tools print them.
 pub const ALL_TABLES: &[&str] = &[
@@ -68,6 +71,7 @@ pub const ALL_TABLES: &[&str] = &[
     "endpoint_transaction",
     "published_checkpoint",
     "component_state",
+    "pod_history",
 ];
 
 /// The table of a queue.

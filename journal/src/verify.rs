@@ -203,6 +203,35 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
         }
     }
 
+    // pod_history (schema 4): each record references its render (writer: AppendHistory)
+    {
+        crate::contain::at_table("pod_history");
+        let t = rtx.open_table(tables::POD_HISTORY).map_err(storage)?;
+        for r in t.iter().map_err(storage)? {
+            let (k, v) = r.map_err(storage)?;
+            rep.records_checked += 1;
+            let (pod, seq) = k.value();
+            let key = crate::history::record_key(pod, seq);
+            crate::contain::at_key(|| key.clone());
+            match decode::sync_record(v.value()) {
+                Ok((h, rec)) => {
+                    check_term(&mut rep, "pod_history", &key, h.term.0);
+                    let record_pod = rec.pod_key();
+                    if record_pod != pod {
+                        rep.problem(
+                            "pod_history",
+                            key.clone(),
+                            ProblemKind::HistoryKeyMismatch { record_pod },
+                        );
+                    }
+                    *found.entry(rec.render).or_default() += 1;
+                    referrers.push(("pod_history", key, rec.render));
+                }
+                Err(reason) => rep.corrupt("pod_history", key, reason),
+            }
+        }
+    }
+
     // blobs: content, hashes, manifests (which reference their files)
     let mut stored: BTreeMap<Checksum, ()> = BTreeMap::new();
     {

@@ -29,17 +29,19 @@
 //! `endpoint_files` and `endpoint_transaction`. [`v3`] is the frozen schema 3: schema 2 with
 //! `attempts` and `next_retry_at` appended to the scheduler checkpoint's quarantine entries
 //! (`RejectedRender`, in `component_state`), plus appended enum variants that need no rewrite.
+//! [`v4`] is the frozen schema 4: schema 3 plus the per-pod history table `pod_history`.
 //! [`STEPS`] holds [`V1_TO_V2`] (creates those two tables, empty; nothing else in the file
-//! changes) and [`V2_TO_V3`] (rewrites the scheduler's checkpoint: every quarantine entry gets
-//! `attempts: 1` and `next_retry_at` = the step's time; nothing else in the file changes). The
-//! committed fixtures are real files: `fixtures/v1.redb` (schema 1) and `fixtures/v2.redb`
-//! (schema 2), both frozen (this code can no longer write them), and `fixtures/v3.redb` (schema
-//! 3; regenerate it with
-//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v3_fixture`).
+//! changes), [`V2_TO_V3`] (rewrites the scheduler's checkpoint: every quarantine entry gets
+//! `attempts: 1` and `next_retry_at` = the step's time; nothing else in the file changes) and
+//! [`V3_TO_V4`] (creates `pod_history`, empty; nothing else in the file changes). The committed
+//! fixtures are real files: `fixtures/v1.redb` (schema 1), `fixtures/v2.redb` (schema 2) and
+//! `fixtures/v3.redb` (schema 3), all frozen (this code can no longer write them), and
+//! `fixtures/v4.redb` (schema 4; regenerate it with
+//! `cargo test -p haptic-migrations --test migrations -- --ignored regenerate_v4_fixture`).
 //!
 //! # Failpoints
-//! Feature `test-v4` (implies `failpoints`): `migrations::after_test_v4_half_rewritten`, inside
-//! the test-only v3 -> v4 step ([`test_v4`]) that follows the real chain.
+//! Feature `test-v5` (implies `failpoints`): `migrations::after_test_v5_half_rewritten`, inside
+//! the test-only v4 -> v5 step ([`test_v5`]) that follows the real chain.
 //!
 //! # Metrics
 //! None; every applied step is logged (`tracing`, info, "journal migration step applied").
@@ -52,16 +54,19 @@ use std::path::{Path, PathBuf};
 use haptic_journal::redb::{self, ReadableDatabase};
 use haptic_journal::{Concurrency, Journal, JournalOptions, OpenError, ReadError};
 
-#[cfg(feature = "test-v4")]
-pub mod test_v4;
+#[cfg(feature = "test-v5")]
+pub mod test_v5;
 pub mod v1;
 mod v1_to_v2;
 pub mod v2;
 mod v2_to_v3;
 pub mod v3;
+mod v3_to_v4;
+pub mod v4;
 
 pub use v1_to_v2::V1_TO_V2;
 pub use v2_to_v3::V2_TO_V3;
+pub use v3_to_v4::V3_TO_V4;
 
 /// The oldest schema version: files are created at it (or newer); there is no step into it.
 pub const BASELINE: u32 = 1;
@@ -126,8 +131,8 @@ step_storage_from!(
     redb::CommitError
 );
 
-/// The production upgrade steps, oldest first: [`V1_TO_V2`], [`V2_TO_V3`].
-pub const STEPS: &[Step] = &[V1_TO_V2, V2_TO_V3];
+/// The production upgrade steps, oldest first: [`V1_TO_V2`], [`V2_TO_V3`], [`V3_TO_V4`].
+pub const STEPS: &[Step] = &[V1_TO_V2, V2_TO_V3, V3_TO_V4];
 
 /// The newest schema version `steps` lead to ([`BASELINE`] when there is none).
 #[must_use]

@@ -29,9 +29,9 @@
 //! none, so the round-trip test cannot see it); a binary built before schema 3 refuses such a
 //! file (its verify cannot decode the record) rather than misread it.
 //!
-//! Nothing here may change once schema 3 is released. The test
-//! `fixture_v3::frozen_types_round_trip_every_payload` fails while these types and the
-//! journal's disagree about a record of `fixtures/v3.redb`.
+//! Frozen: schema 4 exists ([`crate::v4`] re-exports these types), so nothing here may change
+//! and `fixtures/v3.redb` is never regenerated; the test
+//! `fixture_v3::frozen_types_round_trip_every_payload` checks these types against that file.
 
 #![allow(missing_docs)]
 

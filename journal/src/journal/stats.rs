@@ -322,6 +322,12 @@ fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, Re
             |k| k.len(),
             |v| v.len(),
         )?,
+        "pod_history" => stat_of(
+            rtx.open_table(tables::POD_HISTORY).map_err(storage)?,
+            &mut live,
+            |(pod, _)| pod.len() + 8,
+            |v| v.len(),
+        )?,
         _ => stat_of(
             rtx.open_table(tables::PUBLISHED_CHECKPOINT)
                 .map_err(storage)?,

@@ -74,6 +74,7 @@ impl Tx<'_> {
                         need(self, &put, &h)?;
                     }
                 }
+                Op::AppendHistory { record, .. } => need(self, &put, &record.render)?,
                 Op::ReleaseBlob(h) => {
                     let stored_holds = self.counts(h)?.map(|c| c.1).unwrap_or(0);
                     let holds = stored_holds
@@ -446,6 +447,13 @@ impl Tx<'_> {
                     OpOutcome::Done
                 }
                 Op::Trim => OpOutcome::Trimmed(self.trim(ctx)?),
+                Op::AppendHistory { record, retention } => {
+                    let (seq, trimmed) = self.append_history(ctx, record, retention)?;
+                    OpOutcome::HistoryAppended { seq, trimmed }
+                }
+                Op::TrimHistory { retention, now } => {
+                    OpOutcome::HistoryTrimmed(self.trim_history(retention, *now)?)
+                }
             };
             outcomes.push(out);
         }

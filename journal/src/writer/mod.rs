@@ -16,10 +16,12 @@
 //! - `apply.rs`: validating and applying one request's operations.
 //! - `blobs.rs`: blob reference counts and collection of unreferenced blobs.
 //! - `trim.rs`: trimming events below the watermark, and compaction.
+//! - `history.rs`: appending to a pod's history and trimming it to its retention (schema 4).
 
 mod apply;
 mod blobs;
 mod group;
+mod history;
 mod reply;
 mod trim;
 mod tx;

@@ -56,6 +56,7 @@ type IdTable<'t> = Table<'t, u64, &'static [u8]>;
 type KeyTable<'t> = Table<'t, &'static [u8], &'static [u8]>;
 type RefsTable<'t> = Table<'t, &'static [u8], (u64, u64)>;
 type SlotTable<'t> = Table<'t, (), &'static [u8]>;
+pub(super) type HistoryTable<'t> = Table<'t, (&'static str, u64), &'static [u8]>;
 
 /// The tables of one write transaction, each opened on first use.
 ///
@@ -77,6 +78,7 @@ pub(crate) struct Tx<'t> {
     endpoint_transactions: Option<StrTable<'t>>,
     published: Option<StrTable<'t>>,
     components: Option<StrTable<'t>>,
+    history: Option<HistoryTable<'t>>,
     /// Blobs whose count may have reached zero in this request.
     pub(super) gc: Vec<Checksum>,
     /// Whether this transaction deleted events (then meta `next_seq` must be written).
@@ -134,6 +136,7 @@ impl<'t> Tx<'t> {
             endpoint_transactions: None,
             published: None,
             components: None,
+            history: None,
             gc: Vec::new(),
             events_removed: false,
             buf,
@@ -221,6 +224,10 @@ impl<'t> Tx<'t> {
 
     pub(super) fn components(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
         lazy(self.txn, &mut self.components, tables::COMPONENT_STATE)
+    }
+
+    pub(super) fn history(&mut self) -> Result<&mut HistoryTable<'t>, AcceptError> {
+        lazy(self.txn, &mut self.history, tables::POD_HISTORY)
     }
 
     /// Reads the meta counters (the writer does this once, then keeps them; see [`Ctx`]).

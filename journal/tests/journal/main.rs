@@ -12,6 +12,7 @@ mod disk_fault;
 mod failpoints;
 pub mod fixtures;
 mod group_commit;
+mod history;
 mod hot_path;
 mod lost_writes;
 mod model;

@@ -1,6 +1,6 @@
-//! Property test: random accept/enqueue/ack/park/unpark/blob/trim sequences with "reopen" steps
-//! (drop every handle, open the file again); the journal equals a simple in-memory model after
-//! every step, and `verify()` is clean.
+//! Property test: random accept/enqueue/ack/park/unpark/blob/trim/history sequences with
+//! "reopen" steps (drop every handle, open the file again); the journal equals a simple in-memory
+//! model after every step, and `verify()` is clean.
 
 use std::collections::BTreeMap;
 
@@ -11,19 +11,52 @@ use crate::fixtures::*;
 
 #[derive(Clone, Debug)]
 enum Step {
-    Accept { events: u8, render: Option<u8> },
+    Accept {
+        events: u8,
+        render: Option<u8>,
+    },
     Hold(u8),
     Release(u8),
-    EnqueuePublish { render: u8 },
-    EnqueueStatus { pod: u8, render: Option<u8> },
-    EnqueueDeploy { render: u8 },
-    AckPublish { nth: u8 },
-    AckStatus { pod: u8, stale: bool },
-    AckDeploy { stale: bool },
-    Park { pod: u8, stale: bool },
+    EnqueuePublish {
+        render: u8,
+    },
+    EnqueueStatus {
+        pod: u8,
+        render: Option<u8>,
+    },
+    EnqueueDeploy {
+        render: u8,
+    },
+    AckPublish {
+        nth: u8,
+    },
+    AckStatus {
+        pod: u8,
+        stale: bool,
+    },
+    AckDeploy {
+        stale: bool,
+    },
+    Park {
+        pod: u8,
+        stale: bool,
+    },
     Unpark,
-    Dispatch { back: u8 },
+    Dispatch {
+        back: u8,
+    },
     Trim,
+    /// Append a sync of `pod` to `render` (stored in the same batch, named by nothing else),
+    /// `advance_secs` after the previous one; retention 2 per pod, 10 s.
+    AppendHistory {
+        pod: u8,
+        render: u8,
+        advance_secs: u8,
+    },
+    /// Trim every pod's history, `ahead_secs` after the newest sync's end.
+    TrimHistory {
+        ahead_secs: u8,
+    },
     Reopen,
 }
 
@@ -42,6 +75,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Unpark),
         1 => (0u8..4).prop_map(|back| Step::Dispatch { back }),
         1 => Just(Step::Trim),
+        3 => (0u8..3, 0u8..4, 0u8..8).prop_map(|(pod, render, advance_secs)| Step::AppendHistory { pod, render, advance_secs }),
+        1 => (0u8..12).prop_map(|ahead_secs| Step::TrimHistory { ahead_secs }),
         1 => Just(Step::Reopen),
     ]
 }
@@ -61,6 +96,40 @@ struct Model {
     parked: BTreeMap<String, Item>,
     deploy: Option<Item>,
     counter: u64,
+    /// Per pod key, (sequence, record) in append order.
+    history: BTreeMap<String, Vec<(u64, SyncRecord)>>,
+    /// The end time of the newest sync, unix ms.
+    clock: u64,
+}
+
+/// The retention the model's appends use.
+fn retention() -> HistoryRetention {
+    HistoryRetention {
+        max_entries_per_pod: 2,
+        max_age: std::time::Duration::from_secs(10),
+    }
+}
+
+impl Model {
+    /// Trims `pod`'s records as the retention says (`keep` newest at most, none that ended
+    /// before `cutoff`); returns how many went.
+    fn trim_pod(&mut self, pod: &str, keep: usize, cutoff: u64) -> u64 {
+        let Some(v) = self.history.get_mut(pod) else {
+            return 0;
+        };
+        let before = v.len();
+        let excess = v.len().saturating_sub(keep);
+        let mut i = 0;
+        v.retain(|(_, r)| {
+            i += 1;
+            i > excess && r.ended_at.0 >= cutoff
+        });
+        let n = (before - v.len()) as u64;
+        if v.is_empty() {
+            self.history.remove(pod);
+        }
+        n
+    }
 }
 
 impl Model {
@@ -278,6 +347,56 @@ fn apply(j: &mut Journal, m: &mut Model, step: &Step, path: &std::path::Path) {
         Step::Trim => {
             assert_eq!(j.trim().unwrap(), m.trim());
         }
+        Step::AppendHistory {
+            pod: p,
+            render,
+            advance_secs,
+        } => {
+            let mut b = Batch::new();
+            let r = put_cfg(&mut b, *render);
+            m.clock += u64::from(*advance_secs) * 1_000;
+            let rec = SyncRecord {
+                pod: pod(&format!("pod-{p}")),
+                endpoint: EndpointUrl::new(format!("http://pod-{p}:5555")),
+                render: r,
+                started_at: UnixMillis(m.clock.saturating_sub(50)),
+                ended_at: UnixMillis(m.clock),
+                mode: Some(SyncMode::Runtime),
+                operations: OperationCounts::default(),
+                reloaded: false,
+                reload_id: None,
+                result: SyncResult::Applied,
+                term: Term(0),
+                deployment: DeploymentId::new(format!("d-{}", m.clock)),
+            };
+            b.append_history(rec.clone(), retention());
+            let out = j.accept(b).unwrap().outcomes;
+            let key = rec.pod_key();
+            let seq = m
+                .history
+                .get(&key)
+                .and_then(|v| v.last())
+                .map_or(1, |(s, _)| s + 1);
+            let cutoff = m.clock.saturating_sub(10_000);
+            let trimmed = m.trim_pod(&key, 1, cutoff);
+            m.history.entry(key).or_default().push((seq, rec));
+            assert_eq!(
+                out.last(),
+                Some(&OpOutcome::HistoryAppended { seq, trimmed })
+            );
+        }
+        Step::TrimHistory { ahead_secs } => {
+            let now = m.clock + u64::from(*ahead_secs) * 1_000;
+            let mut b = Batch::new();
+            b.trim_history(retention(), UnixMillis(now));
+            let out = j.accept(b).unwrap().outcomes;
+            let pods: Vec<String> = m.history.keys().cloned().collect();
+            let trimmed: u64 = pods
+                .iter()
+                .map(|p| m.trim_pod(p, 2, now.saturating_sub(10_000)))
+                .sum();
+            assert_eq!(out, vec![OpOutcome::HistoryTrimmed(trimmed)]);
+        }
         Step::Reopen => {
             // Drop every handle first: the file lock must be free for the reopen.
             let placeholder = Journal::open(&opts(&path.with_extension("scratch"))).unwrap();
@@ -335,6 +454,29 @@ fn check(j: &Journal, m: &Model) {
             assert_eq!(j.get_blob(h).unwrap(), Some(hold_content(c)));
         }
     }
+    for p in 0..3u8 {
+        let pod_ref = pod(&format!("pod-{p}"));
+        let want: Vec<SyncRecord> = m
+            .history
+            .get(&haptic_journal::pod_key(&pod_ref))
+            .map(|v| v.iter().map(|(_, r)| r.clone()).collect())
+            .unwrap_or_default();
+        let got = j
+            .pod_history(&pod_ref, UnixMillis(0), UnixMillis(u64::MAX))
+            .unwrap();
+        assert_eq!(got, want, "pod-{p}");
+        // A render history names is stored (its reference keeps it).
+        for r in &got {
+            assert!(j.get_render(r.render).unwrap().is_some(), "{r:?}");
+        }
+    }
+    let mut timeline: Vec<SyncRecord> = m
+        .history
+        .values()
+        .flat_map(|v| v.iter().map(|(_, r)| r.clone()))
+        .collect();
+    timeline.sort_by_key(|r| r.started_at);
+    assert_eq!(j.history().unwrap(), timeline);
     let report = j.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
 }

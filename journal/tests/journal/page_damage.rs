@@ -10,7 +10,7 @@ use haptic_journal::*;
 
 /// The newest committed fixture (schema [`SCHEMA_VERSION`]; older ones are refused by the open).
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v3.redb")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v4.redb")
 }
 
 /// Copies of the fixture: one per zeroed page, one per flipped byte.

@@ -1,5 +1,5 @@
-//! The fixtures: what `fixtures/v1.redb`, `fixtures/v2.redb` and `fixtures/v3.redb` hold, built
-//! through the public journal API.
+//! The fixtures: what `fixtures/v1.redb`, `fixtures/v2.redb`, `fixtures/v3.redb` and
+//! `fixtures/v4.redb` hold, built through the public journal API.
 //!
 //! `build(journal, fixture)` writes one; `expected(fixture)` describes it without a journal
 //! (events in `Seq` order, every queue's items, blobs, state tables, meta), as this build reads
@@ -7,7 +7,8 @@
 //! build of this code. All share the schema-1 records (the v1 file was written by this builder
 //! when the journal was at schema 1, the v2 file at schema 2); the v2 and v3 fixtures add the
 //! pod-truth records of schema 2 ([`crate::fixture_pod`]). The v1 fixture, migrated, holds the
-//! schema-2 tables empty.
+//! schema-2 tables empty. The v4 fixture adds the per-pod history of schema 4
+//! ([`crate::fixture_history`]); the older fixtures, migrated, hold `pod_history` empty.
 //!
 //! The scheduler checkpoint holds one quarantine entry ([`RejectedRender`]). Its schema-3
 //! fields are fixed in the v3 fixture ([`QUARANTINE_ATTEMPTS`], [`QUARANTINE_RETRY_AT`]); the
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 
 use haptic_journal::*;
 
-use crate::fixture_pod;
+use crate::{fixture_history, fixture_pod};
 
 /// A committed fixture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,13 +31,15 @@ pub enum Fixture {
     /// this code writes schema 3).
     V2,
     /// `fixtures/v3.redb`: written at schema 3, the schema-2 records plus a quarantine entry
-    /// with its schema-3 fields.
+    /// with its schema-3 fields (frozen: this code writes schema 4).
     V3,
+    /// `fixtures/v4.redb`: written at schema 4, the schema-3 records plus two pods' history.
+    V4,
 }
 
 impl Fixture {
     /// Every fixture, oldest first.
-    pub const ALL: [Fixture; 3] = [Fixture::V1, Fixture::V2, Fixture::V3];
+    pub const ALL: [Fixture; 4] = [Fixture::V1, Fixture::V2, Fixture::V3, Fixture::V4];
 
     /// The schema version the file was written at.
     pub fn version(self) -> u32 {
@@ -44,21 +47,28 @@ impl Fixture {
             Fixture::V1 => 1,
             Fixture::V2 => 2,
             Fixture::V3 => 3,
+            Fixture::V4 => 4,
         }
     }
 
-    /// `v1.redb`, `v2.redb`, `v3.redb`.
+    /// `v1.redb`, `v2.redb`, `v3.redb`, `v4.redb`.
     pub fn file_name(self) -> &'static str {
         match self {
             Fixture::V1 => "v1.redb",
             Fixture::V2 => "v2.redb",
             Fixture::V3 => "v3.redb",
+            Fixture::V4 => "v4.redb",
         }
     }
 
     /// Whether the file holds the schema-2 records (`endpoint_files`, `endpoint_transaction`).
     fn has_pod_truth(self) -> bool {
         self.version() >= 2
+    }
+
+    /// Whether the file holds schema 4's history records (`pod_history`).
+    pub fn has_history(self) -> bool {
+        self.version() >= 4
     }
 }
 
@@ -80,6 +90,9 @@ pub struct Expected {
     pub endpoint_files: Vec<EndpointFiles>,
     /// Schema 2: `endpoint_transaction`, by URL (empty in the v1 fixture).
     pub transactions: Vec<EndpointTransaction>,
+    /// Schema 4: `pod_history` as `Journal::history` reads it, by start time (empty before
+    /// the v4 fixture).
+    pub history: Vec<SyncRecord>,
     pub term: Term,
     pub identity: Identity,
     pub dispatched_through: Seq,
@@ -230,7 +243,7 @@ fn status(pod_name: &str, checksum: Checksum) -> WorkItem {
     })
 }
 
-fn render_checksums() -> (Checksum, Checksum) {
+pub fn render_checksums() -> (Checksum, Checksum) {
     let a = files_a();
     let pairs: Vec<(&str, &[u8])> = a
         .iter()
@@ -706,6 +719,11 @@ pub fn build(j: &Journal, fixture: Fixture) {
     if fixture.has_pod_truth() {
         j.accept(fixture_pod::batch()).expect("pod-truth batch");
     }
+    if fixture.has_history() {
+        for b in fixture_history::batches() {
+            j.accept(b).expect("history batch");
+        }
+    }
     // Park haproxy-1's status (the HAProxyCfg "cannot take it yet"); fail one publish attempt.
     let pending = j.queue(Queue::StatusPending).expect("status");
     let e = pending
@@ -798,6 +816,11 @@ pub fn expected(fixture: Fixture) -> Expected {
         } else {
             Vec::new()
         },
+        history: if fixture.has_history() {
+            fixture_history::timeline()
+        } else {
+            Vec::new()
+        },
         term: TERM,
         identity: Identity::new("haptic-0"),
         dispatched_through: DISPATCHED,
@@ -882,6 +905,7 @@ pub fn assert_matches(j: &Journal, fixture: Fixture) {
         exp.transactions,
         "pending lists every open transaction"
     );
+    assert_eq!(j.history().expect("pod_history"), exp.history);
 }
 
 /// The quarantine entries of `c` when it is the scheduler's (none for another component).

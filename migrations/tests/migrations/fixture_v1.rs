@@ -1,18 +1,20 @@
 //! The committed schema-1 fixture (frozen): refused without a migration, migrated by
 //! `v1_to_v2` into schema 2 with nothing but the two new (empty) tables and the version changed,
-//! then by `v2_to_v3` into schema 3 with nothing but the scheduler's checkpoint changed; this
-//! build opens the result.
+//! then by `v2_to_v3` into schema 3 with nothing but the scheduler's checkpoint changed, then by
+//! `v3_to_v4` into schema 4 with nothing but the new (empty) `pod_history`; this build opens the
+//! result.
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, V1_TO_V2, v1, v2};
+use haptic_migrations::{MigrateError, Policy, V1_TO_V2, V2_TO_V3, v1, v2, v4};
 
 use crate::fixture::{self, Fixture};
 use crate::frozen;
 use crate::{fixture_copy, fixture_path};
 
 /// Every record of every schema-1 table, raw (`table key-hex value-hex`), plus meta but its
-/// `schema_version`, plus the schema-2 tables when the file has them; and the names of the
+/// `schema_version`, plus the schema-2 tables and `pod_history` (schema 4) when the file has
+/// them; and the names of the
 /// file's tables. The file's logical content: a read-write open rewrites redb's own pages
 /// (header, allocator state) even when nothing is committed, so whole files are not compared.
 pub fn raw_records(path: &std::path::Path) -> (Vec<String>, Vec<String>) {
@@ -90,7 +92,31 @@ pub fn raw_records(path: &std::path::Path) -> (Vec<String>, Vec<String>) {
             Err(e) => out.push(format!("{name} is not a schema-2 table: {e}")),
         }
     }
+    match rtx.open_table(v4::tables::POD_HISTORY) {
+        Ok(t) => {
+            for r in t.iter().unwrap() {
+                let (k, v) = r.unwrap();
+                let (pod, seq) = k.value();
+                out.push(format!(
+                    "pod_history {pod}#{seq} {}",
+                    hex::encode(v.value())
+                ));
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => out.push(format!("pod_history is not a schema-4 table: {e}")),
+    }
     (out, names)
+}
+
+/// `raw` of a file before `v3_to_v4` as it must be after it: the same records, and the tables
+/// schema 4 adds (empty) among the names.
+pub fn plus_v4_tables(
+    (records, mut names): (Vec<String>, Vec<String>),
+) -> (Vec<String>, Vec<String>) {
+    names.extend(v4::tables::ADDED.iter().map(|t| (*t).to_owned()));
+    names.sort();
+    (records, names)
 }
 
 /// The `component_state` key of the scheduler's checkpoint, the one record `v2_to_v3` rewrites.
@@ -122,7 +148,7 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
             else {
                 unreachable!()
             };
-            assert_eq!((*found, *supported), (1, 3));
+            assert_eq!((*found, *supported), (1, 4));
             let text = e.to_string();
             assert!(
                 text.contains(&path.display().to_string())
@@ -137,7 +163,7 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
         haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
         Err(MigrateError::SchemaTooOld {
             found: 1,
-            supported: 3,
+            supported: 4,
             ..
         })
     ));
@@ -149,7 +175,7 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
                 e,
                 OpenError::SchemaTooOld {
                     found: 1,
-                    supported: 3,
+                    supported: 4,
                     ..
                 }
             ));
@@ -161,21 +187,22 @@ fn committed_v1_fixture_is_refused_without_a_migration() {
 }
 
 #[test]
-fn plan_lists_v1_to_v2_then_v2_to_v3() {
+fn plan_lists_v1_to_v2_then_v2_to_v3_then_v3_to_v4() {
     let p = haptic_migrations::plan(
         &JournalOptions::new(fixture_path(Fixture::V1)),
         haptic_migrations::STEPS,
     )
     .unwrap();
-    assert_eq!((p.found, p.target), (1, 3));
+    assert_eq!((p.found, p.target), (1, 4));
     let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
-    assert_eq!(names, vec!["v1_to_v2", "v2_to_v3"]);
+    assert_eq!(names, vec!["v1_to_v2", "v2_to_v3", "v3_to_v4"]);
     assert_eq!((p.steps[0].from, p.steps[0].to), (1, 2));
     assert_eq!((p.steps[1].from, p.steps[1].to), (2, 3));
+    assert_eq!((p.steps[2].from, p.steps[2].to), (3, 4));
 }
 
 #[test]
-fn migrate_takes_a_copy_to_v2_then_v3_and_changes_nothing_else() {
+fn migrate_takes_a_copy_to_v2_then_v3_then_v4_and_changes_nothing_else() {
     let (_d, path) = fixture_copy(Fixture::V1);
     let (records, tables) = raw_records(&path);
     assert!(
@@ -219,20 +246,31 @@ fn migrate_takes_a_copy_to_v2_then_v3_and_changes_nothing_else() {
     }
     // The frozen v1 types still describe every schema-1 record.
     frozen::round_trip_v1_tables(&path, Fixture::V1);
-    // Then the rest of the production chain: v2_to_v3 changes the scheduler's checkpoint only.
+    // Then v2_to_v3: it changes the scheduler's checkpoint only.
     let from = fixture::now();
-    let m = haptic_migrations::migrate(&opts).unwrap();
+    let m = haptic_migrations::migrate_with(&opts, &[V1_TO_V2, V2_TO_V3]).unwrap();
     let to = fixture::now();
     assert_eq!((m.from, m.to), (2, 3));
     assert_eq!(m.applied, vec!["v2_to_v3"]);
     assert_eq!(schema_version_of(&path), Some(3));
     let (after, after_tables) = raw_records(&path);
     assert_eq!(
-        but_scheduler(after),
+        but_scheduler(after.clone()),
         but_scheduler(records),
         "v2_to_v3 changed more than the scheduler checkpoint"
     );
     assert_eq!(after_tables, want, "v2_to_v3 adds or drops no table");
+    // Then the rest of the production chain: v3_to_v4 adds the empty pod_history only.
+    let at_v3 = (after, after_tables);
+    let m = haptic_migrations::migrate(&opts).unwrap();
+    assert_eq!((m.from, m.to), (3, 4));
+    assert_eq!(m.applied, vec!["v3_to_v4"]);
+    assert_eq!(schema_version_of(&path), Some(4));
+    assert_eq!(
+        raw_records(&path),
+        plus_v4_tables(at_v3),
+        "v3_to_v4 changed more than adding pod_history"
+    );
     // The frozen v1 types for the schema-1 tables, v3 for the checkpoints.
     frozen::round_trip_v1_tables(&path, Fixture::V1);
     // This build opens it (verify on open), read-write and read-only; every v1 record is there,
@@ -254,7 +292,7 @@ fn migrate_takes_a_copy_to_v2_then_v3_and_changes_nothing_else() {
 fn open_with_policy_migrate_upgrades_then_opens() {
     let (_d, path) = fixture_copy(Fixture::V1);
     let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
-    assert_eq!(j.meta().unwrap().schema_version, 3);
+    assert_eq!(j.meta().unwrap().schema_version, 4);
     fixture::assert_matches(&j, Fixture::V1);
 }
 

@@ -1,13 +1,14 @@
 //! The committed schema-2 fixture (frozen): refused without a migration, migrated by `v2_to_v3`
 //! into schema 3 with nothing but the scheduler's quarantine entries changed (one attempt,
-//! retried at the migration's time); the frozen v1 + v2 types describe it.
+//! retried at the migration's time), then by `v3_to_v4` into schema 4 with nothing but the
+//! empty `pod_history` added; the frozen v1 + v2 types describe it.
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
 use haptic_journal::*;
 use haptic_migrations::{MigrateError, Policy, StepError, v2, v3};
 
 use crate::fixture::{self, Fixture};
-use crate::fixture_v1::{but_scheduler, raw_records, schema_version_of};
+use crate::fixture_v1::{but_scheduler, plus_v4_tables, raw_records, schema_version_of};
 use crate::frozen;
 use crate::{fixture_copy, fixture_path};
 
@@ -62,15 +63,15 @@ fn edit_scheduler_record(
     old
 }
 
-/// Migrates `path` with the production chain, asserting it ran `v2_to_v3` alone; returns the
-/// time window the step ran in.
+/// Migrates `path` with the production chain, asserting it ran `v2_to_v3` then `v3_to_v4`;
+/// returns the time window the steps ran in.
 fn migrate_v2(path: &std::path::Path) -> (UnixMillis, UnixMillis) {
     let from = fixture::now();
     let m = haptic_migrations::migrate(&JournalOptions::new(path)).unwrap();
     let to = fixture::now();
-    assert_eq!((m.from, m.to), (2, 3));
-    assert_eq!(m.applied, vec!["v2_to_v3"]);
-    assert_eq!(schema_version_of(path), Some(3));
+    assert_eq!((m.from, m.to), (2, 4));
+    assert_eq!(m.applied, vec!["v2_to_v3", "v3_to_v4"]);
+    assert_eq!(schema_version_of(path), Some(4));
     (from, to)
 }
 
@@ -130,7 +131,7 @@ fn committed_v2_fixture_is_refused_without_a_migration() {
         match haptic_migrations::open(&o, Policy::Refuse) {
             Err(MigrateError::SchemaTooOld {
                 found, supported, ..
-            }) => assert_eq!((found, supported), (2, 3)),
+            }) => assert_eq!((found, supported), (2, 4)),
             other => panic!("expected SchemaTooOld, got {other:?}"),
         }
     }
@@ -139,7 +140,7 @@ fn committed_v2_fixture_is_refused_without_a_migration() {
         haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
         Err(MigrateError::SchemaTooOld {
             found: 2,
-            supported: 3,
+            supported: 4,
             ..
         })
     ));
@@ -147,7 +148,7 @@ fn committed_v2_fixture_is_refused_without_a_migration() {
         Journal::open(&opts),
         Err(OpenError::SchemaTooOld {
             found: 2,
-            supported: 3,
+            supported: 4,
             ..
         })
     ));
@@ -156,22 +157,22 @@ fn committed_v2_fixture_is_refused_without_a_migration() {
 }
 
 #[test]
-fn plan_lists_v2_to_v3() {
+fn plan_lists_v2_to_v3_then_v3_to_v4() {
     let p = haptic_migrations::plan(
         &JournalOptions::new(fixture_path(Fixture::V2)),
         haptic_migrations::STEPS,
     )
     .unwrap();
-    assert_eq!((p.found, p.target), (2, 3));
+    assert_eq!((p.found, p.target), (2, 4));
     let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
-    assert_eq!(names, vec!["v2_to_v3"]);
+    assert_eq!(names, vec!["v2_to_v3", "v3_to_v4"]);
 }
 
 /// The v2 fixture's quarantine entry comes out with one attempt and a retry time within the
 /// migration; every other field of the checkpoint, its envelope header, and every other record
 /// and table of the file stay as they were; this build opens the result.
 #[test]
-fn migrate_takes_a_copy_to_v3_and_changes_only_the_quarantine() {
+fn migrate_takes_a_copy_to_v4_and_changes_only_the_quarantine() {
     let (_d, path) = fixture_copy(Fixture::V2);
     let (records, tables) = raw_records(&path);
     let old_record = scheduler_record(&path).unwrap();
@@ -181,7 +182,11 @@ fn migrate_takes_a_copy_to_v3_and_changes_only_the_quarantine() {
     let again = haptic_migrations::migrate(&JournalOptions::new(&path)).unwrap();
     assert!(again.applied.is_empty());
     let (after, after_tables) = raw_records(&path);
-    assert_eq!(after_tables, tables, "v2_to_v3 adds or drops no table");
+    assert_eq!(
+        after_tables,
+        plus_v4_tables((Vec::new(), tables)).1,
+        "the chain adds pod_history only"
+    );
     assert_eq!(
         but_scheduler(after),
         but_scheduler(records),
@@ -268,7 +273,7 @@ fn a_v2_file_without_a_scheduler_checkpoint_migrates_unchanged() {
     }
     let before = raw_records(&path);
     migrate_v2(&path);
-    assert_eq!(raw_records(&path), before);
+    assert_eq!(raw_records(&path), plus_v4_tables(before));
     assert!(scheduler_record(&path).is_none());
     let j = Journal::open(&JournalOptions::new(&path)).unwrap();
     assert!(j.verify().unwrap().is_clean());
@@ -283,7 +288,7 @@ fn a_v2_scheduler_checkpoint_without_quarantine_keeps_its_bytes() {
     edit_scheduler_record(&path, |s| s.rejected.clear());
     let before = raw_records(&path);
     migrate_v2(&path);
-    assert_eq!(raw_records(&path), before);
+    assert_eq!(raw_records(&path), plus_v4_tables(before));
     let j = Journal::open(&JournalOptions::new(&path)).unwrap();
     assert!(j.verify().unwrap().is_clean());
     let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
@@ -355,7 +360,7 @@ fn open_with_policy_migrate_upgrades_then_opens() {
     let from = fixture::now();
     let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
     let to = fixture::now();
-    assert_eq!(j.meta().unwrap().schema_version, 3);
+    assert_eq!(j.meta().unwrap().schema_version, 4);
     fixture::assert_matches(&j, Fixture::V2);
     let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
     fixture::assert_migrated_quarantine(&c, from, to);

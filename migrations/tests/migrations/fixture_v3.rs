@@ -1,97 +1,156 @@
-//! The committed schema-3 fixture opens with the current code, needs no step and holds every
-//! record it should, its scheduler checkpoint with a quarantine entry carrying schema 3's
-//! `attempts` and `next_retry_at`; the frozen v1 + v2 + v3 types describe it.
+//! The committed schema-3 fixture (frozen): refused without a migration, migrated by `v3_to_v4`
+//! into schema 4 with nothing but the new, empty `pod_history` table and the version changed;
+//! the frozen v1 + v2 + v3 types describe it.
 
-use haptic_journal::redb;
+use haptic_journal::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, v3};
+use haptic_migrations::{MigrateError, Policy, v4};
 
 use crate::fixture::{self, Fixture};
+use crate::fixture_v1::{plus_v4_tables, raw_records, schema_version_of};
 use crate::frozen;
 use crate::{fixture_copy, fixture_path};
 
-/// Writes `fixtures/v3.redb` anew. Run by hand (see main.rs); the normal run never rewrites it.
 #[test]
-#[ignore = "rewrites the committed fixture; run by hand when schema 3 changes before release"]
-fn regenerate_v3_fixture() {
-    let dir = tempfile::tempdir().unwrap();
-    let tmp = dir.path().join("v3.redb");
-    {
-        let j = Journal::open(&JournalOptions::new(&tmp).trim_every_commits(0)).unwrap();
-        fixture::build(&j, Fixture::V3);
-        fixture::assert_matches(&j, Fixture::V3);
-        j.compact().unwrap();
-    }
-    std::fs::copy(&tmp, fixture_path(Fixture::V3)).unwrap();
-}
-
-#[test]
-fn fixture_builder_writes_what_expected_describes() {
-    for f in Fixture::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("fresh.redb");
-        let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
-        fixture::build(&j, f);
-        fixture::assert_matches(&j, f);
-    }
-}
-
-#[test]
-fn committed_v3_fixture_opens_and_every_record_verifies() {
+fn committed_v3_fixture_is_refused_without_a_migration() {
     let (_d, path) = fixture_copy(Fixture::V3);
-    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Refuse)
-        .expect("schema 3 opens without a migration");
-    fixture::assert_matches(&j, Fixture::V3);
-    drop(j);
-    // Read-only, as haptic-journalctl opens it.
-    let j = Journal::open(&JournalOptions::new(fixture_path(Fixture::V3)).read_only(true)).unwrap();
-    fixture::assert_matches(&j, Fixture::V3);
-    let c = j
-        .component_checkpoint("deployment-scheduler")
-        .unwrap()
-        .unwrap();
-    let q = fixture::quarantine_of(&c);
-    assert_eq!(q.len(), 1, "the fixture holds a quarantine entry");
-    assert_eq!(
-        (q[0].attempts, q[0].next_retry_at),
-        (fixture::QUARANTINE_ATTEMPTS, fixture::QUARANTINE_RETRY_AT)
-    );
+    let before = raw_records(&path);
+    let opts = JournalOptions::new(&path);
+    for o in [opts.clone(), opts.clone().read_only(true)] {
+        match haptic_migrations::open(&o, Policy::Refuse) {
+            Err(MigrateError::SchemaTooOld {
+                found, supported, ..
+            }) => assert_eq!((found, supported), (3, 4)),
+            other => panic!("expected SchemaTooOld, got {other:?}"),
+        }
+    }
+    assert!(matches!(
+        haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
+        Err(MigrateError::SchemaTooOld {
+            found: 3,
+            supported: 4,
+            ..
+        })
+    ));
+    assert!(matches!(
+        Journal::open(&opts),
+        Err(OpenError::SchemaTooOld {
+            found: 3,
+            supported: 4,
+            ..
+        })
+    ));
+    assert_eq!(raw_records(&path), before, "a refusal wrote");
+    assert_eq!(schema_version_of(&path), Some(3));
 }
 
 #[test]
-fn committed_v3_fixture_needs_no_step() {
+fn plan_lists_v3_to_v4() {
     let p = haptic_migrations::plan(
         &JournalOptions::new(fixture_path(Fixture::V3)),
         haptic_migrations::STEPS,
     )
     .unwrap();
-    assert_eq!((p.found, p.target), (3, 3));
-    assert!(p.steps.is_empty());
+    assert_eq!((p.found, p.target), (3, 4));
+    let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
+    assert_eq!(names, vec!["v3_to_v4"]);
+}
+
+/// `v3_to_v4` adds `pod_history`, empty, and changes nothing else: every record of every other
+/// table and meta but the version byte for byte, no other table added or dropped, no blob count
+/// moved; this build opens the result (verify on open) and reads every v3 record.
+#[test]
+fn migrate_takes_a_copy_to_v4_and_only_adds_the_history_table() {
     let (_d, path) = fixture_copy(Fixture::V3);
-    let before = crate::fixture_v1::raw_records(&path);
-    let m = haptic_migrations::migrate(&JournalOptions::new(&path)).unwrap();
-    assert_eq!((m.from, m.to), (3, 3));
-    assert!(m.applied.is_empty());
+    let before = raw_records(&path);
+    assert!(
+        !before.1.iter().any(|t| t == "pod_history"),
+        "the v3 fixture has no pod_history: {:?}",
+        before.1
+    );
+    let opts = JournalOptions::new(&path);
+    let m = haptic_migrations::migrate(&opts).unwrap();
+    assert_eq!((m.from, m.to), (3, 4));
+    assert_eq!(m.applied, vec!["v3_to_v4"]);
+    assert_eq!(schema_version_of(&path), Some(4));
+    // Idempotent.
+    let again = haptic_migrations::migrate(&opts).unwrap();
+    assert!(again.applied.is_empty());
     assert_eq!(
-        crate::fixture_v1::raw_records(&path),
+        raw_records(&path),
+        plus_v4_tables(before),
+        "v3_to_v4 changed more than adding pod_history"
+    );
+    {
+        let db = redb::Builder::new().open_read_only(&path).unwrap();
+        let rtx = db.begin_read().unwrap();
+        assert!(
+            rtx.open_table(v4::tables::POD_HISTORY)
+                .unwrap()
+                .is_empty()
+                .unwrap()
+        );
+    }
+    // The frozen types of each schema still describe every record.
+    frozen::round_trip_v1_tables(&path, Fixture::V3);
+    assert_eq!(frozen::round_trip_v2_tables(&path, Fixture::V3), 5);
+    assert_eq!(frozen::round_trip_v3_components(&path).len(), 3);
+    assert_eq!(frozen::round_trip_v4_history(&path, &[]), 0);
+    let j = Journal::open(&opts).unwrap();
+    fixture::assert_matches(&j, Fixture::V3);
+    assert!(j.history().unwrap().is_empty());
+    drop(j);
+    let j = Journal::open(&opts.read_only(true)).unwrap();
+    fixture::assert_matches(&j, Fixture::V3);
+}
+
+#[test]
+fn open_with_policy_migrate_upgrades_then_opens() {
+    let (_d, path) = fixture_copy(Fixture::V3);
+    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
+    assert_eq!(j.meta().unwrap().schema_version, 4);
+    fixture::assert_matches(&j, Fixture::V3);
+}
+
+/// A step that fails rolls its transaction back: the file stays at schema 3, unchanged. Here a
+/// schema-3 file that (against every rule) already has a `pod_history` table of another type.
+#[test]
+fn a_failing_step_leaves_the_file_at_v3() {
+    let (_d, path) = fixture_copy(Fixture::V3);
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let bad: redb::TableDefinition<u64, u64> = redb::TableDefinition::new("pod_history");
+        txn.open_table(bad).unwrap().insert(1, 2).unwrap();
+        txn.commit().unwrap();
+    }
+    let before = raw_records(&path);
+    match haptic_migrations::migrate(&JournalOptions::new(&path)) {
+        Err(e @ MigrateError::Step { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("v3_to_v4") && text.contains("unchanged at version 3"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a failed step, got {other:?}"),
+    }
+    assert_eq!(schema_version_of(&path), Some(3));
+    assert_eq!(
+        raw_records(&path),
         before,
-        "an up-to-date file was changed"
+        "the failed step left something behind"
     );
 }
 
-/// The frozen types describe every stored payload exactly: the schema-1 tables with `v1`, the
-/// schema-2 tables with `v2`, the component checkpoints with `v3` (decode, re-encode, same
-/// bytes; and the same values the journal wrote, the quarantine entry's new fields included).
+/// The frozen types describe every stored payload of the committed file exactly: the schema-1
+/// tables with `v1`, the schema-2 tables with `v2`, the component checkpoints with `v3`.
 #[test]
 fn frozen_types_round_trip_every_payload() {
     let path = fixture_path(Fixture::V3);
     let n = frozen::round_trip_v1_tables(&path, Fixture::V3);
-    let m = frozen::round_trip_v2_tables(&path, Fixture::V3);
     assert!(n > 20);
-    assert_eq!(
-        m, 5,
-        "two endpoint_files records, one transaction in each of three states"
-    );
+    assert_eq!(frozen::round_trip_v2_tables(&path, Fixture::V3), 5);
     let components = frozen::round_trip_v3_components(&path);
     let mut want = fixture::expected(Fixture::V3).components;
     want.sort_by_key(|c| c.state.component());
@@ -99,80 +158,4 @@ fn frozen_types_round_trip_every_payload() {
     for ((_, frozen_c), want) in components.iter().zip(&want) {
         frozen::assert_same_checkpoint(want, frozen_c);
     }
-    let rejected: Vec<&v3::RejectedRender> = components
-        .iter()
-        .filter_map(|(_, c)| match &c.state {
-            v3::ComponentState::Scheduler(s) => Some(&s.rejected),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    assert_eq!(
-        rejected.len(),
-        1,
-        "the round trip covers a quarantine entry"
-    );
-    assert_eq!(rejected[0].attempts, fixture::QUARANTINE_ATTEMPTS);
-    assert_eq!(rejected[0].next_retry_at.0, fixture::QUARANTINE_RETRY_AT.0);
-}
-
-fn set_schema_version(path: &std::path::Path, v: u32) {
-    let db = redb::Database::open(path).unwrap();
-    let txn = db.begin_write().unwrap();
-    write_schema_version(&txn, v).unwrap();
-    txn.commit().unwrap();
-}
-
-#[test]
-fn schema_too_new_is_refused_with_both_versions() {
-    let (_d, path) = fixture_copy(Fixture::V3);
-    set_schema_version(&path, 99);
-    let opts = JournalOptions::new(&path);
-    for policy in [Policy::Refuse, Policy::Migrate] {
-        match haptic_migrations::open(&opts, policy) {
-            Err(MigrateError::SchemaTooNew {
-                found, supported, ..
-            }) => assert_eq!((found, supported), (99, 3)),
-            other => panic!("expected SchemaTooNew, got {other:?}"),
-        }
-    }
-    let err = haptic_migrations::migrate(&opts).unwrap_err();
-    assert!(matches!(
-        err,
-        MigrateError::SchemaTooNew {
-            found: 99,
-            supported: 3,
-            ..
-        }
-    ));
-    let text = err.to_string();
-    assert!(
-        text.contains("99") && text.contains(&path.display().to_string()),
-        "{text}"
-    );
-    assert!(matches!(
-        Journal::open(&opts),
-        Err(OpenError::SchemaTooNew {
-            found: 99,
-            supported: 3,
-            ..
-        })
-    ));
-    // Nothing was written: still 99.
-    let p = haptic_migrations::plan(&opts, &[]);
-    assert!(matches!(
-        p,
-        Err(MigrateError::SchemaTooNew { found: 99, .. })
-    ));
-}
-
-#[test]
-fn missing_file_is_an_open_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = JournalOptions::new(dir.path().join("nope.redb"));
-    assert!(matches!(
-        haptic_migrations::migrate(&opts),
-        Err(MigrateError::Open(OpenError::NotFound { .. }))
-    ));
-    assert!(!opts.path.exists());
 }

@@ -1,11 +1,11 @@
 //! The frozen record types against real files: every payload of a fixture decodes with the
 //! frozen types of its schema and re-encodes to the same bytes; the schema-2 records and the
-//! schema-3 checkpoints also mean what the journal wrote (field for field, enum variants by
-//! name).
+//! schema-3 checkpoints and the schema-4 history records also mean what the journal wrote
+//! (field for field, enum variants by name).
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
 use haptic_journal::*;
-use haptic_migrations::{v1, v2, v3};
+use haptic_migrations::{v1, v2, v3, v4};
 
 use crate::fixture::{self, Fixture};
 
@@ -276,4 +276,88 @@ pub fn assert_same_checkpoint(journal: &ComponentCheckpoint, frozen: &v3::Compon
         })
         .collect();
     assert_eq!(rejected, want);
+}
+
+/// The journal's `SyncRecord` in the frozen v4 shape (enum variants by name).
+fn frozen_sync(r: &SyncRecord) -> v4::SyncRecord {
+    let counts = |c: ChangeCounts| v4::ChangeCounts {
+        added: c.added,
+        removed: c.removed,
+        modified: c.modified,
+    };
+    let o = r.operations;
+    v4::SyncRecord {
+        pod: pod(&r.pod),
+        endpoint: v4::EndpointUrl(r.endpoint.as_str().to_owned()),
+        render: checksum(r.render),
+        started_at: v4::UnixMillis(r.started_at.0),
+        ended_at: v4::UnixMillis(r.ended_at.0),
+        mode: r.mode.map(|m| match m {
+            SyncMode::FineGrained => v4::SyncMode::FineGrained,
+            SyncMode::Runtime => v4::SyncMode::Runtime,
+            SyncMode::RawInitial => v4::SyncMode::RawInitial,
+            SyncMode::RawThreshold => v4::SyncMode::RawThreshold,
+            SyncMode::RawFallback => v4::SyncMode::RawFallback,
+            SyncMode::RawUnmodelled => v4::SyncMode::RawUnmodelled,
+            SyncMode::RawResync => v4::SyncMode::RawResync,
+            SyncMode::NoRuntimeApi => v4::SyncMode::NoRuntimeApi,
+        }),
+        operations: v4::OperationCounts {
+            total_api_operations: o.total_api_operations,
+            backends: counts(o.backends),
+            servers: counts(o.servers),
+            frontends: counts(o.frontends),
+            maps: counts(o.maps),
+            ssl_certs: counts(o.ssl_certs),
+            general_files: counts(o.general_files),
+        },
+        reloaded: r.reloaded,
+        reload_id: r
+            .reload_id
+            .as_ref()
+            .map(|id| v4::ReloadId(id.as_str().to_owned())),
+        result: match &r.result {
+            SyncResult::Applied => v4::SyncResult::Applied,
+            SyncResult::Failed { message } => v4::SyncResult::Failed {
+                message: message.clone(),
+            },
+            SyncResult::Rejected { message } => v4::SyncResult::Rejected {
+                message: message.clone(),
+            },
+        },
+        term: v4::Term(r.term.0),
+        deployment: v4::DeploymentId(r.deployment.as_str().to_owned()),
+    }
+}
+
+/// Every record of the table schema 4 added (`pod_history`) round-trips through the frozen
+/// `v4` types, is keyed by its pod, and equals, in the frozen shape, what `kept` says the
+/// journal keeps (`(pod key, sequence, record)` in key order). Returns the number of records.
+pub fn round_trip_v4_history(path: &std::path::Path, kept: &[(String, u64, SyncRecord)]) -> usize {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let mut got = Vec::new();
+    for r in rtx
+        .open_table(v4::tables::POD_HISTORY)
+        .unwrap()
+        .iter()
+        .unwrap()
+    {
+        let (k, v) = r.unwrap();
+        let (pod_key, seq) = k.value();
+        let key = format!("{pod_key}#{seq}");
+        let (rec, kind) = round_trip::<v4::SyncRecord>("pod_history", &key, v.value());
+        assert_eq!(kind, v4::SyncRecord::RECORD_KIND);
+        assert_eq!(
+            pod_key,
+            format!("{}/{}", rec.pod.namespace.0, rec.pod.name.0)
+        );
+        got.push((pod_key.to_owned(), seq, rec));
+    }
+    let want: Vec<(String, u64, v4::SyncRecord)> = kept
+        .iter()
+        .map(|(p, s, r)| (p.clone(), *s, frozen_sync(r)))
+        .collect();
+    assert_eq!(got, want);
+    got.len()
 }

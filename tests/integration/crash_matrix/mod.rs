@@ -80,8 +80,8 @@ const SEEDS: &[u64] = &[7, 19, 42];
 const SOAK_SEEDS: &[u64] = &[7, 19, 42, 101, 202, 303, 404, 505, 606, 707, 808, 909];
 /// Points no stream of the binary reaches; their own crate tests them.
 const ELSEWHERE: &[(&str, &str)] = &[(
-    "migrations::after_test_v4_half_rewritten",
-    "haptic-migrations' test-only v3->v4 step (migrations/tests)",
+    "migrations::after_test_v5_half_rewritten",
+    "haptic-migrations' test-only v4->v5 step (migrations/tests)",
 )];
 
 /// The intervals of every controller here (the real flags); every bound derives from them.

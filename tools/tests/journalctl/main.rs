@@ -1,5 +1,5 @@
 //! `haptic-journalctl` tests (one binary): the built tool against copies of the committed
-//! fixtures (`migrations/fixtures/v3.redb`, this build's schema; `v1.redb`, to migrate), a
+//! fixtures (`migrations/fixtures/v4.redb`, this build's schema; `v1.redb`, to migrate), a
 //! corrupted copy, a missing file, a newer schema, and a journal held by another process in each
 //! concurrency mode.
 //!
@@ -58,7 +58,7 @@ fn run(args: &[&str]) -> Run {
 
 /// The newest committed fixture (this build's schema).
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v3.redb")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v4.redb")
 }
 
 /// The schema-1 fixture (refused until migrated).
@@ -88,7 +88,7 @@ fn json_lines(s: &str) -> Vec<serde_json::Value> {
 fn summary_works_on_the_committed_fixture() {
     let r = run(&["summary", fixture().to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert!(r.out.contains("schema          3"), "{}", r.out);
+    assert!(r.out.contains("schema          4"), "{}", r.out);
     assert!(r.out.contains("term            3 (identity haptic-0)"));
     assert!(r.out.contains("oldest pending  "));
     for t in haptic_journal::tables::ALL_TABLES {
@@ -97,7 +97,7 @@ fn summary_works_on_the_committed_fixture() {
     let r = run(&["--json", "summary", fixture().to_str().unwrap()]);
     assert_eq!(r.code, 0);
     let v = &json_lines(&r.out)[0];
-    assert_eq!(v["schema_version"], 3);
+    assert_eq!(v["schema_version"], 4);
     assert_eq!(v["term"], 3);
     assert_eq!(v["last_seq"], 22);
     assert_eq!(
@@ -251,7 +251,7 @@ fn dump_filters_by_since_kind_and_limit() {
     assert!(
         json_lines(&r.out)
             .iter()
-            .any(|v| v["key"] == "schema_version" && v["value"] == 3)
+            .any(|v| v["key"] == "schema_version" && v["value"] == 4)
     );
     let r = run(&["dump", &f, "no-such-table"]);
     assert_eq!(r.code, 2);
@@ -421,11 +421,11 @@ fn stats_and_compact_and_migrate() {
     assert_eq!(run(&["verify", &f]).code, 0);
     let r = run(&["migrate", &f]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert!(r.out.contains("schema 3, this build: 3"), "{}", r.out);
+    assert!(r.out.contains("schema 4, this build: 4"), "{}", r.out);
     assert!(r.out.contains("up to date"), "{}", r.out);
     let r = run(&["--json", "migrate", &f, "--dry-run"]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert_eq!(json_lines(&r.out)[0]["found"], 3);
+    assert_eq!(json_lines(&r.out)[0]["found"], 4);
     assert_eq!(json_lines(&r.out)[0]["steps"], serde_json::json!([]));
     assert_eq!(run(&["migrate", &f, "--write"]).code, 0);
     assert_eq!(run(&["verify", &f]).code, 0);
@@ -461,7 +461,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
         assert_eq!(r.code, 2, "{args:?}: {}", r.out);
         assert!(
             r.err.contains("schema version 1")
-                && r.err.contains("needs 3")
+                && r.err.contains("needs 4")
                 && r.err
                     .contains(&format!("haptic-journalctl migrate --write {f}")),
             "{args:?}: names both versions and the fix: {}",
@@ -470,10 +470,16 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
     }
     let r = run(&["migrate", &f]);
     assert_eq!(r.code, 0, "{}", r.err);
-    assert!(r.out.contains("schema 1, this build: 3"), "{}", r.out);
+    assert!(r.out.contains("schema 1, this build: 4"), "{}", r.out);
     assert!(
         r.out
             .contains("step v1_to_v2 (1 -> 2): create the empty pod-truth tables"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out
+            .contains("step v3_to_v4 (3 -> 4): create the empty per-pod history table"),
         "{}",
         r.out
     );
@@ -483,7 +489,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
     let v = &json_lines(&r.out)[0];
     assert_eq!(
         (v["found"].as_u64(), v["target"].as_u64()),
-        (Some(1), Some(3))
+        (Some(1), Some(4))
     );
     assert_eq!(v["steps"][0]["step"], "v1_to_v2");
     assert_eq!(v["result"], "dry run: migrated a copy");
@@ -497,9 +503,9 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
     let r = run(&["--json", "summary", &f]);
     assert_eq!(r.code, 0, "{}", r.err);
     let v = &json_lines(&r.out)[0];
-    assert_eq!(v["schema_version"], 3);
+    assert_eq!(v["schema_version"], 4);
     assert_eq!(v["last_seq"], 22, "every event kept");
-    for t in ["endpoint_files", "endpoint_transaction"] {
+    for t in ["endpoint_files", "endpoint_transaction", "pod_history"] {
         let r = run(&["dump", &f, t, "--json"]);
         assert_eq!(r.code, 0, "{t}: {}", r.err);
         assert!(
@@ -581,6 +587,48 @@ fn dump_shows_the_pod_truth_tables() {
     ]);
     assert_eq!(r.code, 2, "{}", r.out);
     assert!(r.err.contains("state.endpoint-transaction"), "{}", r.err);
+}
+
+/// `dump` of the schema-4 history: one record per kept sync, keyed `<ns>/<pod>#<seq>`, in key
+/// order, with the render as `sha256:...`, the mode and the result; `--kind` knows the kind.
+#[test]
+fn dump_shows_the_pod_history() {
+    let (_d, _p, f) = copy();
+    let r = run(&["--json", "dump", &f, "pod_history", "--kind", "history."]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v = json_lines(&r.out);
+    let keys: Vec<&str> = v.iter().map(|x| x["key"].as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "haptic/haproxy-0#2",
+            "haptic/haproxy-0#3",
+            "haptic/haproxy-0#4",
+            "haptic/haproxy-1#1",
+            "haptic/haproxy-1#2"
+        ],
+        "{}",
+        r.out
+    );
+    assert_eq!(v[0]["kind"], "history.sync");
+    assert!(
+        v[0]["record"]["render"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(v[0]["record"]["mode"], "RawInitial");
+    assert!(v[2]["record"]["mode"].is_null(), "failed before planning");
+    assert_eq!(
+        v[2]["record"]["result"]["Failed"]["message"],
+        "connection refused"
+    );
+    let r = run(&["dump", &f, "pod_history"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.out.lines().count(), 6, "{}", r.out);
+    let r = run(&["dump", &f, "pod_history", "--kind", "state."]);
+    assert_eq!(r.code, 2, "{}", r.out);
+    assert!(r.err.contains("history.sync"), "{}", r.err);
 }
 
 #[test]
@@ -712,8 +760,9 @@ fn damaged_copy(zero_page: Option<u64>, flip: Option<usize>) -> (tempfile::TempD
 
 #[test]
 fn damaged_pages_exit_1_naming_file_table_and_fix_never_panic() {
-    // Pages in use by the committed fixture, v3.redb (its pages 2 and 27 are free: zeroing them
-    // is no damage; `pending` reads only the queues and the transactions).
+    // Pages in use by the committed fixture, v4.redb (zeroing a free page is no damage, so each
+    // listed page must be in use: the assertion below fails otherwise; `pending` reads only the
+    // queues and the transactions).
     let cases = [3u64, 5, 8, 11, 12, 13, 16, 20]
         .map(|n| (Some(n), None))
         .into_iter()

@@ -174,6 +174,7 @@ pub(super) fn known_kinds(name: &str) -> Vec<String> {
         "component_state" => {
             vec![haptic_journal::ComponentCheckpoint::RECORD_KIND.to_owned()]
         }
+        "pod_history" => vec![haptic_journal::SyncRecord::RECORD_KIND.to_owned()],
         t => Queue::ALL
             .iter()
             .filter(|q| q.table_name() == t)
@@ -237,6 +238,7 @@ pub(super) fn decoded_json(d: &decode::Decoded) -> Value {
         decode::Decoded::EndpointTransaction(t) => to_json(t),
         decode::Decoded::PublishedCheckpoint(p) => to_json(p),
         decode::Decoded::ComponentCheckpoint(c) => to_json(c),
+        decode::Decoded::SyncRecord(r) => to_json(r),
         _ => Value::Null,
     }
 }

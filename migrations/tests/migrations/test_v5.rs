@@ -1,17 +1,17 @@
-//! Feature `test-v4`: the test-only v3 -> v4 step after the real chain migrates a copy of each
-//! fixture, and a crash in the middle of it leaves the file at v3, intact (with the real
-//! `v1_to_v2` and `v2_to_v3` of the same run committed).
+//! Feature `test-v5`: the test-only v4 -> v5 step after the real chain migrates a copy of each
+//! fixture, and a crash in the middle of it leaves the file at v4, intact (with the real
+//! `v1_to_v2`, `v2_to_v3` and `v3_to_v4` of the same run committed).
 //!
 //! The crashing child is this test binary, re-executed with `HAPTIC_MIGRATIONS_CHILD=<file>` and
-//! `CRASH_AT=migrations::after_test_v4_half_rewritten`, running only `test_v4::child_migrate`.
+//! `CRASH_AT=migrations::after_test_v5_half_rewritten`, running only `test_v5::child_migrate`.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::test_v4::{CRASH_POINT, EVENTS_V4, STEPS, V4Event};
-use haptic_migrations::{MigrateError, Policy, v3};
+use haptic_migrations::test_v5::{CRASH_POINT, EVENTS_V5, STEPS, V5Event};
+use haptic_migrations::{MigrateError, Policy, v3, v4};
 
 use crate::fixture::{self, Fixture};
 use crate::fixture_copy;
@@ -19,7 +19,7 @@ use crate::fixture_copy;
 const CHILD_ENV: &str = "HAPTIC_MIGRATIONS_CHILD";
 
 /// Every envelope table's raw `(key, value)` pairs plus blob counts and meta: the file's whole
-/// content, read by this build (schema 3). The scheduler's checkpoint is shown decoded with its
+/// content, read by this build (schema 4). The scheduler's checkpoint is shown decoded with its
 /// quarantine entries' `next_retry_at` blanked: an older fixture gets the time `v2_to_v3` ran,
 /// which differs between two migrations of it.
 fn snapshot(path: &std::path::Path) -> Vec<String> {
@@ -53,7 +53,7 @@ fn snapshot(path: &std::path::Path) -> Vec<String> {
 fn events_payloads(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
-    let t = rtx.open_table(v3::tables::EVENTS).unwrap();
+    let t = rtx.open_table(v4::tables::EVENTS).unwrap();
     t.iter()
         .unwrap()
         .map(|r| {
@@ -67,14 +67,15 @@ fn events_payloads(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
 /// The steps the test chain runs on fixture `f`.
 fn names(f: Fixture) -> &'static [&'static str] {
     match f {
-        Fixture::V1 => &["v1_to_v2", "v2_to_v3", "test_v3_to_v4"],
-        Fixture::V2 => &["v2_to_v3", "test_v3_to_v4"],
-        Fixture::V3 => &["test_v3_to_v4"],
+        Fixture::V1 => &["v1_to_v2", "v2_to_v3", "v3_to_v4", "test_v4_to_v5"],
+        Fixture::V2 => &["v2_to_v3", "v3_to_v4", "test_v4_to_v5"],
+        Fixture::V3 => &["v3_to_v4", "test_v4_to_v5"],
+        Fixture::V4 => &["test_v4_to_v5"],
     }
 }
 
 #[test]
-fn v3_to_v4_migrates_a_copy_of_each_fixture() {
+fn v4_to_v5_migrates_a_copy_of_each_fixture() {
     for f in Fixture::ALL {
         let (_d, path) = fixture_copy(f);
         let before = events_payloads(&path);
@@ -84,34 +85,41 @@ fn v3_to_v4_migrates_a_copy_of_each_fixture() {
         match haptic_migrations::open_with(&opts, Policy::Refuse, STEPS) {
             Err(MigrateError::SchemaTooOld {
                 found, supported, ..
-            }) => assert_eq!((found, supported), (f.version(), 4), "{f:?}"),
+            }) => assert_eq!((found, supported), (f.version(), 5), "{f:?}"),
             other => panic!("{f:?}: expected SchemaTooOld, got {other:?}"),
         }
         let (_d2, other) = fixture_copy(f);
-        // Allowed: migrated (logged), then this build's schema-3 journal refuses the v4 file.
+        // Allowed: migrated (logged), then this build's schema-4 journal refuses the v5 file.
         match haptic_migrations::open_with(&JournalOptions::new(&other), Policy::Migrate, STEPS) {
             Err(MigrateError::SchemaTooNew {
                 found, supported, ..
-            }) => assert_eq!((found, supported), (4, 3)),
+            }) => assert_eq!((found, supported), (5, 4)),
             other => panic!("{f:?}: expected SchemaTooNew after migrating, got {other:?}"),
         }
         let plan = haptic_migrations::plan(&JournalOptions::new(&other), STEPS).unwrap();
-        assert_eq!((plan.found, plan.steps.len()), (4, 0));
+        assert_eq!((plan.found, plan.steps.len()), (5, 0));
         let plan = haptic_migrations::plan(&opts, STEPS).unwrap();
         let got: Vec<&str> = plan.steps.iter().map(|s| s.name).collect();
         assert_eq!(got, names(f));
         let m = haptic_migrations::migrate_with(&opts, STEPS).unwrap();
-        assert_eq!((m.from, m.to), (f.version(), 4));
+        assert_eq!((m.from, m.to), (f.version(), 5));
         assert_eq!(m.applied, names(f));
         // Idempotent.
         let again = haptic_migrations::migrate_with(&opts, STEPS).unwrap();
         assert!(again.applied.is_empty());
-        // The file is wholly schema 4: version bumped, events moved, old table gone, the
-        // schema-2 tables still there.
+        // The file is wholly schema 5: version bumped, events moved, old table gone, the
+        // schema-2 and schema-4 tables still there.
         let db = redb::Builder::new().open_read_only(&path).unwrap();
         let rtx = db.begin_read().unwrap();
-        assert_eq!(read_schema_version(&rtx).unwrap(), Some(4));
-        assert!(rtx.open_table(v3::tables::EVENTS).is_err());
+        assert_eq!(read_schema_version(&rtx).unwrap(), Some(5));
+        assert!(rtx.open_table(v4::tables::EVENTS).is_err());
+        assert_eq!(
+            rtx.open_table(v4::tables::POD_HISTORY)
+                .unwrap()
+                .len()
+                .unwrap(),
+            fixture::expected(f).history.len() as u64
+        );
         assert_eq!(
             rtx.open_table(v3::tables::ENDPOINT_TRANSACTION)
                 .unwrap()
@@ -119,13 +127,13 @@ fn v3_to_v4_migrates_a_copy_of_each_fixture() {
                 .unwrap(),
             fixture::expected(f).transactions.len() as u64
         );
-        let t = rtx.open_table(EVENTS_V4).unwrap();
+        let t = rtx.open_table(EVENTS_V5).unwrap();
         assert_eq!(t.len().unwrap(), before.len() as u64);
         let exp = fixture::expected(f);
         for (seq, payload) in &before {
             let v = t.get(*seq).unwrap().unwrap();
-            let rec: V4Event = v3::decode(v.value()).unwrap();
-            assert_eq!(&v3::encode(&rec.event).unwrap(), payload, "seq {seq}");
+            let rec: V5Event = v4::decode(v.value()).unwrap();
+            assert_eq!(&v4::encode(&rec.event).unwrap(), payload, "seq {seq}");
             assert_eq!(
                 rec.kind,
                 exp.events[(*seq - 1) as usize].kind().as_str(),
@@ -135,12 +143,12 @@ fn v3_to_v4_migrates_a_copy_of_each_fixture() {
         drop(t);
         drop(rtx);
         drop(db);
-        // This build's journal (schema 3) refuses the v4 file with a typed error.
+        // This build's journal (schema 4) refuses the v5 file with a typed error.
         assert!(matches!(
             Journal::open(&opts),
             Err(OpenError::SchemaTooNew {
-                found: 4,
-                supported: 3,
+                found: 5,
+                supported: 4,
                 ..
             })
         ));
@@ -162,7 +170,7 @@ fn crash_child(path: &std::path::Path) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "test_v4::child_migrate",
+            "test_v5::child_migrate",
             "--nocapture",
             "--test-threads",
             "1",
@@ -185,10 +193,10 @@ fn crash_child(path: &std::path::Path) {
 }
 
 #[test]
-fn crash_in_the_middle_of_the_step_leaves_the_file_at_v3_intact() {
+fn crash_in_the_middle_of_the_step_leaves_the_file_at_v4_intact() {
     for f in Fixture::ALL {
         let (_d, path) = fixture_copy(f);
-        // What the file holds at v3: the fixture itself, or an older fixture migrated by the
+        // What the file holds at v4: the fixture itself, or an older fixture migrated by the
         // real chain (a second copy).
         let (_d2, reference) = fixture_copy(f);
         haptic_migrations::migrate(&JournalOptions::new(&reference)).unwrap();
@@ -196,10 +204,10 @@ fn crash_in_the_middle_of_the_step_leaves_the_file_at_v3_intact() {
         let from = fixture::now();
         crash_child(&path);
         let to = fixture::now();
-        // At schema 3 (an older fixture: the real steps committed before the crash); verify
+        // At schema 4 (an older fixture: the real steps committed before the crash); verify
         // passes on open (verify_on_open); every record unchanged.
         let j = Journal::open(&JournalOptions::new(&path)).unwrap();
-        assert_eq!(j.meta().unwrap().schema_version, 3, "{f:?}");
+        assert_eq!(j.meta().unwrap().schema_version, 4, "{f:?}");
         fixture::assert_matches(&j, f);
         if f.version() < 3 {
             let c = j
@@ -213,11 +221,11 @@ fn crash_in_the_middle_of_the_step_leaves_the_file_at_v3_intact() {
         {
             let db = redb::Builder::new().open_read_only(&path).unwrap();
             let rtx = db.begin_read().unwrap();
-            assert!(rtx.open_table(EVENTS_V4).is_err(), "no half-written table");
+            assert!(rtx.open_table(EVENTS_V5).is_err(), "no half-written table");
         }
         // The step runs to the end once the crash point is disarmed.
         let m = haptic_migrations::migrate_with(&JournalOptions::new(&path), STEPS).unwrap();
-        assert_eq!((m.from, m.to), (3, 4));
-        assert_eq!(m.applied, vec!["test_v3_to_v4"]);
+        assert_eq!((m.from, m.to), (4, 5));
+        assert_eq!(m.applied, vec!["test_v4_to_v5"]);
     }
 }
