@@ -112,6 +112,13 @@ pub struct RunArgs {
     /// the next retry as `nextRetryAt`).
     #[arg(long, env = "HAPTIC_QUARANTINE_RETRY_MAX", value_parser = humantime::parse_duration, default_value = "1h")]
     pub quarantine_retry_max: Duration,
+    /// Per-pod deployment history: the most sync records the journal keeps per pod (older ones
+    /// are trimmed first; at least 1). The renders the kept records name keep their blobs.
+    #[arg(long, env = "HAPTIC_HISTORY_MAX_ENTRIES", default_value_t = 200)]
+    pub history_max_entries: u32,
+    /// Per-pod deployment history: records that ended longer ago than this are trimmed.
+    #[arg(long, env = "HAPTIC_HISTORY_MAX_AGE", value_parser = humantime::parse_duration, default_value = "14days")]
+    pub history_max_age: Duration,
     /// A deployment running longer is cancelled and retried.
     #[arg(long, env = "HAPTIC_DEPLOYMENT_TIMEOUT", value_parser = humantime::parse_duration, default_value = "30s")]
     pub deployment_timeout: Duration,

@@ -119,6 +119,10 @@ pub(super) fn start(
             credentials: opened.credentials.first.clone(),
             credentials_source: Some(opened.credentials.rx.clone()),
             validator_version: Some(opened.validator.version().to_owned()),
+            history: haptic_journal::HistoryRetention {
+                max_entries_per_pod: args.history_max_entries,
+                max_age: args.history_max_age,
+            },
             ..DeployerSettings::default()
         },
         Arc::new(guard.clone()),

@@ -122,6 +122,9 @@ pub use sync::{
     sync_endpoint,
 };
 
+/// Longest time between two trims of the whole history ([`Deployer::history_trim_due`]).
+const HISTORY_TRIM_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// Component identifier (logs, metrics, health).
 pub const COMPONENT: &str = "deployer";
 
@@ -150,6 +153,10 @@ pub struct DeployerSettings {
     /// endpoint through `/v3/services/haproxy/runtime/info`) is compared with it by
     /// major.minor ([`Deployer::version_report`]). Default: none (no comparison).
     pub validator_version: Option<String>,
+    /// Retention of the per-pod deployment history: one [`haptic_journal::SyncRecord`] per
+    /// sync, appended in the batch that reports the sync (`--history-max-entries`,
+    /// `--history-max-age`). Default: 200 records, 14 days.
+    pub history: haptic_journal::HistoryRetention,
 }
 
 impl Default for DeployerSettings {
@@ -162,6 +169,7 @@ impl Default for DeployerSettings {
             credentials: None,
             credentials_source: None,
             validator_version: None,
+            history: haptic_journal::HistoryRetention::default(),
         }
     }
 }
@@ -271,6 +279,8 @@ pub struct Deployer {
     /// deleted: the first sync of an endpoint in a term does it (a killed predecessor's
     /// transactions are not in this journal).
     cleaned: Mutex<HashMap<String, Term>>,
+    /// When this deployer last trimmed the whole history (`None`: not yet).
+    history_trimmed: Mutex<Option<Instant>>,
     /// `/v3/info` per endpoint URL, read once.
     info: Mutex<HashMap<String, crate::dataplane::Info>>,
     /// The HAProxy version each endpoint URL reported (`None`: it reported none), read once.
@@ -337,6 +347,7 @@ impl Deployer {
             lease,
             notice_hook: std::sync::RwLock::new(notice_hook),
             cleaned: Mutex::new(HashMap::new()),
+            history_trimmed: Mutex::new(None),
             info: Mutex::new(HashMap::new()),
             versions: Mutex::new(HashMap::new()),
             version_report: tokio::sync::watch::Sender::new(VersionReport::default()),
@@ -611,6 +622,10 @@ impl Deployer {
                     None => Op::RemoveEndpointTransaction(r.endpoint.url.clone()),
                 });
             }
+            b.append_history(
+                history_record(&r.endpoint, &request, term, &sync),
+                self.settings.history,
+            );
             // Every synced endpoint is reported, a no-op included: a resumed deployment whose
             // writes landed before a crash still reports each pod's new state (the publisher
             // writes a pod's status only when it differs from what the pod runs).
@@ -627,6 +642,11 @@ impl Deployer {
         }
         haptic_journal::crash_point!("deployer::before_completed");
         let mut b = Batch::new();
+        if self.history_trim_due(!gone.is_empty()) {
+            // The history of pods that left gets no append, so no trim on append: trimmed here,
+            // when a pod leaves and at most hourly (the trim reads the whole table).
+            b.trim_history(self.settings.history, UnixMillis::now());
+        }
         for url in gone {
             b.push(Op::RemoveEndpointTransaction(url.clone()));
             b.push(Op::RemoveEndpointFiles(url));
@@ -699,6 +719,18 @@ impl Deployer {
         }
         gone.sort();
         gone
+    }
+
+    /// Whether the completing deployment trims the whole history: when a pod left the fleet
+    /// (`pod_left`), at the first completion of this process, and then at most hourly. Marks it
+    /// done when it answers yes.
+    fn history_trim_due(&self, pod_left: bool) -> bool {
+        let mut last = lock(&self.history_trimmed);
+        let due = pod_left || last.is_none_or(|t| t.elapsed() >= HISTORY_TRIM_INTERVAL);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
     }
 
     /// Whether the endpoint's transactions must be listed and deleted before its next write:
@@ -850,6 +882,39 @@ impl Deployer {
         })
         .await
         .map_err(DispatchError::Join)?
+    }
+}
+
+/// The history record of one endpoint's sync (`sync` as the deployer reports it in
+/// `ConfigAppliedToPod`), ending now.
+fn history_record(
+    endpoint: &haptic_journal::Endpoint,
+    request: &DeployRequest,
+    term: Term,
+    sync: &SyncMetadata,
+) -> haptic_journal::SyncRecord {
+    let ended_at = UnixMillis::now();
+    haptic_journal::SyncRecord {
+        pod: endpoint.pod.clone(),
+        endpoint: endpoint.url.clone(),
+        render: request.render,
+        started_at: UnixMillis(ended_at.0.saturating_sub(sync.sync_duration_ms)),
+        ended_at,
+        mode: sync.sync_mode,
+        operations: sync.operation_counts,
+        reloaded: sync.reload_triggered,
+        reload_id: sync.reload_id.clone(),
+        result: match &sync.error {
+            None => haptic_journal::SyncResult::Applied,
+            Some(message) if sync.rejected => haptic_journal::SyncResult::Rejected {
+                message: message.clone(),
+            },
+            Some(message) => haptic_journal::SyncResult::Failed {
+                message: message.clone(),
+            },
+        },
+        term,
+        deployment: request.deployment.clone(),
     }
 }
 

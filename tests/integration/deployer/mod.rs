@@ -10,6 +10,7 @@ mod failover;
 mod faults;
 mod fine_grained;
 mod harness;
+mod history;
 mod one_reload;
 mod order;
 mod parallel;
