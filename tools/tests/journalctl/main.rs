@@ -631,6 +631,87 @@ fn dump_shows_the_pod_history() {
     assert!(r.err.contains("history.sync"), "{}", r.err);
 }
 
+/// `history`: one pod's syncs in order, a gap where its leader terms skip (terms this replica
+/// did not lead), the syncs of one render across pods, a time bound, and bad input named
+/// (exit 2).
+#[test]
+fn history_lists_syncs_with_the_terms_this_replica_did_not_lead_as_gaps() {
+    let (_d, p, f) = copy();
+    // One more sync of haproxy-0, in term 6 (the fixture's last is term 3).
+    let render = {
+        let j = Journal::open(&JournalOptions::new(&p)).unwrap();
+        let pod = haptic_journal::PodRef {
+            namespace: "haptic".into(),
+            name: "haproxy-0".into(),
+        };
+        let mut last = j
+            .pod_history(
+                &pod,
+                haptic_journal::UnixMillis(0),
+                haptic_journal::UnixMillis(u64::MAX),
+            )
+            .unwrap()
+            .pop()
+            .unwrap();
+        last.term = haptic_journal::Term(6);
+        last.started_at = haptic_journal::UnixMillis(last.ended_at.0 + 60_000);
+        last.ended_at = haptic_journal::UnixMillis(last.started_at.0 + 250);
+        last.result = haptic_journal::SyncResult::Applied;
+        let mut b = haptic_journal::Batch::new();
+        b.append_history(last.clone(), haptic_journal::HistoryRetention::default());
+        j.accept(b).unwrap();
+        last.render
+    };
+    let r = run(&["--json", "history", &f, "--pod", "haptic/haproxy-0"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v = json_lines(&r.out);
+    let terms: Vec<Option<u64>> = v.iter().map(|x| x["term"].as_u64()).collect();
+    assert_eq!(
+        terms,
+        vec![Some(2), Some(3), Some(3), None, Some(6)],
+        "{}",
+        r.out
+    );
+    assert_eq!(v[3]["gap"]["terms"], serde_json::json!([4, 5]), "{}", r.out);
+    assert_eq!(v[3]["gap"]["after"], v[2]["ended_at"]);
+    assert_eq!(v[3]["gap"]["before"], v[4]["started_at"]);
+    assert_eq!(v[2]["result"], "failed");
+    assert_eq!(v[2]["message"], "connection refused");
+    assert_eq!(v[4]["result"], "applied");
+    let r = run(&["history", &f, "--pod", "haptic/haproxy-0"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("gap: term 4..5"), "{}", r.out);
+
+    // Which pods ran the render, and when: both pods, oldest first.
+    let r = run(&["--json", "history", &f, "--render", &render.to_string()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v = json_lines(&r.out);
+    let pods: Vec<&str> = v.iter().filter_map(|x| x["pod"].as_str()).collect();
+    assert!(
+        pods.contains(&"haptic/haproxy-0") && pods.contains(&"haptic/haproxy-1"),
+        "{}",
+        r.out
+    );
+    assert!(
+        v.iter()
+            .all(|x| x.get("gap").is_some() || x["render"] == render.to_string())
+    );
+
+    // The fleet's timeline, bounded after its last sync: nothing.
+    let r = run(&["--json", "history", &f, "--since", "2100-01-01T00:00:00Z"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.out.trim(), "", "{}", r.out);
+    for (args, names) in [
+        (vec!["history", &f, "--pod", "haproxy-0"], "NAMESPACE/NAME"),
+        (vec!["history", &f, "--render", "sha256:12"], "64 hex"),
+        (vec!["history", &f, "--until", "tomorrow"], "RFC 3339"),
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.out);
+        assert!(r.err.contains(names), "{args:?}: {}", r.err);
+    }
+}
+
 #[test]
 fn schema_too_new_exits_2_naming_both_versions() {
     let (_d, p, f) = copy();

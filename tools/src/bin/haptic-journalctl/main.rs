@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  FILE --(read-only redb open: exclusive, else single-writer beside a live controller)--> Journal
-//!     summary | pending | dump TABLE | show SEQ | blob HASH | verify | stats   (never write)
+//!     summary | pending | dump TABLE | show SEQ | blob HASH | verify | stats | history
+//!                                                                              (never write)
 //!  FILE --(read-write, exclusive, only with --write)--> compact | migrate
 //! ```
 //!
@@ -13,7 +14,7 @@
 //! (missing file, file in use, schema too new or too old, not a journal).
 //!
 //! One module per subcommand (`summary`, `pending`, `dump`, `show`, `blob`, `verify`, `stats`,
-//! `compact`, `migrate`); `open` opens the file (and names each failure), `format` holds what
+//! `history`, `compact`, `migrate`); `open` opens the file (and names each failure), `format` holds what
 //! their outputs share. This file: the command line, the output sink and the exit codes.
 
 use std::fmt::Write as _;
@@ -79,6 +80,25 @@ enum Command {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// The per-pod deployment history this replica made: one pod's syncs (--pod), the syncs of
+    /// one render (--render: which pods ran it, when), or the fleet's timeline; leader terms
+    /// this replica has no sync of are shown as gaps.
+    History {
+        /// The journal file.
+        file: PathBuf,
+        /// One pod, `NAMESPACE/NAME`.
+        #[arg(long)]
+        pod: Option<String>,
+        /// One render, `sha256:<hex>`.
+        #[arg(long)]
+        render: Option<String>,
+        /// Only syncs that ended at or after this time (RFC 3339).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only syncs that started at or before this time (RFC 3339).
+        #[arg(long)]
+        until: Option<String>,
+    },
     /// One event in full, with the work items and blobs that refer to it.
     Show {
         /// The journal file.
@@ -134,6 +154,7 @@ impl Command {
             | Command::Pending { file }
             | Command::Dump { file, .. }
             | Command::Show { file, .. }
+            | Command::History { file, .. }
             | Command::Blob { file, .. }
             | Command::Verify { file }
             | Command::Stats { file }
@@ -165,6 +186,7 @@ mod blob;
 mod compact;
 mod dump;
 mod format;
+mod history;
 mod migrate;
 mod open;
 mod pending;
@@ -294,6 +316,23 @@ fn run(cli: Cli, out: &Out) -> Res<u8> {
             out,
         ),
         Command::Show { file, seq } => show(&*open_ro(&file, mode)?, &file, seq, out),
+        Command::History {
+            file,
+            pod,
+            render,
+            since,
+            until,
+        } => history::history(
+            &*open_ro(&file, mode)?,
+            &file,
+            &history::Query {
+                pod: pod.as_deref(),
+                render: render.as_deref(),
+                since: since.as_deref(),
+                until: until.as_deref(),
+            },
+            out,
+        ),
         Command::Blob {
             file,
             hash,
