@@ -194,3 +194,178 @@ mod tests {
         assert_eq!(pod_key(&pod), "ns/p-0");
     }
 }
+
+/// An RFC 3339 time of unix ms (`2026-12-04T14:02:00.25Z`); the bare number with `ms` when out
+/// of range.
+#[must_use]
+pub fn rfc3339(ms: UnixMillis) -> String {
+    i64::try_from(ms.0)
+        .ok()
+        .and_then(|m| jiff::Timestamp::from_millisecond(m).ok())
+        .map_or_else(|| format!("{}ms", ms.0), |t| t.to_string())
+}
+
+/// One line of a history listing: a record, or the leader terms between two records in a row
+/// that this replica has no sync of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimelineLine<'a> {
+    /// A sync.
+    Record(&'a SyncRecord),
+    /// Terms `first..=last` with no record here: another replica led them (its journal holds
+    /// their syncs, J9), or they had no sync. `after` / `before`: the end and the start of the
+    /// records around the gap.
+    Gap {
+        /// First term of the gap.
+        first: u64,
+        /// Last term of the gap.
+        last: u64,
+        /// End of the record before.
+        after: UnixMillis,
+        /// Start of the record after.
+        before: UnixMillis,
+    },
+}
+
+/// `records` (oldest first) with a [`TimelineLine::Gap`] wherever the terms of two records in
+/// a row skip (leader terms are the Lease's `leaseTransitions`, one per acquisition fleet-wide).
+#[must_use]
+pub fn timeline(records: &[SyncRecord]) -> Vec<TimelineLine<'_>> {
+    let mut out = Vec::with_capacity(records.len());
+    let mut previous: Option<&SyncRecord> = None;
+    for r in records {
+        if let Some(p) = previous
+            && r.term.0 > p.term.0 + 1
+        {
+            out.push(TimelineLine::Gap {
+                first: p.term.0 + 1,
+                last: r.term.0 - 1,
+                after: p.ended_at,
+                before: r.started_at,
+            });
+        }
+        previous = Some(r);
+        out.push(TimelineLine::Record(r));
+    }
+    out
+}
+
+impl TimelineLine<'_> {
+    /// The line as JSON, the shape `haptic-journalctl history --json` and the controller's
+    /// `/debug/history` print, one object per line: a record's `pod`, `endpoint`, `render`,
+    /// `started_at` / `ended_at` (RFC 3339), `mode`, `operations`, `reloaded`, `reload_id`,
+    /// `result` (`applied` / `failed` / `rejected`), `message`, `term`, `deployment`; a gap's
+    /// `{"gap": {"terms": [first, last], "after", "before", "why"}}`.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            TimelineLine::Gap {
+                first,
+                last,
+                after,
+                before,
+            } => serde_json::json!({"gap": {
+                "terms": [first, last],
+                "after": rfc3339(*after),
+                "before": rfc3339(*before),
+                "why": "no sync of this replica in these leader terms: another replica led them (its journal holds their syncs), or they had no sync",
+            }}),
+            TimelineLine::Record(r) => {
+                let (result, message) = match &r.result {
+                    SyncResult::Applied => ("applied", None),
+                    SyncResult::Failed { message } => ("failed", Some(message)),
+                    SyncResult::Rejected { message } => ("rejected", Some(message)),
+                };
+                serde_json::json!({
+                    "pod": pod_key(&r.pod),
+                    "endpoint": r.endpoint.to_string(),
+                    "render": r.render.to_string(),
+                    "started_at": rfc3339(r.started_at),
+                    "ended_at": rfc3339(r.ended_at),
+                    "mode": r.mode.map(|m| m.to_string()),
+                    "operations": serde_json::to_value(r.operations).unwrap_or(serde_json::Value::Null),
+                    "reloaded": r.reloaded,
+                    "reload_id": r.reload_id.as_ref().map(ToString::to_string),
+                    "result": result,
+                    "message": message,
+                    "term": r.term.0,
+                    "deployment": r.deployment.to_string(),
+                })
+            }
+        }
+    }
+}
+
+/// What a history listing asks for: one pod's records, or one render's, or every record, each
+/// bounded by a time range (records that overlap `from..=to`). Parsed from the same text by
+/// `haptic-journalctl history` and the controller's `/debug/history`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// One pod (`NAMESPACE/NAME`).
+    pub pod: Option<PodRef>,
+    /// One render.
+    pub render: Option<Checksum>,
+    /// Records that ended at or after this (unix ms).
+    pub from: UnixMillis,
+    /// Records that started at or before this (unix ms).
+    pub to: UnixMillis,
+}
+
+impl HistoryQuery {
+    /// Parses `pod` (`NAMESPACE/NAME`), `render` (`sha256:<hex>`), `since` and `until` (RFC
+    /// 3339); absent ones do not bound.
+    ///
+    /// # Errors
+    /// A message naming the bad value and the expected form.
+    pub fn parse(
+        pod: Option<&str>,
+        render: Option<&str>,
+        since: Option<&str>,
+        until: Option<&str>,
+    ) -> Result<Self, String> {
+        let time = |name: &str,
+                    text: Option<&str>,
+                    default: UnixMillis|
+         -> Result<UnixMillis, String> {
+            let Some(text) = text else {
+                return Ok(default);
+            };
+            let t: jiff::Timestamp = text.parse().map_err(|e| {
+                format!("{name} {text}: {e}: give an RFC 3339 time such as 2026-12-04T14:02:00Z")
+            })?;
+            Ok(UnixMillis(u64::try_from(t.as_millisecond()).unwrap_or(0)))
+        };
+        let pod = pod
+            .map(|text| {
+                text.split_once('/')
+                    .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                    .map(|(ns, name)| PodRef {
+                        namespace: ns.into(),
+                        name: name.into(),
+                    })
+                    .ok_or_else(|| format!("pod {text}: give the pod as NAMESPACE/NAME"))
+            })
+            .transpose()?;
+        let render = render
+            .map(|text| {
+                Checksum::parse(text).map_err(|e| {
+                    format!("render {text}: {e}: give the render checksum, sha256:<64 hex digits>")
+                })
+            })
+            .transpose()?;
+        Ok(HistoryQuery {
+            pod,
+            render,
+            from: time("since", since, UnixMillis(0))?,
+            to: time("until", until, UnixMillis(u64::MAX))?,
+        })
+    }
+
+    /// Whether `r` is one the query asks for.
+    #[must_use]
+    pub fn matches(&self, r: &SyncRecord) -> bool {
+        self.pod.as_ref().is_none_or(|p| *p == r.pod)
+            && self.render.is_none_or(|c| c == r.render)
+            && r.started_at <= self.to
+            && r.ended_at >= self.from
+    }
+}

@@ -91,7 +91,10 @@ pub use events::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint, Event,
     EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata, SyncMode,
 };
-pub use history::{HistoryRetention, SyncRecord, SyncResult, pod_key};
+pub use history::{
+    HistoryQuery, HistoryRetention, SyncRecord, SyncResult, TimelineLine, pod_key, rfc3339,
+    timeline,
+};
 pub use ids::{
     BlobRefs, Checksum, ConfigVersion, CorrelationId, DeploymentId, EndpointUrl, EventId,
     Generation, HaproxyVersion, Identity, Namespace, ObjectName, ObjectUid, ReloadId,

@@ -286,6 +286,12 @@ impl Metrics {
         lock(&self.sources.journal).replace(journal);
     }
 
+    /// The journal registered with [`Metrics::register_journal`] (`None` before it opened).
+    #[must_use]
+    pub fn journal(&self) -> Option<Arc<Journal>> {
+        lock(&self.sources.journal).current()
+    }
+
     /// Reads `DispatchStats` and the leadership (`haptic_leader`) from `handle` at each scrape.
     /// Replaces a dispatcher registered before; a handle over another journal is taken as a
     /// new dispatcher and the old one's counters are carried over.

@@ -1,5 +1,5 @@
 //! The health and metrics HTTP server (`--metrics-addr`): `GET /startupz`, `GET /healthz`,
-//! `GET /readyz`, `GET /metrics`.
+//! `GET /readyz`, `GET /metrics`, `GET /debug/history` (read-only).
 
 use std::sync::Arc;
 
@@ -28,7 +28,13 @@ struct AppState {
 /// - `GET /healthz`: 200 `ok`, or 503 with one `<check>: <reason>` line per failing liveness
 ///   check;
 /// - `GET /readyz`: the same over the readiness checks (503 while none is registered);
-/// - `GET /metrics`: 200, [`METRICS_CONTENT_TYPE`], [`Metrics::encode`].
+/// - `GET /metrics`: 200, [`METRICS_CONTENT_TYPE`], [`Metrics::encode`];
+/// - `GET /debug/history?pod=NS/NAME&render=sha256:...&since=RFC3339&until=RFC3339` (each
+///   optional): this replica's per-pod deployment history from the live journal (issue 28),
+///   one JSON object per line ([`haptic_journal::TimelineLine::to_json`], the lines
+///   `haptic-journalctl history --json` prints offline), `application/x-ndjson`; 400 naming a
+///   bad parameter, 503 before the journal is open. Read-only: a redb read transaction beside
+///   the writer.
 ///
 /// Bodies are `text/plain; charset=utf-8` except `/metrics`. Checks and encoding run on the
 /// blocking pool (they read the journal).
@@ -38,6 +44,7 @@ pub fn router(metrics: Arc<Metrics>, health: HealthRegistry) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_handler))
+        .route("/debug/history", get(history))
         .with_state(AppState { metrics, health })
 }
 
@@ -101,6 +108,63 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
         Err(e) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("metrics encoding failed: {e}\n"),
+        ),
+    }
+}
+
+/// The query of `/debug/history`.
+#[derive(Debug, serde::Deserialize)]
+struct HistoryParams {
+    pod: Option<String>,
+    render: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+async fn history(
+    State(state): State<AppState>,
+    axum::extract::Query(p): axum::extract::Query<HistoryParams>,
+) -> Response {
+    let query = match haptic_journal::HistoryQuery::parse(
+        p.pod.as_deref(),
+        p.render.as_deref(),
+        p.since.as_deref(),
+        p.until.as_deref(),
+    ) {
+        Ok(q) => q,
+        Err(m) => return text(StatusCode::BAD_REQUEST, format!("{m}\n")),
+    };
+    let Some(journal) = state.metrics.journal() else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "journal: not open yet\n".to_owned(),
+        );
+    };
+    let read = tokio::task::spawn_blocking(move || {
+        journal.history_query(&query).map(|records| {
+            let mut body = String::new();
+            for line in haptic_journal::timeline(&records) {
+                body.push_str(&line.to_json().to_string());
+                body.push('\n');
+            }
+            body
+        })
+    })
+    .await;
+    match read {
+        Ok(Ok(body)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/x-ndjson")],
+            body,
+        )
+            .into_response(),
+        Ok(Err(e)) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("journal: {}\n", crate::core::error::chain(&e)),
+        ),
+        Err(e) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("journal read: panicked or cancelled: {e}\n"),
         ),
     }
 }

@@ -442,6 +442,25 @@ impl Journal {
         self.history_where(|_| true)
     }
 
+    /// The records `query` asks for (one pod's key range when it names a pod, else the whole
+    /// table), oldest first: append order for one pod, start time otherwise.
+    ///
+    /// # Errors
+    /// [`ReadError::Corrupt`] at the first corrupt record.
+    pub fn history_query(
+        &self,
+        query: &crate::history::HistoryQuery,
+    ) -> Result<Vec<crate::history::SyncRecord>, ReadError> {
+        match &query.pod {
+            Some(pod) => Ok(self
+                .pod_history(pod, query.from, query.to)?
+                .into_iter()
+                .filter(|r| query.matches(r))
+                .collect()),
+            None => self.history_where(|r| query.matches(r)),
+        }
+    }
+
     fn history_where(
         &self,
         keep: impl Fn(&crate::history::SyncRecord) -> bool,

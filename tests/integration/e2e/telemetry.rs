@@ -219,6 +219,30 @@ pub async fn metrics_and_health(peers: Peers) {
     assert_eq!(wait_status(addr, "/readyz", 200).await, "ok\n");
     assert_eq!(wait_status(addr, "/healthz", 200).await, "ok\n");
 
+    // The per-pod history, live from the running controller's journal: every pod has synced
+    // (applied) records; a bad parameter is a 400 naming the form.
+    let live = history_lines(addr, "").await;
+    let pods: Vec<String> = world
+        .pods()
+        .iter()
+        .map(|p| format!("{}/{}", world.namespace(), p.name))
+        .collect();
+    for pod in &pods {
+        let of_pod = history_lines(addr, &format!("?pod={pod}")).await;
+        assert!(
+            of_pod.iter().any(|l| l["result"] == "applied"),
+            "{pod}: an applied sync in {of_pod:?}"
+        );
+        assert!(
+            of_pod
+                .iter()
+                .all(|l| l["pod"] == *pod || l.get("gap").is_some())
+        );
+    }
+    let (status, body) = get(addr, "/debug/history?pod=nonamespace").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("NAMESPACE/NAME"), "{body}");
+
     // A second replica with the deployer blocked by the test hook: /healthz 503 naming it.
     let mut opts = opts(&world, "stalled", &render_dir);
     opts.env
@@ -239,5 +263,29 @@ pub async fn metrics_and_health(peers: Peers) {
     );
     stalled.kill();
     stop_cleanly(&mut ctl);
+    // Offline, the stopped controller's journal answers the same lines (it may hold more: syncs
+    // after the live read).
+    let path = super::opts(&world, "solo", &render_dir).journal;
+    let j =
+        haptic_journal::Journal::open(&haptic_journal::JournalOptions::new(&path).read_only(true))
+            .unwrap();
+    let all = haptic_journal::HistoryQuery::parse(None, None, None, None).unwrap();
+    let offline: Vec<serde_json::Value> = haptic_journal::timeline(&j.history_query(&all).unwrap())
+        .iter()
+        .map(haptic_journal::TimelineLine::to_json)
+        .collect();
+    assert!(
+        !live.is_empty() && offline.len() >= live.len() && offline[..live.len()] == live[..],
+        "live {live:#?}\noffline {offline:#?}"
+    );
     world.shutdown().await;
+}
+
+/// `GET /debug/history<query>` of the controller at `addr`: its JSON lines.
+async fn history_lines(addr: SocketAddr, query: &str) -> Vec<serde_json::Value> {
+    let (status, body) = get(addr, &format!("/debug/history{query}")).await;
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
 }

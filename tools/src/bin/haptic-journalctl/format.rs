@@ -4,10 +4,7 @@ use haptic_journal::{Queue, RecordKey, UnixMillis, tables};
 use serde_json::{Value, json};
 
 pub(super) fn time(ms: UnixMillis) -> String {
-    i64::try_from(ms.0)
-        .ok()
-        .and_then(|m| jiff::Timestamp::from_millisecond(m).ok())
-        .map_or_else(|| format!("{}ms", ms.0), |t| t.to_string())
+    haptic_journal::rfc3339(ms)
 }
 
 pub(super) fn age(secs: Option<u64>) -> String {
