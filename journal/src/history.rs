@@ -337,7 +337,7 @@ impl HistoryQuery {
         let pod = pod
             .map(|text| {
                 text.split_once('/')
-                    .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                    .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'))
                     .map(|(ns, name)| PodRef {
                         namespace: ns.into(),
                         name: name.into(),
@@ -352,11 +352,22 @@ impl HistoryQuery {
                 })
             })
             .transpose()?;
+        let (from, to) = (
+            time("since", since, UnixMillis(0))?,
+            time("until", until, UnixMillis(u64::MAX))?,
+        );
+        if from > to {
+            return Err(format!(
+                "since {} is after until {}: give since <= until",
+                since.unwrap_or_default(),
+                until.unwrap_or_default()
+            ));
+        }
         Ok(HistoryQuery {
             pod,
             render,
-            from: time("since", since, UnixMillis(0))?,
-            to: time("until", until, UnixMillis(u64::MAX))?,
+            from,
+            to,
         })
     }
 

@@ -29,8 +29,10 @@ struct AppState {
 ///   check;
 /// - `GET /readyz`: the same over the readiness checks (503 while none is registered);
 /// - `GET /metrics`: 200, [`METRICS_CONTENT_TYPE`], [`Metrics::encode`];
-/// - `GET /debug/history?pod=NS/NAME&render=sha256:...&since=RFC3339&until=RFC3339` (each
-///   optional): this replica's per-pod deployment history from the live journal (issue 28),
+/// - `GET /debug/history?pod=NS/NAME&render=sha256:...&since=RFC3339&until=RFC3339&limit=N`
+///   (each optional; `limit` default 1000: the newest records, a first line
+///   `{"truncated": {"omitted", "limit"}}` when more matched): this replica's per-pod
+///   deployment history from the live journal (issue 28),
 ///   one JSON object per line ([`haptic_journal::TimelineLine::to_json`], the lines
 ///   `haptic-journalctl history --json` prints offline), `application/x-ndjson`; 400 naming a
 ///   bad parameter, 503 before the journal is open. Read-only: a redb read transaction beside
@@ -112,9 +114,13 @@ async fn metrics_handler(State(state): State<AppState>) -> Response {
     }
 }
 
+/// Records `/debug/history` answers with when the query names no `limit` (the newest).
+const HISTORY_LIMIT: usize = 1000;
+
 /// The query of `/debug/history`.
 #[derive(Debug, serde::Deserialize)]
 struct HistoryParams {
+    limit: Option<usize>,
     pod: Option<String>,
     render: Option<String>,
     since: Option<String>,
@@ -140,10 +146,20 @@ async fn history(
             "journal: not open yet\n".to_owned(),
         );
     };
+    let limit = p.limit.unwrap_or(HISTORY_LIMIT);
     let read = tokio::task::spawn_blocking(move || {
         journal.history_query(&query).map(|records| {
             let mut body = String::new();
-            for line in haptic_journal::timeline(&records) {
+            // The newest `limit` records; what is left out is said first.
+            let omitted = records.len().saturating_sub(limit);
+            if omitted > 0 {
+                body.push_str(
+                    &serde_json::json!({"truncated": {"omitted": omitted, "limit": limit}})
+                        .to_string(),
+                );
+                body.push('\n');
+            }
+            for line in haptic_journal::timeline(&records[omitted..]) {
                 body.push_str(&line.to_json().to_string());
                 body.push('\n');
             }

@@ -622,10 +622,18 @@ impl Deployer {
                     None => Op::RemoveEndpointTransaction(r.endpoint.url.clone()),
                 });
             }
-            b.append_history(
-                history_record(&r.endpoint, &request, term, &sync),
-                self.settings.history,
-            );
+            // A drift check that found nothing to change is not history (one a minute per pod
+            // would push the deployments out of a pod's kept records within hours); a drift
+            // repair is.
+            let idle_drift_check = drift && matches!(&r.result, Ok(rep) if !rep.changed);
+            if !idle_drift_check {
+                let mut record = history_record(&r.endpoint, &request, term, &sync);
+                if let Err(SyncError::ReloadUnknown { reload_id, .. }) = &r.result {
+                    // The reload the failed sync asked for, which it could not confirm.
+                    record.reload_id = Some(reload_id.clone());
+                }
+                b.append_history(record, self.settings.history);
+            }
             // Every synced endpoint is reported, a no-op included: a resumed deployment whose
             // writes landed before a crash still reports each pod's new state (the publisher
             // writes a pod's status only when it differs from what the pod runs).
@@ -642,9 +650,10 @@ impl Deployer {
         }
         haptic_journal::crash_point!("deployer::before_completed");
         let mut b = Batch::new();
-        if self.history_trim_due(!gone.is_empty()) {
+        let trim = self.history_trim_due();
+        if trim {
             // The history of pods that left gets no append, so no trim on append: trimmed here,
-            // when a pod leaves and at most hourly (the trim reads the whole table).
+            // at most hourly (the trim reads the whole table in the writer's transaction).
             b.trim_history(self.settings.history, UnixMillis::now());
         }
         for url in gone {
@@ -664,6 +673,9 @@ impl Deployer {
         }
         b.ack(Queue::DeployInflight, WorkKey::Slot, inflight);
         self.dispatch.accept(b).await?;
+        if trim {
+            *lock(&self.history_trimmed) = Some(Instant::now());
+        }
         tracing::info!(
             deployment = %request.deployment,
             render = %request.render,
@@ -721,16 +733,10 @@ impl Deployer {
         gone
     }
 
-    /// Whether the completing deployment trims the whole history: when a pod left the fleet
-    /// (`pod_left`), at the first completion of this process, and then at most hourly. Marks it
-    /// done when it answers yes.
-    fn history_trim_due(&self, pod_left: bool) -> bool {
-        let mut last = lock(&self.history_trimmed);
-        let due = pod_left || last.is_none_or(|t| t.elapsed() >= HISTORY_TRIM_INTERVAL);
-        if due {
-            *last = Some(Instant::now());
-        }
-        due
+    /// Whether the completing deployment trims the whole history: at the first completion of
+    /// this process, then at most hourly (marked done once its batch is accepted).
+    fn history_trim_due(&self) -> bool {
+        lock(&self.history_trimmed).is_none_or(|t| t.elapsed() >= HISTORY_TRIM_INTERVAL)
     }
 
     /// Whether the endpoint's transactions must be listed and deleted before its next write:

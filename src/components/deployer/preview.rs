@@ -10,7 +10,7 @@
 //!
 //! Read-only by construction: the reads go through the executor's read path with a journal
 //! that keeps nothing ([`NoPodJournal`]) and no write call is reachable from here; the
-//! sandbox's request log checks it (`tests/integration/e2e/plan.rs`). Absent failures (a
+//! sandbox's request log checks it (`tests/integration/deployer/plan.rs`). Absent failures (a
 //! version conflict, a raw-push fallback, a reload that fails) the plan is what the next sync
 //! of the same render does: both take the same reads to the same pure function.
 

@@ -67,6 +67,9 @@ pub struct PlanArgs {
     /// As `haptic run`'s: a change of more operations than this is planned as one raw push.
     #[arg(long, env = "HAPTIC_RAW_PUSH_THRESHOLD", default_value_t = 100)]
     pub raw_push_threshold: u32,
+    /// Pods read at once (each with the reads of one sync, one after the other).
+    #[arg(long, default_value_t = 16)]
+    pub parallel_pods: usize,
     /// Bound of one Kubernetes or Dataplane request.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub request_timeout: Duration,
@@ -131,9 +134,15 @@ pub async fn run(args: PlanArgs) -> Result<bool, PlanError> {
     let (render, records) = render_and_records(&args)?;
     let (targets, skipped) = targets(&args).await?;
     if targets.is_empty() {
-        return Err(PlanError::Usage(
-            "no pod to plan: the cluster lists no running pod for the selector".to_owned(),
-        ));
+        return Err(PlanError::Usage(if skipped.is_empty() {
+            "no pod to plan: the cluster lists no pod for the selector".to_owned()
+        } else {
+            format!(
+                "no pod to plan: the selected pods are not admitted (not Running, no pod IP, \
+                 being deleted, or their Dataplane container not ready): {}",
+                skipped.join(", ")
+            )
+        }));
     }
     let dataplane = Dataplane::new(&ClientSettings {
         request_timeout: args.request_timeout,
@@ -144,17 +153,21 @@ pub async fn run(args: PlanArgs) -> Result<bool, PlanError> {
     let policy = SyncPolicy {
         raw_push_threshold: args.raw_push_threshold,
     };
-    let plans = futures::future::join_all(targets.iter().map(|t| {
-        let client = dataplane.client(t.endpoint.clone());
-        let record = records.get(&t.url);
-        let (render, limits, policy) = (&render, &limits, &policy);
-        async move {
-            plan_endpoint(&client, render, record, limits, policy)
-                .await
-                .map_err(|e| crate::core::error::chain(&e))
-        }
-    }))
-    .await;
+    let plans: Vec<Result<PodPlan, String>> =
+        futures::StreamExt::collect(futures::StreamExt::buffered(
+            futures::stream::iter(targets.iter().map(|t| {
+                let client = dataplane.client(t.endpoint.clone());
+                let record = records.get(&t.url);
+                let (render, limits, policy) = (&render, &limits, &policy);
+                async move {
+                    plan_endpoint(&client, render, record, limits, policy)
+                        .await
+                        .map_err(|e| crate::core::error::chain(&e))
+                }
+            })),
+            args.parallel_pods.max(1),
+        ))
+        .await;
     let out = if args.json {
         let mut v = serde_json::to_string_pretty(&json_report(&render, &targets, &plans, &skipped))
             .unwrap_or_default();

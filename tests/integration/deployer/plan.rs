@@ -153,6 +153,20 @@ pub async fn plan_then_deploy(peers: haptic_testkit::Peers) {
     let r = h.feed_config(&base, "base").await;
     h.wait_applied(r, &endpoints(&sb)).await;
 
+    // A usage error is exit 1, never 2 ("some pod would change").
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_haptic"))
+        .args(["plan", "--render-dir", "x", "--no-such-flag"])
+        .env_clear()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // The render the pods run: no change, exit 0.
     let (code, text) = plan(&sb, &base, "same", false).await;
     assert_eq!(code, 0, "{text}");

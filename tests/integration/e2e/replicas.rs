@@ -11,6 +11,8 @@ on_peers!(
     Emulator,
     the_follower_takes_over_when_the_leader_dies => follower_takes_over,
     a_frozen_leader_writes_nothing_after_it_thaws => frozen_leader,
+    each_replica_keeps_the_history_of_its_syncs_and_shows_the_others_terms_as_gaps =>
+        history_per_replica,
 );
 
 async fn leader_of(world: &World) -> String {
@@ -231,5 +233,116 @@ pub async fn frozen_leader(peers: Peers) {
         "{}",
         ctls[l].log_tail(30)
     );
+    world.shutdown().await;
+}
+
+/// Per-pod history across a failover and back (issue 28, J9): the first leader deploys
+/// 01-basic, is killed; the other leads and deploys 02-maps; the first restarts (same journal)
+/// and follows; the other is killed; the first leads again and deploys 03-maps-changed. Each
+/// replica's journal holds only the syncs it made, in order, each in the term it led; the first
+/// replica's history of every pod shows the second's terms as one gap between its own records.
+pub async fn history_per_replica(peers: Peers) {
+    let (world, mut ctls, l, f) = two(peers).await;
+    let render_dir = world.dir().join("render");
+    let first = ctls[l].opts.clone();
+    let second = ctls[f].opts.clone();
+    ctls[l].kill();
+    leads(&world, &second.identity).await;
+    feed(&render_dir, "02-maps");
+    published(&world, "02-maps", 3).await;
+    ctls[l] = world.controller(first.clone());
+    ctls[l]
+        .eventually(
+            bounds().takeover(),
+            "the restarted replica to follow",
+            || async {
+                ctls[l]
+                    .log_text()
+                    .lines()
+                    .any(|l| l.contains("haptic running"))
+            },
+        )
+        .await;
+    ctls[f].kill();
+    leads(&world, &first.identity).await;
+    feed(&render_dir, "03-maps-changed");
+    published(&world, "03-maps-changed", 3).await;
+    super::stop_cleanly(&mut ctls[l]);
+
+    // Opened read-write: the killed replica's file needs redb's repair, as its next start would
+    // do (nothing else has it open now).
+    let history = |opts: &haptic_testkit::ControllerOpts| {
+        let j = haptic_journal::Journal::open(&haptic_journal::JournalOptions::new(&opts.journal))
+            .unwrap();
+        j.history().unwrap()
+    };
+    let (mine, theirs) = (history(&first), history(&second));
+    let terms = |records: &[haptic_journal::SyncRecord]| {
+        let mut t: Vec<u64> = records.iter().map(|r| r.term.0).collect();
+        t.dedup();
+        t.sort_unstable();
+        t.dedup();
+        t
+    };
+    let (my_terms, their_terms) = (terms(&mine), terms(&theirs));
+    assert_eq!(my_terms.len(), 2, "the first replica led twice: {mine:#?}");
+    assert_eq!(their_terms.len(), 1, "the second led once: {theirs:#?}");
+    assert!(
+        my_terms[0] < their_terms[0] && their_terms[0] < my_terms[1],
+        "terms: first {my_terms:?}, second {their_terms:?}"
+    );
+    for pod in world.pods() {
+        let of = |records: &[haptic_journal::SyncRecord]| -> Vec<haptic_journal::SyncRecord> {
+            records
+                .iter()
+                .filter(|r| r.pod.name.as_str() == pod.name)
+                .cloned()
+                .collect()
+        };
+        let (mine, theirs) = (of(&mine), of(&theirs));
+        assert!(
+            mine.iter().any(|r| r.term.0 == my_terms[0])
+                && mine.iter().any(|r| r.term.0 == my_terms[1]),
+            "{}: synced in both of the first replica's terms: {mine:#?}",
+            pod.name
+        );
+        assert!(!theirs.is_empty(), "{}: synced by the second", pod.name);
+        assert!(
+            mine.windows(2).all(|w| w[0].ended_at <= w[1].started_at)
+                && theirs.windows(2).all(|w| w[0].ended_at <= w[1].started_at),
+            "{}: in order",
+            pod.name
+        );
+        // The first replica's listing shows the second's terms as one gap, between its own.
+        let lines = haptic_journal::timeline(&mine);
+        let gaps: Vec<(u64, u64)> = lines
+            .iter()
+            .filter_map(|l| match l {
+                haptic_journal::TimelineLine::Gap { first, last, .. } => Some((*first, *last)),
+                haptic_journal::TimelineLine::Record(_) => None,
+            })
+            .collect();
+        assert_eq!(gaps.len(), 1, "{}: {gaps:?}", pod.name);
+        assert!(
+            gaps[0].0 <= their_terms[0] && their_terms[0] <= gaps[0].1,
+            "{}: the gap {gaps:?} covers the second's term {their_terms:?}",
+            pod.name
+        );
+        // Every record of the second's syncs falls in that gap's time.
+        let (after, before) = match lines
+            .iter()
+            .find(|l| matches!(l, haptic_journal::TimelineLine::Gap { .. }))
+        {
+            Some(haptic_journal::TimelineLine::Gap { after, before, .. }) => (*after, *before),
+            _ => unreachable!(),
+        };
+        assert!(
+            theirs
+                .iter()
+                .all(|r| after <= r.started_at && r.ended_at <= before),
+            "{}: the second's syncs lie in the gap {after:?}..{before:?}: {theirs:#?}",
+            pod.name
+        );
+    }
     world.shutdown().await;
 }

@@ -239,6 +239,12 @@ pub async fn metrics_and_health(peers: Peers) {
                 .all(|l| l["pod"] == *pod || l.get("gap").is_some())
         );
     }
+    // A limit keeps the newest records and says how many it left out first.
+    let newest = history_lines(addr, "?limit=1").await;
+    assert_eq!(newest.len(), 2, "{newest:?}");
+    assert_eq!(newest[0]["truncated"]["limit"], 1, "{newest:?}");
+    assert!(newest[0]["truncated"]["omitted"].as_u64().unwrap() >= 1);
+    assert!(newest[1]["pod"].is_string(), "{newest:?}");
     let (status, body) = get(addr, "/debug/history?pod=nonamespace").await;
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("NAMESPACE/NAME"), "{body}");

@@ -69,8 +69,13 @@ pub(super) fn history(j: &Journal, path: &Path, q: &Query<'_>, out: &Out) -> Res
 fn record_row(r: &SyncRecord) -> Vec<String> {
     let result = match &r.result {
         SyncResult::Applied => "applied".to_owned(),
-        SyncResult::Failed { message } => format!("failed: {message}"),
-        SyncResult::Rejected { message } => format!("rejected: {message}"),
+        // The first line of a message: HAProxy's `[ALERT]` answers span lines (--json has all).
+        SyncResult::Failed { message } => {
+            format!("failed: {}", message.lines().next().unwrap_or_default())
+        }
+        SyncResult::Rejected { message } => {
+            format!("rejected: {}", message.lines().next().unwrap_or_default())
+        }
     };
     let render = r.render.to_string();
     vec![
