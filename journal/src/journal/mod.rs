@@ -6,6 +6,7 @@
 //! - `read.rs`: the reads (events, queues, blobs, state tables, raw tables) and verify.
 //! - `stats.rs`: summaries (pending, stats, commit counters).
 
+mod history;
 mod open;
 mod options;
 mod read;
