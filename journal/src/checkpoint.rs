@@ -35,6 +35,7 @@ impl ComponentCheckpoint {
 
 /// The decision state of one component, by component.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)] // one record per component, read once at start
 pub enum ComponentState {
     /// `deployment-scheduler`.
     Scheduler(SchedulerCheckpoint),
@@ -58,11 +59,19 @@ impl ComponentState {
 
     /// The renders whose blobs this state needs (each a reference, journal/DESIGN.md invariant
     /// 4): the scheduler's last validated render, which drift checks, new pods, validation
-    /// fallback and a new term deploy long after its events were trimmed.
+    /// fallback and a new term deploy long after its events were trimmed; the render validated
+    /// before it (what a rollback to `previous` names) and the held render of a rollback.
     #[must_use]
     pub fn renders(&self) -> Vec<Checksum> {
         match self {
-            ComponentState::Scheduler(s) => s.last_validated.iter().map(|(c, _)| *c).collect(),
+            ComponentState::Scheduler(s) => {
+                let mut r: Vec<Checksum> = s.last_validated.iter().map(|(c, _)| *c).collect();
+                r.extend(s.previous_validated);
+                r.extend(s.rollback.as_ref().map(|h| h.render));
+                r.sort();
+                r.dedup();
+                r
+            }
             ComponentState::Validator(_) | ComponentState::Publisher(_) => Vec::new(),
         }
     }
@@ -87,6 +96,26 @@ pub struct SchedulerCheckpoint {
     /// endpoint. Not sent again (drift checks included) before its `next_retry_at`, a new
     /// render, a pod change or an operator's retry request (`deployment.retry.request`).
     pub rejected: Vec<RejectedRender>,
+    /// The render validated before `last_validated` (schema 4): what the rollback annotation's
+    /// value `previous` names, fixed when the scheduler folds the request.
+    pub previous_validated: Option<Checksum>,
+    /// The operator's rollback, while it holds (schema 4): the fleet is deployed this render,
+    /// not `last_validated`, until the annotation is removed.
+    pub rollback: Option<RollbackHold>,
+}
+
+/// A rollback the scheduler holds (the annotation `haproxy-haptic.org/rollback-to`, issue 28).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RollbackHold {
+    /// The annotation's value that asked for it (`sha256:<hex>` or `previous`): a request with
+    /// the same value (the watch after a restart) changes nothing, so `previous` stays fixed.
+    pub value: String,
+    /// The held render (validated again with `haproxy -c` when the request was folded).
+    pub render: Checksum,
+    /// The request's correlation (the hold's deployments carry it).
+    pub correlation: Correlation,
+    /// When the scheduler folded the request, unix ms.
+    pub since: UnixMillis,
 }
 
 /// One quarantined (render, endpoint): the pod's Dataplane API rejected the render

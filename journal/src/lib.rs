@@ -79,7 +79,7 @@ mod writer;
 pub use batch::{Accepted, Batch, BlobKind, EventRef, Op, OpOutcome, Origin};
 pub use checkpoint::{
     ComponentCheckpoint, ComponentState, PublisherCheckpoint, RejectedRender, RenderPlace,
-    SchedulerCheckpoint, ValidatorCheckpoint,
+    RollbackHold, SchedulerCheckpoint, ValidatorCheckpoint,
 };
 pub use codec::RecordHeader;
 pub use contain::Damage;
@@ -89,7 +89,8 @@ pub use error::{
 };
 pub use events::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint, Event,
-    EventKind, GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata, SyncMode,
+    EventKind, GateVerdict, OperationCounts, PodRef, RollbackChange, RuntimeConfigRef,
+    SyncMetadata, SyncMode,
 };
 pub use history::{
     HistoryQuery, HistoryRetention, SyncRecord, SyncResult, TimelineLine, pod_key, rfc3339,

@@ -29,11 +29,14 @@
 //! `endpoint_files` and `endpoint_transaction`. [`v3`] is the frozen schema 3: schema 2 with
 //! `attempts` and `next_retry_at` appended to the scheduler checkpoint's quarantine entries
 //! (`RejectedRender`, in `component_state`), plus appended enum variants that need no rewrite.
-//! [`v4`] is the frozen schema 4: schema 3 plus the per-pod history table `pod_history`.
+//! [`v4`] is the frozen schema 4: schema 3 plus the per-pod history table `pod_history`, with
+//! `previous_validated` and `rollback` appended to the scheduler checkpoint (issue 28's
+//! rollback), plus appended enum variants that need no rewrite.
 //! [`STEPS`] holds [`V1_TO_V2`] (creates those two tables, empty; nothing else in the file
 //! changes), [`V2_TO_V3`] (rewrites the scheduler's checkpoint: every quarantine entry gets
 //! `attempts: 1` and `next_retry_at` = the step's time; nothing else in the file changes) and
-//! [`V3_TO_V4`] (creates `pod_history`, empty; nothing else in the file changes). The committed
+//! [`V3_TO_V4`] (creates `pod_history`, empty, and rewrites the scheduler's checkpoint with no
+//! previous render and no rollback hold; nothing else in the file changes). The committed
 //! fixtures are real files: `fixtures/v1.redb` (schema 1), `fixtures/v2.redb` (schema 2) and
 //! `fixtures/v3.redb` (schema 3), all frozen (this code can no longer write them), and
 //! `fixtures/v4.redb` (schema 4; regenerate it with
@@ -54,6 +57,7 @@ use std::path::{Path, PathBuf};
 use haptic_journal::redb::{self, ReadableDatabase};
 use haptic_journal::{Concurrency, Journal, JournalOptions, OpenError, ReadError};
 
+mod rewrite;
 #[cfg(feature = "test-v5")]
 pub mod test_v5;
 pub mod v1;

@@ -24,14 +24,14 @@
 //! length are recomputed for the new payload). A record that does not open or decode with the
 //! frozen schema-2 types fails the step with [`StepError::Undecodable`] (the file stays at
 //! schema 2). Uses the frozen types and table definitions only, so it keeps meaning the same
-//! when the journal's types change.
+//! when the journal's types change. The read-decode-seal-write of the record is shared with
+//! `v3_to_v4` (`rewrite::scheduler_checkpoint`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use haptic_journal::codec;
-use haptic_journal::redb::{self, ReadableTable, TableHandle};
+use haptic_journal::redb;
 
-use crate::{Step, StepError, v2, v3};
+use crate::{Step, StepError, rewrite, v2, v3};
 
 /// Schema 2 -> 3: `attempts: 1` and `next_retry_at: now` on every quarantine entry.
 pub const V2_TO_V3: Step = Step {
@@ -42,9 +42,6 @@ pub const V2_TO_V3: Step = Step {
               time of now (retried once at the next leadership, then backed off)",
     run,
 };
-
-/// The `component_state` key of the scheduler's checkpoint.
-const SCHEDULER: &str = "deployment-scheduler";
 
 fn run(txn: &redb::WriteTransaction) -> Result<(), StepError> {
     convert(txn, now())
@@ -60,37 +57,15 @@ fn now() -> v3::UnixMillis {
 
 /// The step with its clock given.
 fn convert(txn: &redb::WriteTransaction, now: v3::UnixMillis) -> Result<(), StepError> {
-    let table = v2::tables::COMPONENT_STATE;
-    // Every schema-2 file has the table (`init_tables`); a file without it has nothing to
-    // convert, and opening it here would create it.
-    if !txn.list_tables()?.any(|t| t.name() == table.name()) {
-        return Ok(());
-    }
-    let mut states = txn.open_table(table)?;
-    let sealed = {
-        let Some(value) = states.get(SCHEDULER)? else {
-            return Ok(());
-        };
-        let undecodable = || StepError::Undecodable {
-            table: "component_state",
-            key: SCHEDULER.to_owned(),
-            version: v2::VERSION,
-        };
-        let raw = codec::open(value.value()).map_err(|_| undecodable())?;
-        if raw.kind != v3::ComponentCheckpoint::RECORD_KIND {
-            return Err(undecodable());
-        }
-        let old: v2::ComponentCheckpoint = v2::decode(raw.payload).ok_or_else(undecodable)?;
-        let v2::ComponentState::Scheduler(_) = &old.state else {
+    rewrite::scheduler_checkpoint(
+        txn,
+        v2::VERSION,
+        v3::ComponentCheckpoint::RECORD_KIND,
+        |old: v2::ComponentCheckpoint| {
             // Not a scheduler checkpoint (no quarantine in it): its shape did not change.
-            return Ok(());
-        };
-        let new = upgrade(old, now);
-        let payload = v3::encode(&new).map_err(|_| undecodable())?;
-        codec::seal(raw.kind, raw.accepted_at, raw.term, &payload)
-    };
-    states.insert(SCHEDULER, sealed.as_slice())?;
-    Ok(())
+            matches!(old.state, v2::ComponentState::Scheduler(_)).then(|| upgrade(old, now))
+        },
+    )
 }
 
 /// A schema-2 checkpoint in the schema-3 shape.

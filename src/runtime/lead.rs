@@ -146,6 +146,10 @@ pub(super) fn start(
     );
     let (shell, scheduler) =
         SchedulerShell::new(state, dispatch.clone(), deployer.clone(), scheduler_sub);
+    let shell = shell.with_rollback_check(scheduler::RollbackCheck {
+        renders: crate::dispatch::render::RenderStore::new(opened.journal.clone()),
+        validator: opened.validator.clone(),
+    });
     let publisher = ConfigPublisher::new(
         opened.journal.clone(),
         client.clone(),

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use haptic_journal::{Event, EventKind, GateVerdict, RuntimeConfigRef};
+use haptic_journal::{Event, EventKind, GateVerdict, RollbackChange, RuntimeConfigRef};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 
@@ -39,6 +39,12 @@ pub mod reasons {
     /// Pods run another HAProxy major.minor than the validator (see
     /// [`crate::k8s::crd::conditions::VALIDATOR_VERSION_MISMATCH`]).
     pub const VALIDATOR_VERSION_MISMATCH: &str = "ValidatorVersionMismatch";
+    /// An operator's rollback holds the fleet on an earlier render (or moved the hold).
+    pub const ROLLBACK_STARTED: &str = "RollbackStarted";
+    /// The rollback annotation was removed: the fleet gets the newest render again.
+    pub const ROLLBACK_ENDED: &str = "RollbackEnded";
+    /// A rollback request was refused; the fleet unchanged.
+    pub const ROLLBACK_REFUSED: &str = "RollbackRefused";
 }
 
 /// Writes Events on one HAProxyCfg.
@@ -46,6 +52,7 @@ pub mod reasons {
 pub struct Notifier {
     recorder: Arc<Recorder>,
     reference: Arc<ObjectReference>,
+    client: kube::Client,
 }
 
 debug_non_exhaustive!(Notifier, |x| "reference" => x.reference.name);
@@ -55,6 +62,7 @@ impl Notifier {
     #[must_use]
     pub fn new(client: kube::Client, identity: &str, runtime_config: &RuntimeConfigRef) -> Self {
         Notifier {
+            client: client.clone(),
             recorder: Arc::new(Recorder::new(
                 client,
                 Reporter {
@@ -64,6 +72,39 @@ impl Notifier {
             )),
             reference: Arc::new(haproxycfg_reference(runtime_config)),
         }
+    }
+
+    /// Sets one condition on the HAProxyCfg `runtime_config`'s status, detached: up to five
+    /// attempts a second apart (a missing object, conflicts, an API error), each bounded by
+    /// [`EVENT_WRITE_TIMEOUT`]; then logged and dropped, like an Event.
+    pub fn set_condition(
+        &self,
+        runtime_config: RuntimeConfigRef,
+        (type_, status, reason): (&'static str, bool, &'static str),
+        message: String,
+    ) {
+        let client = self.client.clone();
+        let message = truncate(message, 1024);
+        tokio::spawn(async move {
+            for attempt in 1..=5 {
+                let write = crate::k8s::crd::write_cfg_condition(
+                    &client,
+                    &runtime_config,
+                    (type_, status, reason),
+                    &message,
+                );
+                match tokio::time::timeout(EVENT_WRITE_TIMEOUT, write).await {
+                    Ok(Ok(true)) => return,
+                    Ok(Ok(false)) => tracing::debug!(type_, attempt, "condition not written yet"),
+                    Ok(Err(error)) => {
+                        tracing::debug!(type_, attempt, %error, "condition not written")
+                    }
+                    Err(_) => tracing::debug!(type_, attempt, "condition write timed out"),
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            tracing::warn!(type_, reason, "condition not written after 5 attempts");
+        });
     }
 
     /// Writes one Event, detached (see the module doc).
@@ -89,6 +130,69 @@ impl Notifier {
     }
 }
 
+/// The `RolledBack` condition and the Kubernetes Event of one rollback decision: (condition
+/// status, condition reason, message, Event type, Event reason). The True message starts
+/// `render <checksum> is held` ([`crate::k8s::crd::HAProxyCfgStatus::held_render`] reads it).
+#[must_use]
+pub fn rollback_notice(
+    change: &RollbackChange,
+) -> (bool, &'static str, String, EventType, &'static str) {
+    use crate::k8s::crd::{labels::ROLLBACK_TO, reasons as cond};
+    let show = |c: &Option<haptic_journal::Checksum>| {
+        c.map_or_else(|| "none".to_owned(), |c| c.to_string())
+    };
+    match change {
+        RollbackChange::Held {
+            value,
+            render,
+            newest,
+        } => (
+            true,
+            cond::ROLLBACK_HELD,
+            format!(
+                "render {render} is held ({ROLLBACK_TO}={value}), validated again with haproxy -c; the newest validated render {} (spec.checksum) is not deployed until the annotation is removed",
+                show(newest)
+            ),
+            EventType::Normal,
+            reasons::ROLLBACK_STARTED,
+        ),
+        RollbackChange::Released { render, newest } => (
+            false,
+            cond::ROLLBACK_ENDED,
+            format!(
+                "the hold on render {render} ended ({ROLLBACK_TO} removed): the fleet gets the newest validated render {}",
+                show(newest)
+            ),
+            EventType::Normal,
+            reasons::ROLLBACK_ENDED,
+        ),
+        RollbackChange::Refused {
+            value,
+            reason,
+            held: Some(held),
+        } => (
+            true,
+            cond::ROLLBACK_HELD,
+            format!(
+                "render {held} is held; the request {ROLLBACK_TO}={value} was refused and changed nothing: {reason}"
+            ),
+            EventType::Warning,
+            reasons::ROLLBACK_REFUSED,
+        ),
+        RollbackChange::Refused {
+            value,
+            reason,
+            held: None,
+        } => (
+            false,
+            cond::ROLLBACK_REFUSED,
+            format!("{ROLLBACK_TO}={value} refused, the fleet unchanged: {reason}"),
+            EventType::Warning,
+            reasons::ROLLBACK_REFUSED,
+        ),
+    }
+}
+
 fn truncate(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut end = max - 3;
@@ -109,6 +213,7 @@ pub fn subscribe_options() -> SubscribeOptions {
         EventKind::RenderGateCompleted,
         EventKind::BecameLeader,
         EventKind::LostLeadership,
+        EventKind::DeploymentRollback,
     ])
 }
 
@@ -165,6 +270,19 @@ pub async fn run(mut sub: Subscription, dispatch: DispatchHandle, notifier: Noti
                     endpoint.pod.namespace, endpoint.pod.name
                 ),
             ),
+            Event::DeploymentRollback {
+                change,
+                runtime_config,
+                ..
+            } if !d.replayed && leader => {
+                let (on, reason, message, type_, event_reason) = rollback_notice(change);
+                notifier.emit(type_, event_reason, "Rollback", message.clone());
+                notifier.set_condition(
+                    runtime_config.clone(),
+                    (crate::k8s::crd::conditions::ROLLED_BACK, on, reason),
+                    message,
+                );
+            }
             Event::BecameLeader { identity, term, .. } if !d.replayed => notifier.emit(
                 EventType::Normal,
                 reasons::LEADER_ELECTED,

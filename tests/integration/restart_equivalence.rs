@@ -828,6 +828,7 @@ fn norm_effect(e: &SEffect) -> String {
             norm_request(request),
             endpoint.pod.name
         ),
+        SEffect::Rollback { change, .. } => format!("rollback {change:?}"),
     }
 }
 
@@ -852,7 +853,8 @@ fn norm_scheduler(s: &SchedulerState) -> String {
     };
     format!(
         "last_validated={:?} endpoints={:?} runtime_config={:?} phase={phase} pending={:?} \
-         resume={:?} applied={:?} backoff={:?} given_up={:?} timeout_retries={:?} leader={:?}",
+         resume={:?} applied={:?} backoff={:?} given_up={:?} timeout_retries={:?} leader={:?} \
+         previous={:?} rollback={:?}",
         s.last_validated.as_ref().map(|(r, c)| (r, norm_corr(c))),
         s.endpoints
             .iter()
@@ -866,6 +868,8 @@ fn norm_scheduler(s: &SchedulerState) -> String {
         s.given_up,
         s.timeout_retries,
         s.leader,
+        s.previous_validated,
+        s.rollback.as_ref().map(|h| (&h.value, h.render)),
     )
 }
 

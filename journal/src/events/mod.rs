@@ -15,7 +15,7 @@ use crate::ids::{BlobRefs, Checksum, DeploymentId, Identity, Term, UnixMillis};
 
 pub use values::{
     ChangeCounts, ConfigIdentity, Correlation, DeploymentCause, DeploymentReason, Endpoint,
-    GateVerdict, OperationCounts, PodRef, RuntimeConfigRef, SyncMetadata, SyncMode,
+    GateVerdict, OperationCounts, PodRef, RollbackChange, RuntimeConfigRef, SyncMetadata, SyncMode,
 };
 
 /// The stable record kind of each event (HAPTIC's dotted type string).
@@ -64,6 +64,10 @@ pub enum EventKind {
     DeploymentRetryRequest,
     /// `deployment.quarantined` (schema 3)
     DeploymentQuarantined,
+    /// `deployment.rollback.request` (schema 4)
+    DeploymentRollbackRequest,
+    /// `deployment.rollback` (schema 4)
+    DeploymentRollback,
 }
 
 impl EventKind {
@@ -90,6 +94,8 @@ impl EventKind {
         EventKind::LostLeadership,
         EventKind::DeploymentRetryRequest,
         EventKind::DeploymentQuarantined,
+        EventKind::DeploymentRollbackRequest,
+        EventKind::DeploymentRollback,
     ];
 
     /// The dotted record kind, stable for tools.
@@ -117,6 +123,8 @@ impl EventKind {
             EventKind::LostLeadership => "leader.lost",
             EventKind::DeploymentRetryRequest => "deployment.retry.request",
             EventKind::DeploymentQuarantined => "deployment.quarantined",
+            EventKind::DeploymentRollbackRequest => "deployment.rollback.request",
+            EventKind::DeploymentRollback => "deployment.rollback",
         }
     }
 
@@ -401,6 +409,32 @@ pub enum Event {
         /// Wall-clock time of the next retry, unix ms.
         next_retry_at: UnixMillis,
     },
+    /// The annotation `haproxy-haptic.org/rollback-to` on the HAProxyCfg was read with a value
+    /// that differs from the last one this process journaled (`deployment.rollback.request`,
+    /// issue 28; appended in schema 4). The scheduler resolves it (a checksum, or `previous`:
+    /// the render validated before the newest, fixed when it folds this event), validates the
+    /// render again and holds the fleet on it, or ends the hold (`value: None`), or refuses it;
+    /// it journals what it decided as [`Event::DeploymentRollback`].
+    DeploymentRollbackRequest {
+        /// Correlation.
+        correlation: Correlation,
+        /// The HAProxyCfg that carries the annotation.
+        runtime_config: RuntimeConfigRef,
+        /// The annotation's value; `None`: the annotation was removed.
+        value: Option<String>,
+    },
+    /// What the scheduler decided on a rollback request (`deployment.rollback`, issue 28;
+    /// appended in schema 4): a hold began (or moved to another render), ended, or a request
+    /// was refused (the fleet unchanged). The leader turns it into the `RolledBack` condition
+    /// and a Kubernetes Event.
+    DeploymentRollback {
+        /// Correlation (the request's).
+        correlation: Correlation,
+        /// The HAProxyCfg the condition goes to.
+        runtime_config: RuntimeConfigRef,
+        /// What changed.
+        change: RollbackChange,
+    },
 }
 
 impl Event {
@@ -429,6 +463,8 @@ impl Event {
             Event::LostLeadership { .. } => EventKind::LostLeadership,
             Event::DeploymentRetryRequest { .. } => EventKind::DeploymentRetryRequest,
             Event::DeploymentQuarantined { .. } => EventKind::DeploymentQuarantined,
+            Event::DeploymentRollbackRequest { .. } => EventKind::DeploymentRollbackRequest,
+            Event::DeploymentRollback { .. } => EventKind::DeploymentRollback,
         }
     }
 
@@ -456,7 +492,9 @@ impl Event {
             | Event::BecameLeader { correlation, .. }
             | Event::LostLeadership { correlation, .. }
             | Event::DeploymentRetryRequest { correlation, .. }
-            | Event::DeploymentQuarantined { correlation, .. } => correlation,
+            | Event::DeploymentQuarantined { correlation, .. }
+            | Event::DeploymentRollbackRequest { correlation, .. }
+            | Event::DeploymentRollback { correlation, .. } => correlation,
         }
     }
 
@@ -490,6 +528,6 @@ mod tests {
         for k in EventKind::ALL {
             assert_eq!(EventKind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(EventKind::ALL.len(), 21);
+        assert_eq!(EventKind::ALL.len(), 23);
     }
 }

@@ -6,8 +6,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{
-    CorrelationId, EndpointUrl, EventId, Generation, HaproxyVersion, Namespace, ObjectName,
-    ObjectUid, ReloadId,
+    Checksum, CorrelationId, EndpointUrl, EventId, Generation, HaproxyVersion, Namespace,
+    ObjectName, ObjectUid, ReloadId,
 };
 
 /// Correlation of an event in a reconciliation chain (HAPTIC `Correlation`).
@@ -93,12 +93,16 @@ pub enum DeploymentCause {
     /// appended in schema 3: files written before decode unchanged, an older binary refuses
     /// an event that carries it).
     QuarantineRetry,
+    /// An operator's rollback (the annotation `haproxy-haptic.org/rollback-to`) began, moved or
+    /// ended: the fleet gets the held render, or the newest again (issue 28; appended in
+    /// schema 4).
+    Rollback,
 }
 
 /// A deployment reason: a cause, optionally retried after a deployment timeout.
 ///
 /// Text form: `config_validation`, `pod_discovery`, `validation_fallback`, `drift_prevention`,
-/// `became_leader`, `quarantine_retry`, each optionally suffixed `_timeout_retry`.
+/// `became_leader`, `quarantine_retry`, `rollback`, each optionally suffixed `_timeout_retry`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DeploymentReason {
     /// The cause.
@@ -125,6 +129,8 @@ impl DeploymentReason {
             (C::BecameLeader, true) => "became_leader_timeout_retry",
             (C::QuarantineRetry, false) => "quarantine_retry",
             (C::QuarantineRetry, true) => "quarantine_retry_timeout_retry",
+            (C::Rollback, false) => "rollback",
+            (C::Rollback, true) => "rollback_timeout_retry",
         }
     }
 
@@ -142,6 +148,7 @@ impl DeploymentReason {
             "drift_prevention" => DeploymentCause::DriftPrevention,
             "became_leader" => DeploymentCause::BecameLeader,
             "quarantine_retry" => DeploymentCause::QuarantineRetry,
+            "rollback" => DeploymentCause::Rollback,
             _ => return None,
         };
         Some(DeploymentReason {
@@ -284,6 +291,40 @@ pub struct SyncMetadata {
     pub rejected: bool,
 }
 
+/// What the scheduler decided on a rollback request ([`crate::Event::DeploymentRollback`],
+/// issue 28; appended in schema 4). Variant order is the bincode tag.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RollbackChange {
+    /// The fleet is held on `render` (a new hold, or the hold moved to another render): it was
+    /// validated again with `haproxy -c` and is deployed like any render; newer renders are
+    /// validated and journaled but not deployed while it holds.
+    Held {
+        /// The annotation's value (`sha256:<hex>` or `previous`).
+        value: String,
+        /// The held render.
+        render: Checksum,
+        /// The newest validated render (what the fleet would run without the hold).
+        newest: Option<Checksum>,
+    },
+    /// The hold ended (the annotation was removed): the fleet gets the newest validated render.
+    Released {
+        /// The render that was held.
+        render: Checksum,
+        /// The newest validated render, deployed now.
+        newest: Option<Checksum>,
+    },
+    /// A request was refused and nothing changed: the named render is not in the journal, it
+    /// failed `haproxy -c`, there is no earlier render, or the value is not a checksum.
+    Refused {
+        /// The annotation's value.
+        value: String,
+        /// Why, naming the fix.
+        reason: String,
+        /// The hold that stays, if one did.
+        held: Option<Checksum>,
+    },
+}
+
 /// Verdict of the render gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GateVerdict {
@@ -306,6 +347,7 @@ mod tests {
             DeploymentCause::DriftPrevention,
             DeploymentCause::BecameLeader,
             DeploymentCause::QuarantineRetry,
+            DeploymentCause::Rollback,
         ] {
             for timeout_retry in [false, true] {
                 let r = DeploymentReason {

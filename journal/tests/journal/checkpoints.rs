@@ -15,6 +15,8 @@ fn scheduler(render: Option<Checksum>, through: u64) -> ComponentCheckpoint {
             applied: Vec::new(),
             given_up: Vec::new(),
             rejected: Vec::new(),
+            previous_validated: None,
+            rollback: None,
         }),
     }
 }
@@ -87,6 +89,55 @@ fn a_named_render_stays_stored_until_the_checkpoint_lets_go() {
         j.get_render(r).unwrap().is_none(),
         "collected with its last reference"
     );
+    assert!(j.verify().unwrap().is_clean());
+}
+
+/// The render validated before the newest (a rollback's `previous`) and a rollback's held render
+/// are references too (issue 28): kept after their events are trimmed, released with the hold.
+#[test]
+fn the_previous_and_the_held_render_stay_stored_while_named() {
+    let (_d, path) = tmp();
+    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let newest = put_render(&j, "global\n  maxconn 20\n");
+    let previous = put_render(&j, "global\n  maxconn 21\n");
+    let held = put_render(&j, "global\n  maxconn 22\n");
+    let with = |rollback: Option<Checksum>, through: u64| {
+        let mut c = scheduler(Some(newest), through);
+        if let ComponentState::Scheduler(s) = &mut c.state {
+            s.previous_validated = Some(previous);
+            s.rollback = rollback.map(|render| RollbackHold {
+                value: render.to_string(),
+                render,
+                correlation: corr(2),
+                since: UnixMillis(5),
+            });
+        }
+        c
+    };
+    let mut b = Batch::new();
+    b.put_component_checkpoint(with(Some(held), 1));
+    j.accept(b).unwrap();
+    j.mark_dispatched(Seq(3)).unwrap();
+    j.trim().unwrap();
+    for r in [newest, previous, held] {
+        assert!(
+            j.get_render(r).unwrap().is_some(),
+            "{r} kept by the checkpoint"
+        );
+    }
+    assert_eq!(
+        j.component_checkpoint("deployment-scheduler").unwrap(),
+        Some(with(Some(held), 1)),
+        "read back exactly"
+    );
+    let mut b = Batch::new();
+    b.put_component_checkpoint(with(None, 2));
+    j.accept(b).unwrap();
+    assert!(
+        j.get_render(held).unwrap().is_none(),
+        "released with the hold"
+    );
+    assert!(j.get_render(previous).unwrap().is_some());
     assert!(j.verify().unwrap().is_clean());
 }
 

@@ -15,6 +15,10 @@
 //! older fixtures have none, and `v2_to_v3` gives them `attempts: 1` and the migration's time:
 //! [`assert_matches`] checks that shape ([`assert_migrated_quarantine`]) and the tests that
 //! migrate check the time against their own clock.
+//!
+//! The v4 fixture's scheduler checkpoint also holds schema 4's rollback fields:
+//! `previous_validated` (render B) and a `rollback` hold on it ([`rollback_hold`]); the older
+//! fixtures have neither, and `v3_to_v4` gives them `None` for both.
 
 use std::collections::BTreeMap;
 
@@ -70,6 +74,11 @@ impl Fixture {
     pub fn has_history(self) -> bool {
         self.version() >= 4
     }
+
+    /// Whether the scheduler checkpoint holds schema 4's `previous_validated` and `rollback`.
+    pub fn has_rollback(self) -> bool {
+        self.version() >= 4
+    }
 }
 
 /// What a fixture holds. Events, in `Seq` order from 1.
@@ -84,7 +93,8 @@ pub struct Expected {
     pub endpoints: Vec<EndpointApplied>,
     pub checkpoints: Vec<PublishedCheckpoint>,
     /// In table (name) order. In a fixture older than schema 3, every quarantine entry's
-    /// `next_retry_at` is [`MIGRATED`] (the migration's time, unknown here).
+    /// `next_retry_at` is [`MIGRATED`] (the migration's time, unknown here); in one older than
+    /// schema 4, the scheduler has no `previous_validated` and no `rollback`.
     pub components: Vec<ComponentCheckpoint>,
     /// Schema 2: `endpoint_files`, by URL (empty in the v1 fixture).
     pub endpoint_files: Vec<EndpointFiles>,
@@ -273,8 +283,9 @@ impl Script {
     }
 }
 
-/// The fixture's batches; `quarantine` is the quarantine entry's `(attempts, next_retry_at)`.
-fn script(quarantine: (u32, UnixMillis)) -> Script {
+/// The fixture's batches; `quarantine` is the quarantine entry's `(attempts, next_retry_at)`;
+/// `rollback`: the scheduler holds schema 4's rollback fields.
+fn script(quarantine: (u32, UnixMillis), rollback: bool) -> Script {
     let (ra, rb) = render_checksums();
     let deployment = DeploymentId::new("deploy-1");
     let request = DeployRequest {
@@ -580,7 +591,7 @@ fn script(quarantine: (u32, UnixMillis)) -> Script {
     for c in checkpoints() {
         b.push(Op::PutPublishedCheckpoint(c));
     }
-    for c in components(quarantine.0, quarantine.1) {
+    for c in components(quarantine.0, quarantine.1, rollback) {
         b.push(Op::PutComponentCheckpoint(c));
     }
     s.batches.push(b);
@@ -651,10 +662,27 @@ fn checkpoints() -> Vec<PublishedCheckpoint> {
     }]
 }
 
+/// The v4 fixture's rollback hold: on render B, asked for as `previous` (its
+/// `previous_validated`).
+pub fn rollback_hold() -> RollbackHold {
+    let (_, rb) = render_checksums();
+    RollbackHold {
+        value: "previous".into(),
+        render: rb,
+        correlation: corr(23),
+        since: UnixMillis(1_700_000_000_200),
+    }
+}
+
 /// One checkpoint per component (DESIGN.md J11), in table (name) order; the quarantine entry
-/// with `attempts` and `next_retry_at`.
-fn components(attempts: u32, next_retry_at: UnixMillis) -> Vec<ComponentCheckpoint> {
-    let (ra, _) = render_checksums();
+/// with `attempts` and `next_retry_at`; with `rollback`, the scheduler's `previous_validated`
+/// and [`rollback_hold`].
+fn components(
+    attempts: u32,
+    next_retry_at: UnixMillis,
+    rollback: bool,
+) -> Vec<ComponentCheckpoint> {
+    let (ra, rb) = render_checksums();
     vec![
         ComponentCheckpoint {
             through: Seq(12),
@@ -689,6 +717,8 @@ fn components(attempts: u32, next_retry_at: UnixMillis) -> Vec<ComponentCheckpoi
                     attempts,
                     next_retry_at,
                 }],
+                previous_validated: rollback.then_some(rb),
+                rollback: rollback.then(rollback_hold),
             }),
         },
         ComponentCheckpoint {
@@ -713,7 +743,7 @@ fn quarantine(fixture: Fixture) -> (u32, UnixMillis) {
 /// Writes `fixture` into an empty journal (the v1 fixture's records: only what schema 1 had; an
 /// older fixture's quarantine entry as `v2_to_v3` leaves it, timed now).
 pub fn build(j: &Journal, fixture: Fixture) {
-    for b in script(quarantine(fixture)).batches {
+    for b in script(quarantine(fixture), fixture.has_rollback()).batches {
         j.accept(b).expect("fixture batch");
     }
     if fixture.has_pod_truth() {
@@ -755,7 +785,7 @@ pub fn expected(fixture: Fixture) -> Expected {
     } else {
         (1, MIGRATED)
     };
-    let s = script(quarantine);
+    let s = script(quarantine, fixture.has_rollback());
     let mut queues: BTreeMap<Queue, Vec<(WorkItem, u32)>> = BTreeMap::new();
     for q in Queue::ALL {
         queues.insert(*q, Vec::new());
@@ -805,7 +835,7 @@ pub fn expected(fixture: Fixture) -> Expected {
         files,
         endpoints: endpoints(),
         checkpoints: checkpoints(),
-        components: components(quarantine.0, quarantine.1),
+        components: components(quarantine.0, quarantine.1, fixture.has_rollback()),
         endpoint_files: if fixture.has_pod_truth() {
             fixture_pod::endpoint_files()
         } else {
@@ -913,6 +943,14 @@ pub fn quarantine_of(c: &ComponentCheckpoint) -> &[RejectedRender] {
     match &c.state {
         ComponentState::Scheduler(s) => &s.rejected,
         _ => &[],
+    }
+}
+
+/// The scheduler's state in `c` (none for another component).
+pub fn scheduler_of(c: &ComponentCheckpoint) -> Option<&SchedulerCheckpoint> {
+    match &c.state {
+        ComponentState::Scheduler(s) => Some(s),
+        _ => None,
     }
 }
 

@@ -1,12 +1,14 @@
 //! The committed schema-1 fixture (frozen): refused without a migration, migrated by
 //! `v1_to_v2` into schema 2 with nothing but the two new (empty) tables and the version changed,
 //! then by `v2_to_v3` into schema 3 with nothing but the scheduler's checkpoint changed, then by
-//! `v3_to_v4` into schema 4 with nothing but the new (empty) `pod_history`; this build opens the
-//! result.
+//! `v3_to_v4` into schema 4 with nothing but the new (empty) `pod_history` and the scheduler's
+//! checkpoint in the schema-4 shape (no previous render, no rollback hold); this build opens the
+//! result. Also the helpers the other fixtures' tests share: the raw records of a file, the
+//! scheduler's record, and what `v3_to_v4` must have done ([`assert_v3_to_v4`]).
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, V1_TO_V2, V2_TO_V3, v1, v2, v4};
+use haptic_migrations::{MigrateError, Policy, V1_TO_V2, V2_TO_V3, v1, v2, v3, v4};
 
 use crate::fixture::{self, Fixture};
 use crate::frozen;
@@ -119,7 +121,11 @@ pub fn plus_v4_tables(
     (records, names)
 }
 
-/// The `component_state` key of the scheduler's checkpoint, the one record `v2_to_v3` rewrites.
+/// The `component_state` key of the scheduler's checkpoint.
+pub const SCHEDULER: &str = "deployment-scheduler";
+
+/// The prefix of the scheduler's checkpoint in [`raw_records`], the one record `v2_to_v3` and
+/// `v3_to_v4` rewrite.
 pub const SCHEDULER_RECORD: &str = "component_state deployment-scheduler ";
 
 /// `records` of [`raw_records`] but the scheduler's checkpoint (asserting it is there once).
@@ -128,6 +134,77 @@ pub fn but_scheduler(mut records: Vec<String>) -> Vec<String> {
     records.retain(|r| !r.starts_with(SCHEDULER_RECORD));
     assert_eq!(records.len() + 1, n, "one scheduler checkpoint");
     records
+}
+
+/// The scheduler's checkpoint record (an envelope) in `records` of [`raw_records`].
+pub fn scheduler_in(records: &[String]) -> Option<Vec<u8>> {
+    records
+        .iter()
+        .find_map(|r| r.strip_prefix(SCHEDULER_RECORD))
+        .map(|v| hex::decode(v).unwrap())
+}
+
+/// The scheduler's checkpoint record of `path`, raw.
+pub fn scheduler_record(path: &std::path::Path) -> Option<Vec<u8>> {
+    let db = redb::Builder::new().open_read_only(path).unwrap();
+    let rtx = db.begin_read().unwrap();
+    let t = rtx.open_table(v1::tables::COMPONENT_STATE).unwrap();
+    t.get(SCHEDULER).unwrap().map(|v| v.value().to_vec())
+}
+
+/// Replaces (or, with `None`, removes) the scheduler's checkpoint record of `path`, raw.
+pub fn set_scheduler_record(path: &std::path::Path, value: Option<&[u8]>) {
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut t = txn.open_table(v1::tables::COMPONENT_STATE).unwrap();
+        match value {
+            Some(v) => t.insert(SCHEDULER, v).unwrap(),
+            None => t.remove(SCHEDULER).unwrap(),
+        };
+    }
+    txn.commit().unwrap();
+}
+
+/// `record` (an envelope) decoded with the frozen `T`, and its header.
+pub fn decode_record<T: serde::de::DeserializeOwned>(record: &[u8]) -> (RecordHeader, T) {
+    let raw = codec::open(record).unwrap();
+    (raw.header(), v1::decode(raw.payload).unwrap())
+}
+
+/// Asserts that `v3_to_v4` took a file whose [`raw_records`] were `at_v3` to `at_v4`: the empty
+/// `pod_history` added and no other table; every record byte for byte but the scheduler's
+/// checkpoint, which (when there is one) has the same envelope kind, accepted-at and term, and
+/// decodes as schema 4 with every schema-3 field equal and `previous_validated` and `rollback`
+/// `None`.
+pub fn assert_v3_to_v4(at_v3: &(Vec<String>, Vec<String>), at_v4: &(Vec<String>, Vec<String>)) {
+    assert_eq!(
+        at_v4.1,
+        plus_v4_tables((Vec::new(), at_v3.1.clone())).1,
+        "v3_to_v4 adds pod_history only"
+    );
+    let Some(old_record) = scheduler_in(&at_v3.0) else {
+        assert_eq!(at_v4.0, at_v3.0, "no scheduler checkpoint: nothing changes");
+        return;
+    };
+    assert_eq!(
+        but_scheduler(at_v4.0.clone()),
+        but_scheduler(at_v3.0.clone()),
+        "v3_to_v4 changed more than adding pod_history and the scheduler checkpoint"
+    );
+    let (old_header, old) = decode_record::<v3::ComponentCheckpoint>(&old_record);
+    let (new_header, new) =
+        decode_record::<v4::ComponentCheckpoint>(&scheduler_in(&at_v4.0).unwrap());
+    assert_eq!(
+        (new_header.kind, new_header.accepted_at, new_header.term),
+        (old_header.kind, old_header.accepted_at, old_header.term),
+        "the envelope keeps its kind, accepted_at and term"
+    );
+    let v4::ComponentState::Scheduler(s) = &new.state else {
+        panic!("not a scheduler checkpoint: {new:?}")
+    };
+    assert_eq!((s.previous_validated, &s.rollback), (None, &None));
+    assert_eq!(new, frozen::as_v4(&old), "every schema-3 field kept");
 }
 
 pub fn schema_version_of(path: &std::path::Path) -> Option<u32> {
@@ -260,19 +337,17 @@ fn migrate_takes_a_copy_to_v2_then_v3_then_v4_and_changes_nothing_else() {
         "v2_to_v3 changed more than the scheduler checkpoint"
     );
     assert_eq!(after_tables, want, "v2_to_v3 adds or drops no table");
-    // Then the rest of the production chain: v3_to_v4 adds the empty pod_history only.
+    // Then the rest of the production chain: v3_to_v4 adds the empty pod_history and rewrites
+    // the scheduler's checkpoint only.
     let at_v3 = (after, after_tables);
     let m = haptic_migrations::migrate(&opts).unwrap();
     assert_eq!((m.from, m.to), (3, 4));
     assert_eq!(m.applied, vec!["v3_to_v4"]);
     assert_eq!(schema_version_of(&path), Some(4));
-    assert_eq!(
-        raw_records(&path),
-        plus_v4_tables(at_v3),
-        "v3_to_v4 changed more than adding pod_history"
-    );
-    // The frozen v1 types for the schema-1 tables, v3 for the checkpoints.
+    assert_v3_to_v4(&at_v3, &raw_records(&path));
+    // The frozen v1 types for the schema-1 tables, v4 for the checkpoints.
     frozen::round_trip_v1_tables(&path, Fixture::V1);
+    assert_eq!(frozen::round_trip_v4_components(&path).len(), 3);
     // This build opens it (verify on open), read-write and read-only; every v1 record is there,
     // the quarantine entry retried at the migration's time.
     let j = Journal::open(&opts).unwrap();

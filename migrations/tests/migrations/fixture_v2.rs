@@ -1,46 +1,20 @@
 //! The committed schema-2 fixture (frozen): refused without a migration, migrated by `v2_to_v3`
 //! into schema 3 with nothing but the scheduler's quarantine entries changed (one attempt,
 //! retried at the migration's time), then by `v3_to_v4` into schema 4 with nothing but the
-//! empty `pod_history` added; the frozen v1 + v2 types describe it.
+//! empty `pod_history` added and the scheduler's checkpoint in the schema-4 shape; the frozen
+//! v1 + v2 types describe it.
 
-use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
+use haptic_journal::redb::{self, ReadableTable};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, StepError, v2, v3};
+use haptic_migrations::{MigrateError, Policy, StepError, V1_TO_V2, V2_TO_V3, v2, v3};
 
 use crate::fixture::{self, Fixture};
-use crate::fixture_v1::{but_scheduler, plus_v4_tables, raw_records, schema_version_of};
+use crate::fixture_v1::{
+    SCHEDULER, assert_v3_to_v4, but_scheduler, decode_record as decode, plus_v4_tables,
+    raw_records, scheduler_in, scheduler_record, schema_version_of, set_scheduler_record,
+};
 use crate::frozen;
 use crate::{fixture_copy, fixture_path};
-
-const SCHEDULER: &str = "deployment-scheduler";
-
-/// The scheduler's checkpoint record of `path`, raw.
-fn scheduler_record(path: &std::path::Path) -> Option<Vec<u8>> {
-    let db = redb::Builder::new().open_read_only(path).unwrap();
-    let rtx = db.begin_read().unwrap();
-    let t = rtx.open_table(v2::tables::COMPONENT_STATE).unwrap();
-    t.get(SCHEDULER).unwrap().map(|v| v.value().to_vec())
-}
-
-/// Replaces (or, with `None`, removes) the scheduler's checkpoint record of `path`, raw.
-fn set_scheduler_record(path: &std::path::Path, value: Option<&[u8]>) {
-    let db = redb::Database::open(path).unwrap();
-    let txn = db.begin_write().unwrap();
-    {
-        let mut t = txn.open_table(v2::tables::COMPONENT_STATE).unwrap();
-        match value {
-            Some(v) => t.insert(SCHEDULER, v).unwrap(),
-            None => t.remove(SCHEDULER).unwrap(),
-        };
-    }
-    txn.commit().unwrap();
-}
-
-/// `record` (an envelope) decoded with the frozen `T`, and its header.
-fn decode<T: serde::de::DeserializeOwned>(record: &[u8]) -> (RecordHeader, T) {
-    let raw = codec::open(record).unwrap();
-    (raw.header(), v2::decode(raw.payload).unwrap())
-}
 
 /// Rewrites the file's v2 scheduler checkpoint after `edit` (same header); returns the edited
 /// checkpoint.
@@ -63,16 +37,27 @@ fn edit_scheduler_record(
     old
 }
 
-/// Migrates `path` with the production chain, asserting it ran `v2_to_v3` then `v3_to_v4`;
-/// returns the time window the steps ran in.
-fn migrate_v2(path: &std::path::Path) -> (UnixMillis, UnixMillis) {
+/// The file's records at schema 3, between the two steps ([`raw_records`]).
+type AtV3 = (Vec<String>, Vec<String>);
+
+/// Migrates `path` with the production steps, `v2_to_v3` (alone) then `v3_to_v4`, asserting
+/// what each applied and that `v3_to_v4` changed only what it must ([`assert_v3_to_v4`]);
+/// returns the time window `v2_to_v3` ran in and the file's records at schema 3.
+fn migrate_v2(path: &std::path::Path) -> ((UnixMillis, UnixMillis), AtV3) {
+    let opts = JournalOptions::new(path);
     let from = fixture::now();
-    let m = haptic_migrations::migrate(&JournalOptions::new(path)).unwrap();
+    let m = haptic_migrations::migrate_with(&opts, &[V1_TO_V2, V2_TO_V3]).unwrap();
     let to = fixture::now();
-    assert_eq!((m.from, m.to), (2, 4));
-    assert_eq!(m.applied, vec!["v2_to_v3", "v3_to_v4"]);
+    assert_eq!((m.from, m.to), (2, 3));
+    assert_eq!(m.applied, vec!["v2_to_v3"]);
+    assert_eq!(schema_version_of(path), Some(3));
+    let at_v3 = raw_records(path);
+    let m = haptic_migrations::migrate(&opts).unwrap();
+    assert_eq!((m.from, m.to), (3, 4));
+    assert_eq!(m.applied, vec!["v3_to_v4"]);
     assert_eq!(schema_version_of(path), Some(4));
-    (from, to)
+    assert_v3_to_v4(&at_v3, &raw_records(path));
+    ((from, to), at_v3)
 }
 
 /// A schema-2 scheduler checkpoint and the schema-3 one `v2_to_v3` made of it: every field the
@@ -168,31 +153,32 @@ fn plan_lists_v2_to_v3_then_v3_to_v4() {
     assert_eq!(names, vec!["v2_to_v3", "v3_to_v4"]);
 }
 
-/// The v2 fixture's quarantine entry comes out with one attempt and a retry time within the
-/// migration; every other field of the checkpoint, its envelope header, and every other record
-/// and table of the file stay as they were; this build opens the result.
+/// The v2 fixture's quarantine entry comes out of `v2_to_v3` with one attempt and a retry time
+/// within the migration; every other field of the checkpoint, its envelope header, and every
+/// other record and table of the file stay as they were; `v3_to_v4` then adds `pod_history` and
+/// gives the checkpoint no rollback ([`migrate_v2`]); this build opens the result.
 #[test]
 fn migrate_takes_a_copy_to_v4_and_changes_only_the_quarantine() {
     let (_d, path) = fixture_copy(Fixture::V2);
     let (records, tables) = raw_records(&path);
     let old_record = scheduler_record(&path).unwrap();
     let (old_header, old) = decode::<v2::ComponentCheckpoint>(&old_record);
-    let window = migrate_v2(&path);
+    let (window, (at_v3, at_v3_tables)) = migrate_v2(&path);
     // Idempotent.
     let again = haptic_migrations::migrate(&JournalOptions::new(&path)).unwrap();
     assert!(again.applied.is_empty());
-    let (after, after_tables) = raw_records(&path);
+    assert_eq!(at_v3_tables, tables, "v2_to_v3 adds or drops no table");
     assert_eq!(
-        after_tables,
+        raw_records(&path).1,
         plus_v4_tables((Vec::new(), tables)).1,
         "the chain adds pod_history only"
     );
     assert_eq!(
-        but_scheduler(after),
+        but_scheduler(at_v3.clone()),
         but_scheduler(records),
         "v2_to_v3 changed more than the scheduler checkpoint"
     );
-    let new_record = scheduler_record(&path).unwrap();
+    let new_record = scheduler_in(&at_v3).unwrap();
     let (new_header, new) = decode::<v3::ComponentCheckpoint>(&new_record);
     assert_eq!(
         (new_header.kind, new_header.accepted_at, new_header.term),
@@ -201,10 +187,10 @@ fn migrate_takes_a_copy_to_v4_and_changes_only_the_quarantine() {
     );
     assert_converted(&old, &new, window);
     // The frozen types of each schema describe the result: v1 + v2 for the unchanged tables,
-    // v3 for the checkpoints; and the journal reads the same values.
+    // v4 for the checkpoints; and the journal reads the same values.
     frozen::round_trip_v1_tables(&path, Fixture::V2);
     assert_eq!(frozen::round_trip_v2_tables(&path, Fixture::V2), 5);
-    let frozen_components = frozen::round_trip_v3_components(&path);
+    let frozen_components = frozen::round_trip_v4_components(&path);
     assert_eq!(frozen_components.len(), 3);
     let j = Journal::open(&JournalOptions::new(&path)).unwrap();
     fixture::assert_matches(&j, Fixture::V2);
@@ -240,8 +226,8 @@ fn every_quarantine_entry_of_a_v2_file_is_converted() {
             message: String::new(),
         });
     });
-    let window = migrate_v2(&path);
-    let (_, new) = decode::<v3::ComponentCheckpoint>(&scheduler_record(&path).unwrap());
+    let (window, (at_v3, _)) = migrate_v2(&path);
+    let (_, new) = decode::<v3::ComponentCheckpoint>(&scheduler_in(&at_v3).unwrap());
     assert_converted(&old, &new, window);
     let j = Journal::open(&JournalOptions::new(&path)).unwrap();
     assert!(j.verify().unwrap().is_clean());
@@ -280,15 +266,15 @@ fn a_v2_file_without_a_scheduler_checkpoint_migrates_unchanged() {
     assert_eq!(j.component_checkpoint(SCHEDULER).unwrap(), None);
 }
 
-/// A scheduler checkpoint with an empty quarantine: rewritten to the same bytes (an empty list
-/// has the same encoding in both schemas).
+/// A scheduler checkpoint with an empty quarantine: rewritten by `v2_to_v3` to the same bytes
+/// (an empty list has the same encoding in both schemas); then `v3_to_v4` as always.
 #[test]
 fn a_v2_scheduler_checkpoint_without_quarantine_keeps_its_bytes() {
     let (_d, path) = fixture_copy(Fixture::V2);
     edit_scheduler_record(&path, |s| s.rejected.clear());
     let before = raw_records(&path);
-    migrate_v2(&path);
-    assert_eq!(raw_records(&path), plus_v4_tables(before));
+    let (_, at_v3) = migrate_v2(&path);
+    assert_eq!(at_v3, before, "v2_to_v3 changed the bytes");
     let j = Journal::open(&JournalOptions::new(&path)).unwrap();
     assert!(j.verify().unwrap().is_clean());
     let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();

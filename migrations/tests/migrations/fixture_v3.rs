@@ -1,13 +1,17 @@
 //! The committed schema-3 fixture (frozen): refused without a migration, migrated by `v3_to_v4`
-//! into schema 4 with nothing but the new, empty `pod_history` table and the version changed;
-//! the frozen v1 + v2 + v3 types describe it.
+//! into schema 4 with nothing but the new, empty `pod_history` table, the scheduler's checkpoint
+//! in the schema-4 shape (no previous render, no rollback hold) and the version changed; the
+//! frozen v1 + v2 + v3 types describe it.
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, v4};
+use haptic_migrations::{MigrateError, Policy, StepError, v3, v4};
 
 use crate::fixture::{self, Fixture};
-use crate::fixture_v1::{plus_v4_tables, raw_records, schema_version_of};
+use crate::fixture_v1::{
+    SCHEDULER, assert_v3_to_v4, raw_records, scheduler_record, schema_version_of,
+    set_scheduler_record,
+};
 use crate::frozen;
 use crate::{fixture_copy, fixture_path};
 
@@ -56,11 +60,13 @@ fn plan_lists_v3_to_v4() {
     assert_eq!(names, vec!["v3_to_v4"]);
 }
 
-/// `v3_to_v4` adds `pod_history`, empty, and changes nothing else: every record of every other
-/// table and meta but the version byte for byte, no other table added or dropped, no blob count
-/// moved; this build opens the result (verify on open) and reads every v3 record.
+/// `v3_to_v4` adds `pod_history`, empty, and rewrites the scheduler's checkpoint in the schema-4
+/// shape (every schema-3 field kept, no previous render, no rollback hold, the same envelope
+/// header) and changes nothing else: every other record of every table and meta but the
+/// version byte for byte, no other table added or dropped, no blob count moved; this build
+/// opens the result (verify on open) and reads every v3 record.
 #[test]
-fn migrate_takes_a_copy_to_v4_and_only_adds_the_history_table() {
+fn migrate_takes_a_copy_to_v4_adds_the_history_table_and_holds_no_rollback() {
     let (_d, path) = fixture_copy(Fixture::V3);
     let before = raw_records(&path);
     assert!(
@@ -76,11 +82,7 @@ fn migrate_takes_a_copy_to_v4_and_only_adds_the_history_table() {
     // Idempotent.
     let again = haptic_migrations::migrate(&opts).unwrap();
     assert!(again.applied.is_empty());
-    assert_eq!(
-        raw_records(&path),
-        plus_v4_tables(before),
-        "v3_to_v4 changed more than adding pod_history"
-    );
+    assert_v3_to_v4(&before, &raw_records(&path));
     {
         let db = redb::Builder::new().open_read_only(&path).unwrap();
         let rtx = db.begin_read().unwrap();
@@ -94,10 +96,21 @@ fn migrate_takes_a_copy_to_v4_and_only_adds_the_history_table() {
     // The frozen types of each schema still describe every record.
     frozen::round_trip_v1_tables(&path, Fixture::V3);
     assert_eq!(frozen::round_trip_v2_tables(&path, Fixture::V3), 5);
-    assert_eq!(frozen::round_trip_v3_components(&path).len(), 3);
+    let components = frozen::round_trip_v4_components(&path);
+    assert_eq!(components.len(), 3);
     assert_eq!(frozen::round_trip_v4_history(&path, &[]), 0);
     let j = Journal::open(&opts).unwrap();
     fixture::assert_matches(&j, Fixture::V3);
+    for (_, c) in &components {
+        let got = j
+            .component_checkpoint(c.state.component())
+            .unwrap()
+            .unwrap();
+        frozen::assert_same_checkpoint(&got, c);
+    }
+    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
+    let s = fixture::scheduler_of(&c).unwrap();
+    assert_eq!((s.previous_validated, &s.rollback), (None, &None));
     assert!(j.history().unwrap().is_empty());
     drop(j);
     let j = Journal::open(&opts.read_only(true)).unwrap();
@@ -143,8 +156,79 @@ fn a_failing_step_leaves_the_file_at_v3() {
     );
 }
 
+/// A scheduler checkpoint that does not decode as schema 3 fails the step, typed: the file
+/// stays at schema 3, unchanged (no `pod_history` either: the one transaction rolled back).
+#[test]
+fn an_undecodable_scheduler_checkpoint_fails_the_step_at_v3() {
+    let good = scheduler_record(&fixture_path(Fixture::V3)).unwrap();
+    let payload = codec::open(&good).unwrap().payload.to_vec();
+    let mut longer = payload.clone();
+    longer.extend([0, 0]);
+    for (what, record) in [
+        ("bad envelope", b"not an envelope".to_vec()),
+        (
+            "bad payload",
+            codec::seal(
+                v3::ComponentCheckpoint::RECORD_KIND,
+                UnixMillis(1),
+                Term(1),
+                &[9, 9, 9],
+            ),
+        ),
+        (
+            "a schema-4 payload (trailing bytes for schema 3)",
+            codec::seal(
+                v3::ComponentCheckpoint::RECORD_KIND,
+                UnixMillis(1),
+                Term(1),
+                &longer,
+            ),
+        ),
+        (
+            "a good payload under another kind",
+            codec::seal("state.endpoint-applied", UnixMillis(1), Term(1), &payload),
+        ),
+    ] {
+        let (_d, path) = fixture_copy(Fixture::V3);
+        set_scheduler_record(&path, Some(&record));
+        let before = raw_records(&path);
+        match haptic_migrations::migrate(&JournalOptions::new(&path)) {
+            Err(e @ MigrateError::Step { .. }) => {
+                let text = e.to_string();
+                let MigrateError::Step {
+                    name,
+                    from,
+                    to,
+                    source,
+                    ..
+                } = e
+                else {
+                    unreachable!()
+                };
+                assert_eq!((name, from, to), ("v3_to_v4", 3, 4), "{what}");
+                assert!(
+                    matches!(
+                        *source,
+                        StepError::Undecodable {
+                            table: "component_state",
+                            ref key,
+                            version: 3,
+                        } if key == SCHEDULER
+                    ),
+                    "{what}: {source:?}"
+                );
+                assert!(text.contains("unchanged at version 3"), "{what}: {text}");
+            }
+            other => panic!("{what}: expected a failed step, got {other:?}"),
+        }
+        assert_eq!(schema_version_of(&path), Some(3), "{what}");
+        assert_eq!(raw_records(&path), before, "{what}: the failed step wrote");
+    }
+}
+
 /// The frozen types describe every stored payload of the committed file exactly: the schema-1
-/// tables with `v1`, the schema-2 tables with `v2`, the component checkpoints with `v3`.
+/// tables with `v1`, the schema-2 tables with `v2`, the component checkpoints with `v3` (the
+/// same values the journal wrote, which this build reads with schema 4's two empty fields).
 #[test]
 fn frozen_types_round_trip_every_payload() {
     let path = fixture_path(Fixture::V3);
@@ -156,6 +240,6 @@ fn frozen_types_round_trip_every_payload() {
     want.sort_by_key(|c| c.state.component());
     assert_eq!(components.len(), want.len());
     for ((_, frozen_c), want) in components.iter().zip(&want) {
-        frozen::assert_same_checkpoint(want, frozen_c);
+        frozen::assert_same_checkpoint(want, &frozen::as_v4(frozen_c));
     }
 }

@@ -1,11 +1,11 @@
 //! The committed schema-4 fixture opens with the current code, needs no step and holds every
 //! record it should: schema 3's (its scheduler checkpoint with a quarantine entry carrying
-//! `attempts` and `next_retry_at`) plus two pods' history; the frozen v1 + v2 + v3 + v4 types
-//! describe it.
+//! `attempts` and `next_retry_at`, and schema 4's `previous_validated` and `rollback` hold) plus
+//! two pods' history; the frozen v1 + v2 + v4 types describe it.
 
 use haptic_journal::redb;
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, v3};
+use haptic_migrations::{MigrateError, Policy, v4};
 
 use crate::fixture_history;
 
@@ -85,6 +85,9 @@ fn committed_v4_fixture_opens_and_every_record_verifies() {
         (q[0].attempts, q[0].next_retry_at),
         (fixture::QUARANTINE_ATTEMPTS, fixture::QUARANTINE_RETRY_AT)
     );
+    let s = fixture::scheduler_of(&c).unwrap();
+    assert_eq!(s.previous_validated, Some(render_b));
+    assert_eq!(s.rollback, Some(fixture::rollback_hold()));
 }
 
 #[test]
@@ -109,9 +112,9 @@ fn committed_v4_fixture_needs_no_step() {
 }
 
 /// The frozen types describe every stored payload exactly: the schema-1 tables with `v1`, the
-/// schema-2 tables with `v2`, the component checkpoints with `v3`, the history with `v4`
-/// (decode, re-encode, same bytes; and the same values the journal wrote, the quarantine
-/// entry's fields and every history record included).
+/// schema-2 tables with `v2`, the component checkpoints and the history with `v4` (decode,
+/// re-encode, same bytes; and the same values the journal wrote, the quarantine entry's fields,
+/// the rollback fields and every history record included).
 #[test]
 fn frozen_types_round_trip_every_payload() {
     let path = fixture_path(Fixture::V4);
@@ -127,21 +130,47 @@ fn frozen_types_round_trip_every_payload() {
         m, 5,
         "two endpoint_files records, one transaction in each of three states"
     );
-    let components = frozen::round_trip_v3_components(&path);
+    let components = frozen::round_trip_v4_components(&path);
     let mut want = fixture::expected(Fixture::V4).components;
     want.sort_by_key(|c| c.state.component());
     assert_eq!(components.len(), want.len());
     for ((_, frozen_c), want) in components.iter().zip(&want) {
         frozen::assert_same_checkpoint(want, frozen_c);
     }
-    let rejected: Vec<&v3::RejectedRender> = components
+    let schedulers: Vec<&v4::SchedulerCheckpoint> = components
         .iter()
         .filter_map(|(_, c)| match &c.state {
-            v3::ComponentState::Scheduler(s) => Some(&s.rejected),
+            v4::ComponentState::Scheduler(s) => Some(s),
             _ => None,
         })
-        .flatten()
         .collect();
+    assert_eq!(schedulers.len(), 1);
+    let (_, render_b) = fixture::render_checksums();
+    assert_eq!(
+        schedulers[0].previous_validated.map(|c| c.0),
+        Some(render_b.0),
+        "the round trip covers previous_validated"
+    );
+    let hold = schedulers[0]
+        .rollback
+        .as_ref()
+        .expect("the round trip covers a rollback hold");
+    let want_hold = fixture::rollback_hold();
+    assert_eq!(
+        (
+            hold.value.as_str(),
+            hold.render.0,
+            hold.correlation.event_id.0.as_str(),
+            hold.since.0
+        ),
+        (
+            want_hold.value.as_str(),
+            want_hold.render.0,
+            want_hold.correlation.event_id.as_str(),
+            want_hold.since.0
+        )
+    );
+    let rejected = &schedulers[0].rejected;
     assert_eq!(
         rejected.len(),
         1,

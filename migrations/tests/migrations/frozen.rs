@@ -1,7 +1,7 @@
 //! The frozen record types against real files: every payload of a fixture decodes with the
 //! frozen types of its schema and re-encodes to the same bytes; the schema-2 records and the
-//! schema-3 checkpoints and the schema-4 history records also mean what the journal wrote
-//! (field for field, enum variants by name).
+//! schema-3 and schema-4 checkpoints and the schema-4 history records also mean what the journal
+//! wrote (field for field, enum variants by name).
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
 use haptic_journal::*;
@@ -28,8 +28,8 @@ fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
 }
 
 /// Every record of the schema-1 tables of `path` round-trips through the frozen `v1` types,
-/// but `component_state` in a file at schema 3 or later, through the `v3` types. Returns the
-/// number of records checked.
+/// but `component_state` in a file at schema 3, through the `v3` types, and at schema 4 or
+/// later, through the `v4` types. Returns the number of records checked.
 pub fn round_trip_v1_tables(path: &std::path::Path, f: Fixture) -> usize {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
@@ -93,7 +93,9 @@ pub fn round_trip_v1_tables(path: &std::path::Path, f: Fixture) -> usize {
         .unwrap()
     {
         let (k, v) = r.unwrap();
-        if version >= 3 {
+        if version >= 4 {
+            round_trip::<v4::ComponentCheckpoint>("component_state", k.value(), v.value());
+        } else if version == 3 {
             round_trip::<v3::ComponentCheckpoint>("component_state", k.value(), v.value());
         } else {
             round_trip::<v1::ComponentCheckpoint>("component_state", k.value(), v.value());
@@ -212,43 +214,86 @@ pub fn round_trip_v2_tables(path: &std::path::Path, f: Fixture) -> usize {
     files.len() + txs.len()
 }
 
-/// Every `component_state` record of `path` (a file at schema 3) round-trips through the frozen
-/// `v3` types and has the kind and key the journal gives it. Returns them in key order, with
-/// their envelope headers.
-pub fn round_trip_v3_components(
+/// Every `component_state` record of `path` (a file at schema `version` or later) round-trips
+/// through the frozen `C` (`v3` or `v4::ComponentCheckpoint`) and has the kind and key the
+/// journal gives it (`component` names a record's key). Returns them in key order, with their
+/// envelope headers.
+fn round_trip_components<C: serde::Serialize + serde::de::DeserializeOwned>(
     path: &std::path::Path,
-) -> Vec<(RecordHeader, v3::ComponentCheckpoint)> {
+    version: u32,
+    component: fn(&C) -> &'static str,
+) -> Vec<(RecordHeader, C)> {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
-    assert!(read_schema_version(&rtx).unwrap().unwrap() >= 3);
+    assert!(read_schema_version(&rtx).unwrap().unwrap() >= version);
     let mut out = Vec::new();
     for r in rtx
-        .open_table(v3::tables::COMPONENT_STATE)
+        .open_table(v1::tables::COMPONENT_STATE)
         .unwrap()
         .iter()
         .unwrap()
     {
         let (k, v) = r.unwrap();
-        let (c, kind) =
-            round_trip::<v3::ComponentCheckpoint>("component_state", k.value(), v.value());
-        assert_eq!(kind, v3::ComponentCheckpoint::RECORD_KIND);
-        assert_eq!(k.value(), c.state.component(), "keyed by component");
+        let (c, kind) = round_trip::<C>("component_state", k.value(), v.value());
+        assert_eq!(kind, v4::ComponentCheckpoint::RECORD_KIND);
+        assert_eq!(k.value(), component(&c), "keyed by component");
         out.push((codec::open(v.value()).unwrap().header(), c));
     }
     out
 }
 
+/// [`round_trip_components`] with the frozen `v3` types: a file at schema 3 (the committed v3
+/// fixture; after `v3_to_v4` the scheduler's record no longer decodes as schema 3).
+pub fn round_trip_v3_components(
+    path: &std::path::Path,
+) -> Vec<(RecordHeader, v3::ComponentCheckpoint)> {
+    round_trip_components(path, 3, |c: &v3::ComponentCheckpoint| c.state.component())
+}
+
+/// [`round_trip_components`] with the frozen `v4` types: a file at schema 4.
+pub fn round_trip_v4_components(
+    path: &std::path::Path,
+) -> Vec<(RecordHeader, v4::ComponentCheckpoint)> {
+    round_trip_components(path, 4, |c: &v4::ComponentCheckpoint| c.state.component())
+}
+
+/// A frozen schema-3 checkpoint as schema 4 reads it: every field the same, the scheduler's
+/// `previous_validated` and `rollback` empty (what `v3_to_v4` must write; stated here on its
+/// own, field by field, rather than calling the step).
+pub fn as_v4(c: &v3::ComponentCheckpoint) -> v4::ComponentCheckpoint {
+    let state = match &c.state {
+        v3::ComponentState::Scheduler(s) => {
+            v4::ComponentState::Scheduler(v4::SchedulerCheckpoint {
+                last_validated: s.last_validated.clone(),
+                endpoints: s.endpoints.clone(),
+                runtime_config: s.runtime_config.clone(),
+                applied: s.applied.clone(),
+                given_up: s.given_up.clone(),
+                rejected: s.rejected.clone(),
+                previous_validated: None,
+                rollback: None,
+            })
+        }
+        v3::ComponentState::Validator(v) => v4::ComponentState::Validator(v.clone()),
+        v3::ComponentState::Publisher(p) => v4::ComponentState::Publisher(p.clone()),
+    };
+    v4::ComponentCheckpoint {
+        through: c.through,
+        state,
+    }
+}
+
 /// The journal's checkpoint and the frozen one are the same value: the same payload bytes
 /// (the types differ; bincode numbers fields and variants in order, so equal bytes mean equal
-/// fields), and for the quarantine entries the same fields by name.
-pub fn assert_same_checkpoint(journal: &ComponentCheckpoint, frozen: &v3::ComponentCheckpoint) {
+/// fields), and for the quarantine entries and the rollback fields the same fields by name.
+pub fn assert_same_checkpoint(journal: &ComponentCheckpoint, frozen: &v4::ComponentCheckpoint) {
     assert_eq!(
         codec::encode_payload(journal),
-        v3::encode(frozen).unwrap(),
+        v4::encode(frozen).unwrap(),
         "{journal:?} != {frozen:?}"
     );
     let rejected: Vec<(String, [u8; 32], String, u32, u64)> = match &frozen.state {
-        v3::ComponentState::Scheduler(s) => s
+        v4::ComponentState::Scheduler(s) => s
             .rejected
             .iter()
             .map(|r| {
@@ -276,6 +321,35 @@ pub fn assert_same_checkpoint(journal: &ComponentCheckpoint, frozen: &v3::Compon
         })
         .collect();
     assert_eq!(rejected, want);
+    type Rollback = (Option<[u8; 32]>, Option<(String, [u8; 32], String, u64)>);
+    let got: Rollback = match &frozen.state {
+        v4::ComponentState::Scheduler(s) => (
+            s.previous_validated.map(|c| c.0),
+            s.rollback.as_ref().map(|h| {
+                (
+                    h.value.clone(),
+                    h.render.0,
+                    h.correlation.event_id.0.clone(),
+                    h.since.0,
+                )
+            }),
+        ),
+        _ => (None, None),
+    };
+    let want: Rollback = crate::fixture::scheduler_of(journal).map_or((None, None), |s| {
+        (
+            s.previous_validated.map(|c| c.0),
+            s.rollback.as_ref().map(|h| {
+                (
+                    h.value.clone(),
+                    h.render.0,
+                    h.correlation.event_id.as_str().to_owned(),
+                    h.since.0,
+                )
+            }),
+        )
+    });
+    assert_eq!(got, want);
 }
 
 /// The journal's `SyncRecord` in the frozen v4 shape (enum variants by name).

@@ -11,7 +11,7 @@ use std::process::Command;
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use haptic_journal::*;
 use haptic_migrations::test_v5::{CRASH_POINT, EVENTS_V5, STEPS, V5Event};
-use haptic_migrations::{MigrateError, Policy, v3, v4};
+use haptic_migrations::{MigrateError, Policy, v4};
 
 use crate::fixture::{self, Fixture};
 use crate::fixture_copy;
@@ -32,10 +32,10 @@ fn snapshot(path: &std::path::Path) -> Vec<String> {
         for (k, v) in j.raw_table(t, None, usize::MAX).unwrap() {
             if *t == "component_state" && k == RecordKey::Text("deployment-scheduler".into()) {
                 let raw = codec::open(&v).unwrap();
-                let mut c: v3::ComponentCheckpoint = v3::decode(raw.payload).unwrap();
-                if let v3::ComponentState::Scheduler(s) = &mut c.state {
+                let mut c: v4::ComponentCheckpoint = v4::decode(raw.payload).unwrap();
+                if let v4::ComponentState::Scheduler(s) = &mut c.state {
                     for r in &mut s.rejected {
-                        r.next_retry_at = v3::UnixMillis(0);
+                        r.next_retry_at = v4::UnixMillis(0);
                     }
                 }
                 out.push(format!("{t} {k} {:?} {c:?}", raw.header()));
@@ -121,7 +121,7 @@ fn v4_to_v5_migrates_a_copy_of_each_fixture() {
             fixture::expected(f).history.len() as u64
         );
         assert_eq!(
-            rtx.open_table(v3::tables::ENDPOINT_TRANSACTION)
+            rtx.open_table(v4::tables::ENDPOINT_TRANSACTION)
                 .unwrap()
                 .len()
                 .unwrap(),

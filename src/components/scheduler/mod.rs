@@ -4,7 +4,7 @@
 //!  ValidationCompleted / ValidationFailed / HAProxyPodsDiscovered / HAProxyPodTerminated /
 //!  DriftPreventionTriggered / InstanceDeployed / InstanceDeploymentFailed / DeploymentCompleted /
 //!  ConfigPublished / ConfigValidated / BecameLeader / LostLeadership /
-//!  DeploymentRetryRequest                                                (dispatcher, Seq order)
+//!  DeploymentRetryRequest / DeploymentRollbackRequest (resolved, checked) (dispatcher, Seq order)
 //!        │                                     timer (rate limit, timeout, backoff)
 //!        ▼                                        │
 //!  decide(&mut SchedulerState, Input, now) ───────┘──► Vec<Effect>
@@ -14,7 +14,8 @@
 //!        │ Cancel (timeout)    → cancel the task for real, journal DeploymentCancelRequest + ack
 //!        │ Resume              → rerun the journaled in-flight deployment (restart, new term)
 //!        │ GiveUp              → ConfigAppliedToPod with the reason, for pods that never finished
-//!        ▼ Quarantined         → DeploymentQuarantined (attempt, next retry time) for the status
+//!        │ Quarantined         → DeploymentQuarantined (attempt, next retry time) for the status
+//!        ▼ Rollback            → DeploymentRollback (held, ended, refused) for the condition
 //! ```
 //!
 //! Fixes over upstream (DESIGN.md section 3): completions match the deployment id (stale ones are
@@ -40,6 +41,14 @@
 //! Each rejection journals `deployment.quarantined` (attempt, next retry), which the publisher
 //! shows as the pod's `nextRetryAt`.
 //!
+//! Rollback (issue 28): `deployment.rollback.request` (the HAProxyCfg annotation
+//! `haproxy-haptic.org/rollback-to`) is resolved by [`decide::resolve_rollback`] (a checksum, or
+//! `previous`: [`SchedulerState::previous_validated`], fixed here), checked by the shell (the
+//! journal's copy, `haproxy -c`: [`shell::RollbackCheck`]) and folded as
+//! [`decide::Input::Rollback`]: the hold ([`SchedulerState::rollback`], in the checkpoint) makes
+//! [`SchedulerState::target`] the held render for every deployment decision; newer renders
+//! update `last_validated` only; removing the annotation deploys the newest again.
+//!
 //! # Inputs
 //! [`decide::Input`]: the events above, journal recovery, timer ticks.
 //!
@@ -48,7 +57,8 @@
 //!
 //! # Journal records
 //! Queues `deploy-pending` (one slot, latest wins) and `deploy-inflight` (one slot); events
-//! `deployment.scheduled`, `deployment.cancel.request`, `config.applied.to.pod` (give-up);
+//! `deployment.scheduled`, `deployment.cancel.request`, `config.applied.to.pod` (give-up),
+//! `deployment.quarantined`, `deployment.rollback`;
 //! reads table `endpoint_applied` at start.
 //!
 //! # Failpoints
@@ -67,12 +77,14 @@ pub mod shell;
 mod tests;
 
 pub use decide::{
-    Backoff, DRIFT_TRIGGER_REASON, Effect, Input, Phase, Quarantine, SchedulerSettings,
-    SchedulerState, backoff_delay, decide,
+    Backoff, DRIFT_TRIGGER_REASON, Effect, Input, Phase, Quarantine, ROLLBACK_PREVIOUS,
+    RollbackAsk, RollbackVerdict, SchedulerSettings, SchedulerState, backoff_delay, decide,
+    resolve_rollback,
 };
 pub use plan::{Plan, PlanContext, plan};
 pub use shell::{
-    Recovery, SchedulerHandle, SchedulerShell, SchedulerStats, recover, subscribe_options, to_input,
+    Recovery, RollbackCheck, SchedulerHandle, SchedulerShell, SchedulerStats, recover,
+    subscribe_options, to_input,
 };
 
 /// Component identifier (logs, metrics, health).

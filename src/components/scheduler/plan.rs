@@ -202,6 +202,18 @@ pub fn plan(effects: Vec<Effect>, ctx: &PlanContext) -> Plan {
                     next_retry_at,
                 });
             }
+            Effect::Rollback {
+                correlation,
+                runtime_config,
+                change,
+            } => {
+                tracing::info!(?change, "rollback");
+                p.batch.event(Event::DeploymentRollback {
+                    correlation,
+                    runtime_config,
+                    change,
+                });
+            }
         }
     }
     if let Some(req) = pending_written {

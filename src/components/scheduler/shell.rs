@@ -16,7 +16,9 @@ use tokio::task::JoinHandle;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::decide::{Effect, Input, SchedulerState, decide};
+use super::decide::{
+    Effect, Input, RollbackAsk, RollbackVerdict, SchedulerState, decide, resolve_rollback,
+};
 use super::plan::{PlanContext, plan};
 use crate::components::deployer::{Deployer, RunOutcome};
 use crate::core::health::Health;
@@ -41,7 +43,18 @@ pub fn subscribe_options() -> SubscribeOptions {
         EventKind::BecameLeader,
         EventKind::LostLeadership,
         EventKind::DeploymentRetryRequest,
+        EventKind::DeploymentRollbackRequest,
     ])
+}
+
+/// What a rollback's render is checked with before the fleet is held on it: the journal's copy
+/// (the render store) and `haproxy -c` (the validator's binary and timeout).
+#[derive(Clone, Debug)]
+pub struct RollbackCheck {
+    /// Where the render is loaded from.
+    pub renders: crate::dispatch::render::RenderStore,
+    /// `haproxy -c`.
+    pub validator: crate::validate::Validator,
 }
 
 /// Counters.
@@ -111,6 +124,8 @@ pub struct SchedulerShell {
     /// The scheduler's checkpoint (DESIGN.md J11): restored at start, written with the effects
     /// of every input that changes the durable state.
     checkpoints: Checkpoints,
+    /// How a rollback's render is checked; `None`: rollback requests are refused, saying so.
+    rollback_check: Option<RollbackCheck>,
 }
 
 debug_non_exhaustive!(SchedulerShell, |x| "state" => x.state);
@@ -149,9 +164,69 @@ impl SchedulerShell {
                 stats,
                 health,
                 checkpoints: Checkpoints::fresh(super::COMPONENT),
+                rollback_check: None,
             },
             handle,
         )
+    }
+
+    /// Checks the render of each rollback request with `check` (the controller always sets
+    /// it; without it a request is refused, naming why).
+    #[must_use]
+    pub fn with_rollback_check(mut self, check: RollbackCheck) -> Self {
+        self.rollback_check = Some(check);
+        self
+    }
+
+    /// The input of a `deployment.rollback.request`: [`resolve_rollback`] against the state,
+    /// then, for a render, the journal's copy loaded and validated with `haproxy -c`. Folded
+    /// again after a restart when its event is replayed: the state it resolves against is the
+    /// checkpoint's, so `previous` names the same render.
+    async fn rollback_input(
+        &self,
+        correlation: &Correlation,
+        runtime_config: &RuntimeConfigRef,
+        value: Option<&str>,
+    ) -> Input {
+        let verdict = match resolve_rollback(&self.state, value) {
+            RollbackAsk::Unchanged => RollbackVerdict::Unchanged,
+            RollbackAsk::Release => RollbackVerdict::Release,
+            RollbackAsk::Refuse { value, reason } => RollbackVerdict::Refuse { value, reason },
+            RollbackAsk::Check { value, render } => match self.check_rollback(render).await {
+                Ok(()) => RollbackVerdict::Hold { value, render },
+                Err(reason) => RollbackVerdict::Refuse { value, reason },
+            },
+        };
+        Input::Rollback {
+            correlation: correlation.clone(),
+            runtime_config: runtime_config.clone(),
+            verdict,
+        }
+    }
+
+    /// Loads `render` from the journal and runs `haproxy -c` on it; the refusal's reason when
+    /// it is missing or rejected.
+    async fn check_rollback(&self, render: haptic_journal::Checksum) -> Result<(), String> {
+        let Some(check) = &self.rollback_check else {
+            return Err("this scheduler was started without a validator; no rollback".to_owned());
+        };
+        let content = match check.renders.load(render).await {
+            Ok(r) => r.into_content(),
+            Err(e) => {
+                tracing::warn!(%render, error = %e, "rollback: render not loadable");
+                return Err(format!(
+                    "render {render} is not in this replica's journal (trimmed, or never rendered here): pick one that `haptic-journalctl history FILE` or GET /debug/history lists ({e})"
+                ));
+            }
+        };
+        match check.validator.validate(&content).await {
+            Ok(v) if v.outcome.passed() => Ok(()),
+            Ok(v) => Err(format!(
+                "render {render} fails haproxy -c now: {}",
+                v.outcome.messages().join("; ")
+            )),
+            Err(e) => Err(format!("render {render} could not be validated: {e}")),
+        }
     }
 
     /// Runs until `cancel` or until the dispatcher stops. Recovers the scheduler's checkpoint
@@ -193,7 +268,10 @@ impl SchedulerShell {
                         continue;
                     }
                     self.checkpoints.saw(d.seq);
-                    if let Some(input) = to_input(&d.event, d.replayed, &self.state) {
+                    if let Event::DeploymentRollbackRequest { correlation, runtime_config, value } = &*d.event {
+                        let input = self.rollback_input(correlation, runtime_config, value.as_deref()).await;
+                        self.step(input).await?;
+                    } else if let Some(input) = to_input(&d.event, d.replayed, &self.state) {
                         if matches!(input, Input::BecameLeader { .. }) {
                             haptic_journal::crash_point!("leadership::before_replay");
                         }

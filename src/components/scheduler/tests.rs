@@ -987,7 +987,7 @@ mod model {
                                 prop_assert!(was_leader);
                                 running = None;
                             }
-                            Effect::GiveUp { .. } | Effect::ArmTimer(_) | Effect::Quarantined { .. } => {}
+                            Effect::GiveUp { .. } | Effect::ArmTimer(_) | Effect::Quarantined { .. } | Effect::Rollback { .. } => {}
                         }
                     }
                     // The in-memory phase agrees with the executor.
@@ -1322,4 +1322,157 @@ fn a_timed_out_quarantine_retry_alone_starts_nothing() {
         "{fx:?}"
     );
     assert!(s.quarantined(&ep(1).url, &render(1)));
+}
+
+// ---- rollback (issue 28) ----
+
+/// A checked rollback request.
+fn rollback(verdict: RollbackVerdict) -> Input {
+    Input::Rollback {
+        correlation: Correlation::new("rb"),
+        runtime_config: rc(),
+        verdict,
+    }
+}
+
+fn hold(n: u8) -> RollbackVerdict {
+    RollbackVerdict::Hold {
+        value: render(n).to_string(),
+        render: render(n),
+    }
+}
+
+fn rollback_change(fx: &[Effect]) -> Option<&haptic_journal::RollbackChange> {
+    fx.iter().find_map(|e| match e {
+        Effect::Rollback { change, .. } => Some(change),
+        _ => None,
+    })
+}
+
+#[test]
+fn previous_is_the_render_validated_before_the_newest_and_a_repeat_changes_nothing() {
+    let (mut s, t0) = leader(2);
+    assert!(matches!(
+        resolve_rollback(&s, Some(ROLLBACK_PREVIOUS)),
+        RollbackAsk::Refuse { ref reason, .. } if reason.contains("no render was validated before")
+    ));
+    deploy_all(&mut s, 1, t0);
+    let t1 = t0 + Duration::from_secs(10);
+    deploy_all(&mut s, 2, t1);
+    // The same render validated again (a drift check) does not move `previous`.
+    decide(&mut s, validated(2), t1 + Duration::from_secs(10));
+    assert_eq!(
+        resolve_rollback(&s, Some("previous")),
+        RollbackAsk::Check {
+            value: "previous".into(),
+            render: render(1)
+        }
+    );
+    assert!(matches!(
+        resolve_rollback(&s, Some("sha256:nothex")),
+        RollbackAsk::Refuse { ref reason, .. } if reason.contains("neither a render checksum")
+    ));
+    assert_eq!(resolve_rollback(&s, None), RollbackAsk::Unchanged);
+    decide(
+        &mut s,
+        rollback(RollbackVerdict::Hold {
+            value: "previous".into(),
+            render: render(1),
+        }),
+        t1 + Duration::from_secs(20),
+    );
+    // The watch after a restart reads the same value: nothing moves, though `previous` would
+    // now resolve elsewhere.
+    assert_eq!(
+        resolve_rollback(&s, Some("previous")),
+        RollbackAsk::Unchanged
+    );
+    assert_eq!(resolve_rollback(&s, None), RollbackAsk::Release);
+}
+
+#[test]
+fn a_hold_deploys_its_render_and_newer_renders_wait_until_it_ends() {
+    let (mut s, t0) = leader(2);
+    deploy_all(&mut s, 1, t0);
+    let mut t = t0 + Duration::from_secs(10);
+    deploy_all(&mut s, 2, t);
+    t += Duration::from_secs(10);
+    let fx = decide(&mut s, rollback(hold(1)), t);
+    assert!(matches!(
+        rollback_change(&fx),
+        Some(haptic_journal::RollbackChange::Held { render: r, newest: Some(n), .. }) if *r == render(1) && *n == render(2)
+    ));
+    let req = started(&fx).expect("the held render is deployed").clone();
+    assert_eq!(req.render, render(1));
+    assert_eq!(req.endpoints.len(), 2);
+    assert_eq!(req.reason.cause, DeploymentCause::Rollback);
+    complete_all(&mut s, &req, t);
+    // A newer render is validated and remembered, not deployed.
+    t += Duration::from_secs(10);
+    assert_starts_nothing(&decide(&mut s, validated(3), t));
+    assert_eq!(s.last_validated.as_ref().map(|(r, _)| *r), Some(render(3)));
+    // New pods, drift checks and a new term get the held render.
+    t += Duration::from_secs(10);
+    let fx = decide(&mut s, discovered(vec![ep(1), ep(2), ep(3)]), t);
+    let req = started(&fx).unwrap().clone();
+    assert_eq!((req.render, req.endpoints.len()), (render(1), 1));
+    complete_all(&mut s, &req, t);
+    t += Duration::from_secs(10);
+    let req = started(&decide(&mut s, drift(), t)).unwrap().clone();
+    assert_eq!((req.render, req.endpoints.len()), (render(1), 3));
+    complete_all(&mut s, &req, t);
+    // A restart restores the hold from the checkpoint.
+    let mut r = SchedulerState::new(SchedulerSettings::default(), "d2");
+    decide(&mut r, recovered_from(&s), t);
+    assert_eq!(r.target().map(|(c, _)| c), Some(render(1)));
+    assert_starts_nothing(&decide(&mut r, Input::BecameLeader { term: Term(2) }, t));
+    // The end deploys the newest.
+    t += Duration::from_secs(10);
+    let fx = decide(&mut s, rollback(RollbackVerdict::Release), t);
+    assert!(matches!(
+        rollback_change(&fx),
+        Some(haptic_journal::RollbackChange::Released { render: r, newest: Some(n) }) if *r == render(1) && *n == render(3)
+    ));
+    let req = started(&fx).unwrap();
+    assert_eq!((req.render, req.endpoints.len()), (render(3), 3));
+    assert!(s.rollback.is_none());
+}
+
+#[test]
+fn a_refused_request_changes_nothing_and_keeps_a_hold() {
+    let (mut s, t0) = leader(1);
+    deploy_all(&mut s, 1, t0);
+    let before = s.checkpoint();
+    let refuse = RollbackVerdict::Refuse {
+        value: "sha256:00".into(),
+        reason: "not in the journal".into(),
+    };
+    let fx = decide(
+        &mut s,
+        rollback(refuse.clone()),
+        t0 + Duration::from_secs(5),
+    );
+    assert_starts_nothing(&fx);
+    assert!(matches!(
+        rollback_change(&fx),
+        Some(haptic_journal::RollbackChange::Refused { held: None, .. })
+    ));
+    assert_eq!(s.checkpoint(), before);
+    let t = t0 + Duration::from_secs(10);
+    deploy_all(&mut s, 2, t);
+    let req = started(&decide(
+        &mut s,
+        rollback(hold(1)),
+        t + Duration::from_secs(5),
+    ))
+    .unwrap()
+    .clone();
+    complete_all(&mut s, &req, t + Duration::from_secs(5));
+    let fx = decide(&mut s, rollback(refuse), t + Duration::from_secs(10));
+    assert_starts_nothing(&fx);
+    assert!(matches!(
+        rollback_change(&fx),
+        Some(haptic_journal::RollbackChange::Refused { held: Some(h), .. }) if *h == render(1)
+    ));
+    assert_eq!(s.target().map(|(c, _)| c), Some(render(1)));
 }

@@ -129,6 +129,9 @@ impl HAProxyCfgStatus {
     /// when discovery no longer lists it or it terminated. So a scale-up is `PodsPending`,
     /// naming the new pods, until each has been configured.
     ///
+    /// While a rollback holds (`RolledBack=True`, [`HAProxyCfgStatus::held_render`]), the held
+    /// render takes the place of `spec_checksum` below.
+    ///
     /// Per entry: *synced* when its last sync succeeded on `spec_checksum`; *rejected* when it
     /// rejected `spec_checksum` permanently (`rejected: true`, quarantined); *failed* when its
     /// last sync failed otherwise (any checksum: retried); *pending* otherwise (another
@@ -151,6 +154,8 @@ impl HAProxyCfgStatus {
         let (mut rejected, mut failed, mut pending) = (Vec::new(), Vec::new(), Vec::new());
         let mut unpublished = Vec::new();
         let too_large = self.too_large_render();
+        // A rollback holds: the pods are to run the held render, not the spec's (newest).
+        let spec_checksum = &self.held_render().unwrap_or(*spec_checksum);
         let mut pods: Vec<&PodDeploymentStatus> = self.deployed_to_pods.iter().collect();
         pods.sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
         for p in &pods {
@@ -251,6 +256,18 @@ impl HAProxyCfgStatus {
             .conditions
             .iter()
             .find(|c| c.type_ == super::conditions::SIZE_LIMIT_EXCEEDED && c.status == "True")?;
+        let (sum, _) = c.message.strip_prefix("render ")?.split_once(' ')?;
+        Checksum::parse(sum).ok()
+    }
+
+    /// The render a rollback holds the fleet on: the checksum `RolledBack=True` names (its
+    /// message starts `render <checksum> is held`), if any.
+    #[must_use]
+    pub fn held_render(&self) -> Option<Checksum> {
+        let c = self
+            .conditions
+            .iter()
+            .find(|c| c.type_ == super::conditions::ROLLED_BACK && c.status == "True")?;
         let (sum, _) = c.message.strip_prefix("render ")?.split_once(' ')?;
         Checksum::parse(sum).ok()
     }

@@ -89,6 +89,13 @@ pub mod conditions {
     /// runtime's journal watch directly to the API (not through the journal), leader only, best
     /// effort.
     pub const JOURNAL_WRITABLE: &str = "JournalWritable";
+    /// Whether an operator's rollback holds the fleet on an earlier render (the annotation
+    /// `haproxy-haptic.org/rollback-to`, issue 28). True: the message starts
+    /// `render <checksum> is held`, names the annotation's value and the newest validated render
+    /// (which `spec.checksum` shows: the spec never moves back); `Synced` then counts a pod on
+    /// the held render as synced. False: no hold (ended, or a request was refused, saying why).
+    /// Written by the leader from the journaled `deployment.rollback` decision, best effort.
+    pub const ROLLED_BACK: &str = "RolledBack";
 }
 
 /// Condition reasons (CamelCase).
@@ -151,6 +158,13 @@ pub mod reasons {
     pub const JOURNAL_READ_ONLY: &str = "JournalReadOnly";
     /// `JournalWritable=False`: the journal file was removed, or another I/O error.
     pub const JOURNAL_UNAVAILABLE: &str = "JournalUnavailable";
+    /// `RolledBack=True`: the fleet is held on an earlier render.
+    pub const ROLLBACK_HELD: &str = "RollbackHeld";
+    /// `RolledBack=False`: the hold ended; the fleet gets the newest validated render.
+    pub const ROLLBACK_ENDED: &str = "RollbackEnded";
+    /// `RolledBack=False`: a rollback request was refused (render not in the journal, fails
+    /// `haproxy -c`, no earlier render, not a checksum); the fleet unchanged.
+    pub const ROLLBACK_REFUSED: &str = "RollbackRefused";
 }
 
 /// Whether `status: "True"` of a condition type is the good state (`Synced`) or the bad one
@@ -254,6 +268,12 @@ pub const CONDITIONS: &[ConditionSpec] = &[
             reasons::JOURNAL_UNAVAILABLE,
         ],
     },
+    ConditionSpec {
+        type_: conditions::ROLLED_BACK,
+        polarity: Polarity::Negative,
+        true_reasons: &[reasons::ROLLBACK_HELD],
+        false_reasons: &[reasons::ROLLBACK_REFUSED, reasons::ROLLBACK_ENDED],
+    },
 ];
 
 /// The catalogue entry of condition type `type_`, if haptic writes it.
@@ -276,6 +296,13 @@ pub mod labels {
     /// request (`deployment.retry.request`), a value already seen is not (e.g.
     /// `kubectl annotate --overwrite hpcfg/NAME haproxy-haptic.org/retry-rejected="$(date +%s)"`).
     pub const RETRY_REJECTED: &str = "haproxy-haptic.org/retry-rejected";
+    /// Annotation an operator sets on the main HAProxyCfg to hold the fleet on an earlier
+    /// render (issue 28): a render checksum `sha256:<hex>` from the journal, or `previous` (the
+    /// render validated before the newest, fixed to its checksum when the scheduler reads the
+    /// request). Newer renders are validated and journaled meanwhile, not deployed; removing
+    /// the annotation deploys the newest. The condition `RolledBack` says what holds
+    /// (`kubectl annotate hpcfg/NAME haproxy-haptic.org/rollback-to=previous`).
+    pub const ROLLBACK_TO: &str = "haproxy-haptic.org/rollback-to";
 }
 
 /// Conventions of the Secrets that carry SSL certificates and CA files

@@ -270,7 +270,8 @@ fn open_journal(path: &Path) -> Result<Journal, PlanError> {
     }
 }
 
-/// The newest render the journal's scheduler checkpoint names as validated.
+/// The render the journal's scheduler would deploy: the held render while a rollback holds
+/// (the annotation `haproxy-haptic.org/rollback-to`), else the newest validated one.
 fn newest_render(journal: &Journal, path: &Path) -> Result<JournaledRender, PlanError> {
     let checkpoint = journal
         .component_checkpoint(SCHEDULER_COMPONENT)
@@ -285,7 +286,8 @@ fn newest_render(journal: &Journal, path: &Path) -> Result<JournaledRender, Plan
             message: "holds no validated render yet: plan with --render-dir".to_owned(),
         });
     };
-    let Some((checksum, _)) = s.last_validated else {
+    let held = s.rollback.map(|h| h.render);
+    let Some(checksum) = held.or(s.last_validated.map(|(c, _)| c)) else {
         return Err(PlanError::Journal {
             path: path.to_owned(),
             message: "holds no validated render yet: plan with --render-dir".to_owned(),

@@ -30,6 +30,7 @@ pub mod rbac;
 pub mod replicas;
 pub mod restart;
 mod retire;
+pub mod rollback;
 pub mod sources;
 pub mod startup;
 pub mod stream;

@@ -42,6 +42,8 @@ on_peers!(
         crate::deployer::drift_event::drift_event,
     plan_says_what_the_deployment_then_does_and_only_reads =>
         crate::deployer::plan::plan_then_deploy,
+    a_rollback_holds_the_fleet_on_an_earlier_render_across_a_sigkill_until_the_annotation_goes =>
+        crate::e2e::rollback::rollback,
     a_full_status_of_each_kind_reads_back_unpruned => crate::manifests::full_status_read_back,
     kubectl_get_hpcfg_prints_our_columns => crate::manifests::kubectl_get_hpcfg,
     kubectl_apply_server_side_of_deploy_crds_passes => crate::manifests::kubectl_apply_crds,

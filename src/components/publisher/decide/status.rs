@@ -66,7 +66,8 @@ pub enum PodOutcome {
 /// A successful deployment needs the object completely published (its status has the
 /// publication metadata) with the same `spec.checksum`, or with `SizeLimitExceeded=True` for
 /// the change's render ([`too_large_render`]: a render the spec never gets, so its statuses
-/// would wait forever while every pod runs it); a failed one, and a discovered pod's pending
+/// would wait forever while every pod runs it), or with `RolledBack=True` holding the change's
+/// render (the spec never moves back: [`HAProxyCfgStatus::held_render`]); a failed one, and a discovered pod's pending
 /// entry, need the object completely published; a removal is always done (an absent object
 /// has no entry to remove).
 #[must_use]
@@ -89,7 +90,8 @@ pub fn park_rule(cfg: Option<&HAProxyCfg>, change: &PodChange) -> PodOutcome {
     let published = published(cfg);
     let shown = checksum == cfg.spec.checksum
         || change.is_failure()
-        || too_large_render(cfg) == Some(checksum);
+        || too_large_render(cfg) == Some(checksum)
+        || cfg.status.as_ref().and_then(HAProxyCfgStatus::held_render) == Some(checksum);
     if published && shown {
         PodOutcome::Done
     } else {

@@ -2,7 +2,8 @@
 //! of them is deleted or edited by someone else ([`decide::outside_edit`] over the term's heal
 //! cache). The watch of the main HAProxyCfg also keeps its last status in the cache (so a
 //! restored object gets it back) and turns a new value of its annotation
-//! `haproxy-haptic.org/retry-rejected` into `deployment.retry.request` through the router (with
+//! `haproxy-haptic.org/retry-rejected` into `deployment.retry.request` and of
+//! `haproxy-haptic.org/rollback-to` into `deployment.rollback.request` through the router (with
 //! or without self-healing).
 
 use std::sync::Arc;
@@ -22,6 +23,15 @@ use super::failures::sleep_or_cancel;
 use super::router::RouterHandle;
 use crate::components::publisher::decide::{self, Seen};
 use crate::k8s::crd::{HAProxyCfgStatus, conditions, labels};
+
+/// The render the `RolledBack=True` condition of the HAProxyCfg `obj` names, if any.
+fn held_render<K: serde::Serialize>(obj: &K) -> Option<haptic_journal::Checksum> {
+    serde_json::to_value(obj)
+        .ok()
+        .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
+        .and_then(|s| serde_json::from_value::<HAProxyCfgStatus>(s).ok())?
+        .held_render()
+}
 
 /// One watch of one kind of published object, for one term.
 pub(super) struct HealWatch {
@@ -54,6 +64,8 @@ impl HealWatch {
         let stream = watcher(api, watcher::Config::default().labels(&selector));
         futures::pin_mut!(stream);
         let main = self.ctx.cfg.haproxycfg_name();
+        // The render `RolledBack=True` names, as this watch last saw it (see `held_changed`).
+        let mut held: Option<Option<haptic_journal::Checksum>> = None;
         loop {
             let ev = tokio::select! {
                 () = self.cancel.cancelled() => return,
@@ -75,8 +87,29 @@ impl HealWatch {
             let key = (kind.clone(), o.name_any());
             if kind == "HAProxyCfg" && key.1 == main {
                 self.remember_status(&o);
+                let now_held = held_render(&o);
+                let changed = match held {
+                    Some(h) => h != now_held,
+                    None => now_held.is_some(),
+                };
+                if !deleted && changed {
+                    // Pod reports of the held render were parked while the condition was not
+                    // there yet (the spec never moves back): they can be shown now.
+                    if let Err(e) = self.ctx.commit.unpark_all().await {
+                        warn!(error = %e, "publisher: journal failure unparking statuses; stopping the term");
+                        self.cancel.cancel();
+                        return;
+                    }
+                    self.ctx.wake.status.notify_one();
+                }
+                held = Some(now_held);
                 if !deleted && let Err(e) = self.retry_rejected(o.meta()).await {
                     warn!(error = %e, "publisher: journal failure recording a retry request; stopping the term");
+                    self.cancel.cancel();
+                    return;
+                }
+                if !deleted && let Err(e) = self.rollback(o.meta()).await {
+                    warn!(error = %e, "publisher: journal failure recording a rollback request; stopping the term");
                     self.cancel.cancel();
                     return;
                 }
@@ -126,6 +159,29 @@ impl HealWatch {
             return Ok(());
         };
         router.retry_requested(value).await
+    }
+
+    /// Hands the annotation [`labels::ROLLBACK_TO`] of the main HAProxyCfg (or its absence) to
+    /// the router, which journals `deployment.rollback.request` when it changed.
+    ///
+    /// # Errors
+    /// The journal commit failed ([`crate::components::publisher::PublisherError`]).
+    ///
+    /// # Cancel safety
+    /// As [`HealWatch::retry_rejected`].
+    async fn rollback(
+        &self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Result<(), crate::components::publisher::PublisherError> {
+        let Some(router) = &self.retries else {
+            return Ok(());
+        };
+        let value = meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::ROLLBACK_TO))
+            .cloned();
+        router.rollback_requested(value).await
     }
 
     /// Keeps the status of the main HAProxyCfg `obj` when it has pod entries or conditions

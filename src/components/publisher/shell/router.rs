@@ -50,6 +50,12 @@ enum Message {
     StatusListed { pods: Vec<PodRef>, reply: Reply<()> },
     /// The main HAProxyCfg's annotation `haproxy-haptic.org/retry-rejected` holds `value`.
     RetryRequested { value: String, reply: Reply<()> },
+    /// The main HAProxyCfg's annotation `haproxy-haptic.org/rollback-to` holds `value`
+    /// (`None`: absent).
+    RollbackRequested {
+        value: Option<String>,
+        reply: Reply<()>,
+    },
 }
 
 /// One accepted event as the router folds it.
@@ -143,6 +149,19 @@ impl RouterHandle {
         self.request(|reply| Message::RetryRequested { value, reply })
             .await
     }
+
+    /// Journals `deployment.rollback.request` for `value` when it differs from the last value
+    /// this process journaled (see [`Router::rollback_requested`]).
+    ///
+    /// # Errors
+    /// As [`RouterHandle::deliver`].
+    pub(super) async fn rollback_requested(
+        &self,
+        value: Option<String>,
+    ) -> Result<(), PublisherError> {
+        self.request(|reply| Message::RollbackRequested { value, reply })
+            .await
+    }
 }
 
 /// The router task's state (see the module docs).
@@ -164,6 +183,9 @@ pub(super) struct Router {
     /// The `haproxy-haptic.org/retry-rejected` value of the last `deployment.retry.request`
     /// this process journaled (the router's own value lags until it folds the event).
     retry_journaled: Option<String>,
+    /// The `haproxy-haptic.org/rollback-to` value of the last `deployment.rollback.request`
+    /// this process journaled (`None`: none yet; `Some(None)`: the annotation's absence).
+    rollback_journaled: Option<Option<String>>,
     view: watch::Sender<RouterView>,
 }
 
@@ -240,6 +262,7 @@ impl Router {
             restore_failed: restored.restore_error.is_some(),
             restore_error: restored.restore_error,
             retry_journaled: None,
+            rollback_journaled: None,
             view,
         };
         // Its end is seen by every caller (a closed mailbox or a dropped answer is
@@ -264,6 +287,9 @@ impl Router {
                         self.listed = true;
                     }
                     let _ = reply.send(r);
+                }
+                Message::RollbackRequested { value, reply } => {
+                    let _ = reply.send(self.rollback_requested(value).await);
                 }
                 Message::RetryRequested { value, reply } => {
                     let _ = reply.send(self.retry_requested(value).await);
@@ -409,6 +435,28 @@ impl Router {
         });
         self.ctx.commit.commit(b).await?;
         self.retry_journaled = Some(value);
+        Ok(())
+    }
+
+    /// Journals `deployment.rollback.request` when the main HAProxyCfg's annotation
+    /// [`crate::k8s::crd::labels::ROLLBACK_TO`] holds `value` (`None`: absent) and it differs
+    /// from the last value this process journaled. The first value a process sees is always
+    /// journaled, its absence included: a hold whose annotation was removed while no replica
+    /// led ends then. The scheduler changes nothing for a value its hold was asked with, so
+    /// the repeat after a restart moves nothing. Durable when this returns.
+    async fn rollback_requested(&mut self, value: Option<String>) -> Result<(), PublisherError> {
+        if self.rollback_journaled.as_ref() == Some(&value) {
+            return Ok(());
+        }
+        info!(annotation = crate::k8s::crd::labels::ROLLBACK_TO, value = ?value, "rollback annotation read");
+        let mut b = Batch::new();
+        b.event(Event::DeploymentRollbackRequest {
+            correlation: Correlation::new(format!("rollback-{}", UnixMillis::now().0)),
+            runtime_config: self.ctx.cfg.runtime_config(),
+            value: value.clone(),
+        });
+        self.ctx.commit.commit(b).await?;
+        self.rollback_journaled = Some(value);
         Ok(())
     }
 }

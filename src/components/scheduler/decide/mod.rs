@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use haptic_journal::{
     Checksum, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason,
-    Endpoint, EndpointApplied, EndpointUrl, InFlightDeployment, PodRef, RuntimeConfigRef,
-    SchedulerCheckpoint, Term,
+    Endpoint, EndpointApplied, EndpointUrl, InFlightDeployment, PodRef, RollbackChange,
+    RollbackHold, RuntimeConfigRef, SchedulerCheckpoint, Term,
 };
 use std::time::Instant;
 
@@ -83,6 +83,16 @@ pub enum Input {
         /// The error (HAProxy's message for a rejection).
         error: String,
     },
+    /// `deployment.rollback.request`, resolved by [`resolve_rollback`] and, for a render, checked
+    /// by the shell (in the journal, `haproxy -c`).
+    Rollback {
+        /// The request's correlation.
+        correlation: Correlation,
+        /// The HAProxyCfg that carries the annotation.
+        runtime_config: RuntimeConfigRef,
+        /// What the request comes to.
+        verdict: RollbackVerdict,
+    },
     /// `deployment.retry.request`: an operator asks to retry the quarantined renders.
     RetryRejected {
         /// The request's correlation.
@@ -102,6 +112,98 @@ pub enum Input {
     LostLeadership,
     /// The timer armed by [`Effect::ArmTimer`] fired (or any periodic tick).
     Tick,
+}
+
+/// What a rollback request asks of the current state ([`resolve_rollback`], pure): the shell
+/// checks a render before it becomes a [`RollbackVerdict`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RollbackAsk {
+    /// Nothing: no hold to end, or the value the hold was asked with (a restart's watch).
+    Unchanged,
+    /// End the hold (the annotation was removed).
+    Release,
+    /// Hold `render` once it is found in the journal and passes `haproxy -c`.
+    Check {
+        /// The annotation's value.
+        value: String,
+        /// The render it names (`previous` resolved).
+        render: Checksum,
+    },
+    /// Refuse at once (not a checksum, no earlier render).
+    Refuse {
+        /// The annotation's value.
+        value: String,
+        /// Why, naming the fix.
+        reason: String,
+    },
+}
+
+/// The annotation value that names the render validated before the newest.
+pub const ROLLBACK_PREVIOUS: &str = "previous";
+
+/// Resolves the annotation `value` of a rollback request against `state` (DESIGN.md, "Rollback"):
+/// `None` ends a hold; the value the current hold was asked with changes nothing (so a restart,
+/// whose watch reads the annotation again, cannot move a `previous` hold); `previous` is the
+/// render validated before the newest, fixed here; anything else must be a render checksum.
+#[must_use]
+pub fn resolve_rollback(state: &SchedulerState, value: Option<&str>) -> RollbackAsk {
+    let Some(value) = value.map(str::trim) else {
+        return if state.rollback.is_some() {
+            RollbackAsk::Release
+        } else {
+            RollbackAsk::Unchanged
+        };
+    };
+    if state.rollback.as_ref().is_some_and(|h| h.value == value) {
+        return RollbackAsk::Unchanged;
+    }
+    let refuse = |reason: String| RollbackAsk::Refuse {
+        value: value.to_owned(),
+        reason,
+    };
+    if value == ROLLBACK_PREVIOUS {
+        return match state.previous_validated {
+            Some(render) => RollbackAsk::Check {
+                value: value.to_owned(),
+                render,
+            },
+            None => refuse(
+                "no render was validated before the newest one in this replica's journal: name the render's checksum (`haptic-journalctl history FILE` or GET /debug/history lists the renders pods ran)".to_owned(),
+            ),
+        };
+    }
+    match Checksum::parse(value) {
+        Ok(render) => RollbackAsk::Check {
+            value: value.to_owned(),
+            render,
+        },
+        Err(_) => refuse(format!(
+            "`{value}` is neither a render checksum (sha256:<64 lowercase hex digits>) nor `{ROLLBACK_PREVIOUS}`"
+        )),
+    }
+}
+
+/// A rollback request after the shell's check: what [`decide`] applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RollbackVerdict {
+    /// Nothing changes.
+    Unchanged,
+    /// End the hold: the newest validated render is deployed again.
+    Release,
+    /// Hold the fleet on `render` (found in the journal, passed `haproxy -c`).
+    Hold {
+        /// The annotation's value.
+        value: String,
+        /// The render.
+        render: Checksum,
+    },
+    /// Refused: the fleet unchanged.
+    Refuse {
+        /// The annotation's value.
+        value: String,
+        /// Why, naming the fix.
+        reason: String,
+    },
 }
 
 /// What the shell must do, in order.
@@ -157,6 +259,15 @@ pub enum Effect {
         /// Wall-clock time of the next retry.
         next_retry_at: haptic_journal::UnixMillis,
     },
+    /// Journal `deployment.rollback`: a hold began, moved or ended, or a request was refused.
+    Rollback {
+        /// The request's correlation.
+        correlation: Correlation,
+        /// The HAProxyCfg the condition goes to (the request's).
+        runtime_config: RuntimeConfigRef,
+        /// What changed.
+        change: RollbackChange,
+    },
 }
 
 /// Reason text a drift-triggered validation carries (upstream `drift_prevention`).
@@ -166,6 +277,77 @@ fn reason(cause: DeploymentCause) -> DeploymentReason {
     DeploymentReason {
         cause,
         timeout_retry: false,
+    }
+}
+
+/// Applies a checked rollback request: a hold deploys its render to every pod not on it (not
+/// quarantined for it), an end deploys the newest validated render, a refusal changes nothing;
+/// each is journaled as `deployment.rollback` ([`Effect::Rollback`]).
+fn rollback(
+    state: &mut SchedulerState,
+    (correlation, runtime_config): (Correlation, RuntimeConfigRef),
+    verdict: RollbackVerdict,
+    now: Instant,
+    fx: &mut Vec<Effect>,
+) {
+    let newest = state.last_validated.as_ref().map(|(r, _)| *r);
+    let change = match verdict {
+        RollbackVerdict::Unchanged => return,
+        RollbackVerdict::Refuse { value, reason } => RollbackChange::Refused {
+            value,
+            reason,
+            held: state.rollback.as_ref().map(|h| h.render),
+        },
+        RollbackVerdict::Release => {
+            let Some(held) = state.rollback.take() else {
+                return;
+            };
+            RollbackChange::Released {
+                render: held.render,
+                newest,
+            }
+        }
+        RollbackVerdict::Hold { value, render } => {
+            state.rollback = Some(RollbackHold {
+                value: value.clone(),
+                render,
+                correlation: correlation.clone(),
+                since: state.wall(now),
+            });
+            RollbackChange::Held {
+                value,
+                render,
+                newest,
+            }
+        }
+    };
+    let retarget = !matches!(change, RollbackChange::Refused { .. });
+    fx.push(Effect::Rollback {
+        correlation: correlation.clone(),
+        runtime_config,
+        change,
+    });
+    if !retarget {
+        return;
+    }
+    // A new target, as a new render: fresh timeout retries and give-ups; a quarantine holds
+    // for its render only.
+    state.given_up.clear();
+    state.timeout_retries = None;
+    let Some((render, _)) = state.target() else {
+        return;
+    };
+    state.rejected.retain(|_, q| q.render == render);
+    let targets: Vec<Endpoint> = state
+        .endpoints
+        .iter()
+        .filter(|e| state.applied.get(&e.url) != Some(&render))
+        .filter(|e| !state.quarantined(&e.url, &render))
+        .cloned()
+        .collect();
+    if !targets.is_empty() {
+        let r = reason(DeploymentCause::Rollback);
+        queue(state, render, targets, r, correlation, fx);
     }
 }
 
@@ -184,6 +366,8 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
         } => {
             if let Some(c) = checkpoint {
                 state.last_validated = c.last_validated;
+                state.previous_validated = c.previous_validated;
+                state.rollback = c.rollback;
                 state.endpoints = c.endpoints;
                 state.runtime_config = c.runtime_config;
                 state.applied = c.applied.into_iter().collect();
@@ -237,7 +421,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.applied.clear();
                 state.given_up.clear();
                 state.rejected.clear();
-                if let Some((render, correlation)) = state.last_validated.clone()
+                if let Some((render, correlation)) = state.target()
                     && !state.endpoints.is_empty()
                 {
                     let all = state.endpoints.clone();
@@ -251,15 +435,30 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             correlation,
             trigger_reason,
         } => {
-            let new_render = state.last_validated.as_ref().map(|(r, _)| *r) != Some(render);
+            let old = state.last_validated.as_ref().map(|(r, _)| *r);
+            let new_render = old != Some(render);
+            if new_render && old.is_some() {
+                state.previous_validated = old;
+            }
+            state.last_validated = Some((render, correlation.clone()));
+            let drift = trigger_reason == DRIFT_TRIGGER_REASON;
+            if let Some(held) = state.rollback.as_ref().map(|h| h.render) {
+                // A rollback holds: the render is validated and journaled, not deployed. A
+                // drift check still repairs every pod, with the held render.
+                let all = not_quarantined(state, held);
+                if drift && !all.is_empty() {
+                    let r = reason(DeploymentCause::DriftPrevention);
+                    queue(state, held, all, r, correlation, &mut fx);
+                }
+                pump(state, now, &mut fx);
+                return fx;
+            }
             if new_render {
                 state.given_up.clear();
                 state.timeout_retries = None;
             }
             // A quarantine holds for its render only.
             state.rejected.retain(|_, q| q.render == render);
-            state.last_validated = Some((render, correlation.clone()));
-            let drift = trigger_reason == DRIFT_TRIGGER_REASON;
             let targets: Vec<Endpoint> = state
                 .endpoints
                 .iter()
@@ -278,7 +477,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             }
         }
         Input::ValidationFailed { correlation } => {
-            if let Some((render, _)) = state.last_validated.clone() {
+            if let Some((render, _)) = state.target() {
                 let all = not_quarantined(state, render);
                 if !all.is_empty() {
                     let r = reason(DeploymentCause::ValidationFallback);
@@ -304,7 +503,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 }
             }
             state.endpoints = endpoints;
-            if let Some((render, corr)) = state.last_validated.clone() {
+            if let Some((render, corr)) = state.target() {
                 let targets: Vec<Endpoint> = state
                     .endpoints
                     .iter()
@@ -339,7 +538,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             state.given_up.clear();
             // A drift check repairs what differs, but never retries a quarantined render: the
             // pod keeps what it runs.
-            if let Some((render, _)) = state.last_validated.clone() {
+            if let Some((render, _)) = state.target() {
                 let all = not_quarantined(state, render);
                 if !all.is_empty() {
                     let r = reason(DeploymentCause::DriftPrevention);
@@ -347,10 +546,15 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 }
             }
         }
+        Input::Rollback {
+            correlation,
+            runtime_config,
+            verdict,
+        } => rollback(state, (correlation, runtime_config), verdict, now, &mut fx),
         Input::RetryRejected { correlation } => {
             let cleared: BTreeSet<EndpointUrl> =
                 std::mem::take(&mut state.rejected).into_keys().collect();
-            if let Some((render, _)) = state.last_validated.clone() {
+            if let Some((render, _)) = state.target() {
                 let targets: Vec<Endpoint> = state
                     .endpoints
                     .iter()
@@ -477,7 +681,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 };
                 fx.push(Effect::Resume(r));
             } else if state.pending.is_none()
-                && let Some((render, corr)) = state.last_validated.clone()
+                && let Some((render, corr)) = state.target()
             {
                 let targets: Vec<Endpoint> = state
                     .endpoints

@@ -42,7 +42,7 @@ pub(super) fn quarantine(
 ) {
     state.applied.remove(&endpoint.url);
     state.backoff.remove(&endpoint.url);
-    if state.last_validated.as_ref().map(|(r, _)| *r) != Some(request.render) {
+    if state.target().map(|(r, _)| r) != Some(request.render) {
         // A render superseded while the deployment ran: the new one goes to the pod anyway,
         // and a quarantine of the old one would never be retried (nor shown truthfully).
         return;
@@ -195,7 +195,7 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
         .cloned()
         .collect();
     if !due.is_empty()
-        && let Some((render, corr)) = state.last_validated.clone()
+        && let Some((render, corr)) = state.target()
         && let Some(req) = due_request(
             state,
             render,
@@ -211,9 +211,10 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
         }
         return;
     }
-    // Quarantined renders due for their retry (issue 27): only the last validated render (a
-    // quarantine of another one is dropped when a new render passes), to discovered pods.
-    if let Some((render, corr)) = state.last_validated.clone() {
+    // Quarantined renders due for their retry (issue 27): only the render the fleet is
+    // deployed (a quarantine of another one is dropped when a new render passes), to
+    // discovered pods.
+    if let Some((render, corr)) = state.target() {
         let wall_now = state.wall(now);
         let due: Vec<Endpoint> = state
             .endpoints
@@ -259,15 +260,12 @@ pub(super) fn pump(state: &mut SchedulerState, now: Instant, fx: &mut Vec<Effect
         .filter(|(u, _)| state.endpoints.iter().any(|e| &e.url == *u))
         .map(|(_, b)| b.next_at);
     let quarantine_next = state
-        .last_validated
-        .as_ref()
+        .target()
         .map(|(render, _)| {
             state
                 .rejected
                 .iter()
-                .filter(|(u, q)| {
-                    q.render == *render && state.endpoints.iter().any(|e| &e.url == *u)
-                })
+                .filter(|(u, q)| q.render == render && state.endpoints.iter().any(|e| &e.url == *u))
                 .map(|(_, q)| state.instant(q.next_retry_at, now))
                 .collect::<Vec<_>>()
         })

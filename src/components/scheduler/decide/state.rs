@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use haptic_journal::{
-    Checksum, Correlation, DeployRequest, Endpoint, EndpointUrl, RejectedRender, RuntimeConfigRef,
-    SchedulerCheckpoint, Term, UnixMillis,
+    Checksum, Correlation, DeployRequest, Endpoint, EndpointUrl, RejectedRender, RollbackHold,
+    RuntimeConfigRef, SchedulerCheckpoint, Term, UnixMillis,
 };
 
 /// Scheduler settings (DESIGN.md section 3 defaults).
@@ -115,6 +115,11 @@ pub struct SchedulerState {
     pub next_id: u64,
     /// The last validated render and the correlation of its validation.
     pub last_validated: Option<(Checksum, Correlation)>,
+    /// The render validated before `last_validated` (what a rollback to `previous` names).
+    pub previous_validated: Option<Checksum>,
+    /// The operator's rollback while it holds: the fleet is deployed its render instead of
+    /// `last_validated` ([`SchedulerState::target`]).
+    pub rollback: Option<RollbackHold>,
     /// The admitted endpoints, as last discovered.
     pub endpoints: Vec<Endpoint>,
     /// The HAProxyCfg per-pod status goes to.
@@ -158,6 +163,8 @@ impl SchedulerState {
             id_prefix: id_prefix.into(),
             next_id: 1,
             last_validated: None,
+            previous_validated: None,
+            rollback: None,
             endpoints: Vec::new(),
             runtime_config: None,
             phase: Phase::Idle,
@@ -184,8 +191,8 @@ impl SchedulerState {
     }
 
     /// The durable part of the state (DESIGN.md J11), journaled as the scheduler's checkpoint:
-    /// the last validated render, the endpoints, the HAProxyCfg, the skip cache, the
-    /// given-up endpoints and the quarantine. The slots (pending, in-flight) are journaled by their own effects;
+    /// the last validated render and the one before it, the rollback hold, the endpoints, the
+    /// HAProxyCfg, the skip cache, the given-up endpoints and the quarantine. The slots (pending, in-flight) are journaled by their own effects;
     /// ids are per process; the phase, the rate limit, backoff and timeout retries are per term
     /// (J7: reset at every leadership change, which every restart is).
     #[must_use]
@@ -207,6 +214,18 @@ impl SchedulerState {
                     next_retry_at: q.next_retry_at,
                 })
                 .collect(),
+            previous_validated: self.previous_validated,
+            rollback: self.rollback.clone(),
+        }
+    }
+
+    /// The render the fleet is deployed, with the correlation its deployments carry: the held
+    /// render while a rollback holds, else the last validated render.
+    #[must_use]
+    pub fn target(&self) -> Option<(Checksum, Correlation)> {
+        match &self.rollback {
+            Some(h) => Some((h.render, h.correlation.clone())),
+            None => self.last_validated.clone(),
         }
     }
 

@@ -1,0 +1,230 @@
+//! Rollback with the real binary (issue 28): the annotation `haproxy-haptic.org/rollback-to` on
+//! the main HAProxyCfg holds the fleet on the render two steps back (every pod answers it over
+//! real HTTP), a newer render is validated and published in the spec but not deployed, the
+//! `RolledBack` condition names the held checksum, a SIGKILL keeps the hold, an unknown
+//! checksum is refused (condition message, `RollbackRefused` Event) with nothing changed, and
+//! removing the annotation deploys the newest. Every bound derives from [`Intervals`].
+
+use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use kube::api::{Api, ListParams};
+
+use super::{MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
+
+super::on_peers!(
+    Emulator,
+    a_rollback_holds_the_fleet_on_an_earlier_render_across_a_sigkill_until_the_annotation_goes =>
+        rollback,
+);
+
+/// `(status, reason, message)` of the condition `type_`, if any.
+fn condition(c: &HAProxyCfg, type_: &str) -> Option<(String, String, String)> {
+    c.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// The checksums `deployedToPods` lists, sorted.
+fn pod_checksums(c: &HAProxyCfg) -> Vec<String> {
+    let mut v: Vec<String> = c
+        .status
+        .as_ref()
+        .map(|s| {
+            s.deployed_to_pods
+                .iter()
+                .map(|p| p.checksum.map(|c| c.to_string()).unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Reasons of the Kubernetes Events with action `Rollback`, in list order.
+async fn rollback_events(world: &super::Fleet) -> Vec<(String, String)> {
+    let api: Api<K8sEvent> = Api::namespaced(world.client(), world.namespace());
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.action.as_deref() == Some("Rollback"))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Waits until every pod answers `render`.
+async fn every_pod_answers(world: &super::Fleet, render: &str) {
+    world
+        .eventually(
+            bounds().converge(),
+            &format!("every pod answers {render}"),
+            || world.pods_answer(render),
+        )
+        .await;
+}
+
+pub async fn rollback(peers: Peers) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let o = opts(&world, "solo", &render_dir);
+    let mut ctl = world.controller(o.clone());
+    let target = format!("hpcfg/{MAIN}");
+    published(&world, "01-basic", 2).await;
+    feed(&render_dir, "02-maps");
+    published(&world, "02-maps", 2).await;
+    feed(&render_dir, "03-maps-changed");
+    published(&world, "03-maps-changed", 2).await;
+
+    // Two steps back, by checksum.
+    let held = checksum("01-basic").to_string();
+    let annotation = format!("{}={held}", labels::ROLLBACK_TO);
+    let (ok, out) = world.kubectl(&["annotate", &target, &annotation], None);
+    assert!(ok, "kubectl annotate: {out}");
+    let message = object_until(
+        &world,
+        MAIN,
+        bounds().converge(),
+        "RolledBack=True naming the held render, every pod on it",
+        |c| {
+            let (status, reason, message) =
+                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
+            (status == "True"
+                && reason == reasons::ROLLBACK_HELD
+                && pod_checksums(c) == vec![held.clone(), held.clone()])
+            .then(|| message.clone())
+            .ok_or(format!(
+                "{status}/{reason} {message} {:?}",
+                pod_checksums(c)
+            ))
+        },
+    )
+    .await;
+    assert!(
+        message.starts_with(&format!("render {held} is held")),
+        "{message}"
+    );
+    assert!(
+        message.contains(&checksum("03-maps-changed").to_string()),
+        "names the newest: {message}"
+    );
+    every_pod_answers(&world, "01-basic").await;
+    let spec = world.hpcfg(MAIN).await.unwrap().spec.checksum;
+    assert_eq!(
+        spec,
+        checksum("03-maps-changed"),
+        "the spec never moves back"
+    );
+
+    // A newer render: validated and published in the spec, not deployed.
+    feed(&render_dir, "04-errors");
+    let newest = checksum("04-errors");
+    object_until(
+        &world,
+        MAIN,
+        bounds().converge(),
+        "spec on 04-errors",
+        |c| {
+            (c.spec.checksum == newest)
+                .then_some(())
+                .ok_or(format!("{}", c.spec.checksum))
+        },
+    )
+    .await;
+    tokio::time::sleep(bounds().deployment()).await;
+    world.pods_answer("01-basic").await.unwrap();
+    let cfg = world.hpcfg(MAIN).await.unwrap();
+    assert_eq!(pod_checksums(&cfg), vec![held.clone(), held.clone()]);
+    let (status, reason, message) = condition(&cfg, conditions::SYNCED).unwrap();
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("True", reasons::ALL_PODS_SYNCED),
+        "pods on the held render are synced: {message}"
+    );
+
+    // SIGKILL while held: the restarted controller keeps the hold.
+    ctl.kill();
+    ctl = world.controller(o.clone());
+    tokio::time::sleep(bounds().takeover()).await;
+    world.pods_answer("01-basic").await.unwrap();
+    let cfg = world.hpcfg(MAIN).await.unwrap();
+    assert_eq!(pod_checksums(&cfg), vec![held.clone(), held.clone()]);
+    assert_eq!(
+        condition(&cfg, conditions::ROLLED_BACK).map(|c| c.0),
+        Some("True".to_owned())
+    );
+
+    // An unknown checksum: refused, the hold and the fleet unchanged.
+    let unknown = format!("sha256:{}", "0".repeat(64));
+    let annotation = format!("{}={unknown}", labels::ROLLBACK_TO);
+    let (ok, out) = world.kubectl(&["annotate", "--overwrite", &target, &annotation], None);
+    assert!(ok, "kubectl annotate: {out}");
+    let message = object_until(
+        &world,
+        MAIN,
+        bounds().follow_up(),
+        "the refusal in RolledBack",
+        |c| {
+            let (status, _, message) =
+                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
+            (status == "True" && message.contains("refused"))
+                .then(|| message.clone())
+                .ok_or(message)
+        },
+    )
+    .await;
+    assert!(message.contains(&unknown), "{message}");
+    assert!(
+        message.contains("not in this replica's journal"),
+        "{message}"
+    );
+    assert!(
+        message.starts_with(&format!("render {held} is held")),
+        "{message}"
+    );
+    world.pods_answer("01-basic").await.unwrap();
+    world
+        .eventually(bounds().follow_up(), "a RollbackRefused Event", || async {
+            let ev = rollback_events(&world).await;
+            ev.iter()
+                .any(|(r, n)| r == "RollbackRefused" && n.contains(&unknown))
+                .then_some(())
+                .ok_or(format!("{ev:?}"))
+        })
+        .await;
+
+    // The annotation goes: the newest render is deployed.
+    let remove = format!("{}-", labels::ROLLBACK_TO);
+    let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
+    assert!(ok, "kubectl annotate: {out}");
+    let newest_s = newest.to_string();
+    object_until(
+        &world,
+        MAIN,
+        bounds().converge(),
+        "RolledBack=False/RollbackEnded, every pod on 04-errors",
+        |c| {
+            let (status, reason, message) =
+                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
+            (status == "False"
+                && reason == reasons::ROLLBACK_ENDED
+                && pod_checksums(c) == vec![newest_s.clone(), newest_s.clone()])
+            .then_some(())
+            .ok_or(format!(
+                "{status}/{reason} {message} {:?}",
+                pod_checksums(c)
+            ))
+        },
+    )
+    .await;
+    every_pod_answers(&world, "04-errors").await;
+    let ev = rollback_events(&world).await;
+    for want in ["RollbackStarted", "RollbackRefused", "RollbackEnded"] {
+        assert!(ev.iter().any(|(r, _)| r == want), "{want}: {ev:?}");
+    }
+    drop(ctl);
+}
