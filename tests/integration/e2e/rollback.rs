@@ -3,7 +3,9 @@
 //! real HTTP), a newer render is validated and published in the spec but not deployed, the
 //! `RolledBack` condition names the held checksum, a SIGKILL keeps the hold, an unknown
 //! checksum is refused (condition message, `RollbackRefused` Event) with nothing changed, and
-//! removing the annotation deploys the newest. Every bound derives from [`Intervals`].
+//! removing the annotation deploys the newest. The running controller's history (`GET
+//! /debug/history`) agrees with the status: both pods ran the held render after the annotation,
+//! no pod ran the newer render before the hold ended. Every bound derives from [`Intervals`].
 
 use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
@@ -56,6 +58,22 @@ async fn rollback_events(world: &super::Fleet) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The pods (`NS/NAME`) with an applied sync in `GET /debug/history?<query>` of the controller
+/// at `addr`, sorted and unique.
+async fn pods_that_ran(addr: std::net::SocketAddr, query: &str) -> Vec<String> {
+    let (status, body) = super::telemetry::get(addr, &format!("/debug/history?{query}")).await;
+    assert_eq!(status, 200, "{body}");
+    let mut pods: Vec<String> = body
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["result"] == "applied")
+        .filter_map(|l| l["pod"].as_str().map(str::to_owned))
+        .collect();
+    pods.sort();
+    pods.dedup();
+    pods
+}
+
 /// Waits until every pod answers `render`.
 async fn every_pod_answers(world: &super::Fleet, render: &str) {
     world
@@ -82,6 +100,7 @@ pub async fn rollback(peers: Peers) {
 
     // Two steps back, by checksum.
     let held = checksum("01-basic").to_string();
+    let hold_from = k8s_openapi::jiff::Timestamp::now().to_string();
     let annotation = format!("{}={held}", labels::ROLLBACK_TO);
     let (ok, out) = world.kubectl(&["annotate", &target, &annotation], None);
     assert!(ok, "kubectl annotate: {out}");
@@ -198,6 +217,7 @@ pub async fn rollback(peers: Peers) {
         .await;
 
     // The annotation goes: the newest render is deployed.
+    let hold_until = k8s_openapi::jiff::Timestamp::now().to_string();
     let remove = format!("{}-", labels::ROLLBACK_TO);
     let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
     assert!(ok, "kubectl annotate: {out}");
@@ -226,5 +246,31 @@ pub async fn rollback(peers: Peers) {
     for want in ["RollbackStarted", "RollbackRefused", "RollbackEnded"] {
         assert!(ev.iter().any(|(r, _)| r == want), "{want}: {ev:?}");
     }
+
+    // "Which pods ran render R", from the running controller's journal, matches the status:
+    // both pods ran the held render after the annotation (the restarted process's syncs
+    // included), none ran the newer render while the hold lasted, both run it after.
+    let addr = ctl.metrics_addr().await;
+    let mut all: Vec<String> = world
+        .pods()
+        .iter()
+        .map(|p| format!("{}/{}", world.namespace(), p.name))
+        .collect();
+    all.sort();
+    assert_eq!(
+        pods_that_ran(addr, &format!("render={held}&since={hold_from}")).await,
+        all,
+        "the held render"
+    );
+    assert_eq!(
+        pods_that_ran(addr, &format!("render={newest_s}&until={hold_until}")).await,
+        Vec::<String>::new(),
+        "the newer render was not deployed while held"
+    );
+    assert_eq!(
+        pods_that_ran(addr, &format!("render={newest_s}")).await,
+        all,
+        "the newest after the hold"
+    );
     drop(ctl);
 }
