@@ -6,14 +6,26 @@
 //! limits it.
 //!
 //! ```text
-//! haptic-bench [--quick] [--large] [--json] [--dir DIR] [--only 1,2]
+//! haptic-bench [--quick] [--large] [--json] [--dir DIR] [--only 1,2,7L]
 //!   figures (registry: figures/mod.rs)  ->  rows  ->  Markdown table | JSON lines
-//!   1 commit floor   2 durable accept   4 recovery   5 size
+//!   1 commit floor   2 durable accept   3 end to end (9 memory)   4 recovery   5 size
+//!   6 status coalescing   7 fan-out   8 reloads
+//!   --large: 4.2, and at fleet scale (issue 28): 5L history size, 7L fan-out (9L RSS)
 //! ```
 //!
 //! - `--quick`: fewer samples (under 2 minutes on 2 cores); the full run takes a few minutes.
-//! - `--large`: adds the 1 GiB journal reopened after kill -9 (figure 4.2); it re-executes this
-//!   binary with the hidden `__burst` argument as the writer process.
+//! - `--large`: adds the 1 GiB journal reopened after kill -9 (figure 4.2; it re-executes this
+//!   binary with the hidden `__burst` argument as the writer process) and the fleet-scale
+//!   figures of issue 28, 1,000 pods each:
+//!   - 5.L ([`figures::history_size`]): a journal with full pod history (1,000 pods x the
+//!     default 200 records, 200 distinct renders kept alive) beside the same journal without
+//!     history: file, live bytes, bytes per record, append throughput.
+//!   - 6.L: figure 6 itself (1,000 pods in every run); `--large` only notes it in the row.
+//!   - 7.L and 9.L ([`figures::fleet`]): figure 7's fan-out to 1,000 stand-ins (capped and
+//!     not), the product's `Deployer` in a child process (this binary with the hidden
+//!     `__fanout` argument, driven through stdin) whose peak and idle RSS are 9.L.
+//! - `--only`: figure numbers, and `5L`, `6L`, `7L`, `9L` (same as `7L`) for the fleet-scale
+//!   ones (they need `--large`); an unknown name is an error.
 //! - `--json`: one object per row and line, `{"figure","value","unit","reference","ratio",
 //!   "target","pass"}` plus `reference_name`, `detail` and `limit`.
 //! - `--dir`: where the files go (default: a temporary directory under the current directory,
@@ -65,9 +77,10 @@ struct Args {
     /// the current directory.
     #[arg(long, env = "HAPTIC_BENCH_DIR")]
     dir: Option<PathBuf>,
-    /// Only these figures (numbers, comma-separated). Default: all.
+    /// Only these figures (comma-separated: numbers, and `5L`, `6L`, `7L`, `9L` for the
+    /// fleet-scale figures of `--large`). Default: all (the `L` ones with `--large`).
     #[arg(long, value_delimiter = ',', env = "HAPTIC_BENCH_ONLY")]
-    only: Vec<u32>,
+    only: Vec<String>,
     #[command(subcommand)]
     hidden: Option<Hidden>,
 }
@@ -82,6 +95,14 @@ enum Hidden {
         /// Stop by itself past this file size (bytes).
         max_bytes: u64,
     },
+    /// The deployer process of figures 7.L and 9.L (driven through stdin).
+    #[command(name = "__fanout", hide = true)]
+    Fanout {
+        /// Its journal's directory.
+        dir: PathBuf,
+        /// The fleet (endpoints and credentials, JSON) written by the parent.
+        spec: PathBuf,
+    },
 }
 
 /// The hidden first argument that makes this binary the controller (`haptic run ...`), for
@@ -94,8 +115,26 @@ pub const CONTROLLER_ARG: &str = "__controller";
 /// A figure failed (its I/O, the journal, redb or SQLite), or the arguments are wrong.
 pub fn run(args: impl IntoIterator<Item = String>) -> Result<()> {
     let args = Args::parse_from(args);
-    if let Some(Hidden::Burst { path, max_bytes }) = &args.hidden {
-        return figures::recovery::burst_child(path, *max_bytes);
+    match &args.hidden {
+        Some(Hidden::Burst { path, max_bytes }) => {
+            return figures::recovery::burst_child(path, *max_bytes);
+        }
+        Some(Hidden::Fanout { dir, spec }) => return figures::fleet::child(dir, spec),
+        None => {}
+    }
+    for name in &args.only {
+        let Some(f) = FIGURES.iter().find(|f| f.selected_by(name)) else {
+            let names: Vec<String> = FIGURES
+                .iter()
+                .flat_map(|f| {
+                    std::iter::once(f.label()).chain(f.also.iter().map(|a| (*a).to_owned()))
+                })
+                .collect();
+            anyhow::bail!("--only {name}: no such figure ({})", names.join(", "));
+        };
+        if f.large && !args.large {
+            anyhow::bail!("--only {name}: figure {} needs --large", f.label());
+        }
     }
     let base = match &args.dir {
         Some(d) => {
@@ -117,15 +156,20 @@ pub fn run(args: impl IntoIterator<Item = String>) -> Result<()> {
     let started = Instant::now();
     let mut rows = Vec::new();
     for f in FIGURES {
-        if !args.only.is_empty() && !args.only.contains(&f.id) {
+        let selected = if args.only.is_empty() {
+            !f.large || args.large
+        } else {
+            args.only.iter().any(|n| f.selected_by(n))
+        };
+        if !selected {
             continue;
         }
         let t = Instant::now();
-        eprintln!("haptic-bench: figure {} ({})...", f.id, f.name);
-        let mut r = (f.run)(&ctx).with_context(|| format!("figure {} ({})", f.id, f.name))?;
+        let id = f.label();
+        eprintln!("haptic-bench: figure {id} ({})...", f.name);
+        let mut r = (f.run)(&ctx).with_context(|| format!("figure {id} ({})", f.name))?;
         eprintln!(
-            "haptic-bench: figure {} done in {:.0} s",
-            f.id,
+            "haptic-bench: figure {id} done in {:.0} s",
             t.elapsed().as_secs_f64()
         );
         rows.append(&mut r);

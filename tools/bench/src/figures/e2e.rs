@@ -306,7 +306,7 @@ fn haproxy_check_floor(name: &str, dir: &Path, samples: usize) -> Result<Lat> {
 }
 
 /// A field of `/proc/<pid>/status` in KiB.
-fn proc_kib(pid: i32, field: &str) -> Result<u64> {
+pub(super) fn proc_kib(pid: i32, field: &str) -> Result<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     text.lines()
         .find_map(|l| {

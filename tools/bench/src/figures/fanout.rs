@@ -17,14 +17,16 @@
 //! (`max_parallel` 0), whose ideal is the longest chain alone: what the per-endpoint work
 //! costs beyond its requests (journal writes per endpoint, scheduling).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
+use futures::{StreamExt as _, TryStreamExt as _};
 use haptic::components::deployer::{Deployer, DeployerSettings, RunOutcome};
 use haptic::core::guard::AlwaysValid;
-use haptic::dataplane::{ClientSettings, Dataplane};
-use haptic::dispatch::Dispatcher;
+use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane};
+use haptic::dispatch::{DispatchHandle, Dispatcher};
 use haptic_journal::{
     Batch, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason, Endpoint,
     Event, InFlightDeployment, Journal, JournalOptions, Origin, RuntimeConfigRef, Term, UnixMillis,
@@ -42,11 +44,13 @@ use crate::stats::median;
 /// Stand-in pods.
 const PODS: usize = 100;
 /// Each stand-in's delay before every answer.
-const DELAY: Duration = Duration::from_millis(50);
+pub(super) const DELAY: Duration = Duration::from_millis(50);
 /// Requests in flight across the deployment.
-const MAX_PARALLEL: usize = 10;
+pub(super) const MAX_PARALLEL: usize = 10;
 /// The namespace of the Pod objects.
-const NS: &str = "haptic-bench";
+pub(super) const NS: &str = "haptic-bench";
+/// Stand-ins asked at once for their request logs (outside the timed part).
+const LOG_READS: usize = 50;
 
 /// Runs figure 7.
 ///
@@ -57,13 +61,16 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
 }
 
 /// What one deployment took.
-struct Sample {
-    wall: Duration,
-    requests: usize,
-    chain: usize,
+pub(super) struct Sample {
+    /// `Deployer::run`'s wall time.
+    pub wall: Duration,
+    /// Requests the stand-ins logged.
+    pub requests: usize,
+    /// The most requests one pod got (its chain).
+    pub chain: usize,
     /// Median over pods of the time from a pod's first request's arrival to its last one's
     /// answer (s).
-    span: f64,
+    pub span: f64,
 }
 
 impl Sample {
@@ -78,11 +85,12 @@ impl Sample {
     }
 }
 
-async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
-    let dir = ctx.subdir("fanout")?;
+/// The sandbox with `pods` stand-ins answering after [`DELAY`] (no `haproxy -c`, no spec
+/// check), and a handle on each.
+pub(super) async fn stand_ins(pods: usize, dir: &Path) -> Result<(Sandbox, Vec<Pod>)> {
     let cfg = SandboxConfig {
         pods: 0,
-        stand_in_pods: PODS,
+        stand_in_pods: pods,
         stand_in_delay: DELAY,
         stand_in_validate: false,
         // The figure is the controller's fan-out, not the sandbox's spec check.
@@ -94,8 +102,8 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     let (username, password) = (cfg.username.clone(), cfg.password.clone());
     let sandbox = Sandbox::start(cfg)
         .await
-        .context("the sandbox with 100 stand-in pods")?;
-    let pods: Vec<Pod> = sandbox
+        .with_context(|| format!("the sandbox with {pods} stand-in pods"))?;
+    let handles = sandbox
         .pods()
         .into_iter()
         .map(|info| Pod {
@@ -105,6 +113,40 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
             sandbox: true,
         })
         .collect();
+    Ok((sandbox, handles))
+}
+
+/// The product's deployer with `cap` requests in flight (0 = no cap).
+///
+/// # Errors
+/// The Dataplane client cannot be built.
+pub(super) fn deployer(
+    dispatch: &DispatchHandle,
+    cap: usize,
+    credentials: Option<BasicAuth>,
+) -> Result<Deployer> {
+    Ok(Deployer::new(
+        dispatch.clone(),
+        Dataplane::new(&ClientSettings::default())?,
+        DeployerSettings {
+            max_parallel: cap,
+            endpoint_timeout: Duration::from_secs(120),
+            credentials,
+            ..DeployerSettings::default()
+        },
+        Arc::new(AlwaysValid),
+        None,
+    ))
+}
+
+/// The corpus renders the deployments cycle through (the stream, rejected ones left out).
+pub(super) fn renders() -> Vec<String> {
+    stream().into_iter().filter(|n| !rejected(n)).collect()
+}
+
+async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
+    let dir = ctx.subdir("fanout")?;
+    let (sandbox, pods) = stand_ins(PODS, &dir).await?;
     let endpoints: Vec<Endpoint> = pods.iter().map(|p| p.endpoint(NS)).collect();
     let journal = Arc::new(Journal::open(&JournalOptions::new(dir.join("j.redb")))?);
     let d = Dispatcher::new(journal.clone());
@@ -112,72 +154,27 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     let cancel = CancellationToken::new();
     let c = cancel.clone();
     let dispatcher = tokio::spawn(async move { d.run(c).await });
-    let renders: Vec<String> = stream().into_iter().filter(|n| !rejected(n)).collect();
+    let renders = renders();
     let per_cap = ctx.pick(2, 5);
     let mut rows = Vec::new();
     let mut next = 0usize;
     for cap in [MAX_PARALLEL, 0] {
-        let deployer = Deployer::new(
-            dispatch.clone(),
-            Dataplane::new(&ClientSettings::default())?,
-            DeployerSettings {
-                max_parallel: cap,
-                endpoint_timeout: Duration::from_secs(120),
-                credentials: pods.first().map(Pod::credentials),
-                ..DeployerSettings::default()
-            },
-            Arc::new(AlwaysValid),
-            None,
-        );
+        let deployer = deployer(&dispatch, cap, pods.first().map(Pod::credentials))?;
         // The first deployment of each deployer reads every pod's /v3/info (cached after):
         // a warm-up, not a sample.
         let mut samples = Vec::new();
         for round in 0..=per_cap {
             let name = &renders[next % renders.len()];
             next += 1;
-            let s = deploy(&pods, &dispatch, &deployer, &endpoints, name, next).await?;
+            clear(&pods).await?;
+            let wall = deploy_once(&dispatch, &deployer, &endpoints, name, next).await?;
+            let s = count(&pods, wall).await?;
             if round > 0 {
                 samples.push(s);
             }
         }
-        let ratios: Vec<f64> = samples
-            .iter()
-            .map(|s| s.wall.as_secs_f64() / s.ideal(cap).as_secs_f64())
-            .collect();
-        let wall: Vec<f64> = samples.iter().map(|s| s.wall.as_secs_f64()).collect();
-        let ideal: Vec<f64> = samples.iter().map(|s| s.ideal(cap).as_secs_f64()).collect();
-        let requests: Vec<f64> = samples.iter().map(|s| s.requests as f64).collect();
-        let chain = samples.iter().map(|s| s.chain).max().unwrap_or(0);
-        let span = median(samples.iter().map(|s| s.span).collect());
-        let (figure, reference) = if cap == 0 {
-            (
-                format!("7.2 fan-out, {PODS} stand-ins at 50 ms, no cap"),
-                "ideal: the longest chain x 50 ms",
-            )
-        } else {
-            (
-                format!("7.1 fan-out, {PODS} stand-ins at 50 ms, max_parallel {cap}"),
-                "ideal: max(requests / cap, longest chain) x 50 ms",
-            )
-        };
-        let mut row = Row::new(
-            figure,
-            median(wall),
-            Unit::S,
-            "the stand-ins' 50 ms (by design); no cap: reload waits, one commit per pod",
-        )
-        .vs(reference, median(ideal))
-        .paired(median(ratios))
-        .detail(format!(
-            "{:.0} requests per deployment, chain {chain}, one pod's sync {span:.2} s (median), \
-                 {} deployments",
-            median(requests),
-            samples.len()
-        ));
-        if cap != 0 {
-            row = row.target(Target::RatioAtMost(1.2));
-        }
-        rows.push(row);
+        let id = if cap == 0 { "7.2" } else { "7.1" };
+        rows.push(row(id, PODS, cap, &samples, "", LIMIT));
     }
     cancel.cancel();
     let _ = dispatcher.await;
@@ -185,15 +182,87 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// Deploys the corpus render `name` to every pod and counts the requests it made.
-async fn deploy(
-    pods: &[Pod],
-    dispatch: &haptic::dispatch::DispatchHandle,
+/// What limits 7.1 and 7.2.
+const LIMIT: &str = "the stand-ins' 50 ms (by design); no cap: reload waits, one commit per pod";
+
+/// The row of `samples` deployed to `pods` stand-ins with `cap` (0 = no cap); `note` is added
+/// to the detail.
+pub(super) fn row(
+    id: &str,
+    pods: usize,
+    cap: usize,
+    samples: &[Sample],
+    note: &str,
+    limit: &'static str,
+) -> Row {
+    let ratios: Vec<f64> = samples
+        .iter()
+        .map(|s| s.wall.as_secs_f64() / s.ideal(cap).as_secs_f64())
+        .collect();
+    let wall: Vec<f64> = samples.iter().map(|s| s.wall.as_secs_f64()).collect();
+    let ideal: Vec<f64> = samples.iter().map(|s| s.ideal(cap).as_secs_f64()).collect();
+    let requests: Vec<f64> = samples.iter().map(|s| s.requests as f64).collect();
+    let chain = samples.iter().map(|s| s.chain).max().unwrap_or(0);
+    let span = median(samples.iter().map(|s| s.span).collect());
+    let pods_text = if pods >= 1000 {
+        format!("{},{:03}", pods / 1000, pods % 1000)
+    } else {
+        pods.to_string()
+    };
+    let (figure, reference) = if cap == 0 {
+        (
+            format!("{id} fan-out, {pods_text} stand-ins at 50 ms, no cap"),
+            "ideal: the longest chain x 50 ms",
+        )
+    } else {
+        (
+            format!("{id} fan-out, {pods_text} stand-ins at 50 ms, max_parallel {cap}"),
+            "ideal: max(requests / cap, longest chain) x 50 ms",
+        )
+    };
+    let row = Row::new(figure, median(wall), Unit::S, limit)
+        .vs(reference, median(ideal))
+        .paired(median(ratios))
+        .detail(format!(
+            "{:.0} requests per deployment, chain {chain}, one pod's sync {span:.2} s (median), \
+         {} deployments{note}",
+            median(requests),
+            samples.len()
+        ));
+    if cap == 0 {
+        row
+    } else {
+        row.target(Target::RatioAtMost(1.2))
+    }
+}
+
+/// Empties every stand-in's request log ([`LOG_READS`] at a time).
+///
+/// # Errors
+/// A stand-in does not answer.
+pub(super) async fn clear(pods: &[Pod]) -> Result<()> {
+    futures::stream::iter(
+        pods.iter()
+            .map(|p| async move { p.faults().clear_requests().await }),
+    )
+    .buffer_unordered(LOG_READS)
+    .try_collect::<Vec<()>>()
+    .await?;
+    Ok(())
+}
+
+/// Accepts the corpus render `name` with its in-flight slot (as the scheduler writes them),
+/// then runs the deployment of it to `endpoints`; returns `Deployer::run`'s wall time.
+///
+/// # Errors
+/// The journal refuses the batch, the deployment fails on any pod.
+pub(super) async fn deploy_once(
+    dispatch: &DispatchHandle,
     deployer: &Deployer,
     endpoints: &[Endpoint],
     name: &str,
     n: usize,
-) -> Result<Sample> {
+) -> Result<Duration> {
     let content = corpus(name);
     let mut b = Batch::new();
     let render = b.put_render(content.config.clone(), batch_files(&content));
@@ -233,21 +302,34 @@ async fn deploy(
     let Some(&inflight) = accepted.work_ids().first() else {
         bail!("the in-flight slot was not enqueued");
     };
-    for p in pods {
-        p.faults().clear_requests().await?;
-    }
     let t = Instant::now();
     let outcome = deployer
         .run(inflight, request, CancellationToken::new())
         .await?;
     let wall = t.elapsed();
     match outcome {
-        RunOutcome::Completed { failed: 0, .. } => {}
-        other => bail!("deployment of {name} to {PODS} stand-ins: {other:?}"),
+        RunOutcome::Completed { failed: 0, .. } => Ok(wall),
+        other => bail!(
+            "deployment of {name} to {} stand-ins: {other:?}",
+            endpoints.len()
+        ),
     }
+}
+
+/// The deployment's requests, counted in the stand-ins' logs ([`LOG_READS`] at a time).
+///
+/// # Errors
+/// A stand-in does not answer.
+pub(super) async fn count(pods: &[Pod], wall: Duration) -> Result<Sample> {
+    let logs = futures::stream::iter(
+        pods.iter()
+            .map(|p| async move { p.faults().requests().await }),
+    )
+    .buffer_unordered(LOG_READS)
+    .try_collect::<Vec<_>>()
+    .await?;
     let (mut requests, mut chain, mut spans) = (0, 0, Vec::new());
-    for p in pods {
-        let log = p.faults().requests().await?;
+    for log in logs {
         requests += log.len();
         chain = chain.max(log.len());
         let at: Vec<jiff::Timestamp> = log.iter().filter_map(|r| r.at.parse().ok()).collect();
