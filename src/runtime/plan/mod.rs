@@ -123,6 +123,9 @@ struct Target {
     pod: String,
     url: String,
     endpoint: DpEndpoint,
+    /// The journal's quarantine of the planned render for this pod (`--journal`): rejections
+    /// in a row and the wall-clock time of the deployer's next attempt.
+    quarantine: Option<(u32, haptic_journal::UnixMillis)>,
 }
 
 /// Runs `haptic plan`: `Ok(true)` when some pod would change (exit code 2), `Ok(false)` when
@@ -131,8 +134,14 @@ struct Target {
 /// # Errors
 /// [`PlanError`] (exit code 1), after printing the plans of the pods that could be read.
 pub async fn run(args: PlanArgs) -> Result<bool, PlanError> {
-    let (render, records) = render_and_records(&args)?;
-    let (targets, skipped) = targets(&args).await?;
+    let (render, records, rejected) = render_and_records(&args)?;
+    let (mut targets, skipped) = targets(&args).await?;
+    for t in &mut targets {
+        t.quarantine = rejected
+            .get(&t.url)
+            .filter(|r| r.render == render.checksum)
+            .map(|r| (r.attempts, r.next_retry_at));
+    }
     if targets.is_empty() {
         return Err(PlanError::Usage(if skipped.is_empty() {
             "no pod to plan: the cluster lists no pod for the selector".to_owned()
@@ -194,12 +203,37 @@ pub async fn run(args: PlanArgs) -> Result<bool, PlanError> {
     Ok(plans.iter().flatten().any(PodPlan::changes))
 }
 
-/// The render to plan for and the journal's pod records by endpoint URL (empty without a
-/// journal).
+/// The render to plan for, the journal's pod records by endpoint URL and its scheduler's
+/// quarantine by endpoint URL (both empty without a journal).
+#[allow(clippy::type_complexity)] // three plain maps, named in the doc
 fn render_and_records(
     args: &PlanArgs,
-) -> Result<(JournaledRender, HashMap<String, EndpointFiles>), PlanError> {
+) -> Result<
+    (
+        JournaledRender,
+        HashMap<String, EndpointFiles>,
+        HashMap<String, haptic_journal::RejectedRender>,
+    ),
+    PlanError,
+> {
     let journal = args.journal.as_deref().map(open_journal).transpose()?;
+    let rejected = match (&journal, &args.journal) {
+        (Some(j), Some(path)) => match j
+            .component_checkpoint(SCHEDULER_COMPONENT)
+            .map_err(|e| journal_error(path, &e))?
+        {
+            Some(ComponentCheckpoint {
+                state: ComponentState::Scheduler(s),
+                ..
+            }) => s
+                .rejected
+                .into_iter()
+                .map(|r| (r.endpoint.to_string(), r))
+                .collect(),
+            _ => HashMap::new(),
+        },
+        _ => HashMap::new(),
+    };
     let records = match (&journal, &args.journal) {
         (Some(j), Some(path)) => j
             .endpoints_files()
@@ -234,7 +268,7 @@ fn render_and_records(
             ));
         }
     };
-    Ok((render, records))
+    Ok((render, records, rejected))
 }
 
 fn journal_error(path: &Path, e: &dyn std::error::Error) -> PlanError {
@@ -357,6 +391,7 @@ async fn targets(args: &PlanArgs) -> Result<(Vec<Target>, Vec<String>), PlanErro
             pod,
             url,
             endpoint: DpEndpoint::new(base, Some(auth.clone())),
+            quarantine: None,
         });
     }
     out.sort_by(|a, b| a.pod.cmp(&b.pod));
@@ -382,5 +417,6 @@ fn endpoint_target(raw: &str) -> Result<Target, PlanError> {
         pod: shown.clone(),
         url: shown,
         endpoint: DpEndpoint::new(url, auth),
+        quarantine: None,
     })
 }

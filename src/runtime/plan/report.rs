@@ -263,6 +263,13 @@ pub(super) fn text_report(
                     p.operations.len(),
                     p.version
                 );
+                if let Some((attempts, at)) = t.quarantine {
+                    let _ = writeln!(
+                        out,
+                        "  quarantined: the pod rejected this render {attempts} time(s) in a row; the deployer sends it at {} (sooner: a new render, a pod change or the annotation haproxy-haptic.org/retry-rejected), not before",
+                        haptic_journal::rfc3339(at)
+                    );
+                }
                 if p.open_transactions > 0 {
                     let _ = writeln!(
                         out,
@@ -314,6 +321,10 @@ pub(super) fn json_report(
                     "files_deleted": deleted,
                     "operations": p.operations.iter().map(operation_json).collect::<Vec<_>>(),
                     "reads": p.reads,
+                    "quarantine": t.quarantine.map(|(attempts, at)| json!({
+                        "attempts": attempts,
+                        "next_retry_at": haptic_journal::rfc3339(at),
+                    })),
                 })
             }
         })
@@ -325,4 +336,61 @@ pub(super) fn json_report(
         "would_change": plans.iter().flatten().filter(|p| p.changes()).count(),
         "reloads": plans.iter().flatten().map(|p| p.reloads).sum::<u32>(),
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use haptic_journal::{SyncMode, UnixMillis};
+
+    use super::*;
+    use crate::core::render::RenderContent;
+    use crate::dataplane::Endpoint as DpEndpoint;
+
+    /// A pod the journal's scheduler quarantined for the planned render: the plan says when
+    /// the deployer sends it (not at once), in text and JSON.
+    #[test]
+    fn a_quarantined_pod_is_planned_with_its_next_attempt() {
+        let render = JournaledRender::of(&RenderContent {
+            config: b"global\n".to_vec(),
+            files: Vec::new(),
+        });
+        let url = "http://127.0.0.1:5555";
+        let target = |quarantine| Target {
+            pod: "ns/haproxy-0".into(),
+            url: url.into(),
+            endpoint: DpEndpoint::new(reqwest::Url::parse(url).unwrap(), None),
+            quarantine,
+        };
+        let plan = PodPlan {
+            version: crate::dataplane::ConfigVersion(3),
+            open_transactions: 0,
+            operations: vec![Operation::PushRawConfig {
+                version: crate::dataplane::ConfigVersion(3),
+                mode: SyncMode::RawUnmodelled,
+            }],
+            mode: SyncMode::RawUnmodelled,
+            config_changes: None,
+            reloads: 1,
+            reads: 4,
+        };
+        let at = UnixMillis(1_796_400_000_000);
+        let targets = [target(Some((2, at)))];
+        let plans = [Ok(plan.clone())];
+        let text = text_report(&render, &targets, &plans, &[]);
+        assert!(
+            text.contains(&format!(
+                "quarantined: the pod rejected this render 2 time(s) in a row; the deployer sends it at {}",
+                haptic_journal::rfc3339(at)
+            )),
+            "{text}"
+        );
+        let json = json_report(&render, &targets, &plans, &[]);
+        assert_eq!(json["pods"][0]["quarantine"]["attempts"], 2, "{json}");
+        let plain = text_report(&render, &[target(None)], &plans, &[]);
+        assert!(!plain.contains("quarantined"), "{plain}");
+        assert!(
+            json_report(&render, &[target(None)], &plans, &[])["pods"][0]["quarantine"].is_null()
+        );
+    }
 }
