@@ -267,7 +267,7 @@ impl TimelineLine<'_> {
                 "terms": [first, last],
                 "after": rfc3339(*after),
                 "before": rfc3339(*before),
-                "why": "no sync of this replica in these leader terms: another replica led them (its journal holds their syncs), or they had no sync",
+                "why": "no sync of this replica in these leader terms: another replica led them and its own journal holds their syncs (ask it: GET /debug/history on its metrics port, or haptic-journalctl history on its volume), or they had no sync",
             }}),
             TimelineLine::Record(r) => {
                 let (result, message) = match &r.result {

@@ -25,13 +25,15 @@
 //!
 //! Schema 4 also appends enum variants, which need no rewrite (bincode numbers variants in
 //! order, so every schema-3 record decodes unchanged):
-//! - `Event::DeploymentRollbackRequest { correlation, runtime_config, value: Option<String> }`
-//!   (bincode tag 21, record kind `deployment.rollback.request`);
+//! - `Event::DeploymentRollbackRequest { correlation, runtime_config, value: Option<String>,
+//!   shown: Option<(String, Checksum)> }` (bincode tag 21, record kind
+//!   `deployment.rollback.request`);
 //! - `Event::DeploymentRollback { correlation, runtime_config, change: RollbackChange }` (tag
 //!   22, record kind `deployment.rollback`), with the new enum `RollbackChange` (`Held { value:
 //!   String, render: Checksum, newest: Option<Checksum> }` tag 0, `Released { render: Checksum,
 //!   newest: Option<Checksum> }` tag 1, `Refused { value: String, reason: String, held:
-//!   Option<Checksum> }` tag 2; `journal/src/events/values.rs`);
+//!   Option<(String, Checksum)> }` tag 2, `Holding { value: String, render: Checksum, newest:
+//!   Option<Checksum> }` tag 3; `journal/src/events/values.rs`);
 //! - `DeploymentCause::Rollback` (tag 6; a field of `deployment.scheduled` and of the
 //!   `deploy-pending` / `deploy-inflight` work items).
 //!

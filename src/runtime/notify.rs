@@ -52,7 +52,56 @@ pub mod reasons {
 pub struct Notifier {
     recorder: Arc<Recorder>,
     reference: Arc<ObjectReference>,
+    /// The condition writer's queue ([`Notifier::set_condition`]).
+    conditions: tokio::sync::mpsc::UnboundedSender<ConditionWrite>,
+}
+
+/// One condition write of [`Notifier::set_condition`].
+struct ConditionWrite {
+    runtime_config: RuntimeConfigRef,
+    type_: &'static str,
+    status: bool,
+    reason: &'static str,
+    message: String,
+}
+
+/// Writes the queued conditions one after the other until the queue closes.
+async fn write_conditions(
     client: kube::Client,
+    mut queue: tokio::sync::mpsc::UnboundedReceiver<ConditionWrite>,
+) {
+    while let Some(w) = queue.recv().await {
+        let mut written = false;
+        for attempt in 1..=5 {
+            let write = crate::k8s::crd::write_cfg_condition(
+                &client,
+                &w.runtime_config,
+                (w.type_, w.status, w.reason),
+                &w.message,
+            );
+            match tokio::time::timeout(EVENT_WRITE_TIMEOUT, write).await {
+                Ok(Ok(true)) => {
+                    written = true;
+                    break;
+                }
+                Ok(Ok(false)) => {
+                    tracing::debug!(type_ = w.type_, attempt, "condition not written yet")
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(type_ = w.type_, attempt, %error, "condition not written")
+                }
+                Err(_) => tracing::debug!(type_ = w.type_, attempt, "condition write timed out"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+        if !written {
+            tracing::warn!(
+                type_ = w.type_,
+                reason = w.reason,
+                "condition not written after 5 attempts"
+            );
+        }
+    }
 }
 
 debug_non_exhaustive!(Notifier, |x| "reference" => x.reference.name);
@@ -61,8 +110,10 @@ impl Notifier {
     /// A notifier reporting as `haptic` instance `identity` on the HAProxyCfg `runtime_config`.
     #[must_use]
     pub fn new(client: kube::Client, identity: &str, runtime_config: &RuntimeConfigRef) -> Self {
+        let (conditions, queue) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(write_conditions(client.clone(), queue));
         Notifier {
-            client: client.clone(),
+            conditions,
             recorder: Arc::new(Recorder::new(
                 client,
                 Reporter {
@@ -74,37 +125,27 @@ impl Notifier {
         }
     }
 
-    /// Sets one condition on the HAProxyCfg `runtime_config`'s status, detached: up to five
-    /// attempts a second apart (a missing object, conflicts, an API error), each bounded by
-    /// [`EVENT_WRITE_TIMEOUT`]; then logged and dropped, like an Event.
+    /// Sets one condition on the HAProxyCfg `runtime_config`'s status, detached but in order:
+    /// one writer task takes the writes one after the other (a later decision's condition is
+    /// never overwritten by an earlier one's retry), each up to five attempts a second apart
+    /// (a missing object, conflicts, an API error), each bounded by [`EVENT_WRITE_TIMEOUT`];
+    /// then logged and dropped, like an Event.
     pub fn set_condition(
         &self,
         runtime_config: RuntimeConfigRef,
         (type_, status, reason): (&'static str, bool, &'static str),
         message: String,
     ) {
-        let client = self.client.clone();
-        let message = truncate(message, 1024);
-        tokio::spawn(async move {
-            for attempt in 1..=5 {
-                let write = crate::k8s::crd::write_cfg_condition(
-                    &client,
-                    &runtime_config,
-                    (type_, status, reason),
-                    &message,
-                );
-                match tokio::time::timeout(EVENT_WRITE_TIMEOUT, write).await {
-                    Ok(Ok(true)) => return,
-                    Ok(Ok(false)) => tracing::debug!(type_, attempt, "condition not written yet"),
-                    Ok(Err(error)) => {
-                        tracing::debug!(type_, attempt, %error, "condition not written")
-                    }
-                    Err(_) => tracing::debug!(type_, attempt, "condition write timed out"),
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-            tracing::warn!(type_, reason, "condition not written after 5 attempts");
-        });
+        let write = ConditionWrite {
+            runtime_config,
+            type_,
+            status,
+            reason,
+            message: truncate(message, 1024),
+        };
+        if self.conditions.send(write).is_err() {
+            tracing::warn!(type_, reason, "condition not written: its writer stopped");
+        }
     }
 
     /// Writes one Event, detached (see the module doc).
@@ -130,66 +171,16 @@ impl Notifier {
     }
 }
 
-/// The `RolledBack` condition and the Kubernetes Event of one rollback decision: (condition
-/// status, condition reason, message, Event type, Event reason). The True message starts
-/// `render <checksum> is held` ([`crate::k8s::crd::HAProxyCfgStatus::held_render`] reads it).
+/// The Kubernetes Event of one rollback decision, `(type, reason)`; `None` for a hold said
+/// again ([`RollbackChange::Holding`]: the condition only). The note is the condition's message
+/// ([`crate::k8s::crd::rolled_back_condition`]).
 #[must_use]
-pub fn rollback_notice(
-    change: &RollbackChange,
-) -> (bool, &'static str, String, EventType, &'static str) {
-    use crate::k8s::crd::{labels::ROLLBACK_TO, reasons as cond};
-    let show = |c: &Option<haptic_journal::Checksum>| {
-        c.map_or_else(|| "none".to_owned(), |c| c.to_string())
-    };
+pub fn rollback_event(change: &RollbackChange) -> Option<(EventType, &'static str)> {
     match change {
-        RollbackChange::Held {
-            value,
-            render,
-            newest,
-        } => (
-            true,
-            cond::ROLLBACK_HELD,
-            format!(
-                "render {render} is held ({ROLLBACK_TO}={value}), validated again with haproxy -c; the newest validated render {} (spec.checksum) is not deployed until the annotation is removed",
-                show(newest)
-            ),
-            EventType::Normal,
-            reasons::ROLLBACK_STARTED,
-        ),
-        RollbackChange::Released { render, newest } => (
-            false,
-            cond::ROLLBACK_ENDED,
-            format!(
-                "the hold on render {render} ended ({ROLLBACK_TO} removed): the fleet gets the newest validated render {}",
-                show(newest)
-            ),
-            EventType::Normal,
-            reasons::ROLLBACK_ENDED,
-        ),
-        RollbackChange::Refused {
-            value,
-            reason,
-            held: Some(held),
-        } => (
-            true,
-            cond::ROLLBACK_HELD,
-            format!(
-                "render {held} is held; the request {ROLLBACK_TO}={value} was refused and changed nothing: {reason}"
-            ),
-            EventType::Warning,
-            reasons::ROLLBACK_REFUSED,
-        ),
-        RollbackChange::Refused {
-            value,
-            reason,
-            held: None,
-        } => (
-            false,
-            cond::ROLLBACK_REFUSED,
-            format!("{ROLLBACK_TO}={value} refused, the fleet unchanged: {reason}"),
-            EventType::Warning,
-            reasons::ROLLBACK_REFUSED,
-        ),
+        RollbackChange::Held { .. } => Some((EventType::Normal, reasons::ROLLBACK_STARTED)),
+        RollbackChange::Released { .. } => Some((EventType::Normal, reasons::ROLLBACK_ENDED)),
+        RollbackChange::Refused { .. } => Some((EventType::Warning, reasons::ROLLBACK_REFUSED)),
+        RollbackChange::Holding { .. } => None,
     }
 }
 
@@ -275,8 +266,10 @@ pub async fn run(mut sub: Subscription, dispatch: DispatchHandle, notifier: Noti
                 runtime_config,
                 ..
             } if !d.replayed && leader => {
-                let (on, reason, message, type_, event_reason) = rollback_notice(change);
-                notifier.emit(type_, event_reason, "Rollback", message.clone());
+                let (on, reason, message) = crate::k8s::crd::rolled_back_condition(change);
+                if let Some((type_, event_reason)) = rollback_event(change) {
+                    notifier.emit(type_, event_reason, "Rollback", message.clone());
+                }
                 notifier.set_condition(
                     runtime_config.clone(),
                     (crate::k8s::crd::conditions::ROLLED_BACK, on, reason),

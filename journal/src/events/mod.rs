@@ -422,6 +422,12 @@ pub enum Event {
         runtime_config: RuntimeConfigRef,
         /// The annotation's value; `None`: the annotation was removed.
         value: Option<String>,
+        /// The hold the HAProxyCfg's `RolledBack=True` condition showed when the annotation
+        /// was read (its annotation value and render), if any: the fleet's record of a hold
+        /// another replica or an earlier process decided, so a new leader continues it (the
+        /// same render, validated again) instead of resolving `previous` against its own
+        /// journal.
+        shown: Option<(String, Checksum)>,
     },
     /// What the scheduler decided on a rollback request (`deployment.rollback`, issue 28;
     /// appended in schema 4): a hold began (or moved to another render), ended, or a request

@@ -320,8 +320,18 @@ pub enum RollbackChange {
         value: String,
         /// Why, naming the fix.
         reason: String,
-        /// The hold that stays, if one did.
-        held: Option<Checksum>,
+        /// The hold that stays, if one did: its annotation value and render.
+        held: Option<(String, Checksum)>,
+    },
+    /// The hold continues, said again for the condition (no Kubernetes Event): at each new
+    /// leader term and when a newer render is validated during the hold (`newest` moved).
+    Holding {
+        /// The annotation's value.
+        value: String,
+        /// The held render.
+        render: Checksum,
+        /// The newest validated render.
+        newest: Option<Checksum>,
     },
 }
 

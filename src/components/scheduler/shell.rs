@@ -187,10 +187,13 @@ impl SchedulerShell {
         correlation: &Correlation,
         runtime_config: &RuntimeConfigRef,
         value: Option<&str>,
+        shown: Option<&(String, haptic_journal::Checksum)>,
     ) -> Input {
-        let verdict = match resolve_rollback(&self.state, value) {
+        let verdict = match resolve_rollback(&self.state, value, shown) {
             RollbackAsk::Unchanged => RollbackVerdict::Unchanged,
-            RollbackAsk::Release => RollbackVerdict::Release,
+            RollbackAsk::Release => RollbackVerdict::Release {
+                shown: shown.map(|(_, c)| *c),
+            },
             RollbackAsk::Refuse { value, reason } => RollbackVerdict::Refuse { value, reason },
             RollbackAsk::Check { value, render } => match self.check_rollback(render).await {
                 Ok(()) => RollbackVerdict::Hold { value, render },
@@ -268,8 +271,8 @@ impl SchedulerShell {
                         continue;
                     }
                     self.checkpoints.saw(d.seq);
-                    if let Event::DeploymentRollbackRequest { correlation, runtime_config, value } = &*d.event {
-                        let input = self.rollback_input(correlation, runtime_config, value.as_deref()).await;
+                    if let Event::DeploymentRollbackRequest { correlation, runtime_config, value, shown } = &*d.event {
+                        let input = self.rollback_input(correlation, runtime_config, value.as_deref(), shown.as_ref()).await;
                         self.step(input).await?;
                     } else if let Some(input) = to_input(&d.event, d.replayed, &self.state) {
                         if matches!(input, Input::BecameLeader { .. }) {

@@ -1353,7 +1353,7 @@ fn rollback_change(fx: &[Effect]) -> Option<&haptic_journal::RollbackChange> {
 fn previous_is_the_render_validated_before_the_newest_and_a_repeat_changes_nothing() {
     let (mut s, t0) = leader(2);
     assert!(matches!(
-        resolve_rollback(&s, Some(ROLLBACK_PREVIOUS)),
+        resolve_rollback(&s, Some(ROLLBACK_PREVIOUS), None),
         RollbackAsk::Refuse { ref reason, .. } if reason.contains("no render was validated before")
     ));
     deploy_all(&mut s, 1, t0);
@@ -1362,17 +1362,17 @@ fn previous_is_the_render_validated_before_the_newest_and_a_repeat_changes_nothi
     // The same render validated again (a drift check) does not move `previous`.
     decide(&mut s, validated(2), t1 + Duration::from_secs(10));
     assert_eq!(
-        resolve_rollback(&s, Some("previous")),
+        resolve_rollback(&s, Some("previous"), None),
         RollbackAsk::Check {
             value: "previous".into(),
             render: render(1)
         }
     );
     assert!(matches!(
-        resolve_rollback(&s, Some("sha256:nothex")),
+        resolve_rollback(&s, Some("sha256:nothex"), None),
         RollbackAsk::Refuse { ref reason, .. } if reason.contains("neither a render checksum")
     ));
-    assert_eq!(resolve_rollback(&s, None), RollbackAsk::Unchanged);
+    assert_eq!(resolve_rollback(&s, None, None), RollbackAsk::Unchanged);
     decide(
         &mut s,
         rollback(RollbackVerdict::Hold {
@@ -1384,10 +1384,10 @@ fn previous_is_the_render_validated_before_the_newest_and_a_repeat_changes_nothi
     // The watch after a restart reads the same value: nothing moves, though `previous` would
     // now resolve elsewhere.
     assert_eq!(
-        resolve_rollback(&s, Some("previous")),
+        resolve_rollback(&s, Some("previous"), None),
         RollbackAsk::Unchanged
     );
-    assert_eq!(resolve_rollback(&s, None), RollbackAsk::Release);
+    assert_eq!(resolve_rollback(&s, None, None), RollbackAsk::Release);
 }
 
 #[test]
@@ -1428,7 +1428,11 @@ fn a_hold_deploys_its_render_and_newer_renders_wait_until_it_ends() {
     assert_starts_nothing(&decide(&mut r, Input::BecameLeader { term: Term(2) }, t));
     // The end deploys the newest.
     t += Duration::from_secs(10);
-    let fx = decide(&mut s, rollback(RollbackVerdict::Release), t);
+    let fx = decide(
+        &mut s,
+        rollback(RollbackVerdict::Release { shown: None }),
+        t,
+    );
     assert!(matches!(
         rollback_change(&fx),
         Some(haptic_journal::RollbackChange::Released { render: r, newest: Some(n) }) if *r == render(1) && *n == render(3)
@@ -1472,7 +1476,162 @@ fn a_refused_request_changes_nothing_and_keeps_a_hold() {
     assert_starts_nothing(&fx);
     assert!(matches!(
         rollback_change(&fx),
-        Some(haptic_journal::RollbackChange::Refused { held: Some(h), .. }) if *h == render(1)
+        Some(haptic_journal::RollbackChange::Refused { held: Some((_, h)), .. }) if *h == render(1)
     ));
     assert_eq!(s.target().map(|(c, _)| c), Some(render(1)));
+}
+
+/// Review of issue 28: a newer render waiting in the pending slot when the hold begins is not
+/// deployed (the pending request is dropped when every pod runs the held render already).
+#[test]
+fn a_pending_newer_render_is_dropped_by_the_hold() {
+    let (mut s, t0) = leader(2);
+    deploy_all(&mut s, 1, t0);
+    // Within the rate limit: render 2 waits in the pending slot.
+    let fx = decide(&mut s, validated(2), t0);
+    assert!(pending_written(&fx).is_some());
+    let fx = decide(&mut s, rollback(hold(1)), t0);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::DropPending(r) if r.render == render(2))),
+        "{fx:?}"
+    );
+    assert!(s.pending.is_none());
+    for dt in [5, 30, 300] {
+        assert_starts_nothing(&decide(&mut s, Input::Tick, t0 + Duration::from_secs(dt)));
+    }
+}
+
+/// A deployment of the newer render running when the hold begins: its pods get the held
+/// render right after it (queued at the hold), also across a restart (the pending slot is
+/// journaled with the hold), and a timeout of it retries the held render, not the newer one.
+#[test]
+fn an_inflight_newer_render_is_followed_by_the_held_one() {
+    let (mut s, t0) = leader(2);
+    deploy_all(&mut s, 1, t0);
+    let t1 = t0 + Duration::from_secs(10);
+    let newer = start_validated(&mut s, 2, t1);
+    let fx = decide(&mut s, rollback(hold(1)), t1);
+    let queued = pending_written(&fx).expect("the held render queued behind the running one");
+    assert_eq!((queued.render, queued.endpoints.len()), (render(1), 2));
+    // A restart now: the in-flight newer render is resumed, then the held one starts.
+    let mut r = SchedulerState::new(SchedulerSettings::default(), "d2");
+    decide(
+        &mut r,
+        Input::Recovered {
+            checkpoint: Some(s.checkpoint()),
+            pending: s.pending.clone(),
+            inflight: Some(InFlightDeployment {
+                request: newer.clone(),
+                started_at: UnixMillis(1),
+                term: Term(1),
+            }),
+            applied: Vec::new(),
+        },
+        t1,
+    );
+    let fx = decide(&mut r, Input::BecameLeader { term: Term(2) }, t1);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Resume(q) if q.render == render(2)))
+    );
+    complete_all(&mut r, &newer, t1 + Duration::from_secs(1));
+    let fx = decide(&mut r, Input::Tick, t1 + Duration::from_secs(10));
+    assert_eq!(started(&fx).map(|q| q.render), Some(render(1)), "{fx:?}");
+    // The same process: the running deployment times out; the retry is the held render.
+    let timeout = s.settings.deployment_timeout;
+    let fx = decide(&mut s, Input::Tick, t1 + timeout + Duration::from_secs(1));
+    let retried: Vec<Checksum> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Start { request, .. } | Effect::PersistPending(request) => Some(request.render),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !retried.is_empty() && retried.iter().all(|r| *r == render(1)),
+        "{fx:?}"
+    );
+}
+
+/// The end of a hold while the held render still waits in the pending slot (every pod runs
+/// the newest): the pending request is dropped, nothing starts.
+#[test]
+fn a_release_drops_the_pending_held_render() {
+    let (mut s, t0) = leader(2);
+    deploy_all(&mut s, 1, t0);
+    let t1 = t0 + Duration::from_secs(10);
+    deploy_all(&mut s, 2, t1);
+    let fx = decide(&mut s, rollback(hold(1)), t1);
+    assert!(pending_written(&fx).is_some(), "rate limited: pending");
+    let fx = decide(
+        &mut s,
+        rollback(RollbackVerdict::Release { shown: None }),
+        t1,
+    );
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::DropPending(r) if r.render == render(1))),
+        "{fx:?}"
+    );
+    for dt in [5, 30] {
+        assert_starts_nothing(&decide(&mut s, Input::Tick, t1 + Duration::from_secs(dt)));
+    }
+}
+
+/// A hold the condition shows (decided by another replica or an earlier process) is continued
+/// with its render, not `previous` resolved here; its absence ends it; a new term and a newer
+/// render say the hold again for the condition.
+#[test]
+fn a_shown_hold_is_continued_and_said_again() {
+    let (mut s, t0) = leader(2);
+    deploy_all(&mut s, 1, t0);
+    let t1 = t0 + Duration::from_secs(10);
+    deploy_all(&mut s, 2, t1);
+    deploy_all(&mut s, 3, t1 + Duration::from_secs(10));
+    let shown = ("previous".to_owned(), render(1));
+    assert_eq!(
+        resolve_rollback(&s, Some("previous"), Some(&shown)),
+        RollbackAsk::Check {
+            value: "previous".into(),
+            render: render(1)
+        },
+        "not this replica's previous (render 2)"
+    );
+    assert_eq!(
+        resolve_rollback(&s, None, Some(&shown)),
+        RollbackAsk::Release
+    );
+    let fx = decide(
+        &mut s,
+        rollback(RollbackVerdict::Release {
+            shown: Some(render(1)),
+        }),
+        t1 + Duration::from_secs(30),
+    );
+    assert!(matches!(
+        rollback_change(&fx),
+        Some(haptic_journal::RollbackChange::Released { render: r, .. }) if *r == render(1)
+    ));
+    let t = t1 + Duration::from_secs(40);
+    let req = started(&decide(&mut s, rollback(hold(1)), t))
+        .unwrap()
+        .clone();
+    complete_all(&mut s, &req, t);
+    let fx = decide(&mut s, validated(4), t + Duration::from_secs(10));
+    assert!(matches!(
+        rollback_change(&fx),
+        Some(haptic_journal::RollbackChange::Holding { newest: Some(n), .. }) if *n == render(4)
+    ));
+    decide(&mut s, Input::LostLeadership, t + Duration::from_secs(11));
+    let fx = decide(
+        &mut s,
+        Input::BecameLeader { term: Term(3) },
+        t + Duration::from_secs(12),
+    );
+    assert!(matches!(
+        rollback_change(&fx),
+        Some(haptic_journal::RollbackChange::Holding { render: r, .. }) if *r == render(1)
+    ));
+    assert_starts_nothing(&fx);
 }

@@ -261,15 +261,12 @@ impl HAProxyCfgStatus {
     }
 
     /// The render a rollback holds the fleet on: the checksum `RolledBack=True` names (its
-    /// message starts `render <checksum> is held`), if any.
+    /// message starts `render <checksum> is held`, [`super::RollbackShown`]), if any.
     #[must_use]
     pub fn held_render(&self) -> Option<Checksum> {
-        let c = self
-            .conditions
-            .iter()
-            .find(|c| c.type_ == super::conditions::ROLLED_BACK && c.status == "True")?;
-        let (sum, _) = c.message.strip_prefix("render ")?.split_once(' ')?;
-        Checksum::parse(sum).ok()
+        super::RollbackShown::of(&self.conditions)
+            .held
+            .map(|(_, c)| c)
     }
 
     /// Sets [`HAProxyCfgStatus::synced_condition`] in `conditions`; returns whether it changed.

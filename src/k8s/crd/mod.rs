@@ -30,6 +30,7 @@
 
 mod auxfiles;
 mod haproxycfg;
+mod rollback;
 mod status;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -43,6 +44,7 @@ pub use haproxycfg::{
     AuxiliaryFileReferences, ConfigMetadata, HAProxyCfg, HAProxyCfgSpec, HAProxyCfgStatus,
     ResourceReference, too_large_message,
 };
+pub use rollback::{RollbackShown, rolled_back_condition};
 pub use status::{OperationSummary, PodDeploymentStatus};
 
 /// API group of every haptic custom resource.

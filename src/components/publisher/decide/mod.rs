@@ -29,7 +29,7 @@ pub use pick::{Pick, Publication, Queued, pick_publication, publication, superse
 pub use retry::{Retry, RetryPolicy, on_failure, throttle_wait};
 pub use router::{
     Effect, GONE_REMEMBERED, Input, Place, RENDERS_REMEMBERED, RouterState, UNPLACED_RENDER_SEQ,
-    render_of, retry_requested, route,
+    render_of, retry_requested, rollback_requested, route,
 };
 pub use status::{
     AuxChange, PodChange, PodOutcome, StatusRound, aux_round, failure_condition,

@@ -24,13 +24,14 @@ use super::router::RouterHandle;
 use crate::components::publisher::decide::{self, Seen};
 use crate::k8s::crd::{HAProxyCfgStatus, conditions, labels};
 
-/// The render the `RolledBack=True` condition of the HAProxyCfg `obj` names, if any.
-fn held_render<K: serde::Serialize>(obj: &K) -> Option<haptic_journal::Checksum> {
+/// What the `RolledBack` condition of the HAProxyCfg `obj` shows (nothing without one).
+fn rollback_shown<K: serde::Serialize>(obj: &K) -> crate::k8s::crd::RollbackShown {
     serde_json::to_value(obj)
         .ok()
         .and_then(|mut v| v.get_mut("status").map(serde_json::Value::take))
-        .and_then(|s| serde_json::from_value::<HAProxyCfgStatus>(s).ok())?
-        .held_render()
+        .and_then(|s| serde_json::from_value::<HAProxyCfgStatus>(s).ok())
+        .map(|s| crate::k8s::crd::RollbackShown::of(&s.conditions))
+        .unwrap_or_default()
 }
 
 /// One watch of one kind of published object, for one term.
@@ -87,7 +88,8 @@ impl HealWatch {
             let key = (kind.clone(), o.name_any());
             if kind == "HAProxyCfg" && key.1 == main {
                 self.remember_status(&o);
-                let now_held = held_render(&o);
+                let shown = rollback_shown(&o);
+                let now_held = shown.held.as_ref().map(|(_, c)| *c);
                 let changed = match held {
                     Some(h) => h != now_held,
                     None => now_held.is_some(),
@@ -108,7 +110,7 @@ impl HealWatch {
                     self.cancel.cancel();
                     return;
                 }
-                if !deleted && let Err(e) = self.rollback(o.meta()).await {
+                if !deleted && let Err(e) = self.rollback(o.meta(), shown).await {
                     warn!(error = %e, "publisher: journal failure recording a rollback request; stopping the term");
                     self.cancel.cancel();
                     return;
@@ -172,6 +174,7 @@ impl HealWatch {
     async fn rollback(
         &self,
         meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        shown: crate::k8s::crd::RollbackShown,
     ) -> Result<(), crate::components::publisher::PublisherError> {
         let Some(router) = &self.retries else {
             return Ok(());
@@ -181,7 +184,7 @@ impl HealWatch {
             .as_ref()
             .and_then(|a| a.get(labels::ROLLBACK_TO))
             .cloned();
-        router.rollback_requested(value).await
+        router.rollback_requested(value, shown).await
     }
 
     /// Keeps the status of the main HAProxyCfg `obj` when it has pod entries or conditions

@@ -54,6 +54,7 @@ enum Message {
     /// (`None`: absent).
     RollbackRequested {
         value: Option<String>,
+        shown: crate::k8s::crd::RollbackShown,
         reply: Reply<()>,
     },
 }
@@ -158,9 +159,14 @@ impl RouterHandle {
     pub(super) async fn rollback_requested(
         &self,
         value: Option<String>,
+        shown: crate::k8s::crd::RollbackShown,
     ) -> Result<(), PublisherError> {
-        self.request(|reply| Message::RollbackRequested { value, reply })
-            .await
+        self.request(|reply| Message::RollbackRequested {
+            value,
+            shown,
+            reply,
+        })
+        .await
     }
 }
 
@@ -288,8 +294,12 @@ impl Router {
                     }
                     let _ = reply.send(r);
                 }
-                Message::RollbackRequested { value, reply } => {
-                    let _ = reply.send(self.rollback_requested(value).await);
+                Message::RollbackRequested {
+                    value,
+                    shown,
+                    reply,
+                } => {
+                    let _ = reply.send(self.rollback_requested(value, shown).await);
                 }
                 Message::RetryRequested { value, reply } => {
                     let _ = reply.send(self.retry_requested(value).await);
@@ -440,12 +450,23 @@ impl Router {
 
     /// Journals `deployment.rollback.request` when the main HAProxyCfg's annotation
     /// [`crate::k8s::crd::labels::ROLLBACK_TO`] holds `value` (`None`: absent) and it differs
-    /// from the last value this process journaled. The first value a process sees is always
-    /// journaled, its absence included: a hold whose annotation was removed while no replica
-    /// led ends then. The scheduler changes nothing for a value its hold was asked with, so
-    /// the repeat after a restart moves nothing. Durable when this returns.
-    async fn rollback_requested(&mut self, value: Option<String>) -> Result<(), PublisherError> {
-        if self.rollback_journaled.as_ref() == Some(&value) {
+    /// from the last value this process journaled, with the hold the `RolledBack` condition
+    /// shows (`shown`). The first value a process sees is journaled, its absence included (a
+    /// hold whose annotation was removed while no replica led ends then), except a value the
+    /// condition shows refused: a refusal stands until the annotation changes (a restart or a
+    /// new leader does not try it again, which could hold the fleet unasked once `previous`
+    /// resolves). The scheduler changes nothing for a value its hold was asked with, so the
+    /// repeat after a restart moves nothing. Durable when this returns.
+    async fn rollback_requested(
+        &mut self,
+        value: Option<String>,
+        shown: crate::k8s::crd::RollbackShown,
+    ) -> Result<(), PublisherError> {
+        if !decide::rollback_requested(self.rollback_journaled.as_ref(), value.as_deref(), &shown) {
+            if self.rollback_journaled.is_none() {
+                info!(annotation = crate::k8s::crd::labels::ROLLBACK_TO, value = ?value, "rollback annotation was refused before; not tried again until it changes");
+            }
+            self.rollback_journaled = Some(value);
             return Ok(());
         }
         info!(annotation = crate::k8s::crd::labels::ROLLBACK_TO, value = ?value, "rollback annotation read");
@@ -454,6 +475,7 @@ impl Router {
             correlation: Correlation::new(format!("rollback-{}", UnixMillis::now().0)),
             runtime_config: self.ctx.cfg.runtime_config(),
             value: value.clone(),
+            shown: shown.held,
         });
         self.ctx.commit.commit(b).await?;
         self.rollback_journaled = Some(value);

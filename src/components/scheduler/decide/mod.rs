@@ -141,14 +141,23 @@ pub enum RollbackAsk {
 /// The annotation value that names the render validated before the newest.
 pub const ROLLBACK_PREVIOUS: &str = "previous";
 
-/// Resolves the annotation `value` of a rollback request against `state` (DESIGN.md, "Rollback"):
-/// `None` ends a hold; the value the current hold was asked with changes nothing (so a restart,
-/// whose watch reads the annotation again, cannot move a `previous` hold); `previous` is the
-/// render validated before the newest, fixed here; anything else must be a render checksum.
+/// Resolves the annotation `value` of a rollback request against `state` (README, "Rollback"),
+/// with `shown` the hold the HAProxyCfg's `RolledBack` condition showed when the value was read
+/// (its value and render): `None` ends a hold (this replica's, or the one the condition shows,
+/// which another replica or an earlier process decided); the value the current hold was asked
+/// with changes nothing (so a restart, whose watch reads the annotation again, cannot move a
+/// `previous` hold); the value the condition shows held continues that hold (the same render,
+/// checked again: a new leader does not resolve `previous` against its own journal);
+/// `previous` is the render validated before the newest, fixed here; anything else must be a
+/// render checksum.
 #[must_use]
-pub fn resolve_rollback(state: &SchedulerState, value: Option<&str>) -> RollbackAsk {
+pub fn resolve_rollback(
+    state: &SchedulerState,
+    value: Option<&str>,
+    shown: Option<&(String, Checksum)>,
+) -> RollbackAsk {
     let Some(value) = value.map(str::trim) else {
-        return if state.rollback.is_some() {
+        return if state.rollback.is_some() || shown.is_some() {
             RollbackAsk::Release
         } else {
             RollbackAsk::Unchanged
@@ -156,6 +165,14 @@ pub fn resolve_rollback(state: &SchedulerState, value: Option<&str>) -> Rollback
     };
     if state.rollback.as_ref().is_some_and(|h| h.value == value) {
         return RollbackAsk::Unchanged;
+    }
+    if let Some((shown_value, render)) = shown
+        && shown_value == value
+    {
+        return RollbackAsk::Check {
+            value: value.to_owned(),
+            render: *render,
+        };
     }
     let refuse = |reason: String| RollbackAsk::Refuse {
         value: value.to_owned(),
@@ -189,7 +206,10 @@ pub enum RollbackVerdict {
     /// Nothing changes.
     Unchanged,
     /// End the hold: the newest validated render is deployed again.
-    Release,
+    Release {
+        /// The render the condition showed held (the hold to end when this replica has none).
+        shown: Option<Checksum>,
+    },
     /// Hold the fleet on `render` (found in the journal, passed `haproxy -c`).
     Hold {
         /// The annotation's value.
@@ -296,16 +316,13 @@ fn rollback(
         RollbackVerdict::Refuse { value, reason } => RollbackChange::Refused {
             value,
             reason,
-            held: state.rollback.as_ref().map(|h| h.render),
+            held: state.rollback.as_ref().map(|h| (h.value.clone(), h.render)),
         },
-        RollbackVerdict::Release => {
-            let Some(held) = state.rollback.take() else {
+        RollbackVerdict::Release { shown } => {
+            let Some(render) = state.rollback.take().map(|h| h.render).or(shown) else {
                 return;
             };
-            RollbackChange::Released {
-                render: held.render,
-                newest,
-            }
+            RollbackChange::Released { render, newest }
         }
         RollbackVerdict::Hold { value, render } => {
             state.rollback = Some(RollbackHold {
@@ -327,27 +344,62 @@ fn rollback(
         runtime_config,
         change,
     });
-    if !retarget {
-        return;
+    if retarget && let Some((render, _)) = state.target() {
+        retarget_to(state, render, correlation, fx);
     }
-    // A new target, as a new render: fresh timeout retries and give-ups; a quarantine holds
-    // for its render only.
+}
+
+/// The fleet's target became `render` (a hold began, moved or ended): fresh timeout retries and
+/// give-ups, a quarantine kept for `render` only, and every pod that is not on it, or that a
+/// deployment of another render (running, or journaled and not yet resumed) may still move off
+/// it, gets it; a pending request of another render is replaced, or dropped when no pod needs
+/// `render` (it would deploy a render that is no longer the target).
+fn retarget_to(
+    state: &mut SchedulerState,
+    render: Checksum,
+    correlation: Correlation,
+    fx: &mut Vec<Effect>,
+) {
     state.given_up.clear();
     state.timeout_retries = None;
-    let Some((render, _)) = state.target() else {
-        return;
-    };
     state.rejected.retain(|_, q| q.render == render);
+    let mut moving: BTreeSet<EndpointUrl> = BTreeSet::new();
+    if let Phase::Deploying { request, .. } = &state.phase
+        && request.render != render
+    {
+        moving.extend(request.endpoints.iter().map(|e| e.url.clone()));
+    }
+    if let Some(r) = state.resume.as_ref().filter(|r| r.render != render) {
+        moving.extend(r.endpoints.iter().map(|e| e.url.clone()));
+    }
     let targets: Vec<Endpoint> = state
         .endpoints
         .iter()
-        .filter(|e| state.applied.get(&e.url) != Some(&render))
+        .filter(|e| state.applied.get(&e.url) != Some(&render) || moving.contains(&e.url))
         .filter(|e| !state.quarantined(&e.url, &render))
         .cloned()
         .collect();
     if !targets.is_empty() {
         let r = reason(DeploymentCause::Rollback);
         queue(state, render, targets, r, correlation, fx);
+    } else if let Some(p) = state.pending.take_if(|p| p.render != render) {
+        fx.push(Effect::DropPending(p));
+    }
+}
+
+/// [`Effect::Rollback`] saying the current hold again ([`RollbackChange::Holding`]): the
+/// condition is written anew (a new term; a newer render validated during the hold).
+fn holding(state: &SchedulerState, fx: &mut Vec<Effect>) {
+    if let (Some(h), Some(rc)) = (&state.rollback, &state.runtime_config) {
+        fx.push(Effect::Rollback {
+            correlation: h.correlation.clone(),
+            runtime_config: rc.clone(),
+            change: RollbackChange::Holding {
+                value: h.value.clone(),
+                render: h.render,
+                newest: state.last_validated.as_ref().map(|(r, _)| *r),
+            },
+        });
     }
 }
 
@@ -445,6 +497,9 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             if let Some(held) = state.rollback.as_ref().map(|h| h.render) {
                 // A rollback holds: the render is validated and journaled, not deployed. A
                 // drift check still repairs every pod, with the held render.
+                if new_render {
+                    holding(state, &mut fx);
+                }
                 let all = not_quarantined(state, held);
                 if drift && !all.is_empty() {
                     let r = reason(DeploymentCause::DriftPrevention);
@@ -659,6 +714,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
         }
         Input::BecameLeader { term } => {
             state.leader = Some(term);
+            holding(state, &mut fx);
             // A new term gets fresh throttles and retry timers (J7). A deployment still running
             // from the previous term is stopped and resumed under the new one.
             if let Phase::Deploying { request, .. } =

@@ -378,6 +378,23 @@ pub(super) fn on_timeout(state: &mut SchedulerState, now: Instant, fx: &mut Vec<
             };
             (p.render, endpoints, p.correlation.clone(), cause)
         }
+        // The fleet's target moved off the timed-out render meanwhile (a rollback began or
+        // ended): the retry deploys the target.
+        None if state.target().is_some_and(|(t, _)| t != request.render) => {
+            let (t, corr) = state
+                .target()
+                .unwrap_or((request.render, request.correlation.clone()));
+            (
+                t,
+                unfinished
+                    .iter()
+                    .filter(|e| !state.quarantined(&e.url, &t))
+                    .cloned()
+                    .collect(),
+                corr,
+                DeploymentCause::Rollback,
+            )
+        }
         // A pod quarantined for the render (the unfinished pods of a timed-out
         // `quarantine_retry`) waits for its quarantine's next step, not a timeout retry.
         None => (

@@ -50,7 +50,7 @@ pub(super) fn history(j: &Journal, path: &Path, q: &Query<'_>, out: &Out) -> Res
                 "-".into(),
                 "-".into(),
                 "-".into(),
-                "another replica's journal, or no sync".into(),
+                "another replica led: its /debug/history, or no sync".into(),
                 String::new(),
             ],
         });
