@@ -11,12 +11,14 @@ use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, ListParams};
 
-use super::{MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
+use super::{LEASE, MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
 
 super::on_peers!(
     Emulator,
     a_rollback_holds_the_fleet_on_an_earlier_render_across_a_sigkill_until_the_annotation_goes =>
         rollback,
+    a_new_leader_continues_the_hold_the_condition_shows_not_its_own_previous =>
+        rollback_failover,
 );
 
 /// `(status, reason, message)` of the condition `type_`, if any.
@@ -273,4 +275,98 @@ pub async fn rollback(peers: Peers) {
         "the newest after the hold"
     );
     drop(ctl);
+}
+
+/// Waits until `RolledBack=True` holds `held` with every pod on it and the message naming
+/// `newest`; returns the message.
+async fn held_on(world: &super::Fleet, held: &str, newest: &str) -> String {
+    let (held, newest) = (checksum(held).to_string(), checksum(newest).to_string());
+    object_until(
+        world,
+        MAIN,
+        bounds().converge(),
+        &format!("RolledBack=True on {held} naming {newest}, every pod on it"),
+        |c| {
+            let (status, _, message) =
+                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
+            (status == "True"
+                && message.starts_with(&format!("render {held} is held"))
+                && message.contains(&newest)
+                && pod_checksums(c).iter().all(|p| *p == held))
+            .then(|| message.clone())
+            .ok_or(format!("{status} {message} {:?}", pod_checksums(c)))
+        },
+    )
+    .await
+}
+
+/// Two replicas (J9: each its own journal). `previous` is held by the leader (render 02 under
+/// 03); 04 passes during the hold, so the follower's own `previous` is now 03. The leader is
+/// SIGKILLed: the new leader continues the hold the `RolledBack` condition shows (02), not its
+/// own `previous`, says it again, and ends it when the annotation goes.
+pub async fn rollback_failover(peers: Peers) {
+    let world = start(peers, 2).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let mut ctls = vec![
+        world.controller(opts(&world, "alpha", &render_dir)),
+        world.controller(opts(&world, "beta", &render_dir)),
+    ];
+    published(&world, "01-basic", 2).await;
+    feed(&render_dir, "02-maps");
+    published(&world, "02-maps", 2).await;
+    feed(&render_dir, "03-maps-changed");
+    published(&world, "03-maps-changed", 2).await;
+    let target = format!("hpcfg/{MAIN}");
+    let annotation = format!("{}=previous", labels::ROLLBACK_TO);
+    let (ok, out) = world.kubectl(&["annotate", &target, &annotation], None);
+    assert!(ok, "kubectl annotate: {out}");
+    held_on(&world, "02-maps", "03-maps-changed").await;
+    every_pod_answers(&world, "02-maps").await;
+
+    // A newer render during the hold: validated (both replicas), the condition says it.
+    feed(&render_dir, "04-errors");
+    held_on(&world, "02-maps", "04-errors").await;
+
+    let leader = world
+        .eventually(bounds().takeover(), "a leader", || world.lease_holder(LEASE))
+        .await;
+    let l = ctls.iter().position(|c| c.opts.identity == leader).unwrap();
+    ctls[l].kill();
+    let follower = ctls[1 - l].opts.identity.clone();
+    world
+        .eventually(bounds().takeover(), &format!("{follower} to lead"), || async {
+            let holder = world.lease_holder(LEASE).await;
+            (holder.as_deref() == Some(follower.as_str()))
+                .then_some(())
+                .ok_or(format!("the Lease is held by {holder:?}"))
+        })
+        .await;
+    // Its first term runs (its start-up deployment), then the pods are still on 02.
+    tokio::time::sleep(bounds().deployment()).await;
+    held_on(&world, "02-maps", "04-errors").await;
+    world.pods_answer("02-maps").await.unwrap();
+
+    let remove = format!("{}-", labels::ROLLBACK_TO);
+    let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
+    assert!(ok, "kubectl annotate: {out}");
+    let newest = checksum("04-errors").to_string();
+    object_until(
+        &world,
+        MAIN,
+        bounds().converge(),
+        "RolledBack=False/RollbackEnded, every pod on 04-errors",
+        |c| {
+            let (status, reason, message) =
+                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
+            (status == "False"
+                && reason == reasons::ROLLBACK_ENDED
+                && pod_checksums(c) == vec![newest.clone(), newest.clone()])
+            .then_some(())
+            .ok_or(format!("{status}/{reason} {message} {:?}", pod_checksums(c)))
+        },
+    )
+    .await;
+    every_pod_answers(&world, "04-errors").await;
+    drop(ctls);
 }

@@ -590,7 +590,9 @@ fn fold_event(
 
 #[cfg(test)]
 mod rollback_tests {
-    use super::*;
+    use haptic_journal::Checksum;
+
+    use super::rollback_requested;
     use crate::k8s::crd::RollbackShown;
 
     #[test]
