@@ -304,6 +304,15 @@ impl Drop for BusyGuard<'_> {
 
 debug_non_exhaustive!(Deployer, |x| "settings" => x.settings);
 
+/// How [`Deployer::sync_one`] ended: the result, the pod-truth record (`None` after a timeout),
+/// whether the pod's transactions were cleaned, a failed sync's plan ([`SyncOutcome::attempted`]).
+type SyncEnd = (
+    Result<SyncReport, SyncError>,
+    Option<PodLedger>,
+    bool,
+    Option<(SyncMode, haptic_journal::OperationCounts)>,
+);
+
 struct EndpointResult {
     endpoint: haptic_journal::Endpoint,
     result: Result<SyncReport, SyncError>,
@@ -312,6 +321,8 @@ struct EndpointResult {
     ledger: Option<PodLedger>,
     /// Whether the pod's transactions were listed and deleted.
     cleaned: bool,
+    /// A failed sync's planned mode and operation counts ([`SyncOutcome::attempted`]).
+    attempted: Option<(SyncMode, haptic_journal::OperationCounts)>,
     duration: Duration,
 }
 
@@ -476,7 +487,7 @@ impl Deployer {
             let clean = self.needs_cleaning(ep.url.as_str(), term);
             futs.push(async move {
                 let t = Instant::now();
-                let (result, ledger, cleaned) = match &loaded {
+                let (result, ledger, cleaned, attempted) = match &loaded {
                     Err(msg) => (
                         Err(SyncError::Dataplane {
                             step: "load render",
@@ -487,6 +498,7 @@ impl Deployer {
                         }),
                         Some(ledger),
                         false,
+                        None,
                     ),
                     Ok(render) => {
                         let pod = PodSync {
@@ -501,6 +513,7 @@ impl Deployer {
                     result,
                     ledger,
                     cleaned,
+                    attempted,
                     duration: t.elapsed(),
                 }
             });
@@ -632,6 +645,11 @@ impl Deployer {
                     // The reload the failed sync asked for, which it could not confirm.
                     record.reload_id = Some(reload_id.clone());
                 }
+                if let Some((mode, ops)) = r.attempted {
+                    // What the failed sync had planned: the history says how it tried.
+                    record.mode = Some(mode);
+                    record.operations = ops;
+                }
                 b.append_history(record, self.settings.history);
             }
             // Every synced endpoint is reported, a no-op included: a resumed deployment whose
@@ -751,7 +769,7 @@ impl Deployer {
         render: &JournaledRender,
         pod: PodSync,
         permits: &Arc<Semaphore>,
-    ) -> (Result<SyncReport, SyncError>, Option<PodLedger>, bool) {
+    ) -> SyncEnd {
         let Ok(url) = reqwest::Url::parse(ep.url.as_str()) else {
             return (
                 Err(SyncError::Dataplane {
@@ -763,6 +781,7 @@ impl Deployer {
                 }),
                 Some(pod.ledger),
                 false,
+                None,
             );
         };
         let client = self
@@ -790,6 +809,7 @@ impl Deployer {
                             }),
                             ledger: pod.ledger,
                             transactions_cleaned: false,
+                            attempted: None,
                         };
                     }
                 }
@@ -827,8 +847,13 @@ impl Deployer {
             .await
         };
         match tokio::time::timeout(timeout, work).await {
-            Ok(o) => (o.result, Some(o.ledger), o.transactions_cleaned),
-            Err(_) => (Err(SyncError::Timeout(timeout)), None, false),
+            Ok(o) => (
+                o.result,
+                Some(o.ledger),
+                o.transactions_cleaned,
+                o.attempted,
+            ),
+            Err(_) => (Err(SyncError::Timeout(timeout)), None, false, None),
         }
     }
 

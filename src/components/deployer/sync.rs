@@ -270,6 +270,10 @@ pub struct SyncOutcome {
     /// Whether the pod's transactions were listed and deleted (the deployer remembers it for
     /// the term).
     pub transactions_cleaned: bool,
+    /// What a failed sync had planned when it failed: its mode and the operation counts of its
+    /// last plan (the history records them); `None` on success (the report has them) and for a
+    /// sync that failed before it planned.
+    pub attempted: Option<(SyncMode, haptic_journal::OperationCounts)>,
 }
 
 /// The Dataplane calls of one sync, each holding a permit of the deployment-wide semaphore
@@ -318,7 +322,7 @@ pub async fn sync_endpoint(
     let mut ledger = pod.ledger;
     let mut report = SyncReport::default();
     let mut cleaned = false;
-    let result = run(
+    let ran = run(
         &calls,
         render,
         pod.clean_transactions,
@@ -327,8 +331,10 @@ pub async fn sync_endpoint(
         policy,
         &mut report,
     )
-    .await
-    .map(|()| report);
+    .await;
+    let planned = !report.operations.is_empty() || report.fallback_used;
+    let attempted = (ran.is_err() && planned).then_some((report.mode, report.ops));
+    let result = ran.map(|()| report);
     if result.is_ok() {
         ledger.keep_only(&render.files, haptic_journal::UnixMillis::now());
     }
@@ -336,6 +342,7 @@ pub async fn sync_endpoint(
         result,
         ledger,
         transactions_cleaned: cleaned,
+        attempted,
     }
 }
 

@@ -98,9 +98,10 @@ async fn each_sync_is_one_history_record_in_order_with_its_mode_reload_and_resul
             (2, Some(SyncMode::FineGrained), true, true),
         ];
         if i == 0 {
-            // The failed sync has no mode (the report of a failure carries none); the retry
-            // finds the API's configuration and file apart and pushes the whole render.
-            want.push((3, None, false, false));
+            // The failed sync records what it planned (one transaction) and no reload (it could
+            // not confirm one); the retry finds the API's configuration and file apart and
+            // pushes the whole render.
+            want.push((3, Some(SyncMode::FineGrained), false, false));
             want.push((3, Some(SyncMode::RawResync), true, true));
         } else {
             want.push((3, Some(SyncMode::FineGrained), true, true));
@@ -121,6 +122,11 @@ async fn each_sync_is_one_history_record_in_order_with_its_mode_reload_and_resul
                 matches!(&records[3].result, SyncResult::Failed { message } if message.contains("reload")),
                 "{:?}",
                 records[3].result
+            );
+            assert!(
+                records[3].operations.total_api_operations > 0,
+                "the failed sync's planned operations: {:?}",
+                records[3].operations
             );
         }
     }

@@ -329,18 +329,24 @@ pub async fn rollback_failover(peers: Peers) {
     held_on(&world, "02-maps", "04-errors").await;
 
     let leader = world
-        .eventually(bounds().takeover(), "a leader", || world.lease_holder(LEASE))
+        .eventually(bounds().takeover(), "a leader", || {
+            world.lease_holder(LEASE)
+        })
         .await;
     let l = ctls.iter().position(|c| c.opts.identity == leader).unwrap();
     ctls[l].kill();
     let follower = ctls[1 - l].opts.identity.clone();
     world
-        .eventually(bounds().takeover(), &format!("{follower} to lead"), || async {
-            let holder = world.lease_holder(LEASE).await;
-            (holder.as_deref() == Some(follower.as_str()))
-                .then_some(())
-                .ok_or(format!("the Lease is held by {holder:?}"))
-        })
+        .eventually(
+            bounds().takeover(),
+            &format!("{follower} to lead"),
+            || async {
+                let holder = world.lease_holder(LEASE).await;
+                (holder.as_deref() == Some(follower.as_str()))
+                    .then_some(())
+                    .ok_or(format!("the Lease is held by {holder:?}"))
+            },
+        )
         .await;
     // Its first term runs (its start-up deployment), then the pods are still on 02.
     tokio::time::sleep(bounds().deployment()).await;
@@ -363,7 +369,10 @@ pub async fn rollback_failover(peers: Peers) {
                 && reason == reasons::ROLLBACK_ENDED
                 && pod_checksums(c) == vec![newest.clone(), newest.clone()])
             .then_some(())
-            .ok_or(format!("{status}/{reason} {message} {:?}", pod_checksums(c)))
+            .ok_or(format!(
+                "{status}/{reason} {message} {:?}",
+                pod_checksums(c)
+            ))
         },
     )
     .await;
