@@ -15,11 +15,13 @@
 //!   throttle.
 //! - [`heal`]: what self-healing remembers of a term's publications, and which watch events
 //!   are outside edits.
+//! - [`rollback`]: which reads of the rollback annotation are requests to journal.
 
 pub mod choice;
 pub mod heal;
 pub mod pick;
 pub mod retry;
+pub mod rollback;
 pub mod router;
 pub mod status;
 
@@ -27,9 +29,10 @@ pub use choice::{Choice, Facts, Live, choose};
 pub use heal::{HEAL_HISTORY, ObjectKey, Objects, Seen, TermCache, outside_edit};
 pub use pick::{Pick, Publication, Queued, pick_publication, publication, superseded};
 pub use retry::{Retry, RetryPolicy, on_failure, throttle_wait};
+pub use rollback::rollback_requested;
 pub use router::{
     Effect, GONE_REMEMBERED, Input, Place, RENDERS_REMEMBERED, RouterState, UNPLACED_RENDER_SEQ,
-    render_of, retry_requested, rollback_requested, route,
+    render_of, retry_requested, route,
 };
 pub use status::{
     AuxChange, PodChange, PodOutcome, StatusRound, aux_round, failure_condition,
