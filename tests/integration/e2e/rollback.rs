@@ -76,6 +76,35 @@ async fn pods_that_ran(addr: std::net::SocketAddr, query: &str) -> Vec<String> {
     pods
 }
 
+/// Removes the annotation, then waits until `RolledBack=False/RollbackEnded` with every pod
+/// on `newest` in the status and answering it.
+async fn released_to(world: &super::Fleet, newest: &str) {
+    let target = format!("hpcfg/{MAIN}");
+    let remove = format!("{}-", labels::ROLLBACK_TO);
+    let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
+    assert!(ok, "kubectl annotate: {out}");
+    let want = checksum(newest).to_string();
+    object_until(
+        world,
+        MAIN,
+        bounds().converge(),
+        &format!("RolledBack=False/RollbackEnded, every pod on {newest}"),
+        |c| {
+            let (status, reason, message) =
+                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
+            let pods = pod_checksums(c);
+            (status == "False"
+                && reason == reasons::ROLLBACK_ENDED
+                && pods.len() == world.pods().len()
+                && pods.iter().all(|p| *p == want))
+            .then_some(())
+            .ok_or(format!("{status}/{reason} {message} {pods:?}"))
+        },
+    )
+    .await;
+    every_pod_answers(world, newest).await;
+}
+
 /// Waits until every pod answers `render`.
 async fn every_pod_answers(world: &super::Fleet, render: &str) {
     world
@@ -220,30 +249,8 @@ pub async fn rollback(peers: Peers) {
 
     // The annotation goes: the newest render is deployed.
     let hold_until = k8s_openapi::jiff::Timestamp::now().to_string();
-    let remove = format!("{}-", labels::ROLLBACK_TO);
-    let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
-    assert!(ok, "kubectl annotate: {out}");
+    released_to(&world, "04-errors").await;
     let newest_s = newest.to_string();
-    object_until(
-        &world,
-        MAIN,
-        bounds().converge(),
-        "RolledBack=False/RollbackEnded, every pod on 04-errors",
-        |c| {
-            let (status, reason, message) =
-                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
-            (status == "False"
-                && reason == reasons::ROLLBACK_ENDED
-                && pod_checksums(c) == vec![newest_s.clone(), newest_s.clone()])
-            .then_some(())
-            .ok_or(format!(
-                "{status}/{reason} {message} {:?}",
-                pod_checksums(c)
-            ))
-        },
-    )
-    .await;
-    every_pod_answers(&world, "04-errors").await;
     let ev = rollback_events(&world).await;
     for want in ["RollbackStarted", "RollbackRefused", "RollbackEnded"] {
         assert!(ev.iter().any(|(r, _)| r == want), "{want}: {ev:?}");
@@ -353,29 +360,6 @@ pub async fn rollback_failover(peers: Peers) {
     held_on(&world, "02-maps", "04-errors").await;
     world.pods_answer("02-maps").await.unwrap();
 
-    let remove = format!("{}-", labels::ROLLBACK_TO);
-    let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
-    assert!(ok, "kubectl annotate: {out}");
-    let newest = checksum("04-errors").to_string();
-    object_until(
-        &world,
-        MAIN,
-        bounds().converge(),
-        "RolledBack=False/RollbackEnded, every pod on 04-errors",
-        |c| {
-            let (status, reason, message) =
-                condition(c, conditions::ROLLED_BACK).ok_or("no RolledBack")?;
-            (status == "False"
-                && reason == reasons::ROLLBACK_ENDED
-                && pod_checksums(c) == vec![newest.clone(), newest.clone()])
-            .then_some(())
-            .ok_or(format!(
-                "{status}/{reason} {message} {:?}",
-                pod_checksums(c)
-            ))
-        },
-    )
-    .await;
-    every_pod_answers(&world, "04-errors").await;
+    released_to(&world, "04-errors").await;
     drop(ctls);
 }
