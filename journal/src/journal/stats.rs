@@ -159,8 +159,9 @@ impl Journal {
     /// metadata; not free pages): what auto-compaction compares the file size with (the
     /// writer compacts when the file is larger than twice this plus
     /// [`JournalOptions::auto_compact_slack_bytes`](super::JournalOptions)). `None` when opened
-    /// read-only. Takes redb's write lock for a moment (a write transaction that is dropped,
-    /// nothing written), so it waits for a commit in progress.
+    /// read-only. Counted once redb has released the pages the last commits freed (it commits
+    /// up to three empty write transactions for that, no record written), so the figure is the
+    /// one the next open reads; it waits for a commit in progress.
     #[must_use]
     pub fn held_bytes(&self) -> Option<u64> {
         crate::db::held_bytes(&self.inner)
