@@ -6,12 +6,13 @@
 //! result. Also the helpers the other fixtures' tests share: the raw records of a file, the
 //! scheduler's record, and what `v3_to_v4` must have done ([`assert_v3_to_v4`]).
 
-use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use haptic_journal::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use haptic_journal::*;
 use haptic_migrations::{MigrateError, Policy, V1_TO_V2, V2_TO_V3, v1, v2, v3, v4};
 
 use crate::fixture::{self, Fixture};
 use crate::frozen;
+use crate::shared::{Row, byte_rows, try_rows};
 use crate::{fixture_copy, fixture_path};
 
 /// Every record of every schema-1 table, raw (`table key-hex value-hex`), plus meta but its
@@ -22,92 +23,78 @@ use crate::{fixture_copy, fixture_path};
 pub fn raw_records(path: &std::path::Path) -> (Vec<String>, Vec<String>) {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
-    let mut out = Vec::new();
-    macro_rules! dump {
-        ($name:expr, $def:expr, $k:expr, $v:expr) => {
-            for r in rtx.open_table($def).unwrap().iter().unwrap() {
-                let (k, v) = r.unwrap();
-                out.push(format!("{} {} {}", $name, $k(k.value()), $v(v.value())));
-            }
-        };
-    }
     let text = |k: &str| k.to_owned();
     let bytes = |v: &[u8]| hex::encode(v);
     let num = |k: u64| k.to_string();
-    for r in rtx.open_table(v1::tables::META).unwrap().iter().unwrap() {
-        let (k, v) = r.unwrap();
-        if k.value() != "schema_version" {
-            out.push(format!("meta {} {}", k.value(), hex::encode(v.value())));
-        }
-    }
-    dump!("events", v1::tables::EVENTS, num, bytes);
-    dump!("blobs", v1::tables::BLOBS, bytes, bytes);
-    dump!("blob_refs", v1::tables::BLOB_REFS, bytes, |(a, b): (
-        u64,
-        u64
-    )| {
-        format!("{a}/{b}")
+    let dump = |name: &str, rows: Vec<Row>| -> Vec<String> {
+        rows.into_iter()
+            .map(|(k, v)| format!("{name} {k} {}", hex::encode(v)))
+            .collect()
+    };
+    let mut meta = byte_rows(&rtx, v1::tables::META, text);
+    meta.retain(|(k, _)| k != "schema_version");
+    let mut out = dump("meta", meta);
+    out.extend(dump("events", byte_rows(&rtx, v1::tables::EVENTS, num)));
+    out.extend(dump("blobs", byte_rows(&rtx, v1::tables::BLOBS, bytes)));
+    let refs = try_rows(&rtx, v1::tables::BLOB_REFS, |k, (a, b)| {
+        format!("blob_refs {} {a}/{b}", bytes(k))
     });
+    out.extend(refs.unwrap());
     for name in v1::tables::FIFO {
         let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
-        dump!(name, def, num, bytes);
+        out.extend(dump(name, byte_rows(&rtx, def, num)));
     }
     for name in v1::tables::BY_POD {
         let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(name);
-        dump!(name, def, text, bytes);
+        out.extend(dump(name, byte_rows(&rtx, def, text)));
     }
     for name in v1::tables::SLOTS {
         let def: redb::TableDefinition<(), &[u8]> = redb::TableDefinition::new(name);
-        dump!(name, def, |()| "slot".to_owned(), bytes);
+        out.extend(dump(name, byte_rows(&rtx, def, |()| "slot".to_owned())));
     }
-    dump!(
-        "endpoint_applied",
-        v1::tables::ENDPOINT_APPLIED,
-        text,
-        bytes
-    );
-    dump!(
-        "published_checkpoint",
-        v1::tables::PUBLISHED_CHECKPOINT,
-        text,
-        bytes
-    );
-    dump!("component_state", v1::tables::COMPONENT_STATE, text, bytes);
+    for (name, def) in [
+        ("endpoint_applied", v1::tables::ENDPOINT_APPLIED),
+        ("published_checkpoint", v1::tables::PUBLISHED_CHECKPOINT),
+        ("component_state", v1::tables::COMPONENT_STATE),
+    ] {
+        out.extend(dump(name, byte_rows(&rtx, def, text)));
+    }
+    // The tables a later schema added, when the file has them.
+    for (name, rows, schema) in [
+        (
+            "endpoint_files",
+            try_rows(&rtx, v2::tables::ENDPOINT_FILES, |k, v| {
+                (text(k), v.to_vec())
+            }),
+            2,
+        ),
+        (
+            "endpoint_transaction",
+            try_rows(&rtx, v2::tables::ENDPOINT_TRANSACTION, |k, v| {
+                (text(k), v.to_vec())
+            }),
+            2,
+        ),
+        (
+            "pod_history",
+            try_rows(&rtx, v4::tables::POD_HISTORY, |(pod, seq), v| {
+                (format!("{pod}#{seq}"), v.to_vec())
+            }),
+            4,
+        ),
+    ] {
+        match rows {
+            Ok(rows) => out.extend(dump(name, rows)),
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => out.push(format!("{name} is not a schema-{schema} table: {e}")),
+        }
+    }
     let mut names: Vec<String> = rtx
         .list_tables()
         .unwrap()
         .map(|h| redb::TableHandle::name(&h).to_owned())
         .collect();
     names.sort();
-    for (name, def) in [
-        ("endpoint_files", v2::tables::ENDPOINT_FILES),
-        ("endpoint_transaction", v2::tables::ENDPOINT_TRANSACTION),
-    ] {
-        match rtx.open_table(def) {
-            Ok(t) => {
-                for r in t.iter().unwrap() {
-                    let (k, v) = r.unwrap();
-                    out.push(format!("{name} {} {}", k.value(), hex::encode(v.value())));
-                }
-            }
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => out.push(format!("{name} is not a schema-2 table: {e}")),
-        }
-    }
-    match rtx.open_table(v4::tables::POD_HISTORY) {
-        Ok(t) => {
-            for r in t.iter().unwrap() {
-                let (k, v) = r.unwrap();
-                let (pod, seq) = k.value();
-                out.push(format!(
-                    "pod_history {pod}#{seq} {}",
-                    hex::encode(v.value())
-                ));
-            }
-        }
-        Err(redb::TableError::TableDoesNotExist(_)) => {}
-        Err(e) => out.push(format!("pod_history is not a schema-4 table: {e}")),
-    }
     (out, names)
 }
 

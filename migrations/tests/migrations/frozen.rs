@@ -3,11 +3,12 @@
 //! schema-3 and schema-4 checkpoints and the schema-4 history records also mean what the journal
 //! wrote (field for field, enum variants by name).
 
-use haptic_journal::redb::{self, ReadableDatabase, ReadableTable};
+use haptic_journal::redb::{self, ReadableDatabase};
 use haptic_journal::*;
 use haptic_migrations::{v1, v2, v3, v4};
 
 use crate::fixture::{self, Fixture};
+use crate::shared::{Row, byte_rows, try_rows};
 
 /// Decodes `envelope`'s payload as `T` (frozen codec), re-encodes it, asserts the same bytes;
 /// returns the value and the envelope's kind.
@@ -27,6 +28,25 @@ fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(
     (v, raw.kind.to_owned())
 }
 
+/// [`round_trip`] of every record of `rows` (a table's [`byte_rows`]) as `T`; returns how many.
+fn round_trip_all<T: serde::Serialize + serde::de::DeserializeOwned>(
+    table: &str,
+    rows: &[Row],
+) -> usize {
+    for (k, v) in rows {
+        round_trip::<T>(table, k, v);
+    }
+    rows.len()
+}
+
+fn num(k: u64) -> String {
+    k.to_string()
+}
+
+fn text(k: &str) -> String {
+    k.to_owned()
+}
+
 /// Every record of the schema-1 tables of `path` round-trips through the frozen `v1` types,
 /// but `component_state` in a file at schema 3, through the `v3` types, and at schema 4 or
 /// later, through the `v4` types. Returns the number of records checked.
@@ -34,81 +54,46 @@ pub fn round_trip_v1_tables(path: &std::path::Path, f: Fixture) -> usize {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
     let version = read_schema_version(&rtx).unwrap().unwrap();
-    let mut n = 0;
-    for r in rtx.open_table(v1::tables::EVENTS).unwrap().iter().unwrap() {
-        let (k, v) = r.unwrap();
-        round_trip::<v1::Event>("events", &k.value().to_string(), v.value());
-        n += 1;
-    }
+    let mut n = round_trip_all::<v1::Event>("events", &byte_rows(&rtx, v1::tables::EVENTS, num));
     assert_eq!(n, fixture::expected(f).events.len());
     for name in v1::tables::FIFO {
         let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(name);
-        for r in rtx.open_table(def).unwrap().iter().unwrap() {
-            let (k, v) = r.unwrap();
-            round_trip::<v1::WorkRecord>(name, &k.value().to_string(), v.value());
-            n += 1;
-        }
+        n += round_trip_all::<v1::WorkRecord>(name, &byte_rows(&rtx, def, num));
     }
     for name in v1::tables::BY_POD {
         let def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new(name);
-        for r in rtx.open_table(def).unwrap().iter().unwrap() {
-            let (k, v) = r.unwrap();
-            round_trip::<v1::WorkRecord>(name, k.value(), v.value());
-            n += 1;
-        }
+        n += round_trip_all::<v1::WorkRecord>(name, &byte_rows(&rtx, def, text));
     }
     for name in v1::tables::SLOTS {
         let def: redb::TableDefinition<(), &[u8]> = redb::TableDefinition::new(name);
-        for r in rtx.open_table(def).unwrap().iter().unwrap() {
-            let (_, v) = r.unwrap();
-            round_trip::<v1::WorkRecord>(name, "slot", v.value());
-            n += 1;
-        }
+        let slot = |()| "slot".to_owned();
+        n += round_trip_all::<v1::WorkRecord>(name, &byte_rows(&rtx, def, slot));
     }
-    for r in rtx
-        .open_table(v1::tables::ENDPOINT_APPLIED)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        round_trip::<v1::EndpointApplied>("endpoint_applied", k.value(), v.value());
-        n += 1;
-    }
-    for r in rtx
-        .open_table(v1::tables::PUBLISHED_CHECKPOINT)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        round_trip::<v1::PublishedCheckpoint>("published_checkpoint", k.value(), v.value());
-        n += 1;
-    }
-    let mut components = 0;
-    for r in rtx
-        .open_table(v1::tables::COMPONENT_STATE)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        if version >= 4 {
-            round_trip::<v4::ComponentCheckpoint>("component_state", k.value(), v.value());
-        } else if version == 3 {
-            round_trip::<v3::ComponentCheckpoint>("component_state", k.value(), v.value());
-        } else {
-            round_trip::<v1::ComponentCheckpoint>("component_state", k.value(), v.value());
-        }
-        components += 1;
-    }
+    n += round_trip_all::<v1::EndpointApplied>(
+        "endpoint_applied",
+        &byte_rows(&rtx, v1::tables::ENDPOINT_APPLIED, text),
+    );
+    n += round_trip_all::<v1::PublishedCheckpoint>(
+        "published_checkpoint",
+        &byte_rows(&rtx, v1::tables::PUBLISHED_CHECKPOINT, text),
+    );
+    let components: fn(&str, &[Row]) -> usize = if version >= 4 {
+        round_trip_all::<v4::ComponentCheckpoint>
+    } else if version == 3 {
+        round_trip_all::<v3::ComponentCheckpoint>
+    } else {
+        round_trip_all::<v1::ComponentCheckpoint>
+    };
+    let components = components(
+        "component_state",
+        &byte_rows(&rtx, v1::tables::COMPONENT_STATE, text),
+    );
     assert_eq!(components, 3, "a checkpoint of every component");
     let mut renders = 0;
-    for r in rtx.open_table(v1::tables::BLOBS).unwrap().iter().unwrap() {
-        let (_, v) = r.unwrap();
-        let raw = codec::open(v.value()).unwrap();
+    for (_, v) in byte_rows(&rtx, v1::tables::BLOBS, |k: &[u8]| hex::encode(k)) {
+        let raw = codec::open(&v).unwrap();
         if raw.kind == "blob.render" {
-            round_trip::<v1::Render>("blobs", "render", v.value());
+            round_trip::<v1::Render>("blobs", "render", &v);
             renders += 1;
         }
     }
@@ -172,6 +157,24 @@ fn frozen_transaction(t: &EndpointTransaction) -> v2::EndpointTransaction {
     }
 }
 
+/// [`round_trip`] of every record of `rows` (table `table`, keyed by URL) as `T`, asserting
+/// its envelope kind `kind` and that its key is its URL (`url`); returns the values.
+fn round_trip_by_url<T: serde::Serialize + serde::de::DeserializeOwned>(
+    rows: &[Row],
+    table: &str,
+    kind: &str,
+    url: impl Fn(&T) -> &str,
+) -> Vec<T> {
+    rows.iter()
+        .map(|(k, v)| {
+            let (t, got) = round_trip::<T>(table, k, v);
+            assert_eq!(got, kind);
+            assert_eq!(k, url(&t), "keyed by URL");
+            t
+        })
+        .collect()
+}
+
 /// Every record of the tables schema 2 added round-trips through the frozen `v2` types and
 /// equals, in the frozen shape, what [`fixture::expected`] says the journal wrote. Returns the
 /// number of records checked.
@@ -179,35 +182,20 @@ pub fn round_trip_v2_tables(path: &std::path::Path, f: Fixture) -> usize {
     let exp = fixture::expected(f);
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
-    let mut files = Vec::new();
-    for r in rtx
-        .open_table(v2::tables::ENDPOINT_FILES)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        let (e, kind) = round_trip::<v2::EndpointFiles>("endpoint_files", k.value(), v.value());
-        assert_eq!(kind, v2::EndpointFiles::RECORD_KIND);
-        assert_eq!(k.value(), e.endpoint.0, "keyed by URL");
-        files.push(e);
-    }
+    let files = round_trip_by_url(
+        &byte_rows(&rtx, v2::tables::ENDPOINT_FILES, text),
+        "endpoint_files",
+        v2::EndpointFiles::RECORD_KIND,
+        |e: &v2::EndpointFiles| &e.endpoint.0,
+    );
     let want: Vec<v2::EndpointFiles> = exp.endpoint_files.iter().map(frozen_files).collect();
     assert_eq!(files, want);
-    let mut txs = Vec::new();
-    for r in rtx
-        .open_table(v2::tables::ENDPOINT_TRANSACTION)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        let (t, kind) =
-            round_trip::<v2::EndpointTransaction>("endpoint_transaction", k.value(), v.value());
-        assert_eq!(kind, v2::EndpointTransaction::RECORD_KIND);
-        assert_eq!(k.value(), t.endpoint.0, "keyed by URL");
-        txs.push(t);
-    }
+    let txs = round_trip_by_url(
+        &byte_rows(&rtx, v2::tables::ENDPOINT_TRANSACTION, text),
+        "endpoint_transaction",
+        v2::EndpointTransaction::RECORD_KIND,
+        |t: &v2::EndpointTransaction| &t.endpoint.0,
+    );
     let want: Vec<v2::EndpointTransaction> =
         exp.transactions.iter().map(frozen_transaction).collect();
     assert_eq!(txs, want);
@@ -227,17 +215,11 @@ fn round_trip_components<C: serde::Serialize + serde::de::DeserializeOwned>(
     let rtx = db.begin_read().unwrap();
     assert!(read_schema_version(&rtx).unwrap().unwrap() >= version);
     let mut out = Vec::new();
-    for r in rtx
-        .open_table(v1::tables::COMPONENT_STATE)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        let (c, kind) = round_trip::<C>("component_state", k.value(), v.value());
+    for (k, v) in byte_rows(&rtx, v1::tables::COMPONENT_STATE, text) {
+        let (c, kind) = round_trip::<C>("component_state", &k, &v);
         assert_eq!(kind, v4::ComponentCheckpoint::RECORD_KIND);
-        assert_eq!(k.value(), component(&c), "keyed by component");
-        out.push((codec::open(v.value()).unwrap().header(), c));
+        assert_eq!(k, component(&c), "keyed by component");
+        out.push((codec::open(&v).unwrap().header(), c));
     }
     out
 }
@@ -411,22 +393,18 @@ pub fn round_trip_v4_history(path: &std::path::Path, kept: &[(String, u64, SyncR
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
     let mut got = Vec::new();
-    for r in rtx
-        .open_table(v4::tables::POD_HISTORY)
-        .unwrap()
-        .iter()
-        .unwrap()
-    {
-        let (k, v) = r.unwrap();
-        let (pod_key, seq) = k.value();
+    let rows = try_rows(&rtx, v4::tables::POD_HISTORY, |(pod_key, seq), v| {
+        (pod_key.to_owned(), seq, v.to_vec())
+    });
+    for (pod_key, seq, v) in rows.unwrap() {
         let key = format!("{pod_key}#{seq}");
-        let (rec, kind) = round_trip::<v4::SyncRecord>("pod_history", &key, v.value());
+        let (rec, kind) = round_trip::<v4::SyncRecord>("pod_history", &key, &v);
         assert_eq!(kind, v4::SyncRecord::RECORD_KIND);
         assert_eq!(
             pod_key,
             format!("{}/{}", rec.pod.namespace.0, rec.pod.name.0)
         );
-        got.push((pod_key.to_owned(), seq, rec));
+        got.push((pod_key, seq, rec));
     }
     let want: Vec<(String, u64, v4::SyncRecord)> = kept
         .iter()

@@ -19,6 +19,7 @@ mod fixture_v2;
 mod fixture_v3;
 mod fixture_v4;
 mod frozen;
+mod shared;
 #[cfg(feature = "test-v5")]
 mod test_v5;
 

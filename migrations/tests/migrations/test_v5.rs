@@ -8,13 +8,14 @@
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
-use haptic_journal::redb::{self, ReadableDatabase, ReadableTable, ReadableTableMetadata};
+use haptic_journal::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use haptic_journal::*;
 use haptic_migrations::test_v5::{CRASH_POINT, EVENTS_V5, STEPS, V5Event};
 use haptic_migrations::{MigrateError, Policy, v4};
 
 use crate::fixture::{self, Fixture};
 use crate::fixture_copy;
+use crate::shared::try_rows;
 
 const CHILD_ENV: &str = "HAPTIC_MIGRATIONS_CHILD";
 
@@ -53,15 +54,18 @@ fn snapshot(path: &std::path::Path) -> Vec<String> {
 fn events_payloads(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
     let db = redb::Builder::new().open_read_only(path).unwrap();
     let rtx = db.begin_read().unwrap();
-    let t = rtx.open_table(v4::tables::EVENTS).unwrap();
-    t.iter()
-        .unwrap()
-        .map(|r| {
-            let (k, v) = r.unwrap();
-            let raw = codec::open(v.value()).unwrap();
-            (k.value(), raw.payload.to_vec())
-        })
-        .collect()
+    try_rows(&rtx, v4::tables::EVENTS, |k, v| {
+        (k, codec::open(v).unwrap().payload.to_vec())
+    })
+    .unwrap()
+}
+
+/// The number of rows of table `def` of `rtx` (which must open).
+fn table_len<K: redb::Key + 'static, V: redb::Value + 'static>(
+    rtx: &redb::ReadTransaction,
+    def: redb::TableDefinition<K, V>,
+) -> u64 {
+    rtx.open_table(def).unwrap().len().unwrap()
 }
 
 /// The steps the test chain runs on fixture `f`.
@@ -114,17 +118,11 @@ fn v4_to_v5_migrates_a_copy_of_each_fixture() {
         assert_eq!(read_schema_version(&rtx).unwrap(), Some(5));
         assert!(rtx.open_table(v4::tables::EVENTS).is_err());
         assert_eq!(
-            rtx.open_table(v4::tables::POD_HISTORY)
-                .unwrap()
-                .len()
-                .unwrap(),
+            table_len(&rtx, v4::tables::POD_HISTORY),
             fixture::expected(f).history.len() as u64
         );
         assert_eq!(
-            rtx.open_table(v4::tables::ENDPOINT_TRANSACTION)
-                .unwrap()
-                .len()
-                .unwrap(),
+            table_len(&rtx, v4::tables::ENDPOINT_TRANSACTION),
             fixture::expected(f).transactions.len() as u64
         );
         let t = rtx.open_table(EVENTS_V5).unwrap();
