@@ -8,11 +8,11 @@
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, V1_TO_V2, V2_TO_V3, v1, v2, v3, v4};
+use haptic_migrations::{V1_TO_V2, V2_TO_V3, v1, v2, v3, v4};
 
 use crate::fixture::{self, Fixture};
 use crate::frozen;
-use crate::shared::{Row, byte_rows, try_rows};
+use crate::shared::{self, Row, byte_rows, try_rows};
 use crate::{fixture_copy, fixture_path};
 
 /// Every record of every schema-1 table, raw (`table key-hex value-hex`), plus meta but its
@@ -201,65 +201,25 @@ pub fn schema_version_of(path: &std::path::Path) -> Option<u32> {
 
 #[test]
 fn committed_v1_fixture_is_refused_without_a_migration() {
-    let (_d, path) = fixture_copy(Fixture::V1);
-    let before = raw_records(&path);
-    let opts = JournalOptions::new(&path);
-    match haptic_migrations::open(&opts, Policy::Refuse) {
-        Err(e @ MigrateError::SchemaTooOld { .. }) => {
-            let MigrateError::SchemaTooOld {
-                found, supported, ..
-            } = &e
-            else {
-                unreachable!()
-            };
-            assert_eq!((*found, *supported), (1, 4));
-            let text = e.to_string();
-            assert!(
-                text.contains(&path.display().to_string())
-                    && text.contains("haptic-journalctl migrate --write"),
-                "names the file and the fix: {text}"
-            );
-        }
-        other => panic!("expected SchemaTooOld, got {other:?}"),
-    }
-    // A read-only open never migrates, whatever the policy.
-    assert!(matches!(
-        haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
-        Err(MigrateError::SchemaTooOld {
-            found: 1,
-            supported: 4,
-            ..
-        })
-    ));
-    // The controller's own open (Journal::open) refuses it too, typed.
-    match Journal::open(&opts) {
-        Err(e @ OpenError::SchemaTooOld { .. }) => {
-            assert!(e.to_string().contains("haptic-journalctl migrate --write"));
-            assert!(matches!(
-                e,
-                OpenError::SchemaTooOld {
-                    found: 1,
-                    supported: 4,
-                    ..
-                }
-            ));
-        }
-        other => panic!("expected OpenError::SchemaTooOld, got {other:?}"),
-    }
-    assert_eq!(raw_records(&path), before, "a refusal wrote");
-    assert_eq!(schema_version_of(&path), Some(1));
+    let (_d, path, refused, journal_refused) =
+        shared::assert_refused_without_a_migration(Fixture::V1);
+    let text = refused.to_string();
+    assert!(
+        text.contains(&path.display().to_string())
+            && text.contains("haptic-journalctl migrate --write"),
+        "names the file and the fix: {text}"
+    );
+    // The controller's own open (Journal::open) refuses it too, typed, and names the fix.
+    assert!(
+        journal_refused
+            .to_string()
+            .contains("haptic-journalctl migrate --write")
+    );
 }
 
 #[test]
 fn plan_lists_v1_to_v2_then_v2_to_v3_then_v3_to_v4() {
-    let p = haptic_migrations::plan(
-        &JournalOptions::new(fixture_path(Fixture::V1)),
-        haptic_migrations::STEPS,
-    )
-    .unwrap();
-    assert_eq!((p.found, p.target), (1, 4));
-    let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
-    assert_eq!(names, vec!["v1_to_v2", "v2_to_v3", "v3_to_v4"]);
+    let p = shared::assert_plan(Fixture::V1, (1, 4), &["v1_to_v2", "v2_to_v3", "v3_to_v4"]);
     assert_eq!((p.steps[0].from, p.steps[0].to), (1, 2));
     assert_eq!((p.steps[1].from, p.steps[1].to), (2, 3));
     assert_eq!((p.steps[2].from, p.steps[2].to), (3, 4));
@@ -332,61 +292,24 @@ fn migrate_takes_a_copy_to_v2_then_v3_then_v4_and_changes_nothing_else() {
     assert_eq!(m.applied, vec!["v3_to_v4"]);
     assert_eq!(schema_version_of(&path), Some(4));
     assert_v3_to_v4(&at_v3, &raw_records(&path));
-    // The frozen v1 types for the schema-1 tables, v4 for the checkpoints.
-    frozen::round_trip_v1_tables(&path, Fixture::V1);
-    assert_eq!(frozen::round_trip_v4_components(&path).len(), 3);
-    // This build opens it (verify on open), read-write and read-only; every v1 record is there,
-    // the quarantine entry retried at the migration's time.
-    let j = Journal::open(&opts).unwrap();
-    fixture::assert_matches(&j, Fixture::V1);
-    let c = j
-        .component_checkpoint("deployment-scheduler")
-        .unwrap()
-        .unwrap();
-    assert_eq!(fixture::quarantine_of(&c).len(), 1);
-    fixture::assert_migrated_quarantine(&c, from, to);
-    drop(j);
-    let j = Journal::open(&opts.read_only(true)).unwrap();
-    fixture::assert_matches(&j, Fixture::V1);
+    // The frozen v1 types for the schema-1 tables, v2 for the (empty) schema-2 tables, v4 for
+    // the checkpoints. This build opens it (verify on open), read-write and read-only; every v1
+    // record is there, the quarantine entry retried at the migration's time.
+    shared::assert_migrated_copy_reads(&path, Fixture::V1, 0, |j| {
+        shared::assert_quarantine_migrated_in(j, 1, (from, to));
+    });
 }
 
 #[test]
 fn open_with_policy_migrate_upgrades_then_opens() {
-    let (_d, path) = fixture_copy(Fixture::V1);
-    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
-    assert_eq!(j.meta().unwrap().schema_version, 4);
-    fixture::assert_matches(&j, Fixture::V1);
+    shared::open_with_policy_migrate(Fixture::V1);
 }
 
 /// A step that fails rolls its transaction back: the file stays at schema 1, unchanged. Here a
 /// schema-1 file that (against every rule) already has an `endpoint_files` table of another type.
 #[test]
 fn a_failing_step_leaves_the_file_at_v1() {
-    let (_d, path) = fixture_copy(Fixture::V1);
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        let bad: redb::TableDefinition<u64, u64> = redb::TableDefinition::new("endpoint_files");
-        txn.open_table(bad).unwrap().insert(1, 2).unwrap();
-        txn.commit().unwrap();
-    }
-    let before = raw_records(&path);
-    match haptic_migrations::migrate(&JournalOptions::new(&path)) {
-        Err(e @ MigrateError::Step { .. }) => {
-            let text = e.to_string();
-            assert!(
-                text.contains("v1_to_v2") && text.contains("unchanged at version 1"),
-                "{text}"
-            );
-        }
-        other => panic!("expected a failed step, got {other:?}"),
-    }
-    assert_eq!(schema_version_of(&path), Some(1));
-    assert_eq!(
-        raw_records(&path),
-        before,
-        "the failed step left something behind"
-    );
+    shared::assert_a_failing_step_leaves_the_file(Fixture::V1, "endpoint_files", "v1_to_v2");
 }
 
 /// The frozen `v1` types describe every stored payload exactly: decode, re-encode, same bytes.

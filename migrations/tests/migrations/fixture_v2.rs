@@ -6,7 +6,7 @@
 
 use haptic_journal::redb::{self, ReadableTable};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, StepError, V1_TO_V2, V2_TO_V3, v2, v3};
+use haptic_migrations::{V1_TO_V2, V2_TO_V3, v2, v3};
 
 use crate::fixture::{self, Fixture};
 use crate::fixture_v1::{
@@ -14,6 +14,7 @@ use crate::fixture_v1::{
     raw_records, scheduler_in, scheduler_record, schema_version_of, set_scheduler_record,
 };
 use crate::frozen;
+use crate::shared;
 use crate::{fixture_copy, fixture_path};
 
 /// Rewrites the file's v2 scheduler checkpoint after `edit` (same header); returns the edited
@@ -109,48 +110,12 @@ fn first_retry_at(c: &v3::ComponentCheckpoint) -> v3::UnixMillis {
 
 #[test]
 fn committed_v2_fixture_is_refused_without_a_migration() {
-    let (_d, path) = fixture_copy(Fixture::V2);
-    let before = raw_records(&path);
-    let opts = JournalOptions::new(&path);
-    for o in [opts.clone(), opts.clone().read_only(true)] {
-        match haptic_migrations::open(&o, Policy::Refuse) {
-            Err(MigrateError::SchemaTooOld {
-                found, supported, ..
-            }) => assert_eq!((found, supported), (2, 4)),
-            other => panic!("expected SchemaTooOld, got {other:?}"),
-        }
-    }
-    // A read-only open never migrates, whatever the policy.
-    assert!(matches!(
-        haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
-        Err(MigrateError::SchemaTooOld {
-            found: 2,
-            supported: 4,
-            ..
-        })
-    ));
-    assert!(matches!(
-        Journal::open(&opts),
-        Err(OpenError::SchemaTooOld {
-            found: 2,
-            supported: 4,
-            ..
-        })
-    ));
-    assert_eq!(raw_records(&path), before, "a refusal wrote");
-    assert_eq!(schema_version_of(&path), Some(2));
+    shared::assert_refused_without_a_migration(Fixture::V2);
 }
 
 #[test]
 fn plan_lists_v2_to_v3_then_v3_to_v4() {
-    let p = haptic_migrations::plan(
-        &JournalOptions::new(fixture_path(Fixture::V2)),
-        haptic_migrations::STEPS,
-    )
-    .unwrap();
-    assert_eq!((p.found, p.target), (2, 4));
-    let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
-    assert_eq!(names, vec!["v2_to_v3", "v3_to_v4"]);
+    shared::assert_plan(Fixture::V2, (2, 4), &["v2_to_v3", "v3_to_v4"]);
 }
 
 /// The v2 fixture's quarantine entry comes out of `v2_to_v3` with one attempt and a retry time
@@ -188,25 +153,9 @@ fn migrate_takes_a_copy_to_v4_and_changes_only_the_quarantine() {
     assert_converted(&old, &new, window);
     // The frozen types of each schema describe the result: v1 + v2 for the unchanged tables,
     // v4 for the checkpoints; and the journal reads the same values.
-    frozen::round_trip_v1_tables(&path, Fixture::V2);
-    assert_eq!(frozen::round_trip_v2_tables(&path, Fixture::V2), 5);
-    let frozen_components = frozen::round_trip_v4_components(&path);
-    assert_eq!(frozen_components.len(), 3);
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
-    fixture::assert_matches(&j, Fixture::V2);
-    for (_, c) in &frozen_components {
-        let got = j
-            .component_checkpoint(c.state.component())
-            .unwrap()
-            .unwrap();
-        frozen::assert_same_checkpoint(&got, c);
-    }
-    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
-    assert_eq!(fixture::quarantine_of(&c).len(), 1);
-    fixture::assert_migrated_quarantine(&c, window.0, window.1);
-    drop(j);
-    let j = Journal::open(&JournalOptions::new(&path).read_only(true)).unwrap();
-    fixture::assert_matches(&j, Fixture::V2);
+    shared::assert_migrated_copy_reads(&path, Fixture::V2, 5, |j| {
+        shared::assert_quarantine_migrated_in(j, 1, window);
+    });
 }
 
 /// A schema-2 quarantine of several entries (written raw with the frozen v2 types and the
@@ -231,9 +180,7 @@ fn every_quarantine_entry_of_a_v2_file_is_converted() {
     assert_converted(&old, &new, window);
     let j = Journal::open(&JournalOptions::new(&path)).unwrap();
     assert!(j.verify().unwrap().is_clean());
-    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
-    assert_eq!(fixture::quarantine_of(&c).len(), 3);
-    fixture::assert_migrated_quarantine(&c, window.0, window.1);
+    shared::assert_quarantine_migrated_in(&j, 3, window);
 }
 
 /// No scheduler checkpoint (a replica that never scheduled): nothing to convert, nothing but
@@ -285,69 +232,16 @@ fn a_v2_scheduler_checkpoint_without_quarantine_keeps_its_bytes() {
 /// stays at schema 2, unchanged.
 #[test]
 fn an_undecodable_scheduler_checkpoint_fails_the_step_at_v2() {
-    let good = scheduler_record(&fixture_path(Fixture::V2)).unwrap();
-    let payload = codec::open(&good).unwrap().payload.to_vec();
-    for (what, record) in [
-        ("bad envelope", b"not an envelope".to_vec()),
-        (
-            "bad payload",
-            codec::seal(
-                v3::ComponentCheckpoint::RECORD_KIND,
-                UnixMillis(1),
-                Term(1),
-                &[9, 9, 9],
-            ),
-        ),
-        (
-            "a good payload under another kind",
-            codec::seal("state.endpoint-applied", UnixMillis(1), Term(1), &payload),
-        ),
-    ] {
-        let (_d, path) = fixture_copy(Fixture::V2);
-        set_scheduler_record(&path, Some(&record));
-        let before = raw_records(&path);
-        match haptic_migrations::migrate(&JournalOptions::new(&path)) {
-            Err(e @ MigrateError::Step { .. }) => {
-                let text = e.to_string();
-                let MigrateError::Step {
-                    name,
-                    from,
-                    to,
-                    source,
-                    ..
-                } = e
-                else {
-                    unreachable!()
-                };
-                assert_eq!((name, from, to), ("v2_to_v3", 2, 3), "{what}");
-                assert!(
-                    matches!(
-                        *source,
-                        StepError::Undecodable {
-                            table: "component_state",
-                            ref key,
-                            version: 2,
-                        } if key == SCHEDULER
-                    ),
-                    "{what}: {source:?}"
-                );
-                assert!(text.contains("unchanged at version 2"), "{what}: {text}");
-            }
-            other => panic!("{what}: expected a failed step, got {other:?}"),
-        }
-        assert_eq!(schema_version_of(&path), Some(2), "{what}");
-        assert_eq!(raw_records(&path), before, "{what}: the failed step wrote");
-    }
+    shared::assert_undecodable_scheduler_checkpoints_fail_the_step(
+        Fixture::V2,
+        ("v2_to_v3", 2, 3),
+        Vec::new(),
+    );
 }
 
 #[test]
 fn open_with_policy_migrate_upgrades_then_opens() {
-    let (_d, path) = fixture_copy(Fixture::V2);
-    let from = fixture::now();
-    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
-    let to = fixture::now();
-    assert_eq!(j.meta().unwrap().schema_version, 4);
-    fixture::assert_matches(&j, Fixture::V2);
+    let (_d, j, (from, to)) = shared::open_with_policy_migrate(Fixture::V2);
     let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
     fixture::assert_migrated_quarantine(&c, from, to);
 }

@@ -5,59 +5,22 @@
 
 use haptic_journal::redb::{self, ReadableDatabase, ReadableTableMetadata};
 use haptic_journal::*;
-use haptic_migrations::{MigrateError, Policy, StepError, v3, v4};
+use haptic_migrations::{v3, v4};
 
 use crate::fixture::{self, Fixture};
-use crate::fixture_v1::{
-    SCHEDULER, assert_v3_to_v4, raw_records, scheduler_record, schema_version_of,
-    set_scheduler_record,
-};
+use crate::fixture_v1::{SCHEDULER, assert_v3_to_v4, raw_records, schema_version_of};
 use crate::frozen;
+use crate::shared;
 use crate::{fixture_copy, fixture_path};
 
 #[test]
 fn committed_v3_fixture_is_refused_without_a_migration() {
-    let (_d, path) = fixture_copy(Fixture::V3);
-    let before = raw_records(&path);
-    let opts = JournalOptions::new(&path);
-    for o in [opts.clone(), opts.clone().read_only(true)] {
-        match haptic_migrations::open(&o, Policy::Refuse) {
-            Err(MigrateError::SchemaTooOld {
-                found, supported, ..
-            }) => assert_eq!((found, supported), (3, 4)),
-            other => panic!("expected SchemaTooOld, got {other:?}"),
-        }
-    }
-    assert!(matches!(
-        haptic_migrations::open(&opts.clone().read_only(true), Policy::Migrate),
-        Err(MigrateError::SchemaTooOld {
-            found: 3,
-            supported: 4,
-            ..
-        })
-    ));
-    assert!(matches!(
-        Journal::open(&opts),
-        Err(OpenError::SchemaTooOld {
-            found: 3,
-            supported: 4,
-            ..
-        })
-    ));
-    assert_eq!(raw_records(&path), before, "a refusal wrote");
-    assert_eq!(schema_version_of(&path), Some(3));
+    shared::assert_refused_without_a_migration(Fixture::V3);
 }
 
 #[test]
 fn plan_lists_v3_to_v4() {
-    let p = haptic_migrations::plan(
-        &JournalOptions::new(fixture_path(Fixture::V3)),
-        haptic_migrations::STEPS,
-    )
-    .unwrap();
-    assert_eq!((p.found, p.target), (3, 4));
-    let names: Vec<&str> = p.steps.iter().map(|s| s.name).collect();
-    assert_eq!(names, vec!["v3_to_v4"]);
+    shared::assert_plan(Fixture::V3, (3, 4), &["v3_to_v4"]);
 }
 
 /// `v3_to_v4` adds `pod_history`, empty, and rewrites the scheduler's checkpoint in the schema-4
@@ -93,89 +56,38 @@ fn migrate_takes_a_copy_to_v4_adds_the_history_table_and_holds_no_rollback() {
                 .unwrap()
         );
     }
-    // The frozen types of each schema still describe every record.
-    frozen::round_trip_v1_tables(&path, Fixture::V3);
-    assert_eq!(frozen::round_trip_v2_tables(&path, Fixture::V3), 5);
-    let components = frozen::round_trip_v4_components(&path);
-    assert_eq!(components.len(), 3);
+    // The frozen types of each schema still describe every record; this build reads them.
     assert_eq!(frozen::round_trip_v4_history(&path, &[]), 0);
-    let j = Journal::open(&opts).unwrap();
-    fixture::assert_matches(&j, Fixture::V3);
-    for (_, c) in &components {
-        let got = j
-            .component_checkpoint(c.state.component())
-            .unwrap()
-            .unwrap();
-        frozen::assert_same_checkpoint(&got, c);
-    }
-    let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
-    let s = fixture::scheduler_of(&c).unwrap();
-    assert_eq!((s.previous_validated, &s.rollback), (None, &None));
-    assert!(j.history().unwrap().is_empty());
-    drop(j);
-    let j = Journal::open(&opts.read_only(true)).unwrap();
-    fixture::assert_matches(&j, Fixture::V3);
+    shared::assert_migrated_copy_reads(&path, Fixture::V3, 5, |j| {
+        let c = j.component_checkpoint(SCHEDULER).unwrap().unwrap();
+        let s = fixture::scheduler_of(&c).unwrap();
+        assert_eq!((s.previous_validated, &s.rollback), (None, &None));
+        assert!(j.history().unwrap().is_empty());
+    });
 }
 
 #[test]
 fn open_with_policy_migrate_upgrades_then_opens() {
-    let (_d, path) = fixture_copy(Fixture::V3);
-    let j = haptic_migrations::open(&JournalOptions::new(&path), Policy::Migrate).unwrap();
-    assert_eq!(j.meta().unwrap().schema_version, 4);
-    fixture::assert_matches(&j, Fixture::V3);
+    shared::open_with_policy_migrate(Fixture::V3);
 }
 
 /// A step that fails rolls its transaction back: the file stays at schema 3, unchanged. Here a
 /// schema-3 file that (against every rule) already has a `pod_history` table of another type.
 #[test]
 fn a_failing_step_leaves_the_file_at_v3() {
-    let (_d, path) = fixture_copy(Fixture::V3);
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        let bad: redb::TableDefinition<u64, u64> = redb::TableDefinition::new("pod_history");
-        txn.open_table(bad).unwrap().insert(1, 2).unwrap();
-        txn.commit().unwrap();
-    }
-    let before = raw_records(&path);
-    match haptic_migrations::migrate(&JournalOptions::new(&path)) {
-        Err(e @ MigrateError::Step { .. }) => {
-            let text = e.to_string();
-            assert!(
-                text.contains("v3_to_v4") && text.contains("unchanged at version 3"),
-                "{text}"
-            );
-        }
-        other => panic!("expected a failed step, got {other:?}"),
-    }
-    assert_eq!(schema_version_of(&path), Some(3));
-    assert_eq!(
-        raw_records(&path),
-        before,
-        "the failed step left something behind"
-    );
+    shared::assert_a_failing_step_leaves_the_file(Fixture::V3, "pod_history", "v3_to_v4");
 }
 
 /// A scheduler checkpoint that does not decode as schema 3 fails the step, typed: the file
 /// stays at schema 3, unchanged (no `pod_history` either: the one transaction rolled back).
 #[test]
 fn an_undecodable_scheduler_checkpoint_fails_the_step_at_v3() {
-    let good = scheduler_record(&fixture_path(Fixture::V3)).unwrap();
-    let payload = codec::open(&good).unwrap().payload.to_vec();
-    let mut longer = payload.clone();
+    let mut longer = shared::scheduler_payload(Fixture::V3);
     longer.extend([0, 0]);
-    for (what, record) in [
-        ("bad envelope", b"not an envelope".to_vec()),
-        (
-            "bad payload",
-            codec::seal(
-                v3::ComponentCheckpoint::RECORD_KIND,
-                UnixMillis(1),
-                Term(1),
-                &[9, 9, 9],
-            ),
-        ),
-        (
+    shared::assert_undecodable_scheduler_checkpoints_fail_the_step(
+        Fixture::V3,
+        ("v3_to_v4", 3, 4),
+        vec![(
             "a schema-4 payload (trailing bytes for schema 3)",
             codec::seal(
                 v3::ComponentCheckpoint::RECORD_KIND,
@@ -183,47 +95,8 @@ fn an_undecodable_scheduler_checkpoint_fails_the_step_at_v3() {
                 Term(1),
                 &longer,
             ),
-        ),
-        (
-            "a good payload under another kind",
-            codec::seal("state.endpoint-applied", UnixMillis(1), Term(1), &payload),
-        ),
-    ] {
-        let (_d, path) = fixture_copy(Fixture::V3);
-        set_scheduler_record(&path, Some(&record));
-        let before = raw_records(&path);
-        match haptic_migrations::migrate(&JournalOptions::new(&path)) {
-            Err(e @ MigrateError::Step { .. }) => {
-                let text = e.to_string();
-                let MigrateError::Step {
-                    name,
-                    from,
-                    to,
-                    source,
-                    ..
-                } = e
-                else {
-                    unreachable!()
-                };
-                assert_eq!((name, from, to), ("v3_to_v4", 3, 4), "{what}");
-                assert!(
-                    matches!(
-                        *source,
-                        StepError::Undecodable {
-                            table: "component_state",
-                            ref key,
-                            version: 3,
-                        } if key == SCHEDULER
-                    ),
-                    "{what}: {source:?}"
-                );
-                assert!(text.contains("unchanged at version 3"), "{what}: {text}");
-            }
-            other => panic!("{what}: expected a failed step, got {other:?}"),
-        }
-        assert_eq!(schema_version_of(&path), Some(3), "{what}");
-        assert_eq!(raw_records(&path), before, "{what}: the failed step wrote");
-    }
+        )],
+    );
 }
 
 /// The frozen types describe every stored payload of the committed file exactly: the schema-1

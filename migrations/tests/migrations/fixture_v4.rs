@@ -11,6 +11,7 @@ use crate::fixture_history;
 
 use crate::fixture::{self, Fixture};
 use crate::frozen;
+use crate::shared;
 use crate::{fixture_copy, fixture_path};
 
 /// Writes `fixtures/v4.redb` anew. Run by hand (see main.rs); the normal run never rewrites it.
@@ -92,12 +93,7 @@ fn committed_v4_fixture_opens_and_every_record_verifies() {
 
 #[test]
 fn committed_v4_fixture_needs_no_step() {
-    let p = haptic_migrations::plan(
-        &JournalOptions::new(fixture_path(Fixture::V4)),
-        haptic_migrations::STEPS,
-    )
-    .unwrap();
-    assert_eq!((p.found, p.target), (4, 4));
+    let p = shared::assert_plan(Fixture::V4, (4, 4), &[]);
     assert!(p.steps.is_empty());
     let (_d, path) = fixture_copy(Fixture::V4);
     let before = crate::fixture_v1::raw_records(&path);
