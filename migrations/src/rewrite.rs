@@ -1,6 +1,7 @@
 //! What the steps that change the shape of the scheduler's checkpoint share (`v2_to_v3`,
 //! `v3_to_v4`): read `component_state["deployment-scheduler"]` with the old schema's frozen
-//! types, write it back in the new shape, in the same envelope.
+//! types, write it back in the new shape, in the same envelope; and the checkpoint around the
+//! scheduler's state, carried over unchanged ([`upgrade_checkpoint`]).
 //!
 //! ```text
 //!  component_state["deployment-scheduler"]     (no table, no record: nothing to do)
@@ -73,3 +74,22 @@ where
     states.insert(SCHEDULER, sealed.as_slice())?;
     Ok(())
 }
+
+/// `$old`, a frozen `$from::ComponentCheckpoint`, in the shape of `$to::ComponentCheckpoint`:
+/// the same `through`, the scheduler's state `$s` (a `$from::SchedulerCheckpoint`) as
+/// `$scheduler` makes it (a `$to::SchedulerCheckpoint`), the validator's and the publisher's
+/// carried over as they are (their types are the same in both schemas).
+macro_rules! upgrade_checkpoint {
+    ($old:expr, $from:ident => $to:ident, |$s:ident| $scheduler:expr) => {{
+        let old: $from::ComponentCheckpoint = $old;
+        $to::ComponentCheckpoint {
+            through: old.through,
+            state: match old.state {
+                $from::ComponentState::Scheduler($s) => $to::ComponentState::Scheduler($scheduler),
+                $from::ComponentState::Validator(v) => $to::ComponentState::Validator(v),
+                $from::ComponentState::Publisher(p) => $to::ComponentState::Publisher(p),
+            },
+        }
+    }};
+}
+pub(crate) use upgrade_checkpoint;

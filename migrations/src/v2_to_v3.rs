@@ -70,34 +70,24 @@ fn convert(txn: &redb::WriteTransaction, now: v3::UnixMillis) -> Result<(), Step
 
 /// A schema-2 checkpoint in the schema-3 shape.
 fn upgrade(old: v2::ComponentCheckpoint, now: v3::UnixMillis) -> v3::ComponentCheckpoint {
-    let state = match old.state {
-        v2::ComponentState::Scheduler(s) => {
-            v3::ComponentState::Scheduler(v3::SchedulerCheckpoint {
-                last_validated: s.last_validated,
-                endpoints: s.endpoints,
-                runtime_config: s.runtime_config,
-                applied: s.applied,
-                given_up: s.given_up,
-                rejected: s
-                    .rejected
-                    .into_iter()
-                    .map(|r| v3::RejectedRender {
-                        endpoint: r.endpoint,
-                        render: r.render,
-                        message: r.message,
-                        attempts: 1,
-                        next_retry_at: now,
-                    })
-                    .collect(),
+    rewrite::upgrade_checkpoint!(old, v2 => v3, |s| v3::SchedulerCheckpoint {
+        last_validated: s.last_validated,
+        endpoints: s.endpoints,
+        runtime_config: s.runtime_config,
+        applied: s.applied,
+        given_up: s.given_up,
+        rejected: s
+            .rejected
+            .into_iter()
+            .map(|r| v3::RejectedRender {
+                endpoint: r.endpoint,
+                render: r.render,
+                message: r.message,
+                attempts: 1,
+                next_retry_at: now,
             })
-        }
-        v2::ComponentState::Validator(v) => v3::ComponentState::Validator(v),
-        v2::ComponentState::Publisher(p) => v3::ComponentState::Publisher(p),
-    };
-    v3::ComponentCheckpoint {
-        through: old.through,
-        state,
-    }
+            .collect(),
+    })
 }
 
 #[cfg(test)]

@@ -62,26 +62,16 @@ fn run(txn: &redb::WriteTransaction) -> Result<(), StepError> {
 
 /// A schema-3 checkpoint in the schema-4 shape.
 fn upgrade(old: v3::ComponentCheckpoint) -> v4::ComponentCheckpoint {
-    let state = match old.state {
-        v3::ComponentState::Scheduler(s) => {
-            v4::ComponentState::Scheduler(v4::SchedulerCheckpoint {
-                last_validated: s.last_validated,
-                endpoints: s.endpoints,
-                runtime_config: s.runtime_config,
-                applied: s.applied,
-                given_up: s.given_up,
-                rejected: s.rejected,
-                previous_validated: None,
-                rollback: None,
-            })
-        }
-        v3::ComponentState::Validator(v) => v4::ComponentState::Validator(v),
-        v3::ComponentState::Publisher(p) => v4::ComponentState::Publisher(p),
-    };
-    v4::ComponentCheckpoint {
-        through: old.through,
-        state,
-    }
+    rewrite::upgrade_checkpoint!(old, v3 => v4, |s| v4::SchedulerCheckpoint {
+        last_validated: s.last_validated,
+        endpoints: s.endpoints,
+        runtime_config: s.runtime_config,
+        applied: s.applied,
+        given_up: s.given_up,
+        rejected: s.rejected,
+        previous_validated: None,
+        rollback: None,
+    })
 }
 
 #[cfg(test)]
