@@ -14,87 +14,22 @@
 use std::path::Path;
 use std::time::Duration;
 
-use haptic_journal::{AuxKind, Checksum, Endpoint, Event, Queue};
-use haptic_testkit::render::RENDERS;
+use haptic_journal::{Checksum, Endpoint, Event, Queue};
 use haptic_tools::sandbox::pods::PodInfo;
 
 use super::harness::*;
 use super::truth_kit::{
-    FIXTURES, REISSUED_SERIAL_HEX, SITE_SERIAL_HEX, api_get, reissued_pem, served_serial, site_pem,
+    REISSUED_SERIAL_HEX, SITE_SERIAL_HEX, api_get, every_kind_config, every_kind_files,
+    reissued_pem, served_serial, site_pem,
 };
 
 /// Serial of `fixtures/site-reissued.pem` in decimal (`openssl x509 -serial`: 5EC0DD…01).
 const REISSUED_SERIAL: &str = "540946127350749713935599286303148716407392305153";
 
-const CONFIG: &str = "global
-    log stdout format raw local0
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    log global
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
-frontend fe_http
-    bind *:80
-    bind *:443 ssl crt-list /etc/haproxy/general/sites.crtlist ca-file /etc/haproxy/ssl/clients-ca.pem verify optional
-    http-request return status 200 content-type text/plain lf-string \"failover sni=%[ssl_fc_sni] %[req.hdr(host),lower,map(/etc/haproxy/maps/hosts.map,no-route)]\"
-";
-
-const CRT_LIST: &str = "/etc/haproxy/ssl/site.pem [alpn h2,http/1.1] site.haptic.test
-/etc/haproxy/ssl/alt.pem alt.haptic.test
-";
-
-fn corpus_file(path: &str) -> Vec<u8> {
-    std::fs::read(Path::new(RENDERS).join(path)).unwrap()
-}
-
-/// [`CONFIG`] with an error page (`errorfile 503` in `defaults`).
-fn config_with_error_page() -> String {
-    CONFIG.replace(
-        "    timeout server 5s\n",
-        "    timeout server 5s\n    errorfile 503 /etc/haproxy/general/503.http\n",
-    )
-}
-
-/// The render's files; with the error page `general/503.http` when `error_page`.
-fn render_files(site: Vec<u8>, error_page: bool) -> RenderFiles {
-    let mut files = vec![
-        (
-            AuxKind::Map,
-            "maps/hosts.map".into(),
-            corpus_file("02-maps/maps/hosts.map"),
-        ),
-        (
-            AuxKind::Ssl,
-            "ssl/alt.pem".into(),
-            std::fs::read(Path::new(FIXTURES).join("alt.pem")).unwrap(),
-        ),
-        (AuxKind::Ssl, "ssl/site.pem".into(), site),
-        (
-            AuxKind::Ca,
-            "ca/clients-ca.pem".into(),
-            corpus_file("07-ca/ca/clients-ca.pem"),
-        ),
-        (
-            AuxKind::CrtList,
-            "crt-lists/sites.crtlist".into(),
-            CRT_LIST.as_bytes().to_vec(),
-        ),
-    ];
-    if error_page {
-        files.push((
-            AuxKind::General,
-            "general/503.http".into(),
-            corpus_file("04-errors/general/503.http"),
-        ));
-    }
-    files
-}
-
 /// Journals a render as validated (what a render source and the validator would journal).
 async fn feed_render(h: &Harness, files: RenderFiles, tag: &str) -> Checksum {
-    h.feed_files(CONFIG, files, tag).await
+    h.feed_files(&every_kind_config("failover", false), files, tag)
+        .await
 }
 
 /// A deployer on the journal at `journal`, leading `term`, with `eps` discovered.
@@ -192,7 +127,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
 
     // The first leader deploys the render.
     let h = leader_on(&sb, &dir.path().join("first.redb"), 1, &eps).await;
-    let r = feed_render(&h, render_files(site_pem(), false), "a").await;
+    let r = feed_render(&h, every_kind_files(site_pem(), false), "a").await;
     wait_deployed(&h, r, &eps, bound).await;
     for pod in &pods {
         wait_answer(pod, "failover sni=site.haptic.test shop-v1", site_answer).await;
@@ -213,7 +148,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     );
     h.become_leader(2).await;
     h.discover(eps.clone()).await;
-    let r2 = feed_render(&h, render_files(site_pem(), false), "a-again").await;
+    let r2 = feed_render(&h, every_kind_files(site_pem(), false), "a-again").await;
     assert_eq!(r2, r, "the same render");
     wait_deployed(&h, r, &eps, bound).await;
     for (pod, before) in pods.iter().zip(&before) {
@@ -258,9 +193,9 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     // An error page: the deployer uploads it with the configuration that names it; a third
     // deployer with an empty journal cannot see whether HAProxy loaded it (no runtime view of
     // general files): one reload, a push of the same configuration, and nothing after that.
-    let with_page = config_with_error_page();
+    let with_page = every_kind_config("failover", true);
     let r_page = h
-        .feed_files(&with_page, render_files(site_pem(), true), "error-page")
+        .feed_files(&with_page, every_kind_files(site_pem(), true), "error-page")
         .await;
     wait_deployed(&h, r_page, &eps, bound).await;
     h.stop().await;
@@ -269,7 +204,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     let again = h3
         .feed_files(
             &with_page,
-            render_files(site_pem(), true),
+            every_kind_files(site_pem(), true),
             "error-page-again",
         )
         .await;
@@ -297,7 +232,7 @@ async fn deployer_with_an_empty_journal_leaves_pods_that_run_the_render_alone() 
     assert_eq!(reissued.len(), site_pem().len());
     let before = mark(&pods).await;
     let r3 = h
-        .feed_files(&with_page, render_files(reissued, true), "reissued")
+        .feed_files(&with_page, every_kind_files(reissued, true), "reissued")
         .await;
     wait_deployed(&h, r3, &eps, bound).await;
     for (pod, before) in pods.iter().zip(&before) {

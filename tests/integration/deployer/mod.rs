@@ -23,4 +23,4 @@ mod restart;
 mod resume;
 mod timeout;
 mod transactions;
-mod truth_kit;
+pub(crate) mod truth_kit;

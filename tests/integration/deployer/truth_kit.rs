@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use haptic_journal::{Checksum, Event, SyncMetadata};
+use haptic_journal::{AuxKind, Checksum, Event, SyncMetadata};
+use haptic_testkit::render::RENDERS;
 use haptic_tools::sandbox::control::RequestRecord;
 use haptic_tools::sandbox::pods::PodInfo;
 
@@ -286,4 +287,81 @@ pub async fn reset(pods: &[Pod]) {
         clear_faults(p).await;
         clear_requests(p).await;
     }
+}
+
+/// The configuration of a render with a file of every kind (the deployer's failover tests and
+/// the binary's `e2e::down`): HAProxy answers `"<label> sni=<SNI> <the host's value in
+/// maps/hosts.map>"` on :80 and on :443 (TLS through the crt-list [`CRT_LIST`], the client CA
+/// `ca/clients-ca.pem` optional); with `errorfile 503 /etc/haproxy/general/503.http` in
+/// `defaults` when `error_page`.
+pub fn every_kind_config(label: &str, error_page: bool) -> String {
+    let error_page = if error_page {
+        "    errorfile 503 /etc/haproxy/general/503.http\n"
+    } else {
+        ""
+    };
+    format!(
+        "global
+    log stdout format raw local0
+    stats socket /var/run/haproxy.sock mode 600 level admin
+defaults
+    log global
+    mode http
+    timeout connect 1s
+    timeout client 5s
+    timeout server 5s
+{error_page}frontend fe_http
+    bind *:80
+    bind *:443 ssl crt-list /etc/haproxy/general/sites.crtlist ca-file /etc/haproxy/ssl/clients-ca.pem verify optional
+    http-request return status 200 content-type text/plain lf-string \"{label} sni=%[ssl_fc_sni] %[req.hdr(host),lower,map(/etc/haproxy/maps/hosts.map,no-route)]\"
+"
+    )
+}
+
+/// The crt-list of [`every_kind_config`]: `site.pem` (ALPN h2, http/1.1) and `alt.pem`.
+pub const CRT_LIST: &str = "/etc/haproxy/ssl/site.pem [alpn h2,http/1.1] site.haptic.test
+/etc/haproxy/ssl/alt.pem alt.haptic.test
+";
+
+fn corpus_file(path: &str) -> Vec<u8> {
+    std::fs::read(Path::new(RENDERS).join(path)).unwrap()
+}
+
+/// The files of [`every_kind_config`], sorted by path: the CA, the crt-list, the error page
+/// `general/503.http` when `error_page`, the map, `ssl/alt.pem` and `site` as `ssl/site.pem`.
+pub fn every_kind_files(site: Vec<u8>, error_page: bool) -> RenderFiles {
+    let mut files = vec![
+        (
+            AuxKind::Ca,
+            "ca/clients-ca.pem".into(),
+            corpus_file("07-ca/ca/clients-ca.pem"),
+        ),
+        (
+            AuxKind::CrtList,
+            "crt-lists/sites.crtlist".into(),
+            CRT_LIST.as_bytes().to_vec(),
+        ),
+        (
+            AuxKind::Map,
+            "maps/hosts.map".into(),
+            corpus_file("02-maps/maps/hosts.map"),
+        ),
+        (
+            AuxKind::Ssl,
+            "ssl/alt.pem".into(),
+            std::fs::read(Path::new(FIXTURES).join("alt.pem")).unwrap(),
+        ),
+        (AuxKind::Ssl, "ssl/site.pem".into(), site),
+    ];
+    if error_page {
+        files.insert(
+            2,
+            (
+                AuxKind::General,
+                "general/503.http".into(),
+                corpus_file("04-errors/general/503.http"),
+            ),
+        );
+    }
+    files
 }

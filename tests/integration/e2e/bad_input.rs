@@ -8,7 +8,7 @@
 use haptic::core::render::{RenderContent, RenderFile};
 use haptic_testkit::render::{corpus, write_render};
 
-use super::{INVALID, MAIN, Peers, answers, bounds, check_render, feed, object_until, opts, start};
+use super::{INVALID, MAIN, Peers, answers, bounds, check_render, feed, object_until};
 
 on_peers!(
     Emulator,
@@ -114,10 +114,8 @@ fn cases() -> Vec<(&'static str, RenderContent, &'static str)> {
 /// the fleet (`ConfigPinned=True`, the spec on `02-maps`) and every pod still answers `02-maps`;
 /// `03-maps-changed` after them converges everywhere.
 pub async fn bad_renders(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "02-maps");
-    let ctl = world.controller(opts(&world, "solo", &render_dir));
+    let (world, render_dir, o) = super::fed(peers, 2, "02-maps", "solo").await;
+    let ctl = world.controller(o);
     check_render(&world, "02-maps", "").await;
     let good = corpus("02-maps").checksum();
     for (what, render, names) in cases() {
@@ -209,10 +207,7 @@ fn oversized_config(name: &str, map: &str, tail: &[u8]) -> Vec<u8> {
 /// `03-maps-changed` is published whole and the condition turns `False`.
 pub async fn oversized_renders(peers: Peers) {
     use haptic::k8s::crd::conditions;
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "02-maps");
-    let o = opts(&world, "solo", &render_dir);
+    let (world, render_dir, o) = super::fed(peers, 2, "02-maps", "solo").await;
     let mut ctl = world.controller(o.clone());
     check_render(&world, "02-maps", "").await;
     let good = corpus("02-maps").checksum();

@@ -9,7 +9,9 @@ use std::path::Path;
 
 use haptic::core::render::{RenderContent, RenderFile};
 use haptic_journal::AuxKind;
-use haptic_testkit::render::{RENDERS, write_render};
+use haptic_testkit::render::write_render;
+
+use crate::deployer::truth_kit::{every_kind_config, every_kind_files, site_pem};
 
 use super::{Controller, ControllerOpts, Fleet, LEASE, MAIN, Peers, bounds, opts, start};
 
@@ -26,73 +28,19 @@ on_peers!(
 /// A drift interval no test here waits for.
 const SLOW_DRIFT: [&str; 2] = ["--drift-prevention-interval", "10m"];
 
-const FIXTURES: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/tests/integration/deployer/fixtures"
-);
-
-/// Certificates (two, through a crt-list), a client CA, a map and an error page: every kind of
-/// file a render carries (the deployer failover test's render).
-const CONFIG: &str = "global
-    log stdout format raw local0
-    stats socket /var/run/haproxy.sock mode 600 level admin
-defaults
-    log global
-    mode http
-    timeout connect 1s
-    timeout client 5s
-    timeout server 5s
-    errorfile 503 /etc/haproxy/general/503.http
-frontend fe_http
-    bind *:80
-    bind *:443 ssl crt-list /etc/haproxy/general/sites.crtlist ca-file /etc/haproxy/ssl/clients-ca.pem verify optional
-    http-request return status 200 content-type text/plain lf-string \"down sni=%[ssl_fc_sni] %[req.hdr(host),lower,map(/etc/haproxy/maps/hosts.map,no-route)]\"
-";
-
-const CRT_LIST: &str = "/etc/haproxy/ssl/site.pem [alpn h2,http/1.1] site.haptic.test
-/etc/haproxy/ssl/alt.pem alt.haptic.test
-";
-
-fn read(dir: &str, path: &str) -> Vec<u8> {
-    std::fs::read(Path::new(dir).join(path)).unwrap()
-}
-
+/// The render of the deployer's failover tests, answering `down ...`, with every kind of
+/// file (an error page included).
 pub(crate) fn render_with_files() -> RenderContent {
-    let file = |kind, path: &str, content| RenderFile {
-        kind,
-        path: path.into(),
-        content,
-    };
     RenderContent {
-        config: CONFIG.as_bytes().to_vec(),
-        files: vec![
-            file(
-                AuxKind::Ca,
-                "ca/clients-ca.pem",
-                read(RENDERS, "07-ca/ca/clients-ca.pem"),
-            ),
-            file(
-                AuxKind::CrtList,
-                "crt-lists/sites.crtlist",
-                CRT_LIST.as_bytes().to_vec(),
-            ),
-            file(
-                AuxKind::General,
-                "general/503.http",
-                read(RENDERS, "04-errors/general/503.http"),
-            ),
-            file(
-                AuxKind::Map,
-                "maps/hosts.map",
-                read(RENDERS, "02-maps/maps/hosts.map"),
-            ),
-            file(AuxKind::Ssl, "ssl/alt.pem", read(FIXTURES, "alt.pem")),
-            file(
-                AuxKind::Ssl,
-                "ssl/site.pem",
-                read(RENDERS, "05-tls/ssl/site.pem"),
-            ),
-        ],
+        config: every_kind_config("down", true).into_bytes(),
+        files: every_kind_files(site_pem(), true)
+            .into_iter()
+            .map(|(kind, path, content)| RenderFile {
+                kind,
+                path,
+                content,
+            })
+            .collect(),
     }
 }
 

@@ -8,9 +8,7 @@
 use haptic_tools::sandbox::apiserver::Fault;
 use serde_json::{Value, json};
 
-use super::{
-    Controller, ControllerOpts, Fleet, Peers, check_render, feed, opts, start, stop_cleanly,
-};
+use super::{Controller, ControllerOpts, Fleet, Peers, check_render, feed, stop_cleanly};
 use crate::crash_matrix::{journal_after_stop, pod_writes_within, write_bounds};
 
 on_peers!(
@@ -39,11 +37,7 @@ fn api(method: &str, path: &str, status: u16, times: u32) -> Fault {
 /// A scenario's start: two pods, the stream's first render in the render directory, the
 /// controller's options (identity `solo`).
 async fn prepare(peers: Peers) -> (Fleet, std::path::PathBuf, ControllerOpts) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, STREAM[0]);
-    let o = opts(&world, "solo", &render_dir);
-    (world, render_dir, o)
+    super::fed(peers, 2, STREAM[0], "solo").await
 }
 
 /// Every fault armed on the API emulator fired (a used-up fault is dropped from the list).

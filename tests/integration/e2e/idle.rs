@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::telemetry::scrape;
-use super::{Peers, bounds, feed, opts, published, start};
+use super::{Peers, bounds, published};
 
 on_peers!(
     Emulator,
@@ -21,10 +21,7 @@ const DRIFT: Duration = Duration::from_millis(1000);
 /// `haptic_deployment_total`) after `01-basic` converged on two pods: no non-GET request to the
 /// API server other than the Lease's, none to a pod.
 pub async fn idle_drift_writes_nothing(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let mut o = opts(&world, "idle", &render_dir);
+    let (world, _render_dir, mut o) = super::fed(peers, 2, "01-basic", "idle").await;
     o.extra.extend([
         "--drift-prevention-interval".to_owned(),
         format!("{}ms", DRIFT.as_millis()),

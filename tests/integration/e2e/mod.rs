@@ -71,13 +71,26 @@ pub fn opts(fleet: &Fleet, identity: &str, render_dir: &Path) -> ControllerOpts 
     ControllerOpts::dir(fleet, Path::new(BIN), identity, CONFIG, render_dir)
 }
 
+/// A fleet of `pods` pods on `peers`, the render directory `<fleet dir>/render` fed `render`,
+/// and the options of a controller `identity` on it (not started).
+pub async fn fed(
+    peers: Peers,
+    pods: usize,
+    render: &str,
+    identity: &str,
+) -> (Fleet, std::path::PathBuf, ControllerOpts) {
+    let world = start(peers, pods).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, render);
+    let o = opts(&world, identity, &render_dir);
+    (world, render_dir, o)
+}
+
 /// A fleet of `pods` pods on `peers` and one controller `solo` on `<fleet dir>/render`, fed
 /// `01-basic` first; returns the render directory too.
 pub async fn solo(peers: Peers, pods: usize) -> (Fleet, std::path::PathBuf, Controller) {
-    let world = start(peers, pods).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let ctl = world.controller(opts(&world, "solo", &render_dir));
+    let (world, render_dir, o) = fed(peers, pods, "01-basic", "solo").await;
+    let ctl = world.controller(o);
     (world, render_dir, ctl)
 }
 
@@ -120,6 +133,22 @@ pub async fn object_until<T>(
             f(&fleet.hpcfg(name).await.ok_or(format!("no {name}"))?)
         })
         .await
+}
+
+/// The Kubernetes Events of the fleet's namespace that `keep` keeps, in list order.
+pub async fn events_where(
+    fleet: &Fleet,
+    keep: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(fleet.client(), fleet.namespace());
+    api.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| keep(e))
+        .collect()
 }
 
 /// Waits until every pod answers what the README lists for `render`.

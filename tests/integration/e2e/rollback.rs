@@ -8,8 +8,6 @@
 //! no pod ran the newer render before the hold ended. Every bound derives from [`Intervals`].
 
 use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
-use k8s_openapi::api::events::v1::Event as K8sEvent;
-use kube::api::{Api, ListParams};
 
 use super::{LEASE, MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
 
@@ -49,13 +47,9 @@ fn pod_checksums(c: &HAProxyCfg) -> Vec<String> {
 
 /// Reasons of the Kubernetes Events with action `Rollback`, in list order.
 async fn rollback_events(world: &super::Fleet) -> Vec<(String, String)> {
-    let api: Api<K8sEvent> = Api::namespaced(world.client(), world.namespace());
-    api.list(&ListParams::default())
+    super::events_where(world, |e| e.action.as_deref() == Some("Rollback"))
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.action.as_deref() == Some("Rollback"))
         .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
 }
@@ -102,25 +96,11 @@ async fn released_to(world: &super::Fleet, newest: &str) {
         },
     )
     .await;
-    every_pod_answers(world, newest).await;
-}
-
-/// Waits until every pod answers `render`.
-async fn every_pod_answers(world: &super::Fleet, render: &str) {
-    world
-        .eventually(
-            bounds().converge(),
-            &format!("every pod answers {render}"),
-            || world.pods_answer(render),
-        )
-        .await;
+    super::answers(world, newest).await;
 }
 
 pub async fn rollback(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let o = opts(&world, "solo", &render_dir);
+    let (world, render_dir, o) = super::fed(peers, 2, "01-basic", "solo").await;
     let mut ctl = world.controller(o.clone());
     let target = format!("hpcfg/{MAIN}");
     published(&world, "01-basic", 2).await;
@@ -162,7 +142,7 @@ pub async fn rollback(peers: Peers) {
         message.contains(&checksum("03-maps-changed").to_string()),
         "names the newest: {message}"
     );
-    every_pod_answers(&world, "01-basic").await;
+    super::answers(&world, "01-basic").await;
     let spec = world.hpcfg(MAIN).await.unwrap().spec.checksum;
     assert_eq!(
         spec,
@@ -329,7 +309,7 @@ pub async fn rollback_failover(peers: Peers) {
     let (ok, out) = world.kubectl(&["annotate", &target, &annotation], None);
     assert!(ok, "kubectl annotate: {out}");
     held_on(&world, "02-maps", "03-maps-changed").await;
-    every_pod_answers(&world, "02-maps").await;
+    super::answers(&world, "02-maps").await;
 
     // A newer render during the hold: validated (both replicas), the condition says it.
     feed(&render_dir, "04-errors");

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use super::{BIN, Peers, answers, bounds, feed, opts, published, start, stop_cleanly};
+use super::{BIN, Peers, answers, bounds, published, stop_cleanly};
 
 fn run_args(extra: &[&str]) -> std::process::Output {
     Command::new(BIN)
@@ -54,10 +54,7 @@ on_peers!(Emulator, a_damaged_journal_is_refused_then_rebuilt => damaged_journal
 /// A damaged journal: refused naming `--journal-recovery=rebuild`, then rebuilt from the cluster
 /// and the pods.
 pub async fn damaged_journal(peers: Peers) {
-    let world = start(peers, 1).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "02-maps");
-    let mut opts = opts(&world, "solo", &render_dir);
+    let (world, _render_dir, mut opts) = super::fed(peers, 1, "02-maps", "solo").await;
     std::fs::create_dir_all(opts.journal.parent().unwrap()).unwrap();
     // A redb header followed by garbage: damaged, but recognisably a redb file (rebuild never
     // moves a file that does not start like one).

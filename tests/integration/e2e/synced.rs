@@ -11,7 +11,6 @@ use std::time::Duration;
 use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
 use haptic_testkit::Pod;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
-use kube::api::{Api, ListParams};
 use serde_json::json;
 
 use super::{Fleet, MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
@@ -98,14 +97,7 @@ async fn drift_checks(world: &Fleet, witness: &Pod, rounds: usize) {
 }
 
 async fn rejected_events(world: &Fleet) -> Vec<K8sEvent> {
-    let api: Api<K8sEvent> = Api::namespaced(world.client(), world.namespace());
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("DeploymentRejected"))
-        .collect()
+    super::events_where(world, |e| e.reason.as_deref() == Some("DeploymentRejected")).await
 }
 
 /// A fleet of two pods, the render directory fed `01-basic`, and the options of a controller
@@ -115,10 +107,7 @@ async fn two_pods_on_01(
     drift: Duration,
     extra: [String; 2],
 ) -> (Fleet, std::path::PathBuf, haptic_testkit::ControllerOpts) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let mut o = opts(&world, "solo", &render_dir);
+    let (world, render_dir, mut o) = super::fed(peers, 2, "01-basic", "solo").await;
     o.extra.extend([
         "--drift-prevention-interval".into(),
         format!("{}ms", drift.as_millis()),
