@@ -17,6 +17,7 @@ pub mod health;
 pub mod ids;
 pub mod naming;
 pub mod render;
+pub mod text;
 pub mod version;
 
 pub use error::ErrorKind;

@@ -81,19 +81,26 @@ pub fn pod_path(kind: AuxKind, path: &str) -> String {
     format!("{}/{}", pod_dir_of_kind(kind), file_name(path))
 }
 
-impl RenderFile {
-    /// The file name without its folder (`hosts.map`).
-    #[must_use]
-    pub fn name(&self) -> &str {
-        file_name(&self.path)
-    }
+/// `name()` and `pod_path()` of a file type with the fields `kind: AuxKind` and `path`
+/// (render-relative): [`RenderFile`] and [`JournaledFile`].
+macro_rules! file_paths {
+    ($($file:ty),+) => { $(
+        impl $file {
+            /// The file name without its folder (`hosts.map`; the Dataplane storage name).
+            #[must_use]
+            pub fn name(&self) -> &str {
+                file_name(&self.path)
+            }
 
-    /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
-    #[must_use]
-    pub fn pod_path(&self) -> String {
-        pod_path(self.kind, &self.path)
-    }
+            /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
+            #[must_use]
+            pub fn pod_path(&self) -> String {
+                pod_path(self.kind, &self.path)
+            }
+        }
+    )+ };
 }
+file_paths!(RenderFile, JournaledFile);
 
 impl std::fmt::Debug for RenderFile {
     // Never print content: `ssl/` files hold private keys (STYLE.md 2.10).
@@ -190,18 +197,6 @@ pub struct JournaledFile {
 }
 
 impl JournaledFile {
-    /// The file name without its folder (`hosts.map`; the Dataplane storage name).
-    #[must_use]
-    pub fn name(&self) -> &str {
-        file_name(&self.path)
-    }
-
-    /// The path the file has on an HAProxy pod (`/etc/haproxy/maps/hosts.map`).
-    #[must_use]
-    pub fn pod_path(&self) -> String {
-        pod_path(self.kind, &self.path)
-    }
-
     /// The content as text (invalid UTF-8 replaced: see [`JournaledRender::not_text`]).
     #[must_use]
     pub fn text(&self) -> Cow<'_, str> {

@@ -56,14 +56,8 @@ impl DataplaneClient {
         &self,
         name: &str,
     ) -> Result<SslCertificateInfo, DataplaneError> {
-        let req = self.named(
-            Method::GET,
-            StorageKind::SslCertificate,
-            name,
-            StorageWriteOptions::default(),
-        );
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "certificate metadata").await
+        self.named_json(StorageKind::SslCertificate, name, "certificate metadata")
+            .await
     }
 
     /// `GET .../runtime/ssl_ca_files/{name}`: the CA file's name and certificate count.
@@ -72,14 +66,21 @@ impl DataplaneClient {
     /// `NotFound` (`Fatal`) when no such CA file; `InvalidResponse` (`Fatal`) when the body is
     /// not a JSON object; others as [`DataplaneClient::list_storage`].
     pub async fn ca_file_info(&self, name: &str) -> Result<CaFileInfo, DataplaneError> {
-        let req = self.named(
-            Method::GET,
-            StorageKind::CaFile,
-            name,
-            StorageWriteOptions::default(),
-        );
+        self.named_json(StorageKind::CaFile, name, "ca file metadata")
+            .await
+    }
+
+    /// `GET` of the object `name` of `kind`, its JSON body decoded (`what` names it in an
+    /// `InvalidResponse`).
+    async fn named_json<T: serde::de::DeserializeOwned>(
+        &self,
+        kind: StorageKind,
+        name: &str,
+        what: &'static str,
+    ) -> Result<T, DataplaneError> {
+        let req = self.named(Method::GET, kind, name, StorageWriteOptions::default());
         let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "ca file metadata").await
+        self.json(resp, what).await
     }
 
     /// `GET .../runtime/ssl_ca_files/{name}/entries/{index}`: one certificate of a CA file

@@ -20,6 +20,7 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use crate::core::guard::{DeployerNotice, NoticeHook};
+use crate::core::text::truncate_with_ellipsis;
 use crate::k8s::crd::HAProxyCfg;
 use haptic_journal::{PodRef, RuntimeConfigRef};
 
@@ -75,7 +76,7 @@ pub fn drift_note(pod: &PodRef, differed: &[String]) -> String {
     };
     let note = format!("drift on pod {}/{}: {what}", pod.namespace, pod.name);
     // The Events API caps a note at 1 kB.
-    truncate(note, 1024)
+    truncate_with_ellipsis(note, 1024)
 }
 
 /// The note of a `DeploymentRejected` Event: the pod, HAProxy's message (`error`) and how to
@@ -86,7 +87,7 @@ pub fn rejected_note(pod: &str, error: &str) -> String {
         "pod {pod} rejected the render and keeps what it ran; retried with backoff (the pod's nextRetryAt), sooner on a new render, a pod change or the annotation {}: {error}",
         crate::k8s::crd::labels::RETRY_REJECTED
     );
-    truncate(note, 1024)
+    truncate_with_ellipsis(note, 1024)
 }
 
 /// The note of a `NoRuntimeApi` Event: the pod and the fix.
@@ -98,18 +99,6 @@ pub fn no_runtime_api_note(pod: &PodRef) -> String {
          section of the render so they apply at runtime",
         pod.namespace, pod.name
     )
-}
-
-fn truncate(mut s: String, max_bytes: usize) -> String {
-    if s.len() > max_bytes {
-        let mut end = max_bytes - 3;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push_str("...");
-    }
-    s
 }
 
 /// A [`NoticeHook`] writing a Warning Event (reporting controller `haptic`, instance

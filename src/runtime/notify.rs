@@ -14,6 +14,7 @@ use haptic_journal::{Event, EventKind, GateVerdict, RollbackChange, RuntimeConfi
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 
+use crate::core::text::truncate_with_ellipsis;
 use crate::dispatch::{DispatchHandle, SubscribeOptions, Subscription};
 use crate::k8s::events::{CONTROLLER, EVENT_WRITE_TIMEOUT, haproxycfg_reference};
 
@@ -141,7 +142,7 @@ impl Notifier {
             type_,
             status,
             reason,
-            message: truncate(message, 1024),
+            message: truncate_with_ellipsis(message, 1024),
         };
         if self.conditions.send(write).is_err() {
             tracing::warn!(type_, reason, "condition not written: its writer stopped");
@@ -153,7 +154,7 @@ impl Notifier {
         let event = KubeEvent {
             type_,
             reason: reason.to_owned(),
-            note: Some(truncate(note, 1024)),
+            note: Some(truncate_with_ellipsis(note, 1024)),
             action: action.to_owned(),
             secondary: None,
         };
@@ -182,18 +183,6 @@ pub fn rollback_event(change: &RollbackChange) -> Option<(EventType, &'static st
         RollbackChange::Refused { .. } => Some((EventType::Warning, reasons::ROLLBACK_REFUSED)),
         RollbackChange::Holding { .. } => None,
     }
-}
-
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max - 3;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push_str("...");
-    }
-    s
 }
 
 /// The subscription of [`run`].

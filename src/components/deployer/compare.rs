@@ -187,11 +187,30 @@ fn certificate_matches(
         }
         identified = true;
     }
-    if let Some(fp) = reported(info.sha256_finger_print.as_ref()) {
-        if !leaf.is_some_and(|l| cert::fingerprint_eq(fp, &l.sha256)) {
-            return Err(FileReason::FingerprintDiffers);
+    fingerprints_identify(
+        [(
+            info.sha256_finger_print.as_ref(),
+            leaf.map(|l| &l.sha256[..]),
+        )],
+        identified,
+    )
+}
+
+/// The fingerprints a pod reports, each beside the digest it must equal (`None`: the render
+/// has no certificate to compare it with), after `identified` (an identity matched already):
+/// `FingerprintDiffers` at the first reported one that differs; `NoIdentity` when neither an
+/// earlier identity nor a fingerprint identified the file.
+fn fingerprints_identify<'a>(
+    reported_digests: impl IntoIterator<Item = (Option<&'a String>, Option<&'a [u8]>)>,
+    mut identified: bool,
+) -> Result<(), FileReason> {
+    for (fp, digest) in reported_digests {
+        if let Some(fp) = reported(fp) {
+            if !digest.is_some_and(|d| cert::fingerprint_eq(fp, d)) {
+                return Err(FileReason::FingerprintDiffers);
+            }
+            identified = true;
         }
-        identified = true;
     }
     if identified {
         Ok(())
@@ -246,20 +265,11 @@ pub(super) fn ca_entry_matches(
         }
         identified = true;
     }
-    for (fp, digest) in [
-        (entry.sha1_finger_print.as_ref(), &facts.sha1[..]),
-        (entry.sha256_finger_print.as_ref(), &facts.sha256[..]),
-    ] {
-        if let Some(fp) = reported(fp) {
-            if !cert::fingerprint_eq(fp, digest) {
-                return Err(FileReason::FingerprintDiffers);
-            }
-            identified = true;
-        }
-    }
-    if identified {
-        Ok(())
-    } else {
-        Err(FileReason::NoIdentity)
-    }
+    fingerprints_identify(
+        [
+            (entry.sha1_finger_print.as_ref(), Some(&facts.sha1[..])),
+            (entry.sha256_finger_print.as_ref(), Some(&facts.sha256[..])),
+        ],
+        identified,
+    )
 }

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::status::PodDeploymentStatus;
+use crate::core::text::truncate_with_ellipsis;
 
 /// Spec of a HAProxyCfg: the HAProxy configuration of one render.
 ///
@@ -242,7 +243,7 @@ impl HAProxyCfgStatus {
             type_: conditions::SYNCED.into(),
             status: status.into(),
             reason: reason.into(),
-            message: truncate(message, 1024),
+            message: truncate_with_ellipsis(message, 1024),
             last_transition_time: now.clone(),
             observed_generation: generation,
         }
@@ -287,18 +288,6 @@ impl HAProxyCfgStatus {
 #[must_use]
 pub fn too_large_message(render: Checksum, what: &str) -> String {
     format!("render {render} is not published: {what}")
-}
-
-fn truncate(mut s: String, max_bytes: usize) -> String {
-    if s.len() > max_bytes {
-        let mut end = max_bytes - 3;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push_str("...");
-    }
-    s
 }
 
 /// References to the objects that publish a render's auxiliary files (each list sorted by name).

@@ -21,6 +21,32 @@ pub(super) fn conflicts_exhausted(object: &str) -> WriteError {
 }
 
 impl Writer {
+    /// Writes `cfg`'s status (`replaceStatus`, conditional on its resourceVersion): the object
+    /// as written, or `None` on a 409 (kept in `last`; the caller reads again).
+    async fn replace_cfg_status(
+        &self,
+        object: &str,
+        cfg: &HAProxyCfg,
+        last: &mut Option<WriteError>,
+    ) -> Result<Option<HAProxyCfg>, WriteError> {
+        let api: Api<HAProxyCfg> = self.api();
+        let name = cfg.metadata.name.as_deref().unwrap_or_default();
+        match self
+            .write(
+                object,
+                api.replace_status(name, &PostParams::default(), cfg),
+            )
+            .await
+        {
+            Ok(c) => Ok(Some(c)),
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                *last = Some(e);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Read-modify-write of a HAProxyCfg's status (409: re-read). `f` gets the status and the
     /// spec checksum; `podsSynced`, `observedGeneration` and, when `synced` (the main
     /// HAProxyCfg, not `-invalid`), the `Synced` condition are recomputed for the spec as read
@@ -55,16 +81,8 @@ impl Writer {
                 return Ok((cfg.metadata.resource_version.clone(), false));
             }
             cfg.status = Some(st);
-            match self
-                .write(
-                    &object,
-                    api.replace_status(name, &PostParams::default(), &cfg),
-                )
-                .await
-            {
-                Ok(c) => return Ok((c.metadata.resource_version, true)),
-                Err(e) if e.kind() == ErrorKind::Conflict => last = Some(e),
-                Err(e) => return Err(e),
+            if let Some(c) = self.replace_cfg_status(&object, &cfg, &mut last).await? {
+                return Ok((c.metadata.resource_version, true));
             }
         }
         Err(last.unwrap_or_else(|| conflicts_exhausted(&object)))
@@ -147,16 +165,12 @@ impl Writer {
                 return Ok(Some((value, false)));
             };
             cfg.status = Some(st);
-            match self
-                .write(
-                    &object,
-                    api.replace_status(name, &PostParams::default(), &cfg),
-                )
-                .await
+            if self
+                .replace_cfg_status(&object, &cfg, &mut last)
+                .await?
+                .is_some()
             {
-                Ok(_) => return Ok(Some((value, true))),
-                Err(e) if e.kind() == ErrorKind::Conflict => last = Some(e),
-                Err(e) => return Err(e),
+                return Ok(Some((value, true)));
             }
         }
         Err(last.unwrap_or_else(|| conflicts_exhausted(&object)))

@@ -13,6 +13,7 @@ use haptic_journal::{Checksum, PodStatusChange, SyncMetadata};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::core::error::ErrorClass;
+use crate::core::text::truncate_with_ellipsis;
 use crate::k8s::crd::{
     AuxiliaryFileStatus, HAProxyCfg, HAProxyCfgStatus, OperationSummary, PodDeploymentStatus,
     conditions, reasons,
@@ -533,19 +534,8 @@ pub fn failure_condition(class: ErrorClass, message: &str, now: &Time) -> Option
         type_: conditions::PUBLISHED.into(),
         status: "False".into(),
         reason: reason.into(),
-        message: truncate(message, 1024),
+        message: truncate_with_ellipsis(message.to_owned(), 1024),
         last_transition_time: now.clone(),
         observed_generation: None,
     })
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max - 3;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
 }

@@ -296,15 +296,7 @@ impl EventWriter {
     /// Writes one Event, detached and bounded by [`crate::k8s::events::EVENT_WRITE_TIMEOUT`]
     /// (a note over 1 KiB is cut); a failure is logged at warn.
     pub(super) fn emit(&self, type_: EventType, reason: &str, action: &str, note: String) {
-        let mut note = note;
-        if note.len() > 1024 {
-            let mut end = 1021;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-            note.push_str("...");
-        }
+        let note = crate::core::text::truncate_with_ellipsis(note, 1024);
         let event = KubeEvent {
             type_,
             reason: reason.to_owned(),
