@@ -9,7 +9,7 @@ pub mod drift_event;
 mod failover;
 mod faults;
 mod fine_grained;
-mod harness;
+pub(crate) mod harness;
 mod history;
 mod one_reload;
 mod order;

@@ -13,6 +13,8 @@ use haptic_testkit::Pod;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use serde_json::json;
 
+use crate::deployer::harness::requests;
+
 use super::{Fleet, MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
 
 super::on_peers!(
@@ -53,17 +55,6 @@ async fn config_writes(pod: &Pod) -> usize {
         .iter()
         .filter(|r| is_config_write(r))
         .count()
-}
-
-/// Every request in `pod`'s log since the last clear.
-async fn requests(pod: &Pod) -> Vec<(String, String)> {
-    pod.faults()
-        .requests()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| (r.method, r.path))
-        .collect()
 }
 
 /// Whether `pod` answers what the README lists for `render`.

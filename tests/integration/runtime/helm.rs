@@ -145,17 +145,7 @@ fn deploy_manifests_are_the_chart_rendered() {
 #[test]
 fn the_default_values_render_what_deploy_holds_and_nothing_optional() {
     let docs = template("haptic", "haptic-system", &[]);
-    assert_eq!(
-        kinds(&docs),
-        [
-            "PodDisruptionBudget",
-            "Role",
-            "RoleBinding",
-            "Service",
-            "ServiceAccount",
-            "StatefulSet"
-        ]
-    );
+    assert_eq!(kinds(&docs), super::deploy::NAMESPACED_KINDS);
     for d in &docs {
         assert_eq!(d["metadata"]["namespace"], "haptic-system", "{}", d["kind"]);
     }
