@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use haptic_journal::{
     Accepted, Batch, Checksum, Journal, Op, OpOutcome, PublishedCheckpoint, Queue, Term, WorkEntry,
+    WorkItem,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Client;
@@ -117,6 +118,19 @@ impl Context {
     /// The items of queue `q`, in queue order.
     pub(super) fn queue(&self, q: Queue) -> Result<Vec<WorkEntry>, PublisherError> {
         self.journal.queue(q).map_err(PublisherError::Read)
+    }
+
+    /// The items of queue `q` and the newest one's work item (a copy); `None` when the queue is
+    /// empty. For the workers where the newest item wins and the older ones are acked with it.
+    pub(super) fn newest_of(
+        &self,
+        q: Queue,
+    ) -> Result<Option<(Vec<WorkEntry>, WorkItem)>, PublisherError> {
+        let items = self.queue(q)?;
+        Ok(items
+            .last()
+            .map(|newest| newest.record.item.clone())
+            .map(|item| (items, item)))
     }
 
     /// The published checkpoint of the HAProxyCfg `name`, if any.

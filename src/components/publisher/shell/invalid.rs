@@ -38,11 +38,7 @@ impl InvalidWorker {
     }
 
     async fn round(&self) -> Result<(), PublisherError> {
-        let items = self.ctx.queue(Queue::Invalid)?;
-        let Some(newest) = items.last() else {
-            return Ok(());
-        };
-        let WorkItem::Invalid(item) = &newest.record.item else {
+        let Some((items, WorkItem::Invalid(item))) = self.ctx.newest_of(Queue::Invalid)? else {
             return Ok(());
         };
         // The newest failure wins: the older ones are acked with it.

@@ -39,11 +39,7 @@ impl VerdictWorker {
     }
 
     async fn round(&self) -> Result<(), PublisherError> {
-        let items = self.ctx.queue(Queue::Verdict)?;
-        let Some(newest) = items.last() else {
-            return Ok(());
-        };
-        let WorkItem::Verdict(v) = &newest.record.item else {
+        let Some((items, WorkItem::Verdict(v))) = self.ctx.newest_of(Queue::Verdict)? else {
             return Ok(());
         };
         let name = self.ctx.cfg.haproxycfg_name();
