@@ -4,6 +4,7 @@ use std::collections::HashSet;
 
 use redb::ReadableTable;
 
+use super::tx::Named;
 use super::{Ctx, Tx};
 use crate::batch::{Accepted, BlobKind, Op, OpOutcome, Origin};
 use crate::codec;
@@ -124,8 +125,8 @@ impl Tx<'_> {
             let out = match op {
                 Op::Event(e) => {
                     let seq = ctx.next_seq;
-                    let mut buf = std::mem::take(&mut self.buf);
-                    codec::seal_value_into(&mut buf, e.kind().as_str(), ctx.now, ctx.term, e);
+                    self.seal(ctx, e.kind().as_str(), e);
+                    let buf = std::mem::take(&mut self.buf);
                     let r = self.events()?.insert(seq, buf.as_slice()).map(|_| ());
                     self.buf = buf;
                     r.map_err(s)?;
@@ -216,13 +217,7 @@ impl Tx<'_> {
                         next_attempt_at: not_before.unwrap_or(ctx.now),
                         item,
                     };
-                    codec::seal_value_into(
-                        &mut self.buf,
-                        rec.item.record_kind(),
-                        ctx.now,
-                        ctx.term,
-                        &rec,
-                    );
+                    self.seal(ctx, rec.item.record_kind(), &rec);
                     self.write_work_buf(queue, &key)?;
                     OpOutcome::Enqueued(id)
                 }
@@ -242,13 +237,7 @@ impl Tx<'_> {
                     Some(mut rec) if rec.id == *id => {
                         rec.attempt = rec.attempt.saturating_add(1);
                         rec.next_attempt_at = *next_attempt_at;
-                        codec::seal_value_into(
-                            &mut self.buf,
-                            rec.item.record_kind(),
-                            ctx.now,
-                            ctx.term,
-                            &rec,
-                        );
+                        self.seal(ctx, rec.item.record_kind(), &rec);
                         self.write_work_buf(*queue, key)?;
                         OpOutcome::Matched(true)
                     }
@@ -325,99 +314,41 @@ impl Tx<'_> {
                     // stays available for drift repair and re-deployment after its events are
                     // trimmed. Take the new reference before dropping the old one (same render).
                     self.adjust(e.render, 1, 0)?;
-                    let mut buf = std::mem::take(&mut self.buf);
-                    codec::seal_value_into(
-                        &mut buf,
-                        crate::work::EndpointApplied::RECORD_KIND,
-                        ctx.now,
-                        ctx.term,
-                        e,
-                    );
-                    let old = self
-                        .endpoints()?
-                        .insert(e.endpoint.as_str(), buf.as_slice())
-                        .map_err(s)?
-                        .map(|v| v.value().to_vec());
-                    self.buf = buf;
-                    if let Some(old) = old {
-                        self.release_endpoint_render(&old, e.endpoint.as_str())?;
+                    let url = e.endpoint.as_str();
+                    if let Some(old) = self.put_record(ctx, Named::EndpointApplied, url, e, true)? {
+                        self.release_endpoint_render(&old, url)?;
                     }
                     OpOutcome::Done
                 }
                 Op::RemoveEndpointApplied(url) => {
-                    let old = self
-                        .endpoints()?
-                        .remove(url.as_str())
-                        .map_err(s)?
-                        .map(|v| v.value().to_vec());
-                    if let Some(old) = old {
+                    if let Some(old) = self.remove_record(Named::EndpointApplied, url.as_str())? {
                         self.release_endpoint_render(&old, url.as_str())?;
                     }
                     OpOutcome::Done
                 }
                 Op::PutEndpointFiles(e) => {
-                    let mut buf = std::mem::take(&mut self.buf);
-                    codec::seal_value_into(
-                        &mut buf,
-                        crate::pod::EndpointFiles::RECORD_KIND,
-                        ctx.now,
-                        ctx.term,
-                        e,
-                    );
-                    let r = self
-                        .endpoint_files()?
-                        .insert(e.endpoint.as_str(), buf.as_slice())
-                        .map(|_| ());
-                    self.buf = buf;
-                    r.map_err(s)?;
+                    self.put_record(ctx, Named::EndpointFiles, e.endpoint.as_str(), e, false)?;
                     OpOutcome::Done
                 }
                 Op::RemoveEndpointFiles(url) => {
-                    self.endpoint_files()?.remove(url.as_str()).map_err(s)?;
+                    self.remove_record(Named::EndpointFiles, url.as_str())?;
                     OpOutcome::Done
                 }
                 Op::PutEndpointTransaction(t) => {
-                    let mut buf = std::mem::take(&mut self.buf);
-                    codec::seal_value_into(
-                        &mut buf,
-                        crate::pod::EndpointTransaction::RECORD_KIND,
-                        ctx.now,
-                        ctx.term,
-                        t,
-                    );
-                    let r = self
-                        .endpoint_transactions()?
-                        .insert(t.endpoint.as_str(), buf.as_slice())
-                        .map(|_| ());
-                    self.buf = buf;
-                    r.map_err(s)?;
+                    let url = t.endpoint.as_str();
+                    self.put_record(ctx, Named::EndpointTransaction, url, t, false)?;
                     OpOutcome::Done
                 }
                 Op::RemoveEndpointTransaction(url) => {
-                    self.endpoint_transactions()?
-                        .remove(url.as_str())
-                        .map_err(s)?;
+                    self.remove_record(Named::EndpointTransaction, url.as_str())?;
                     OpOutcome::Done
                 }
                 Op::PutPublishedCheckpoint(p) => {
-                    let mut buf = std::mem::take(&mut self.buf);
-                    codec::seal_value_into(
-                        &mut buf,
-                        crate::work::PublishedCheckpoint::RECORD_KIND,
-                        ctx.now,
-                        ctx.term,
-                        p,
-                    );
-                    let r = self
-                        .published()?
-                        .insert(p.name.as_str(), buf.as_slice())
-                        .map(|_| ());
-                    self.buf = buf;
-                    r.map_err(s)?;
+                    self.put_record(ctx, Named::PublishedCheckpoint, p.name.as_str(), p, false)?;
                     OpOutcome::Done
                 }
                 Op::RemovePublishedCheckpoint(name) => {
-                    self.published()?.remove(name.as_str()).map_err(s)?;
+                    self.remove_record(Named::PublishedCheckpoint, name.as_str())?;
                     OpOutcome::Done
                 }
                 Op::PutComponentCheckpoint(c) => {
@@ -426,22 +357,8 @@ impl Tx<'_> {
                     for h in c.state.renders() {
                         self.adjust(h, 1, 0)?;
                     }
-                    let mut buf = std::mem::take(&mut self.buf);
-                    codec::seal_value_into(
-                        &mut buf,
-                        crate::checkpoint::ComponentCheckpoint::RECORD_KIND,
-                        ctx.now,
-                        ctx.term,
-                        c,
-                    );
                     let key = c.state.component();
-                    let old = self
-                        .components()?
-                        .insert(key, buf.as_slice())
-                        .map_err(s)?
-                        .map(|v| v.value().to_vec());
-                    self.buf = buf;
-                    if let Some(old) = old {
+                    if let Some(old) = self.put_record(ctx, Named::ComponentState, key, c, true)? {
                         self.release_checkpoint_renders(&old, key)?;
                     }
                     OpOutcome::Done

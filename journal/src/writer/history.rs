@@ -7,7 +7,6 @@
 use redb::ReadableTable;
 
 use super::{Ctx, Tx};
-use crate::codec;
 use crate::corrupt::Corrupt;
 use crate::decode;
 use crate::error::AcceptError;
@@ -87,8 +86,8 @@ impl Tx<'_> {
         let older = self.pod_records(&pod)?;
         let seq = older.last().map_or(1, |r| r.seq + 1);
         self.adjust(record.render, 1, 0)?;
-        let mut buf = std::mem::take(&mut self.buf);
-        codec::seal_value_into(&mut buf, SyncRecord::RECORD_KIND, ctx.now, ctx.term, record);
+        self.seal(ctx, SyncRecord::RECORD_KIND, record);
+        let buf = std::mem::take(&mut self.buf);
         let r = self
             .history()?
             .insert((pod.as_str(), seq), buf.as_slice())

@@ -3,15 +3,22 @@
 use std::sync::Arc;
 
 use redb::{ReadableTable, Table, WriteTransaction};
+use serde::Serialize;
 
+use crate::checkpoint::ComponentCheckpoint;
+use crate::codec;
 use crate::corrupt::{Corrupt, CorruptReason, RecordKey};
 use crate::decode;
 use crate::error::AcceptError;
 use crate::ids::{Checksum, Term, UnixMillis, WorkId};
+use crate::pod::{EndpointFiles, EndpointTransaction};
 use crate::tables::{
     self, META_DISPATCHED, META_IDENTITY, META_NEXT_SEQ, META_NEXT_WORK_ID, META_TERM,
 };
-use crate::work::{PodStatusChange, Queue, QueueShape, WorkItem, WorkKey, WorkRecord};
+use crate::work::{
+    EndpointApplied, PodStatusChange, PublishedCheckpoint, Queue, QueueShape, WorkItem, WorkKey,
+    WorkRecord,
+};
 
 /// The meta counters, loaded once from meta and kept by the writer thread across commits (it
 /// owns every write transaction, so nobody else changes them while the journal is open).
@@ -73,11 +80,7 @@ pub(crate) struct Tx<'t> {
     pending: Option<StrTable<'t>>,
     parked: Option<StrTable<'t>>,
     slots: [Option<SlotTable<'t>>; 3],
-    endpoints: Option<StrTable<'t>>,
-    endpoint_files: Option<StrTable<'t>>,
-    endpoint_transactions: Option<StrTable<'t>>,
-    published: Option<StrTable<'t>>,
-    components: Option<StrTable<'t>>,
+    records: [Option<StrTable<'t>>; 5],
     history: Option<HistoryTable<'t>>,
     /// Blobs whose count may have reached zero in this request.
     pub(super) gc: Vec<Checksum>,
@@ -88,6 +91,14 @@ pub(crate) struct Tx<'t> {
     pub(super) buf: Vec<u8>,
 }
 
+/// The FIFO queues' tables, in the order of [`fifo_index`].
+const FIFO_TABLES: [redb::TableDefinition<u64, &[u8]>; 4] = [
+    tables::PUBLISH_VALIDATED,
+    tables::PUBLISH_DEPLOYED,
+    tables::INVALID_PUBLISH,
+    tables::VERDICT,
+];
+
 fn fifo_index(q: Queue) -> usize {
     match q {
         Queue::PublishDeployed => 1,
@@ -97,6 +108,13 @@ fn fifo_index(q: Queue) -> usize {
     }
 }
 
+/// The one-slot queues' tables, in the order of [`slot_index`].
+const SLOT_TABLES: [redb::TableDefinition<(), &[u8]>; 3] = [
+    tables::DEPLOY_PENDING,
+    tables::DEPLOY_INFLIGHT,
+    tables::DRAIN_CHECKPOINT,
+];
+
 fn slot_index(q: Queue) -> usize {
     match q {
         Queue::DeployInflight => 1,
@@ -104,6 +122,44 @@ fn slot_index(q: Queue) -> usize {
         _ => 0,
     }
 }
+
+/// The tables that keep one record a name (an endpoint URL, a checkpoint or component name),
+/// each record replaced whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Named {
+    /// `endpoint_applied`.
+    EndpointApplied,
+    /// `endpoint_files`.
+    EndpointFiles,
+    /// `endpoint_transaction`.
+    EndpointTransaction,
+    /// `published_checkpoint`.
+    PublishedCheckpoint,
+    /// `component_state`.
+    ComponentState,
+}
+
+impl Named {
+    /// The kind of the records the table holds.
+    fn record_kind(self) -> &'static str {
+        match self {
+            Named::EndpointApplied => EndpointApplied::RECORD_KIND,
+            Named::EndpointFiles => EndpointFiles::RECORD_KIND,
+            Named::EndpointTransaction => EndpointTransaction::RECORD_KIND,
+            Named::PublishedCheckpoint => PublishedCheckpoint::RECORD_KIND,
+            Named::ComponentState => ComponentCheckpoint::RECORD_KIND,
+        }
+    }
+}
+
+/// The [`Named`] tables, in the order of its variants.
+const NAMED_TABLES: [redb::TableDefinition<&str, &[u8]>; 5] = [
+    tables::ENDPOINT_APPLIED,
+    tables::ENDPOINT_FILES,
+    tables::ENDPOINT_TRANSACTION,
+    tables::PUBLISHED_CHECKPOINT,
+    tables::COMPONENT_STATE,
+];
 
 /// Opens `def` into `slot` unless it is already open there; returns the table.
 fn lazy<'s, 't, K: redb::Key + 'static, V: redb::Value + 'static>(
@@ -131,11 +187,7 @@ impl<'t> Tx<'t> {
             pending: None,
             parked: None,
             slots: [None, None, None],
-            endpoints: None,
-            endpoint_files: None,
-            endpoint_transactions: None,
-            published: None,
-            components: None,
+            records: [None, None, None, None, None],
             history: None,
             gc: Vec::new(),
             events_removed: false,
@@ -166,13 +218,7 @@ impl<'t> Tx<'t> {
 
     pub(super) fn fifo(&mut self, q: Queue) -> Result<&mut IdTable<'t>, AcceptError> {
         let i = fifo_index(q);
-        let def = [
-            tables::PUBLISH_VALIDATED,
-            tables::PUBLISH_DEPLOYED,
-            tables::INVALID_PUBLISH,
-            tables::VERDICT,
-        ][i];
-        lazy(self.txn, &mut self.fifo[i], def)
+        lazy(self.txn, &mut self.fifo[i], FIFO_TABLES[i])
     }
 
     pub(super) fn pending(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
@@ -194,36 +240,12 @@ impl<'t> Tx<'t> {
 
     pub(super) fn slot(&mut self, q: Queue) -> Result<&mut SlotTable<'t>, AcceptError> {
         let i = slot_index(q);
-        let def = [
-            tables::DEPLOY_PENDING,
-            tables::DEPLOY_INFLIGHT,
-            tables::DRAIN_CHECKPOINT,
-        ][i];
-        lazy(self.txn, &mut self.slots[i], def)
+        lazy(self.txn, &mut self.slots[i], SLOT_TABLES[i])
     }
 
-    pub(super) fn endpoints(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
-        lazy(self.txn, &mut self.endpoints, tables::ENDPOINT_APPLIED)
-    }
-
-    pub(super) fn endpoint_files(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
-        lazy(self.txn, &mut self.endpoint_files, tables::ENDPOINT_FILES)
-    }
-
-    pub(super) fn endpoint_transactions(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
-        lazy(
-            self.txn,
-            &mut self.endpoint_transactions,
-            tables::ENDPOINT_TRANSACTION,
-        )
-    }
-
-    pub(super) fn published(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
-        lazy(self.txn, &mut self.published, tables::PUBLISHED_CHECKPOINT)
-    }
-
-    pub(super) fn components(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
-        lazy(self.txn, &mut self.components, tables::COMPONENT_STATE)
+    pub(super) fn named(&mut self, t: Named) -> Result<&mut StrTable<'t>, AcceptError> {
+        let i = t as usize;
+        lazy(self.txn, &mut self.records[i], NAMED_TABLES[i])
     }
 
     pub(super) fn history(&mut self) -> Result<&mut HistoryTable<'t>, AcceptError> {
@@ -345,6 +367,47 @@ impl<'t> Tx<'t> {
         };
         self.buf = buf;
         r.map_err(s)
+    }
+
+    /// Seals `value` as a `kind` record of this transaction (its time and term) into
+    /// [`Self::buf`].
+    pub(super) fn seal<T: Serialize>(&mut self, ctx: &Ctx, kind: &str, value: &T) {
+        codec::seal_value_into(&mut self.buf, kind, ctx.now, ctx.term, value);
+    }
+
+    /// Seals `value` as a record of `table` (see [`Self::seal`]) and writes it under `key`.
+    /// Returns the bytes of the record it replaced when `keep_old`; otherwise `None`, copying
+    /// nothing.
+    pub(super) fn put_record<T: Serialize>(
+        &mut self,
+        ctx: &Ctx,
+        table: Named,
+        key: &str,
+        value: &T,
+        keep_old: bool,
+    ) -> Result<Option<Vec<u8>>, AcceptError> {
+        self.seal(ctx, table.record_kind(), value);
+        let buf = std::mem::take(&mut self.buf);
+        let r = self.named(table).and_then(|t| {
+            t.insert(key, buf.as_slice())
+                .map(|old| old.filter(|_| keep_old).map(|v| v.value().to_vec()))
+                .map_err(AcceptError::storage)
+        });
+        self.buf = buf;
+        r
+    }
+
+    /// Removes the record under `key` of `table`; returns its bytes, if any.
+    pub(super) fn remove_record(
+        &mut self,
+        table: Named,
+        key: &str,
+    ) -> Result<Option<Vec<u8>>, AcceptError> {
+        Ok(self
+            .named(table)?
+            .remove(key)
+            .map_err(AcceptError::storage)?
+            .map(|v| v.value().to_vec()))
     }
 
     /// Removes the record under `key`, releasing its blob references. Returns it.
