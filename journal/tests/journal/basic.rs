@@ -27,13 +27,12 @@ fn create_accept_reopen() {
     let m = j.meta().unwrap();
     assert_eq!(m.schema_version, SCHEMA_VERSION);
     assert_eq!(m.next_seq, Seq(4));
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn ack_is_compare_and_delete() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let r = put_render(&j, "global\n");
     let old = j.enqueue(status_item("p1", Some(r)), Origin::None).unwrap();
     let new = j.enqueue(status_item("p1", Some(r)), Origin::None).unwrap();
@@ -42,13 +41,12 @@ fn ack_is_compare_and_delete() {
     assert_eq!(j.queue(Queue::StatusPending).unwrap()[0].record.id, new);
     assert!(j.ack(Queue::StatusPending, key, new).unwrap());
     assert!(j.queue(Queue::StatusPending).unwrap().is_empty());
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn blobs_dedup_and_collect() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let (_d, j) = scratch_trim_manually();
     let h1 = j.put_blob(b"hello".to_vec()).unwrap();
     let h2 = j.put_blob(b"hello".to_vec()).unwrap();
     assert_eq!(h1, h2);
@@ -76,13 +74,12 @@ fn blobs_dedup_and_collect() {
     assert!(j.blobs().unwrap().is_empty());
     // Seq is never reused.
     assert_eq!(j.accept_events(vec![drift(9)]).unwrap(), vec![last]);
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn missing_blob_is_refused_and_batch_is_atomic() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let mut b = Batch::new();
     b.event(drift(1));
     b.event(rendered(2, Checksum::of(b"nope")));
@@ -93,8 +90,7 @@ fn missing_blob_is_refused_and_batch_is_atomic() {
 
 #[test]
 fn terms_grow_and_stamp_records() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     j.set_term(Term(3), Identity::new("pod-0")).unwrap();
     assert!(matches!(
         j.set_term(Term(3), Identity::new("pod-0")),
@@ -118,8 +114,7 @@ fn terms_grow_and_stamp_records() {
 
 #[test]
 fn park_unpark_and_newer_replaces_parked() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let r = put_render(&j, "x");
     let key = PodStatusKey::new(&runtime(), &pod("p"));
     let id = j.enqueue(status_item("p", Some(r)), Origin::None).unwrap();
@@ -132,7 +127,7 @@ fn park_unpark_and_newer_replaces_parked() {
     let newer = j.enqueue(status_item("p", None), Origin::None).unwrap();
     assert!(j.queue(Queue::StatusParked).unwrap().is_empty());
     assert_eq!(j.queue(Queue::StatusPending).unwrap()[0].record.id, newer);
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// Issue 27: a discovered pod's pending entry (`Discovered`) never replaces a report queued or
@@ -140,8 +135,7 @@ fn park_unpark_and_newer_replaces_parked() {
 /// `Discovered`; a quarantine notice has its own key and replaces nothing of the pod's.
 #[test]
 fn a_discovered_item_never_replaces_a_queued_report() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let r = put_render(&j, "x");
     let with = |name: &str, change: PodStatusChange| {
         WorkItem::Status(PodStatusItem {
@@ -196,13 +190,13 @@ fn a_discovered_item_never_replaces_a_queued_report() {
         )
         .unwrap();
     assert_eq!(pending_ids(&j), vec![later, notice]);
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn second_process_gets_in_use() {
     let (_d, path) = tmp();
-    let _j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let _j = open_journal(&path);
     // Same process, second handle: redb's lock refuses it too; never hangs.
     let err = Journal::open(&JournalOptions::new(&path)).unwrap_err();
     assert!(matches!(err, OpenError::InUse { .. }), "{err}");
@@ -231,7 +225,7 @@ fn in_use_child() {
 #[test]
 fn another_process_gets_in_use_never_a_hang() {
     let (_d, path) = tmp();
-    let _j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let _j = open_journal(&path);
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -280,7 +274,7 @@ fn single_writer_allows_live_readers() {
 #[test]
 fn schema_too_new_is_refused() {
     let (_d, path) = tmp();
-    drop(Journal::open(&JournalOptions::new(&path)).unwrap());
+    drop(open_journal(&path));
     {
         let db = open_raw(&JournalOptions::new(&path)).unwrap();
         let txn = db.begin_write().unwrap();
@@ -298,7 +292,7 @@ fn schema_too_new_is_refused() {
 fn renders_are_listed_and_raw_read_only_opens_a_closed_file() {
     let (_d, path) = tmp();
     let r = {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let j = open_journal(&path);
         let mut b = Batch::new();
         let render = b.put_render(
             b"global\n".to_vec(),
@@ -333,8 +327,7 @@ fn renders_are_listed_and_raw_read_only_opens_a_closed_file() {
 
 #[test]
 fn endpoint_applied_keeps_its_render_after_the_events_are_trimmed() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let r1 = put_render(&j, "global\n# one\n");
     let applied = |render| EndpointApplied {
         endpoint: EndpointUrl("http://10.231.0.2:5555".into()),
@@ -354,7 +347,7 @@ fn endpoint_applied_keeps_its_render_after_the_events_are_trimmed() {
         j.get_render(r1).unwrap().is_some(),
         "render an endpoint runs was collected"
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
     // the endpoint moves to r2: r1 loses its last reference and goes, r2 stays
     let r2 = put_render(&j, "global\n# two\n");
     j.put_endpoint_applied(applied(r2)).unwrap();
@@ -363,18 +356,17 @@ fn endpoint_applied_keeps_its_render_after_the_events_are_trimmed() {
     j.trim().unwrap();
     assert!(j.get_render(r1).unwrap().is_none());
     assert!(j.get_render(r2).unwrap().is_some());
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
     // removing the endpoint releases r2
     j.remove_endpoint_applied(EndpointUrl("http://10.231.0.2:5555".into()))
         .unwrap();
     assert!(j.get_render(r2).unwrap().is_none());
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn pending_lists_the_open_transactions_until_they_are_removed() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     assert!(j.pending().unwrap().open_transactions.is_empty());
     let tx = |ip: u8, state| EndpointTransaction {
         endpoint: EndpointUrl::new(format!("http://10.231.0.{ip}:5555")),

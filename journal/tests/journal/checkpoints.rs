@@ -21,6 +21,13 @@ fn scheduler(render: Option<Checksum>, through: u64) -> ComponentCheckpoint {
     }
 }
 
+/// Accepts a batch that puts `c`.
+fn put_checkpoint(j: &Journal, c: ComponentCheckpoint) {
+    let mut b = Batch::new();
+    b.put_component_checkpoint(c);
+    j.accept(b).unwrap();
+}
+
 #[test]
 fn a_checkpoint_is_replaced_whole_and_survives_a_reopen() {
     let (_d, path) = tmp();
@@ -38,9 +45,7 @@ fn a_checkpoint_is_replaced_whole_and_survives_a_reopen() {
             state: ComponentState::Validator(ValidatorCheckpoint { last_passed: None }),
         });
         j.accept(b).unwrap();
-        let mut b = Batch::new();
-        b.put_component_checkpoint(scheduler(None, 7));
-        j.accept(b).unwrap();
+        put_checkpoint(&j, scheduler(None, 7));
     }
     let j = Journal::open(&opts).unwrap();
     assert_eq!(
@@ -53,19 +58,16 @@ fn a_checkpoint_is_replaced_whole_and_survives_a_reopen() {
             .map(|c| c.through),
         Some(Seq(2))
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn a_named_render_stays_stored_until_the_checkpoint_lets_go() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let (_d, j) = scratch_trim_manually();
     let r = put_render(&j, "global\n  maxconn 10\n");
     // The render's only other holder (its event) is dispatched and trimmed: the checkpoint
     // keeps it.
-    let mut b = Batch::new();
-    b.put_component_checkpoint(scheduler(Some(r), 1));
-    j.accept(b).unwrap();
+    put_checkpoint(&j, scheduler(Some(r), 1));
     j.mark_dispatched(Seq(1)).unwrap();
     j.trim().unwrap();
     assert!(
@@ -73,31 +75,26 @@ fn a_named_render_stays_stored_until_the_checkpoint_lets_go() {
         "the event was trimmed"
     );
     assert!(j.get_render(r).unwrap().is_some(), "kept by the checkpoint");
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
     // Naming it again does not count it twice; a checkpoint without it releases it.
-    let mut b = Batch::new();
-    b.put_component_checkpoint(scheduler(Some(r), 2));
-    j.accept(b).unwrap();
+    put_checkpoint(&j, scheduler(Some(r), 2));
     assert_eq!(
         j.blob_counts(r).unwrap(),
         Some(BlobCounts { refs: 1, holds: 0 })
     );
-    let mut b = Batch::new();
-    b.put_component_checkpoint(scheduler(None, 3));
-    j.accept(b).unwrap();
+    put_checkpoint(&j, scheduler(None, 3));
     assert!(
         j.get_render(r).unwrap().is_none(),
         "collected with its last reference"
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// The render validated before the newest (a rollback's `previous`) and a rollback's held render
 /// are references too (issue 28): kept after their events are trimmed, released with the hold.
 #[test]
 fn the_previous_and_the_held_render_stay_stored_while_named() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let (_d, j) = scratch_trim_manually();
     let newest = put_render(&j, "global\n  maxconn 20\n");
     let previous = put_render(&j, "global\n  maxconn 21\n");
     let held = put_render(&j, "global\n  maxconn 22\n");
@@ -114,9 +111,7 @@ fn the_previous_and_the_held_render_stay_stored_while_named() {
         }
         c
     };
-    let mut b = Batch::new();
-    b.put_component_checkpoint(with(Some(held), 1));
-    j.accept(b).unwrap();
+    put_checkpoint(&j, with(Some(held), 1));
     j.mark_dispatched(Seq(3)).unwrap();
     j.trim().unwrap();
     for r in [newest, previous, held] {
@@ -130,36 +125,25 @@ fn the_previous_and_the_held_render_stay_stored_while_named() {
         Some(with(Some(held), 1)),
         "read back exactly"
     );
-    let mut b = Batch::new();
-    b.put_component_checkpoint(with(None, 2));
-    j.accept(b).unwrap();
+    put_checkpoint(&j, with(None, 2));
     assert!(
         j.get_render(held).unwrap().is_none(),
         "released with the hold"
     );
     assert!(j.get_render(previous).unwrap().is_some());
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn a_checkpoint_naming_a_missing_render_is_refused_whole() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let missing = Checksum::of(b"never stored");
-    let mut b = Batch::new();
-    b.event(drift(1));
-    b.put_component_checkpoint(scheduler(Some(missing), 1));
-    match j.accept(b) {
-        Err(AcceptError::MissingBlob { blob }) => assert_eq!(blob, missing),
-        other => panic!("expected MissingBlob, got {other:?}"),
-    }
+    assert_refused_whole(&j, missing, |b| {
+        b.put_component_checkpoint(scheduler(Some(missing), 1));
+    });
     assert_eq!(
         j.component_checkpoint("deployment-scheduler").unwrap(),
         None
-    );
-    assert!(
-        j.events(Seq(1), 10).unwrap().is_empty(),
-        "nothing of the batch"
     );
 }
 
@@ -168,8 +152,7 @@ fn a_checkpoint_naming_a_missing_render_is_refused_whole() {
 /// with its last reference, and the other HAProxyCfg's checkpoint is untouched.
 #[test]
 fn a_removed_published_checkpoint_lets_its_render_go() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let (_d, j) = scratch_trim_manually();
     let old = put_render(&j, "global\n  maxconn 11\n");
     let new = put_render(&j, "global\n  maxconn 12\n");
     let cp = |name: &str, render: Checksum| PublishedCheckpoint {
@@ -207,5 +190,5 @@ fn a_removed_published_checkpoint_lets_its_render_go() {
     assert_eq!(names, vec!["new-haproxycfg".to_owned()]);
     assert!(j.get_render(old).unwrap().is_none(), "collected");
     assert!(j.get_render(new).unwrap().is_some(), "still held");
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }

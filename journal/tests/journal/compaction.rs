@@ -22,6 +22,19 @@ fn churn(j: &Journal, rounds: u64, dispatch: bool) {
     }
 }
 
+/// Commits `n` small events, one a commit, each marked dispatched once committed.
+fn dispatched_events(j: &Journal, n: u64) {
+    for i in 0..n {
+        let mut b = Batch::new();
+        b.event(Event::DriftPreventionTriggered {
+            correlation: Correlation::new(format!("d{i}")),
+            time_since_last_deployment_ms: i,
+        });
+        let a = j.accept(b).unwrap();
+        j.mark_dispatched(a.seqs()[0]).unwrap();
+    }
+}
+
 fn file_len(j: &Journal) -> u64 {
     std::fs::metadata(j.path()).unwrap().len()
 }
@@ -65,7 +78,7 @@ fn trim_collect_and_compact_shrink_the_file() {
         after <= live + 8 * 1024 * 1024,
         "file {after} vs live {live}"
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
     drop(j);
     let j = Journal::open(&opts).unwrap();
     assert_eq!(
@@ -88,7 +101,7 @@ fn periodic_trim_and_auto_compaction_bound_the_file() {
         len <= 2 * live + 16 * 1024 * 1024,
         "file {len} vs live {live}"
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// Free space dominating the file is given back by the periodic check (J6): a backlog of 100
@@ -113,15 +126,7 @@ fn auto_compaction_gives_back_free_space_after_a_backlog_drains() {
     // pages of the file when the next periodic check measures it.
     assert_eq!(j.trim().unwrap(), 100);
     // The next periodic checks (every 4 commits) find free space dominating.
-    for i in 0..8u64 {
-        let mut b = Batch::new();
-        b.event(Event::DriftPreventionTriggered {
-            correlation: Correlation::new(format!("d{i}")),
-            time_since_last_deployment_ms: i,
-        });
-        let a = j.accept(b).unwrap();
-        j.mark_dispatched(a.seqs()[0]).unwrap();
-    }
+    dispatched_events(&j, 8);
     let st = j.stats().unwrap();
     let pages: u64 = st
         .tables
@@ -159,15 +164,7 @@ fn the_pages_held_at_the_close_are_the_pages_the_next_open_counts() {
             .trim_every_commits(4)
             .auto_compact_slack_bytes(0);
         let j = Journal::open(&opts).unwrap();
-        for i in 0..rounds {
-            let mut b = Batch::new();
-            b.event(Event::DriftPreventionTriggered {
-                correlation: Correlation::new(format!("d{i}")),
-                time_since_last_deployment_ms: i,
-            });
-            let a = j.accept(b).unwrap();
-            j.mark_dispatched(a.seqs()[0]).unwrap();
-        }
+        dispatched_events(&j, rounds);
         churn(&j, rounds % 5, true);
         let at_close = j.held_bytes().unwrap();
         drop(j);

@@ -17,7 +17,7 @@ fn marked_event(marker: &str) -> Event {
 fn flipped_event_byte_is_reported_and_refused() {
     let (_d, path) = tmp();
     let seq = {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let j = open_journal(&path);
         j.accept_events(vec![drift(1)]).unwrap();
         let s = j
             .accept_events(vec![marked_event("MARKER-EVENT-0123456789")])
@@ -50,7 +50,7 @@ fn flipped_event_byte_is_reported_and_refused() {
     );
 
     // Without verify-on-open, the first read of the record fails; it is never skipped.
-    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
+    let j = open_unverified(&path);
     let err = j.events(Seq(1), 10).unwrap_err();
     assert!(
         matches!(&err, ReadError::Corrupt(c) if c.table == "events" && c.key == RecordKey::Seq(seq.0)),
@@ -68,7 +68,7 @@ fn flipped_event_byte_is_reported_and_refused() {
 fn flipped_queue_and_blob_bytes_are_reported_with_their_keys() {
     let (_d, path) = tmp();
     let (id, blob) = {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let j = open_journal(&path);
         let r = put_render(&j, "global # MARKER-BLOB-0123456789\n");
         let item = WorkItem::Publish(PublishItem {
             identity: identity(),
@@ -84,7 +84,7 @@ fn flipped_queue_and_blob_bytes_are_reported_with_their_keys() {
     };
     assert!(super::damage::flip_marker(&path, b"MARKER-WORK-0123456789") >= 1);
     assert!(super::damage::flip_marker(&path, b"MARKER-BLOB-0123456789") >= 1);
-    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
+    let j = open_unverified(&path);
     let report = j.verify().unwrap();
     let tables: Vec<(&str, RecordKey)> = report
         .problems

@@ -75,7 +75,7 @@ fn journal_path(t: &Tmpfs) -> PathBuf {
 fn a_full_volume_refuses_commits_then_resumes_by_itself() {
     let t = Tmpfs::mount("8m");
     let path = journal_path(&t);
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     let mut accepted = Vec::new();
     for i in 0..4 {
         accepted.push(blob_event(&j, i).unwrap());
@@ -105,7 +105,7 @@ fn a_full_volume_refuses_commits_then_resumes_by_itself() {
     // The next commit reopens the database and succeeds.
     accepted.push(blob_event(&j, 100).unwrap());
     assert!(j.storage_fault().is_none());
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
     drop(j);
     let j = Journal::open(&JournalOptions::new(&path).verify_on_open(true)).unwrap();
     let seqs: Vec<Seq> = j
@@ -126,7 +126,7 @@ fn a_full_volume_refuses_commits_then_resumes_by_itself() {
 fn a_removed_file_is_never_written_again() {
     let t = Tmpfs::mount("8m");
     let path = journal_path(&t);
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     blob_event(&j, 1).unwrap();
     std::fs::remove_file(&path).unwrap();
     let e = blob_event(&j, 2).unwrap_err();

@@ -16,7 +16,7 @@ fn failpoint_child() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let j = Journal::open(&JournalOptions::new(&path).trim_every_commits(0)).unwrap();
+    let j = open_trim_manually(&path);
     j.accept_events(vec![drift(1)]).unwrap();
     j.accept_events(vec![drift(2)]).unwrap();
     panic!("the armed crash point did not fire");
@@ -53,7 +53,7 @@ fn run_child(point: &str) -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn crash_before_commit_loses_only_the_uncommitted_batch() {
     let (_d, path) = run_child("journal::before_commit");
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     assert!(j.event(Seq(1)).unwrap().is_some());
     assert!(j.event(Seq(2)).unwrap().is_none());
     assert_eq!(j.meta().unwrap().next_seq, Seq(2));
@@ -62,9 +62,9 @@ fn crash_before_commit_loses_only_the_uncommitted_batch() {
 #[test]
 fn crash_after_commit_keeps_the_batch() {
     let (_d, path) = run_child("journal::after_commit");
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     assert!(j.event(Seq(2)).unwrap().is_some());
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]

@@ -9,7 +9,7 @@ use crate::fixtures::*;
 #[test]
 fn sixty_four_producers_share_commits() {
     let (_d, path) = tmp();
-    let j = Arc::new(Journal::open(&JournalOptions::new(&path)).unwrap());
+    let j = Arc::new(open_journal(&path));
     const PRODUCERS: u64 = 64;
     const PER: u64 = 20;
     let barrier = Arc::new(std::sync::Barrier::new(PRODUCERS as usize));
@@ -42,5 +42,5 @@ fn sixty_four_producers_share_commits() {
         stats.commits,
         stats.events
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }

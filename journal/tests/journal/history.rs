@@ -45,6 +45,16 @@ fn all() -> (UnixMillis, UnixMillis) {
     (UnixMillis(0), UnixMillis(u64::MAX))
 }
 
+/// When each record `pod_name` keeps started, in ms, oldest first.
+fn starts(j: &Journal, pod_name: &str) -> Vec<u64> {
+    let (from, to) = all();
+    j.pod_history(&pod(pod_name), from, to)
+        .unwrap()
+        .iter()
+        .map(|r| r.started_at.0)
+        .collect()
+}
+
 /// Appends one record; returns (sequence, trimmed).
 fn append(j: &Journal, rec: SyncRecord, retention: HistoryRetention) -> (u64, u64) {
     let mut b = Batch::new();
@@ -55,10 +65,26 @@ fn append(j: &Journal, rec: SyncRecord, retention: HistoryRetention) -> (u64, u6
     }
 }
 
+/// A closed journal at `path` holding one record (`haptic/haproxy-0`, sequence 1), whose
+/// `pod_history` table `edit` then changes behind the journal's back.
+fn one_record_then_tamper(
+    path: &std::path::Path,
+    edit: impl FnOnce(&mut redb::Table<(&str, u64), &[u8]>),
+) {
+    {
+        let j = open_journal(path);
+        let r = put_render(&j, "global\n");
+        append(&j, sync("haproxy-0", r, 1_000), keep(5));
+    }
+    tamper(path, |txn| {
+        edit(&mut txn.open_table(tables::POD_HISTORY).unwrap())
+    });
+}
+
 #[test]
 fn a_pods_records_read_in_append_order_and_by_time_range() {
     let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     let r = put_render(&j, "global\n");
     let mut want = Vec::new();
     for (i, at) in [1_000, 2_000, 3_000].into_iter().enumerate() {
@@ -102,16 +128,15 @@ fn a_pods_records_read_in_append_order_and_by_time_range() {
     );
     // Survives a reopen; the sequence goes on.
     drop(j);
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     assert_eq!(j.pod_history(&pod("haproxy-0"), from, to).unwrap(), want);
     assert_eq!(append(&j, sync("haproxy-0", r, 4_000), keep(10)), (4, 0));
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn every_record_naming_a_render_is_found() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let a = put_render(&j, "global\n  maxconn 1\n");
     let b = put_render(&j, "global\n  maxconn 2\n");
     append(&j, sync("haproxy-1", a, 1_000), keep(10));
@@ -140,8 +165,7 @@ fn every_record_naming_a_render_is_found() {
 /// trimmed records named is collected with the last of them.
 #[test]
 fn retention_by_count_trims_the_oldest_and_lets_their_render_go() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let mut renders = Vec::new();
     for i in 0..5u64 {
         let mut b = Batch::new();
@@ -153,12 +177,7 @@ fn retention_by_count_trims_the_oldest_and_lets_their_render_go() {
         assert!(j.verify().unwrap().is_clean(), "after append {i}");
     }
     let (from, to) = all();
-    let kept: Vec<u64> = j
-        .pod_history(&pod("haproxy-0"), from, to)
-        .unwrap()
-        .iter()
-        .map(|r| r.started_at.0)
-        .collect();
+    let kept = starts(&j, "haproxy-0");
     assert_eq!(kept, vec![3_000, 4_000, 5_000]);
     assert_eq!(j.pod_history(&pod("haproxy-1"), from, to).unwrap().len(), 5);
     // Every render is still named by haproxy-1's history: one reference left each.
@@ -180,14 +199,13 @@ fn retention_by_count_trims_the_oldest_and_lets_their_render_go() {
         j.blob_counts(renders[4]).unwrap(),
         Some(BlobCounts { refs: 2, holds: 0 })
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// Records that ended more than `max_age` before the new record's end go, however few.
 #[test]
 fn retention_by_age_is_measured_from_the_new_records_end() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let r = put_render(&j, "global\n");
     let ten_secs = HistoryRetention {
         max_entries_per_pod: 100,
@@ -200,12 +218,7 @@ fn retention_by_age_is_measured_from_the_new_records_end() {
     // (kept: not before the cutoff).
     assert_eq!(append(&j, sync("haproxy-0", r, 15_000), ten_secs), (3, 1));
     let (from, to) = all();
-    let kept: Vec<u64> = j
-        .pod_history(&pod("haproxy-0"), from, to)
-        .unwrap()
-        .iter()
-        .map(|r| r.started_at.0)
-        .collect();
+    let kept = starts(&j, "haproxy-0");
     assert_eq!(kept, vec![5_000, 15_000]);
     assert_eq!(
         j.pod_history(&pod("haproxy-1"), from, to).unwrap().len(),
@@ -221,15 +234,14 @@ fn retention_by_age_is_measured_from_the_new_records_end() {
         vec![OpOutcome::HistoryTrimmed(2)]
     );
     assert_eq!(j.history().unwrap().len(), 1);
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// A render nothing but history names stays stored while a record names it, and is collected
 /// with the last one (`trim_history` of a pod that is gone).
 #[test]
 fn history_alone_keeps_a_render_until_its_last_record_goes() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let mut b = Batch::new();
     let r = render_of(&mut b, "global\n  maxconn 9\n");
     b.append_history(sync("haproxy-0", r, 1_000), keep(5));
@@ -239,7 +251,7 @@ fn history_alone_keeps_a_render_until_its_last_record_goes() {
         j.blob_counts(r).unwrap(),
         Some(BlobCounts { refs: 1, holds: 0 })
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
     let mut b = Batch::new();
     b.trim_history(HistoryRetention::default(), UnixMillis(u64::MAX));
     assert_eq!(
@@ -248,25 +260,16 @@ fn history_alone_keeps_a_render_until_its_last_record_goes() {
     );
     assert!(j.get_render(r).unwrap().is_none(), "collected");
     assert!(j.blobs().unwrap().is_empty(), "its files too");
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 #[test]
 fn a_record_naming_a_missing_render_is_refused_whole() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
-    let mut b = Batch::new();
-    b.event(drift(1));
-    b.append_history(sync("haproxy-0", Checksum([9; 32]), 1_000), keep(5));
-    assert!(matches!(
-        j.accept(b),
-        Err(AcceptError::MissingBlob { blob }) if blob == Checksum([9; 32])
-    ));
+    let (_d, j) = scratch();
+    assert_refused_whole(&j, Checksum([9; 32]), |b| {
+        b.append_history(sync("haproxy-0", Checksum([9; 32]), 1_000), keep(5));
+    });
     assert!(j.history().unwrap().is_empty());
-    assert!(
-        j.events(Seq(1), 10).unwrap().is_empty(),
-        "nothing committed"
-    );
 }
 
 /// verify counts one reference per history record: a record removed behind the journal's back
@@ -275,36 +278,30 @@ fn a_record_naming_a_missing_render_is_refused_whole() {
 fn verify_counts_history_references_and_reports_a_planted_mismatch() {
     let (_d, path) = tmp();
     let r = {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let j = open_journal(&path);
         let mut b = Batch::new();
         let r = render_of(&mut b, "global\n  maxconn 3\n");
         b.append_history(sync("haproxy-0", r, 1_000), keep(5));
         b.append_history(sync("haproxy-0", r, 2_000), keep(5));
         j.accept(b).unwrap();
         append(&j, sync("haproxy-0", r, 3_000), keep(2));
-        let report = j.verify().unwrap();
-        assert!(report.is_clean(), "{:?}", report.problems);
+        assert_clean(&j);
         assert_eq!(
             j.blob_counts(r).unwrap(),
             Some(BlobCounts { refs: 2, holds: 0 })
         );
         r
     };
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut t = txn.open_table(tables::POD_HISTORY).unwrap();
-            assert!(t.remove(("haptic/haproxy-0", 2)).unwrap().is_some());
-            assert_eq!(t.iter().unwrap().count(), 1);
-        }
-        txn.commit().unwrap();
-    }
+    tamper(&path, |txn| {
+        let mut t = txn.open_table(tables::POD_HISTORY).unwrap();
+        assert!(t.remove(("haptic/haproxy-0", 2)).unwrap().is_some());
+        assert_eq!(t.iter().unwrap().count(), 1);
+    });
     assert!(matches!(
         Journal::open(&JournalOptions::new(&path)),
         Err(OpenError::Corrupt { .. })
     ));
-    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
+    let j = open_unverified(&path);
     let report = j.verify().unwrap();
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
     let p = &report.problems[0];
@@ -322,35 +319,19 @@ fn verify_counts_history_references_and_reports_a_planted_mismatch() {
 #[test]
 fn a_corrupt_history_record_is_named() {
     let (_d, path) = tmp();
-    {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
-        let r = put_render(&j, "global\n");
-        append(&j, sync("haproxy-0", r, 1_000), keep(5));
-    }
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut t = txn.open_table(tables::POD_HISTORY).unwrap();
-            let mut v = t
-                .get(("haptic/haproxy-0", 1))
-                .unwrap()
-                .unwrap()
-                .value()
-                .to_vec();
-            let last = v.len() - 1;
-            v[last] ^= 0xff;
-            t.insert(("haptic/haproxy-0", 1), v.as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
-    }
-    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
-    let report = j.verify().unwrap();
-    let p = report
-        .problems
-        .iter()
-        .find(|p| p.table == "pod_history")
-        .expect("reported");
+    one_record_then_tamper(&path, |t| {
+        let mut v = t
+            .get(("haptic/haproxy-0", 1))
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        let last = v.len() - 1;
+        v[last] ^= 0xff;
+        t.insert(("haptic/haproxy-0", 1), v.as_slice()).unwrap();
+    });
+    let j = open_unverified(&path);
+    let p = reported(&j, |p| p.table == "pod_history", "reported");
     assert_eq!(p.key, RecordKey::Text("haptic/haproxy-0#1".into()));
     assert!(matches!(p.kind, ProblemKind::Corrupt(_)), "{p}");
     let err = j
@@ -366,27 +347,16 @@ fn a_corrupt_history_record_is_named() {
 #[test]
 fn a_record_under_another_pods_key_is_reported() {
     let (_d, path) = tmp();
-    {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
-        let r = put_render(&j, "global\n");
-        append(&j, sync("haproxy-0", r, 1_000), keep(5));
-    }
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut t = txn.open_table(tables::POD_HISTORY).unwrap();
-            let v = t
-                .remove(("haptic/haproxy-0", 1))
-                .unwrap()
-                .unwrap()
-                .value()
-                .to_vec();
-            t.insert(("haptic/haproxy-9", 1), v.as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
-    }
-    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
+    one_record_then_tamper(&path, |t| {
+        let v = t
+            .remove(("haptic/haproxy-0", 1))
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        t.insert(("haptic/haproxy-9", 1), v.as_slice()).unwrap();
+    });
+    let j = open_unverified(&path);
     let report = j.verify().unwrap();
     assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
     let p = &report.problems[0];

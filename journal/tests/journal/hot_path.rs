@@ -19,16 +19,16 @@ fn stored_next_seq(j: &Journal) -> Option<u64> {
 #[test]
 fn event_only_commits_leave_meta_alone_and_next_seq_follows_the_log() {
     let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     for i in 0..5 {
         j.accept_events(vec![drift(i)]).unwrap();
     }
     assert_eq!(stored_next_seq(&j), None);
     assert_eq!(j.meta().unwrap().next_seq, Seq(6));
     drop(j);
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     assert_eq!(j.accept_events(vec![drift(6)]).unwrap(), vec![Seq(6)]);
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// A trim that deletes events writes meta's floor, so a `Seq` is not reused even after every
@@ -37,17 +37,17 @@ fn event_only_commits_leave_meta_alone_and_next_seq_follows_the_log() {
 fn seq_is_not_reused_after_everything_was_trimmed_and_reopened() {
     let (_d, path) = tmp();
     {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let j = open_journal(&path);
         j.accept_events(vec![drift(1), drift(2), drift(3)]).unwrap();
         j.mark_dispatched(Seq(3)).unwrap();
         assert_eq!(j.trim().unwrap(), 3);
         assert!(j.events(Seq(1), 10).unwrap().is_empty());
         assert_eq!(stored_next_seq(&j), Some(4));
     }
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     assert_eq!(j.meta().unwrap().next_seq, Seq(4));
     assert_eq!(j.accept_events(vec![drift(4)]).unwrap(), vec![Seq(4)]);
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// The writer keeps the counters across commits; a request rejected inside a group does not
@@ -55,7 +55,7 @@ fn seq_is_not_reused_after_everything_was_trimmed_and_reopened() {
 #[test]
 fn counters_survive_rejected_requests() {
     let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     j.set_term(Term(2), Identity::new("pod-0")).unwrap();
     let mut b = Batch::new();
     b.event(drift(1));
@@ -66,7 +66,7 @@ fn counters_survive_rejected_requests() {
     assert_eq!(m.term, Term(2));
     assert_eq!(m.identity, Some(Identity::new("pod-0")));
     drop(j);
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let j = open_journal(&path);
     let m = j.meta().unwrap();
     assert_eq!((m.term, m.next_seq), (Term(2), Seq(2)));
 }
@@ -75,8 +75,7 @@ fn counters_survive_rejected_requests() {
 /// new content does not hash to the key it was given, and keyed exactly as `put_render` keys it.
 #[test]
 fn put_render_hashed_matches_put_render_and_checks_new_content() {
-    let (_d, path) = tmp();
-    let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+    let (_d, j) = scratch();
     let config = b"global\n  maxconn 10\n".to_vec();
     let map = b"a.example be\n".to_vec();
     let files = || vec![(AuxKind::Map, "maps/hosts.map".to_owned(), map.clone())];
@@ -123,7 +122,7 @@ fn put_render_hashed_matches_put_render_and_checks_new_content() {
             .unwrap()
             .is_none()
     );
-    assert!(j.verify().unwrap().is_clean());
+    assert_clean(&j);
 }
 
 /// verify checks a manifest against its key from the manifest alone (the render checksum is
@@ -132,7 +131,7 @@ fn put_render_hashed_matches_put_render_and_checks_new_content() {
 fn verify_reports_a_manifest_stored_under_another_key() {
     let (_d, path) = tmp();
     let r = {
-        let j = Journal::open(&JournalOptions::new(&path)).unwrap();
+        let j = open_journal(&path);
         put_render(&j, "global\n")
     };
     let wrong = Checksum::of(b"not this render");
@@ -159,13 +158,12 @@ fn verify_reports_a_manifest_stored_under_another_key() {
             .unwrap();
         txn.commit().unwrap();
     }
-    let j = Journal::open(&JournalOptions::new(&path).verify_on_open(false)).unwrap();
-    let rep = j.verify().unwrap();
-    let p = rep
-        .problems
-        .iter()
-        .find(|p| p.key == RecordKey::Blob(wrong))
-        .expect("the copied manifest is reported");
+    let j = open_unverified(&path);
+    let p = reported(
+        &j,
+        |p| p.key == RecordKey::Blob(wrong),
+        "the copied manifest is reported",
+    );
     assert!(
         matches!(
             p.kind,

@@ -139,7 +139,7 @@ fn run(durability: Durability, crash_after: usize) -> Vec<Seq> {
     drop(j);
     let reopened =
         Journal::open_with_backend(LossyBackend::from_image(image), &opts(durability)).unwrap();
-    assert!(reopened.verify().unwrap().is_clean());
+    assert_clean(&reopened);
     let present: std::collections::BTreeSet<Seq> = reopened
         .events(Seq(1), usize::MAX)
         .unwrap()
@@ -197,7 +197,7 @@ fn io_errors_fail_the_commit_and_keep_earlier_commits() {
             &opts(Durability::Immediate),
         )
         .unwrap();
-        assert!(reopened.verify().unwrap().is_clean());
+        assert_clean(&reopened);
         for s in &acked {
             assert!(
                 reopened.event(*s).unwrap().is_some(),

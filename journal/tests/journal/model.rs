@@ -426,22 +426,15 @@ fn check(j: &Journal, m: &Model) {
             .map(|e| (e.record.id.0, e.record.item, e.record.origin.map(|s| s.0)))
             .collect()
     };
-    assert_eq!(
-        items(Queue::Publish),
-        m.publish.values().cloned().collect::<Vec<_>>()
-    );
-    assert_eq!(
-        items(Queue::StatusPending),
-        m.pending.values().cloned().collect::<Vec<_>>()
-    );
-    assert_eq!(
-        items(Queue::StatusParked),
-        m.parked.values().cloned().collect::<Vec<_>>()
-    );
-    assert_eq!(
-        items(Queue::DeployPending),
-        m.deploy.iter().cloned().collect::<Vec<_>>()
-    );
+    let queues: [(Queue, Vec<_>); 4] = [
+        (Queue::Publish, m.publish.values().cloned().collect()),
+        (Queue::StatusPending, m.pending.values().cloned().collect()),
+        (Queue::StatusParked, m.parked.values().cloned().collect()),
+        (Queue::DeployPending, m.deploy.iter().cloned().collect()),
+    ];
+    for (q, want) in queues {
+        assert_eq!(items(q), want, "{q:?}");
+    }
     for c in 0..3u8 {
         let h = Checksum::of(&hold_content(c));
         let holds = m.holds.get(&c).copied().unwrap_or(0);
@@ -477,8 +470,7 @@ fn check(j: &Journal, m: &Model) {
         .collect();
     timeline.sort_by_key(|r| r.started_at);
     assert_eq!(j.history().unwrap(), timeline);
-    let report = j.verify().unwrap();
-    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_clean(j);
 }
 
 proptest! {
