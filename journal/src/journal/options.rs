@@ -29,6 +29,21 @@ pub enum Concurrency {
     SingleWriter,
 }
 
+/// Builder setters, `name: Type;` each after its doc comment: `fn name(mut self, v: Type) -> Self`
+/// sets the field of the same name.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            #[must_use]
+            pub fn $name(mut self, value: $ty) -> Self {
+                self.$name = value;
+                self
+            }
+        )*
+    };
+}
+
 /// Options of [`Journal::open`](super::Journal::open).
 #[derive(Clone, Debug)]
 pub struct JournalOptions {
@@ -86,67 +101,25 @@ impl JournalOptions {
         }
     }
 
-    /// Sets [`Self::read_only`].
-    #[must_use]
-    pub fn read_only(mut self, yes: bool) -> Self {
-        self.read_only = yes;
-        self
-    }
-
-    /// Sets [`Self::create`].
-    #[must_use]
-    pub fn create(mut self, yes: bool) -> Self {
-        self.create = yes;
-        self
-    }
-
-    /// Sets [`Self::durability`].
-    #[must_use]
-    pub fn durability(mut self, d: Durability) -> Self {
-        self.durability = d;
-        self
-    }
-
-    /// Sets [`Self::concurrency`].
-    #[must_use]
-    pub fn concurrency(mut self, c: Concurrency) -> Self {
-        self.concurrency = c;
-        self
-    }
-
-    /// Sets [`Self::verify_on_open`].
-    #[must_use]
-    pub fn verify_on_open(mut self, yes: bool) -> Self {
-        self.verify_on_open = yes;
-        self
-    }
-
-    /// Sets [`Self::trim_every_commits`].
-    #[must_use]
-    pub fn trim_every_commits(mut self, n: u32) -> Self {
-        self.trim_every_commits = n;
-        self
-    }
-
-    /// Sets [`Self::auto_compact_slack_bytes`].
-    #[must_use]
-    pub fn auto_compact_slack_bytes(mut self, bytes: u64) -> Self {
-        self.auto_compact_slack_bytes = bytes;
-        self
-    }
-
-    /// Sets [`Self::auto_compact_always`].
-    #[must_use]
-    pub fn auto_compact_always(mut self, yes: bool) -> Self {
-        self.auto_compact_always = yes;
-        self
-    }
-
-    /// Sets [`Self::auto_compact`].
-    #[must_use]
-    pub fn auto_compact(mut self, yes: bool) -> Self {
-        self.auto_compact = yes;
-        self
+    setters! {
+        /// Sets [`Self::read_only`].
+        read_only: bool;
+        /// Sets [`Self::create`].
+        create: bool;
+        /// Sets [`Self::durability`].
+        durability: Durability;
+        /// Sets [`Self::concurrency`].
+        concurrency: Concurrency;
+        /// Sets [`Self::verify_on_open`].
+        verify_on_open: bool;
+        /// Sets [`Self::trim_every_commits`].
+        trim_every_commits: u32;
+        /// Sets [`Self::auto_compact_slack_bytes`].
+        auto_compact_slack_bytes: u64;
+        /// Sets [`Self::auto_compact_always`].
+        auto_compact_always: bool;
+        /// Sets [`Self::auto_compact`].
+        auto_compact: bool;
     }
 
     /// Sets [`Self::max_group_requests`] (at least 1).
