@@ -1,6 +1,6 @@
 //! Summaries: what a restart would replay, file and table sizes, group-commit counters.
 
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
 
 use super::read::read_queue;
 use super::{Journal, guarded};
@@ -231,111 +231,66 @@ fn open_transactions(
     Ok(out)
 }
 
+/// The tables keyed by text (`&str -> &[u8]`).
+const TEXT_TABLES: [TableDefinition<&str, &[u8]>; 8] = [
+    tables::META,
+    tables::STATUS_PENDING,
+    tables::STATUS_PARKED,
+    tables::COMPONENT_STATE,
+    tables::ENDPOINT_APPLIED,
+    tables::ENDPOINT_FILES,
+    tables::ENDPOINT_TRANSACTION,
+    tables::PUBLISHED_CHECKPOINT,
+];
+
+/// The tables keyed by a `u64` (`Seq` or `WorkId`).
+const ID_TABLES: [TableDefinition<u64, &[u8]>; 5] = [
+    tables::EVENTS,
+    tables::PUBLISH_VALIDATED,
+    tables::PUBLISH_DEPLOYED,
+    tables::INVALID_PUBLISH,
+    tables::VERDICT,
+];
+
+/// The one-slot tables (key `()`).
+const SLOT_TABLES: [TableDefinition<(), &[u8]>; 3] = [
+    tables::DEPLOY_PENDING,
+    tables::DEPLOY_INFLIGHT,
+    tables::DRAIN_CHECKPOINT,
+];
+
+/// The table of `defs` called `name`.
+fn named<K: redb::Key, V: redb::Value>(
+    defs: &[TableDefinition<'static, K, V>],
+    name: &str,
+) -> Option<TableDefinition<'static, K, V>> {
+    defs.iter().copied().find(|d| d.name() == name)
+}
+
+/// The counts and bytes of table `name` (any name not in [`tables::ALL_TABLES`] reads
+/// `published_checkpoint`).
 fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, ReadError> {
     crate::contain::at_table(name);
     let mut live = 0u64;
-    let (entries, stats) = match name {
-        "meta" => stat_of(
-            rtx.open_table(tables::META).map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |v| v.len(),
-        )?,
-        "events" => stat_of(
-            rtx.open_table(tables::EVENTS).map_err(storage)?,
-            &mut live,
-            |_| 8,
-            |v| v.len(),
-        )?,
-        "blobs" => stat_of(
-            rtx.open_table(tables::BLOBS).map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |v| v.len(),
-        )?,
-        "blob_refs" => stat_of(
-            rtx.open_table(tables::BLOB_REFS).map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |_| 16,
-        )?,
-        "publish_validated" | "publish_deployed" | "invalid_publish" | "verdict" => {
-            let q = Queue::ALL
-                .iter()
-                .copied()
-                .find(|q| q.table_name() == name)
-                .unwrap_or(Queue::Publish);
-            stat_of(
-                rtx.open_table(tables::fifo_def(q)).map_err(storage)?,
-                &mut live,
-                |_| 8,
-                |v| v.len(),
-            )?
-        }
-        "status_pending" | "status_parked" => {
-            let q = if name == "status_parked" {
-                Queue::StatusParked
-            } else {
-                Queue::StatusPending
-            };
-            stat_of(
-                rtx.open_table(tables::pod_def(q)).map_err(storage)?,
-                &mut live,
-                |k| k.len(),
-                |v| v.len(),
-            )?
-        }
-        "deploy_pending" | "deploy_inflight" | "drain_checkpoint" => {
-            let q = Queue::ALL
-                .iter()
-                .copied()
-                .find(|q| q.table_name() == name)
-                .unwrap_or(Queue::DeployPending);
-            stat_of(
-                rtx.open_table(tables::slot_def(q)).map_err(storage)?,
-                &mut live,
-                |_| 0,
-                |v| v.len(),
-            )?
-        }
-        "component_state" => stat_of(
-            rtx.open_table(tables::COMPONENT_STATE).map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |v| v.len(),
-        )?,
-        "endpoint_applied" => stat_of(
-            rtx.open_table(tables::ENDPOINT_APPLIED).map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |v| v.len(),
-        )?,
-        "endpoint_files" => stat_of(
-            rtx.open_table(tables::ENDPOINT_FILES).map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |v| v.len(),
-        )?,
-        "endpoint_transaction" => stat_of(
-            rtx.open_table(tables::ENDPOINT_TRANSACTION)
-                .map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |v| v.len(),
-        )?,
-        "pod_history" => stat_of(
-            rtx.open_table(tables::POD_HISTORY).map_err(storage)?,
+    let (entries, stats) = if let Some(def) = named(&ID_TABLES, name) {
+        stat_of(rtx, def, &mut live, |_| 8, |v| v.len())?
+    } else if let Some(def) = named(&SLOT_TABLES, name) {
+        stat_of(rtx, def, &mut live, |_| 0, |v| v.len())?
+    } else if name == "blobs" {
+        stat_of(rtx, tables::BLOBS, &mut live, |k| k.len(), |v| v.len())?
+    } else if name == "blob_refs" {
+        stat_of(rtx, tables::BLOB_REFS, &mut live, |k| k.len(), |_| 16)?
+    } else if name == "pod_history" {
+        stat_of(
+            rtx,
+            tables::POD_HISTORY,
             &mut live,
             |(pod, _)| pod.len() + 8,
             |v| v.len(),
-        )?,
-        _ => stat_of(
-            rtx.open_table(tables::PUBLISHED_CHECKPOINT)
-                .map_err(storage)?,
-            &mut live,
-            |k| k.len(),
-            |v| v.len(),
-        )?,
+        )?
+    } else {
+        let def = named(&TEXT_TABLES, name).unwrap_or(tables::PUBLISHED_CHECKPOINT);
+        stat_of(rtx, def, &mut live, |k| k.len(), |v| v.len())?
     };
     Ok(TableStat {
         name,
@@ -347,12 +302,15 @@ fn table_stat(rtx: &ReadTransaction, name: &'static str) -> Result<TableStat, Re
     })
 }
 
+/// Opens `def`: its entries and stats; adds each entry's `klen + vlen` to `live`.
 fn stat_of<K: redb::Key + 'static, V: redb::Value + 'static>(
-    t: redb::ReadOnlyTable<K, V>,
+    rtx: &ReadTransaction,
+    def: TableDefinition<K, V>,
     live: &mut u64,
     klen: impl Fn(K::SelfType<'_>) -> usize,
     vlen: impl Fn(V::SelfType<'_>) -> usize,
 ) -> Result<(u64, redb::TableStats), ReadError> {
+    let t = rtx.open_table(def).map_err(storage)?;
     let mut n = 0;
     for r in t.iter().map_err(storage)? {
         let (k, v) = r.map_err(storage)?;

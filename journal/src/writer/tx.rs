@@ -91,14 +91,6 @@ pub(crate) struct Tx<'t> {
     pub(super) buf: Vec<u8>,
 }
 
-/// The FIFO queues' tables, in the order of [`fifo_index`].
-const FIFO_TABLES: [redb::TableDefinition<u64, &[u8]>; 4] = [
-    tables::PUBLISH_VALIDATED,
-    tables::PUBLISH_DEPLOYED,
-    tables::INVALID_PUBLISH,
-    tables::VERDICT,
-];
-
 fn fifo_index(q: Queue) -> usize {
     match q {
         Queue::PublishDeployed => 1,
@@ -107,13 +99,6 @@ fn fifo_index(q: Queue) -> usize {
         _ => 0,
     }
 }
-
-/// The one-slot queues' tables, in the order of [`slot_index`].
-const SLOT_TABLES: [redb::TableDefinition<(), &[u8]>; 3] = [
-    tables::DEPLOY_PENDING,
-    tables::DEPLOY_INFLIGHT,
-    tables::DRAIN_CHECKPOINT,
-];
 
 fn slot_index(q: Queue) -> usize {
     match q {
@@ -218,7 +203,7 @@ impl<'t> Tx<'t> {
 
     pub(super) fn fifo(&mut self, q: Queue) -> Result<&mut IdTable<'t>, AcceptError> {
         let i = fifo_index(q);
-        lazy(self.txn, &mut self.fifo[i], FIFO_TABLES[i])
+        lazy(self.txn, &mut self.fifo[i], tables::fifo_def(q))
     }
 
     pub(super) fn pending(&mut self) -> Result<&mut StrTable<'t>, AcceptError> {
@@ -240,7 +225,7 @@ impl<'t> Tx<'t> {
 
     pub(super) fn slot(&mut self, q: Queue) -> Result<&mut SlotTable<'t>, AcceptError> {
         let i = slot_index(q);
-        lazy(self.txn, &mut self.slots[i], SLOT_TABLES[i])
+        lazy(self.txn, &mut self.slots[i], tables::slot_def(q))
     }
 
     pub(super) fn named(&mut self, t: Named) -> Result<&mut StrTable<'t>, AcceptError> {
