@@ -137,3 +137,18 @@ pub struct Corrupt {
     /// What is wrong.
     pub reason: CorruptReason,
 }
+
+impl Corrupt {
+    /// The record under text key `key` of `table` failed for the reason it is given: a closure
+    /// for `map_err`, which copies the key only on failure.
+    pub(crate) fn text<'k>(
+        table: &'static str,
+        key: &'k str,
+    ) -> impl FnOnce(CorruptReason) -> Self + 'k {
+        move |reason| Corrupt {
+            table,
+            key: RecordKey::Text(key.to_owned()),
+            reason,
+        }
+    }
+}

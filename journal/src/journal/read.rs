@@ -269,23 +269,11 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] at the first corrupt record.
     pub fn endpoints_applied(&self) -> Result<Vec<EndpointApplied>, ReadError> {
-        guarded(|| {
-            let rtx = self.read_txn()?;
-            let t = rtx.open_table(tables::ENDPOINT_APPLIED).map_err(storage)?;
-            let mut out = Vec::new();
-            for r in t.iter().map_err(storage)? {
-                let (k, v) = r.map_err(storage)?;
-                let (_, e) = decode::endpoint_applied(v.value()).map_err(|reason| {
-                    ReadError::Corrupt(Corrupt {
-                        table: "endpoint_applied",
-                        key: RecordKey::Text(k.value().to_owned()),
-                        reason,
-                    })
-                })?;
-                out.push(e);
-            }
-            Ok(out)
-        })
+        self.state_table(
+            tables::ENDPOINT_APPLIED,
+            "endpoint_applied",
+            decode::endpoint_applied,
+        )
     }
 
     /// Every endpoint's stored-file state (schema 2), by URL.
@@ -319,23 +307,7 @@ impl Journal {
         table: &'static str,
         decode: Decoder<T>,
     ) -> Result<Vec<T>, ReadError> {
-        guarded(|| {
-            let rtx = self.read_txn()?;
-            let t = rtx.open_table(def).map_err(storage)?;
-            let mut out = Vec::new();
-            for r in t.iter().map_err(storage)? {
-                let (k, v) = r.map_err(storage)?;
-                let (_, e) = decode(v.value()).map_err(|reason| {
-                    ReadError::Corrupt(Corrupt {
-                        table,
-                        key: RecordKey::Text(k.value().to_owned()),
-                        reason,
-                    })
-                })?;
-                out.push(e);
-            }
-            Ok(out)
-        })
+        guarded(|| text_table(&self.read_txn()?, def, table, decode))
     }
 
     /// The checkpoint of `component` (`deployment-scheduler`, `validator`, `config-publisher`),
@@ -353,13 +325,8 @@ impl Journal {
             let Some(v) = t.get(component).map_err(storage)? else {
                 return Ok(None);
             };
-            let (_, c) = decode::component_checkpoint(v.value()).map_err(|reason| {
-                ReadError::Corrupt(Corrupt {
-                    table: "component_state",
-                    key: RecordKey::Text(component.to_owned()),
-                    reason,
-                })
-            })?;
+            let (_, c) = decode::component_checkpoint(v.value())
+                .map_err(Corrupt::text("component_state", component))?;
             Ok(Some(c))
         })
     }
@@ -369,25 +336,11 @@ impl Journal {
     /// # Errors
     /// [`ReadError::Corrupt`] at the first corrupt record.
     pub fn published_checkpoints(&self) -> Result<Vec<PublishedCheckpoint>, ReadError> {
-        guarded(|| {
-            let rtx = self.read_txn()?;
-            let t = rtx
-                .open_table(tables::PUBLISHED_CHECKPOINT)
-                .map_err(storage)?;
-            let mut out = Vec::new();
-            for r in t.iter().map_err(storage)? {
-                let (k, v) = r.map_err(storage)?;
-                let (_, p) = decode::published_checkpoint(v.value()).map_err(|reason| {
-                    ReadError::Corrupt(Corrupt {
-                        table: "published_checkpoint",
-                        key: RecordKey::Text(k.value().to_owned()),
-                        reason,
-                    })
-                })?;
-                out.push(p);
-            }
-            Ok(out)
-        })
+        self.state_table(
+            tables::PUBLISHED_CHECKPOINT,
+            "published_checkpoint",
+            decode::published_checkpoint,
+        )
     }
 
     /// Raw `(key, value)` pairs of any table except `blob_refs` (use [`Journal::blobs`]), for
@@ -418,6 +371,23 @@ impl Journal {
     pub fn verify(&self) -> Result<crate::verify::VerifyReport, ReadError> {
         guarded(|| crate::verify::verify(&self.read_txn()?))
     }
+}
+
+/// Every record of `table` (`def`, keyed by text) in `rtx`, by key, decoded by `decode`.
+pub(super) fn text_table<T>(
+    rtx: &ReadTransaction,
+    def: redb::TableDefinition<&str, &[u8]>,
+    table: &'static str,
+    decode: Decoder<T>,
+) -> Result<Vec<T>, ReadError> {
+    let t = rtx.open_table(def).map_err(storage)?;
+    let mut out = Vec::new();
+    for r in t.iter().map_err(storage)? {
+        let (k, v) = r.map_err(storage)?;
+        let (_, e) = decode(v.value()).map_err(Corrupt::text(table, k.value()))?;
+        out.push(e);
+    }
+    Ok(out)
 }
 
 pub(crate) fn read_queue(rtx: &ReadTransaction, queue: Queue) -> Result<Vec<WorkEntry>, ReadError> {

@@ -2,7 +2,7 @@
 
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition, TableHandle};
 
-use super::read::read_queue;
+use super::read::{read_queue, text_table};
 use super::{Journal, guarded};
 use crate::error::{ReadError, storage};
 use crate::ids::{Seq, Term, UnixMillis};
@@ -213,22 +213,12 @@ fn open_transactions(
     rtx: &ReadTransaction,
 ) -> Result<Vec<crate::pod::EndpointTransaction>, ReadError> {
     crate::contain::at_table("endpoint_transaction");
-    let t = rtx
-        .open_table(tables::ENDPOINT_TRANSACTION)
-        .map_err(storage)?;
-    let mut out = Vec::new();
-    for r in t.iter().map_err(storage)? {
-        let (k, v) = r.map_err(storage)?;
-        let (_, tx) = crate::decode::endpoint_transaction(v.value()).map_err(|reason| {
-            ReadError::Corrupt(crate::corrupt::Corrupt {
-                table: "endpoint_transaction",
-                key: crate::corrupt::RecordKey::Text(k.value().to_owned()),
-                reason,
-            })
-        })?;
-        out.push(tx);
-    }
-    Ok(out)
+    text_table(
+        rtx,
+        tables::ENDPOINT_TRANSACTION,
+        "endpoint_transaction",
+        crate::decode::endpoint_transaction,
+    )
 }
 
 /// The tables keyed by text (`&str -> &[u8]`).

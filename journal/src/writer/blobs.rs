@@ -53,11 +53,8 @@ impl Tx<'_> {
         bytes: &[u8],
         endpoint: &str,
     ) -> Result<(), AcceptError> {
-        let (_, old) = decode::endpoint_applied(bytes).map_err(|reason| Corrupt {
-            table: "endpoint_applied",
-            key: RecordKey::Text(endpoint.to_owned()),
-            reason,
-        })?;
+        let (_, old) =
+            decode::endpoint_applied(bytes).map_err(Corrupt::text("endpoint_applied", endpoint))?;
         self.adjust(old.render, -1, 0)
     }
 
@@ -67,11 +64,8 @@ impl Tx<'_> {
         bytes: &[u8],
         component: &str,
     ) -> Result<(), AcceptError> {
-        let (_, old) = decode::component_checkpoint(bytes).map_err(|reason| Corrupt {
-            table: "component_state",
-            key: RecordKey::Text(component.to_owned()),
-            reason,
-        })?;
+        let (_, old) = decode::component_checkpoint(bytes)
+            .map_err(Corrupt::text("component_state", component))?;
         for h in old.state.renders() {
             self.adjust(h, -1, 0)?;
         }
