@@ -201,25 +201,24 @@ impl Accepted {
     /// The `Seq` of every event of the batch, in order.
     #[must_use]
     pub fn seqs(&self) -> Vec<Seq> {
-        self.outcomes
-            .iter()
-            .filter_map(|o| match o {
-                OpOutcome::Event(s) => Some(*s),
-                _ => None,
-            })
-            .collect()
+        self.picked(|o| match o {
+            OpOutcome::Event(s) => Some(*s),
+            _ => None,
+        })
     }
 
     /// The `WorkId` of every enqueued item, in order.
     #[must_use]
     pub fn work_ids(&self) -> Vec<WorkId> {
-        self.outcomes
-            .iter()
-            .filter_map(|o| match o {
-                OpOutcome::Enqueued(w) => Some(*w),
-                _ => None,
-            })
-            .collect()
+        self.picked(|o| match o {
+            OpOutcome::Enqueued(w) => Some(*w),
+            _ => None,
+        })
+    }
+
+    /// What `pick` takes from each outcome, in order.
+    fn picked<T>(&self, pick: impl Fn(&OpOutcome) -> Option<T>) -> Vec<T> {
+        self.outcomes.iter().filter_map(pick).collect()
     }
 }
 

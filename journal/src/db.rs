@@ -51,6 +51,14 @@ pub(crate) struct Counters {
 /// (aborted, nothing written). `None` when the database is not writable or the read fails.
 /// Taken right after a commit that freed pages, it still counts them: see [`held_bytes`].
 fn pages_held_now(inner: &Inner) -> Option<u64> {
+    with_writable(inner, |d| {
+        let st = d.begin_write().ok()?.stats().ok()?;
+        Some(st.allocated_pages() * st.page_size() as u64)
+    })
+}
+
+/// `f` of the database under the read lock; `None` when it is not writable.
+fn with_writable<T>(inner: &Inner, f: impl FnOnce(&redb::Database) -> Option<T>) -> Option<T> {
     let db = inner
         .db
         .read()
@@ -58,8 +66,7 @@ fn pages_held_now(inner: &Inner) -> Option<u64> {
     let Db::Rw(d) = &*db else {
         return None;
     };
-    let st = d.begin_write().ok()?.stats().ok()?;
-    Some(st.allocated_pages() * st.page_size() as u64)
+    f(d)
 }
 
 /// The bytes of the pages redb holds once it has released the pages the last commits freed:
@@ -71,16 +78,7 @@ fn pages_held_now(inner: &Inner) -> Option<u64> {
 pub(crate) fn held_bytes(inner: &Inner) -> Option<u64> {
     let mut held = pages_held_now(inner)?;
     for _ in 0..SETTLE_COMMITS {
-        {
-            let db = inner
-                .db
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let Db::Rw(d) = &*db else {
-                return None;
-            };
-            d.begin_write().ok()?.commit().ok()?;
-        }
+        with_writable(inner, |d| d.begin_write().ok()?.commit().ok())?;
         let now = pages_held_now(inner)?;
         if now >= held {
             break;
