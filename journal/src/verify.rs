@@ -123,38 +123,14 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
                     Err(reason) => rep.corrupt(name, key, reason),
                 }
             };
-        match q.shape() {
-            QueueShape::Fifo => {
-                let t = rtx.open_table(tables::fifo_def(*q)).map_err(storage)?;
-                for r in t.iter().map_err(storage)? {
-                    let (k, v) = r.map_err(storage)?;
-                    visit(
-                        &mut rep,
-                        RecordKey::WorkId(k.value()),
-                        Some(k.value()),
-                        v.value(),
-                    );
-                }
-            }
-            QueueShape::ByPod => {
-                let t = rtx.open_table(tables::pod_def(*q)).map_err(storage)?;
-                for r in t.iter().map_err(storage)? {
-                    let (k, v) = r.map_err(storage)?;
-                    visit(
-                        &mut rep,
-                        RecordKey::Text(k.value().to_owned()),
-                        None,
-                        v.value(),
-                    );
-                }
-            }
-            QueueShape::Slot => {
-                let t = rtx.open_table(tables::slot_def(*q)).map_err(storage)?;
-                if let Some(v) = t.get(()).map_err(storage)? {
-                    visit(&mut rep, RecordKey::Slot, None, v.value());
-                }
-            }
-        }
+        each_queue_record(rtx, *q, |key, bytes| {
+            let id = match key {
+                RecordKey::WorkId(id) => Some(id),
+                _ => None,
+            };
+            visit(&mut rep, key, id, bytes);
+            Ok(())
+        })?;
     }
 
     // state tables
@@ -246,12 +222,7 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
                     RecordKey::Blob,
                 )
             });
-            let Some(hash) = Checksum::from_key(k.value()) else {
-                rep.problem(
-                    "blobs",
-                    RecordKey::BadBlobKey(k.value().to_vec()),
-                    ProblemKind::OrphanBlob,
-                );
+            let Some(hash) = blob_key(&mut rep, "blobs", k.value()) else {
                 continue;
             };
             let key = RecordKey::Blob(hash);
@@ -283,12 +254,7 @@ pub(crate) fn verify(rtx: &ReadTransaction) -> Result<VerifyReport, ReadError> {
         let mut counted: BTreeMap<Checksum, ()> = BTreeMap::new();
         for r in t.iter().map_err(storage)? {
             let (k, v) = r.map_err(storage)?;
-            let Some(hash) = Checksum::from_key(k.value()) else {
-                rep.problem(
-                    "blob_refs",
-                    RecordKey::BadBlobKey(k.value().to_vec()),
-                    ProblemKind::OrphanBlob,
-                );
+            let Some(hash) = blob_key(&mut rep, "blob_refs", k.value()) else {
                 continue;
             };
             counted.insert(hash, ());
@@ -336,4 +302,49 @@ pub fn first_corrupt(report: &VerifyReport) -> Option<Corrupt> {
         }),
         _ => None,
     })
+}
+
+/// The blob key `key` of `table`; `None`, reported as an orphan, when it is not 32 bytes long.
+fn blob_key(rep: &mut VerifyReport, table: &'static str, key: &[u8]) -> Option<Checksum> {
+    let hash = Checksum::from_key(key);
+    if hash.is_none() {
+        rep.problem(
+            table,
+            RecordKey::BadBlobKey(key.to_vec()),
+            ProblemKind::OrphanBlob,
+        );
+    }
+    hash
+}
+
+/// Calls `f(key, value)` for every record of `queue`'s table in `rtx`, in key order; the key
+/// is a [`RecordKey::WorkId`], [`RecordKey::Text`] or [`RecordKey::Slot`] by the queue's shape.
+pub(crate) fn each_queue_record(
+    rtx: &ReadTransaction,
+    queue: Queue,
+    mut f: impl FnMut(RecordKey, &[u8]) -> Result<(), ReadError>,
+) -> Result<(), ReadError> {
+    match queue.shape() {
+        QueueShape::Fifo => {
+            let t = rtx.open_table(tables::fifo_def(queue)).map_err(storage)?;
+            for r in t.iter().map_err(storage)? {
+                let (k, v) = r.map_err(storage)?;
+                f(RecordKey::WorkId(k.value()), v.value())?;
+            }
+        }
+        QueueShape::ByPod => {
+            let t = rtx.open_table(tables::pod_def(queue)).map_err(storage)?;
+            for r in t.iter().map_err(storage)? {
+                let (k, v) = r.map_err(storage)?;
+                f(RecordKey::Text(k.value().to_owned()), v.value())?;
+            }
+        }
+        QueueShape::Slot => {
+            let t = rtx.open_table(tables::slot_def(queue)).map_err(storage)?;
+            if let Some(v) = t.get(()).map_err(storage)? {
+                f(RecordKey::Slot, v.value())?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -394,7 +394,12 @@ pub(crate) fn read_queue(rtx: &ReadTransaction, queue: Queue) -> Result<Vec<Work
     let name = queue.table_name();
     crate::contain::at_table(name);
     let mut out = Vec::new();
-    let mut push = |key: WorkKey, rk: RecordKey, bytes: &[u8]| -> Result<(), ReadError> {
+    crate::verify::each_queue_record(rtx, queue, |rk, bytes| {
+        let key = match &rk {
+            RecordKey::WorkId(id) => WorkKey::Id(WorkId(*id)),
+            RecordKey::Text(k) => WorkKey::Pod(PodStatusKey(k.clone())),
+            _ => WorkKey::Slot,
+        };
         let (header, record) = decode::work(bytes).map_err(|reason| {
             ReadError::Corrupt(Corrupt {
                 table: name,
@@ -409,37 +414,7 @@ pub(crate) fn read_queue(rtx: &ReadTransaction, queue: Queue) -> Result<Vec<Work
             record,
         });
         Ok(())
-    };
-    match queue.shape() {
-        QueueShape::Fifo => {
-            let t = rtx.open_table(tables::fifo_def(queue)).map_err(storage)?;
-            for r in t.iter().map_err(storage)? {
-                let (k, v) = r.map_err(storage)?;
-                push(
-                    WorkKey::Id(WorkId(k.value())),
-                    RecordKey::WorkId(k.value()),
-                    v.value(),
-                )?;
-            }
-        }
-        QueueShape::ByPod => {
-            let t = rtx.open_table(tables::pod_def(queue)).map_err(storage)?;
-            for r in t.iter().map_err(storage)? {
-                let (k, v) = r.map_err(storage)?;
-                push(
-                    WorkKey::Pod(PodStatusKey(k.value().to_owned())),
-                    RecordKey::Text(k.value().to_owned()),
-                    v.value(),
-                )?;
-            }
-        }
-        QueueShape::Slot => {
-            let t = rtx.open_table(tables::slot_def(queue)).map_err(storage)?;
-            if let Some(v) = t.get(()).map_err(storage)? {
-                push(WorkKey::Slot, RecordKey::Slot, v.value())?;
-            }
-        }
-    }
+    })?;
     Ok(out)
 }
 
