@@ -128,9 +128,8 @@ impl DataplaneClient {
     /// Transport/Timeout/Server/TooManyRequests (`Retryable`), Unauthorized/NotFound/
     /// InvalidResponse (`Fatal`).
     pub async fn info(&self) -> Result<Info, DataplaneError> {
-        let resp = self.send(self.request(Method::GET, &["info"])).await?;
-        let resp = self.expect_success(resp).await?;
-        self.json(resp, "info body").await
+        self.send_json(self.request(Method::GET, &["info"]), "info body")
+            .await
     }
 
     /// `GET /v3/services/haproxy/runtime/info`: the HAProxy version the pod runs, as
@@ -141,11 +140,12 @@ impl DataplaneClient {
     /// # Errors
     /// As [`DataplaneClient::info`].
     pub async fn haproxy_version(&self) -> Result<Option<String>, DataplaneError> {
-        let resp = self
-            .send(self.request(Method::GET, &["services", "haproxy", "runtime", "info"]))
+        let body: serde_json::Value = self
+            .send_json(
+                self.request(Method::GET, &["services", "haproxy", "runtime", "info"]),
+                "runtime info body",
+            )
             .await?;
-        let resp = self.expect_success(resp).await?;
-        let body: serde_json::Value = self.json(resp, "runtime info body").await?;
         let first = match &body {
             serde_json::Value::Array(items) => items.first().cloned().unwrap_or_default(),
             other => other.clone(),
@@ -162,9 +162,8 @@ impl DataplaneClient {
     /// # Errors
     /// As [`DataplaneClient::info`].
     pub async fn health(&self) -> Result<Health, DataplaneError> {
-        let resp = self.send(self.request(Method::GET, &["health"])).await?;
-        let resp = self.expect_success(resp).await?;
-        self.json(resp, "health body").await
+        self.send_json(self.request(Method::GET, &["health"]), "health body")
+            .await
     }
 
     /// `GET /v3/services/haproxy/configuration/version`: the version of the in-memory parser
@@ -303,8 +302,7 @@ impl DataplaneClient {
             Method::GET,
             &["services", "haproxy", "reloads", id.as_str()],
         );
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "reload body").await
+        self.send_json(req, "reload body").await
     }
 
     /// `GET /v3/services/haproxy/reloads` (ecosystem.md A.3): the reloads the agent still
@@ -315,8 +313,7 @@ impl DataplaneClient {
     /// As [`DataplaneClient::info`].
     pub async fn reloads(&self) -> Result<Vec<ReloadInfo>, DataplaneError> {
         let req = self.request(Method::GET, &["services", "haproxy", "reloads"]);
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "reloads body").await
+        self.send_json(req, "reloads body").await
     }
 
     /// Poll [`DataplaneClient::reload_status`] every `interval` until the reload succeeded,
@@ -422,6 +419,17 @@ impl DataplaneClient {
 
     pub(super) async fn text(&self, resp: Response) -> Result<String, DataplaneError> {
         resp.text().await.map_err(|e| self.transport(e))
+    }
+
+    /// Sends `req` and decodes a 2xx answer's JSON body (`what` names it in an
+    /// `InvalidResponse`); any other status maps as [`DataplaneClient::expect_success`] does.
+    pub(super) async fn send_json<T: DeserializeOwned>(
+        &self,
+        req: RequestBuilder,
+        what: &'static str,
+    ) -> Result<T, DataplaneError> {
+        let resp = self.expect_success(self.send(req).await?).await?;
+        self.json(resp, what).await
     }
 
     pub(super) async fn json<T: DeserializeOwned>(

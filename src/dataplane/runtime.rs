@@ -27,8 +27,7 @@ impl DataplaneClient {
             Method::GET,
             &["services", "haproxy", "runtime", "maps", name, "entries"],
         );
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "runtime map entries").await
+        self.send_json(req, "runtime map entries").await
     }
 
     /// `GET .../runtime/ssl_certs/{name}`: the certificate HAProxy has loaded under that name
@@ -45,8 +44,7 @@ impl DataplaneClient {
             Method::GET,
             &["services", "haproxy", "runtime", "ssl_certs", name],
         );
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "runtime certificate").await
+        self.send_json(req, "runtime certificate").await
     }
 
     /// `GET .../runtime/ssl_crt_lists/entries?name=...`: the lines of a crt-list as HAProxy has
@@ -64,8 +62,7 @@ impl DataplaneClient {
             &["services", "haproxy", "runtime", "ssl_crt_lists", "entries"],
             &[("name", name)],
         );
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "runtime crt-list entries").await
+        self.send_json(req, "runtime crt-list entries").await
     }
 
     /// `GET .../transactions`: every transaction the API keeps (pending ones, and outdated or
@@ -75,7 +72,6 @@ impl DataplaneClient {
     /// As [`DataplaneClient::info`].
     pub async fn transactions(&self) -> Result<Vec<TransactionInfo>, DataplaneError> {
         let req = self.request(Method::GET, &["services", "haproxy", "transactions"]);
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, "transactions").await
+        self.send_json(req, "transactions").await
     }
 }

@@ -22,11 +22,11 @@ impl DataplaneClient {
     /// Transport/Timeout/Server/TooManyRequests (`Retryable`), Unauthorized/InvalidResponse
     /// (`Fatal`).
     pub async fn list_storage(&self, kind: StorageKind) -> Result<Vec<StoredFile>, DataplaneError> {
-        let resp = self
-            .send(self.request(Method::GET, kind.segments()))
-            .await?;
-        let resp = self.expect_success(resp).await?;
-        self.json(resp, "storage listing").await
+        self.send_json(
+            self.request(Method::GET, kind.segments()),
+            "storage listing",
+        )
+        .await
     }
 
     /// `GET .../{kind}/{name}`: the stored file's raw bytes for maps and general files; for
@@ -79,8 +79,7 @@ impl DataplaneClient {
         what: &'static str,
     ) -> Result<T, DataplaneError> {
         let req = self.named(Method::GET, kind, name, StorageWriteOptions::default());
-        let resp = self.expect_success(self.send(req).await?).await?;
-        self.json(resp, what).await
+        self.send_json(req, what).await
     }
 
     /// `GET .../runtime/ssl_ca_files/{name}/entries/{index}`: one certificate of a CA file
@@ -96,10 +95,8 @@ impl DataplaneClient {
         let index = index.to_string();
         let mut segments = StorageKind::CaFile.segments().to_vec();
         segments.extend([name, "entries", index.as_str()]);
-        let resp = self
-            .expect_success(self.send(self.request(Method::GET, &segments)).await?)
-            .await?;
-        self.json(resp, "ca file entry").await
+        self.send_json(self.request(Method::GET, &segments), "ca file entry")
+            .await
     }
 
     /// `POST .../{kind}` multipart (`file_upload`, file name = `name`; general files also get
