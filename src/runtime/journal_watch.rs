@@ -66,6 +66,23 @@ pub(super) struct Reporters {
     pub announced: Arc<std::sync::Mutex<Option<String>>>,
 }
 
+impl Reporters {
+    /// Says that the journal is (`writable`) or is not writable: the Event (`JournalWritable`,
+    /// Normal, or `JournalNotWritable`, Warning, action `Journal`, note `message`), the metric,
+    /// and the readiness check's view (the message while not writable).
+    fn announce(&self, writable: bool, message: &str) {
+        let (type_, reason) = if writable {
+            (EventType::Normal, notify::reasons::JOURNAL_WRITABLE)
+        } else {
+            (EventType::Warning, notify::reasons::JOURNAL_NOT_WRITABLE)
+        };
+        self.notifier
+            .emit(type_, reason, "Journal", message.to_owned());
+        self.metrics.set_journal_writable(writable);
+        *lock(&self.announced) = (!writable).then(|| message.to_owned());
+    }
+}
+
 /// The watch's view: `None` writable, `Some(kind)` not writable.
 type Seen = Option<FaultKind>;
 
@@ -110,14 +127,7 @@ pub(super) async fn run(
                 tracing::warn!(journal = %journal.path().display(), kind = f.kind.metric_label(),
                     error = %f.message, failures = f.failures, %message,
                     "journal not writable: input refused, fleet kept as it runs");
-                r.notifier.emit(
-                    EventType::Warning,
-                    notify::reasons::JOURNAL_NOT_WRITABLE,
-                    "Journal",
-                    message.clone(),
-                );
-                r.metrics.set_journal_writable(false);
-                *lock(&r.announced) = Some(message.clone());
+                r.announce(false, &message);
                 if seen.is_none() {
                     if now.duration_since(last_fault) > BACKOFF_MEMORY {
                         backoff = PROBE_INITIAL;
@@ -158,14 +168,7 @@ pub(super) async fn run(
                 journal.path().display()
             );
             tracing::info!(journal = %journal.path().display(), "journal writable again");
-            r.notifier.emit(
-                EventType::Normal,
-                notify::reasons::JOURNAL_WRITABLE,
-                "Journal",
-                message.clone(),
-            );
-            r.metrics.set_journal_writable(true);
-            *lock(&r.announced) = None;
+            r.announce(true, &message);
             wanted = Some((None, message));
             seen = None;
         }

@@ -495,19 +495,7 @@ impl Node {
         if !plan.batch.is_empty() {
             let accepted = self.commit(std::mem::take(&mut plan.batch))?;
             let m = &mut self.mem;
-            let mut ids = accepted.work_ids().into_iter();
-            if plan.inflight_acked {
-                m.inflight_id = None;
-            }
-            if plan.pending_acked {
-                m.pending_id = None;
-            }
-            if plan.inflight_enqueued {
-                m.inflight_id = ids.next();
-            }
-            if plan.pending_enqueued {
-                m.pending_id = ids.next();
-            }
+            plan.update_slot_ids(accepted.work_ids(), &mut m.inflight_id, &mut m.pending_id);
         }
         let m = &mut self.mem;
         if let Some(request) = plan.spawn

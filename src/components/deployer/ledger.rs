@@ -78,8 +78,13 @@ impl PodLedger {
             (Some(loaded), Some(disk)) if loaded == disk => Some(loaded),
             _ => None,
         };
+        self.set(file, loaded);
+    }
+
+    /// `file`'s entry: written with the render's content, HAProxy known to run `loaded`.
+    fn set(&mut self, file: &JournaledFile, loaded: Option<Checksum>) {
         self.files.set(StoredFileState {
-            store,
+            store: file_store(file.storage()),
             name: file.name().to_owned(),
             written: file.blob,
             loaded,
@@ -96,22 +101,12 @@ impl PodLedger {
     pub fn found_on_disk(&mut self, file: &JournaledFile) {
         let store = file_store(file.storage());
         let loaded = self.files.file(store, file.name()).and_then(|s| s.loaded);
-        self.files.set(StoredFileState {
-            store,
-            name: file.name().to_owned(),
-            written: file.blob,
-            loaded,
-        });
+        self.set(file, loaded);
     }
 
     /// `file` is on disk with the render's content and HAProxy runs it.
     pub fn proved_loaded(&mut self, file: &JournaledFile) {
-        self.files.set(StoredFileState {
-            store: file_store(file.storage()),
-            name: file.name().to_owned(),
-            written: file.blob,
-            loaded: Some(file.blob),
-        });
+        self.set(file, Some(file.blob));
     }
 
     /// A reload succeeded after every write so far: every recorded file is loaded as written.

@@ -65,6 +65,32 @@ pub struct Plan {
     pub quarantined: u64,
 }
 
+impl Plan {
+    /// The journaled slots' work ids once the plan's batch is committed: an acked slot is
+    /// gone, an enqueued one takes the next of the batch's work ids (`work_ids`,
+    /// `Accepted::work_ids`: the in-flight slot's first, then the pending one's).
+    pub fn update_slot_ids(
+        &self,
+        work_ids: Vec<WorkId>,
+        inflight: &mut Option<WorkId>,
+        pending: &mut Option<WorkId>,
+    ) {
+        let mut ids = work_ids.into_iter();
+        if self.inflight_acked {
+            *inflight = None;
+        }
+        if self.pending_acked {
+            *pending = None;
+        }
+        if self.inflight_enqueued {
+            *inflight = ids.next();
+        }
+        if self.pending_enqueued {
+            *pending = ids.next();
+        }
+    }
+}
+
 /// Turns one input's effects into the shell's [`Plan`] (pure: no I/O, no clock).
 #[must_use]
 pub fn plan(effects: Vec<Effect>, ctx: &PlanContext) -> Plan {

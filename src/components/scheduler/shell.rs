@@ -391,19 +391,16 @@ impl SchedulerShell {
         }
         self.checkpoints.attach(&mut plan.batch);
         if !plan.batch.is_empty() {
-            let accepted = self.dispatch.accept(plan.batch).await?;
-            let mut ids = accepted.work_ids().into_iter();
-            if plan.inflight_acked {
-                self.inflight_id = None;
-            }
-            if plan.pending_acked {
-                self.pending_id = None;
-            }
-            if plan.inflight_enqueued {
-                self.inflight_id = ids.next();
-            }
+            let accepted = self
+                .dispatch
+                .accept(std::mem::take(&mut plan.batch))
+                .await?;
+            plan.update_slot_ids(
+                accepted.work_ids(),
+                &mut self.inflight_id,
+                &mut self.pending_id,
+            );
             if plan.pending_enqueued {
-                self.pending_id = ids.next();
                 haptic_journal::crash_point!("scheduler::after_pending_journaled");
             }
         }
@@ -483,6 +480,20 @@ pub struct Recovery {
     pub inflight_id: Option<WorkId>,
 }
 
+/// The item of the slot queue `queue` (its first, the only one) as `of` takes it, with its work
+/// id; `None` when the slot is empty or holds another kind.
+fn slot<T>(
+    journal: &haptic_journal::Journal,
+    queue: Queue,
+    of: impl FnOnce(WorkItem) -> Option<T>,
+) -> Result<Option<(WorkId, T)>, haptic_journal::ReadError> {
+    Ok(journal
+        .queue(queue)?
+        .into_iter()
+        .next()
+        .and_then(|e| of(e.record.item).map(|t| (e.record.id, t))))
+}
+
 /// Reads what the scheduler restores at start: its checkpoint, the pending and in-flight slots
 /// and the `endpoint_applied` table. The one start-up recovery path (`haptic run` reaches it
 /// through [`SchedulerShell::run`]; the restart-equivalence test calls it directly). Blocking:
@@ -496,30 +507,16 @@ pub fn recover(journal: &haptic_journal::Journal) -> Result<Recovery, haptic_jou
         Some(ComponentState::Scheduler(c)) => Some(c),
         _ => None,
     };
-    let mut pending_id = None;
-    let pending = journal
-        .queue(Queue::DeployPending)?
-        .into_iter()
-        .next()
-        .and_then(|e| match e.record.item {
-            WorkItem::DeployPending(r) => {
-                pending_id = Some(e.record.id);
-                Some(r)
-            }
-            _ => None,
-        });
-    let mut inflight_id = None;
-    let inflight = journal
-        .queue(Queue::DeployInflight)?
-        .into_iter()
-        .next()
-        .and_then(|e| match e.record.item {
-            WorkItem::DeployInflight(f) => {
-                inflight_id = Some(e.record.id);
-                Some(f)
-            }
-            _ => None,
-        });
+    let (pending_id, pending) = slot(journal, Queue::DeployPending, |item| match item {
+        WorkItem::DeployPending(r) => Some(r),
+        _ => None,
+    })?
+    .unzip();
+    let (inflight_id, inflight) = slot(journal, Queue::DeployInflight, |item| match item {
+        WorkItem::DeployInflight(f) => Some(f),
+        _ => None,
+    })?
+    .unzip();
     let applied = journal.endpoints_applied()?;
     if pending.is_some() || inflight.is_some() || checkpoint.is_some() {
         tracing::info!(
