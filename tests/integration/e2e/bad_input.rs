@@ -8,7 +8,7 @@
 use haptic::core::render::{RenderContent, RenderFile};
 use haptic_testkit::render::{corpus, write_render};
 
-use super::{INVALID, MAIN, Peers, answers, bounds, check_render, feed, object_until};
+use super::{INVALID, MAIN, Peers, answers, bounds, check_render, feed, main_until, object_until};
 
 on_peers!(
     Emulator,
@@ -263,9 +263,8 @@ pub async fn oversized_renders(peers: Peers) {
             )
             .await;
         // The HAProxyCfg says why it is not published, naming the input and the fix.
-        let message = object_until(
+        let message = main_until(
             &world,
-            MAIN,
             bounds().follow_up(),
             &format!("{what}: SizeLimitExceeded=True naming {input}"),
             |c| {
@@ -292,9 +291,8 @@ pub async fn oversized_renders(peers: Peers) {
         );
         // Each pod's status entry names what it runs: the oversized render (the spec never
         // gets it; the condition names it, so its statuses are not parked for it).
-        object_until(
+        main_until(
             &world,
-            MAIN,
             bounds().follow_up(),
             &format!("{what}: every pod's status on it"),
             |c| {
@@ -310,9 +308,8 @@ pub async fn oversized_renders(peers: Peers) {
         .await;
         // `Synced` says why the pods are not on the spec (issue 27: it said `PodsPending`,
         // which never converges): False/RenderTooLarge naming the render.
-        object_until(
+        main_until(
             &world,
-            MAIN,
             bounds().follow_up(),
             &format!("{what}: Synced=False/RenderTooLarge"),
             |c| {

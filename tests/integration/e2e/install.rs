@@ -14,7 +14,7 @@ use serde_json::json;
 use haptic_testkit::Fleet;
 
 use super::telemetry::{get, scrape};
-use super::{MAIN, Peers, answers, bounds, feed, opts, published, solo, start, stop_cleanly};
+use super::{Peers, answers, bounds, feed, opts, published, solo, start, stop_cleanly};
 
 /// Marks every Pod object of the fleet NotReady the way a HAProxy pod without a configuration
 /// is: condition Ready=False (HAProxy's readiness probe answers 503), the `haproxy` container
@@ -191,9 +191,8 @@ async fn a_validator_of_another_haproxy_version_is_named() {
     // Deployments still happen (a warning, not a refusal).
     published(&fleet, "01-basic", 2).await;
     // The version check follows the completed deployment (a write that follows one).
-    let cond = super::object_until(
+    let cond = super::main_until(
         &fleet,
-        MAIN,
         bounds().follow_up(),
         "condition ValidatorVersionMismatch=True",
         |cfg| {

@@ -112,11 +112,21 @@ pub async fn feed_and_check<S: AsRef<str>>(
 pub async fn published(fleet: &Fleet, render: &str, pods: usize) -> HAProxyCfg {
     let want = checksum(render);
     let what = format!("{MAIN} on {render} with {pods} pods");
-    object_until(fleet, MAIN, bounds().converge(), &what, |c| {
+    main_until(fleet, bounds().converge(), &what, |c| {
         let p = Published::of(c);
         p.on(&want, pods).then(|| c.clone()).ok_or(format!("{p:?}"))
     })
     .await
+}
+
+/// [`object_until`] on the main HAProxyCfg ([`MAIN`]).
+pub async fn main_until<T>(
+    fleet: &Fleet,
+    bound: std::time::Duration,
+    what: &str,
+    f: impl Fn(&HAProxyCfg) -> Result<T, String>,
+) -> T {
+    object_until(fleet, MAIN, bound, what, f).await
 }
 
 /// Waits (within `bound`) until the HAProxyCfg `name` exists and `f` accepts it; `f` says what
@@ -193,7 +203,7 @@ pub async fn check_render(fleet: &Fleet, render: &str, last_passed: &str) -> Str
         // where the deployer's status writes won the race; the emulator answered the verdict
         // first). Still on `render`, with every pod on it, once they are there.
         let what = format!("{render}: ConfigValidated=True, ConfigPinned=False");
-        let p = object_until(fleet, MAIN, bounds().follow_up(), &what, |c| {
+        let p = main_until(fleet, bounds().follow_up(), &what, |c| {
             let p = Published::of(c);
             (p.has("ConfigValidated", "True") && p.has("ConfigPinned", "False"))
                 .then(|| p.clone())
@@ -215,18 +225,12 @@ pub async fn check_render(fleet: &Fleet, render: &str, last_passed: &str) -> Str
         }
     })
     .await;
-    let main = object_until(
-        fleet,
-        MAIN,
-        bounds().follow_up(),
-        "ConfigPinned=True",
-        |c| {
-            let p = Published::of(c);
-            p.has("ConfigPinned", "True")
-                .then_some(p.clone())
-                .ok_or(format!("{p:?}"))
-        },
-    )
+    let main = main_until(fleet, bounds().follow_up(), "ConfigPinned=True", |c| {
+        let p = Published::of(c);
+        p.has("ConfigPinned", "True")
+            .then_some(p.clone())
+            .ok_or(format!("{p:?}"))
+    })
     .await;
     assert_eq!(
         main.spec,

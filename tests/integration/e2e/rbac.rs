@@ -23,8 +23,8 @@ use haptic_journal::Checksum;
 use haptic_testkit::render::put_configmap_render;
 
 use super::{
-    Fleet, INVALID, LEASE, MAIN, Peers, Published, answers, bounds, check_render, checksum, feed,
-    object_until, opts, published, start, stop_cleanly, stream,
+    Fleet, INVALID, LEASE, Peers, Published, answers, bounds, check_render, checksum, feed,
+    main_until, opts, published, start, stop_cleanly, stream,
 };
 
 /// `(apiGroup, resource[/subresource], verb)`; the core group is `""`.
@@ -226,7 +226,7 @@ async fn write_source(world: &Fleet, dir: &Path) -> Checksum {
 /// Waits until the main HAProxyCfg holds the render `want` with all 3 pods on it.
 async fn on_checksum(world: &Fleet, want: Checksum) {
     let what = format!("HAProxyCfg on {want}");
-    object_until(world, MAIN, bounds().converge(), &what, |c| {
+    main_until(world, bounds().converge(), &what, |c| {
         let p = Published::of(c);
         p.on(&want, 3).then_some(()).ok_or(format!("{p:?}"))
     })

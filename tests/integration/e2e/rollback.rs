@@ -9,7 +9,7 @@
 
 use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
 
-use super::{LEASE, MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
+use super::{LEASE, MAIN, Peers, bounds, checksum, feed, main_until, opts, published, start};
 
 super::on_peers!(
     Emulator,
@@ -78,9 +78,8 @@ async fn released_to(world: &super::Fleet, newest: &str) {
     let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
     assert!(ok, "kubectl annotate: {out}");
     let want = checksum(newest).to_string();
-    object_until(
+    main_until(
         world,
-        MAIN,
         bounds().converge(),
         &format!("RolledBack=False/RollbackEnded, every pod on {newest}"),
         |c| {
@@ -115,9 +114,8 @@ pub async fn rollback(peers: Peers) {
     let annotation = format!("{}={held}", labels::ROLLBACK_TO);
     let (ok, out) = world.kubectl(&["annotate", &target, &annotation], None);
     assert!(ok, "kubectl annotate: {out}");
-    let message = object_until(
+    let message = main_until(
         &world,
-        MAIN,
         bounds().converge(),
         "RolledBack=True naming the held render, every pod on it",
         |c| {
@@ -153,17 +151,11 @@ pub async fn rollback(peers: Peers) {
     // A newer render: validated and published in the spec, not deployed.
     feed(&render_dir, "04-errors");
     let newest = checksum("04-errors");
-    object_until(
-        &world,
-        MAIN,
-        bounds().converge(),
-        "spec on 04-errors",
-        |c| {
-            (c.spec.checksum == newest)
-                .then_some(())
-                .ok_or(format!("{}", c.spec.checksum))
-        },
-    )
+    main_until(&world, bounds().converge(), "spec on 04-errors", |c| {
+        (c.spec.checksum == newest)
+            .then_some(())
+            .ok_or(format!("{}", c.spec.checksum))
+    })
     .await;
     tokio::time::sleep(bounds().deployment()).await;
     world.pods_answer("01-basic").await.unwrap();
@@ -193,9 +185,8 @@ pub async fn rollback(peers: Peers) {
     let annotation = format!("{}={unknown}", labels::ROLLBACK_TO);
     let (ok, out) = world.kubectl(&["annotate", "--overwrite", &target, &annotation], None);
     assert!(ok, "kubectl annotate: {out}");
-    let message = object_until(
+    let message = main_until(
         &world,
-        MAIN,
         bounds().follow_up(),
         "the refusal in RolledBack",
         |c| {
@@ -268,9 +259,8 @@ pub async fn rollback(peers: Peers) {
 /// `newest`; returns the message.
 async fn held_on(world: &super::Fleet, held: &str, newest: &str) -> String {
     let (held, newest) = (checksum(held).to_string(), checksum(newest).to_string());
-    object_until(
+    main_until(
         world,
-        MAIN,
         bounds().converge(),
         &format!("RolledBack=True on {held} naming {newest}, every pod on it"),
         |c| {

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::deployer::harness::requests;
 
-use super::{Fleet, MAIN, Peers, bounds, checksum, feed, object_until, opts, published, start};
+use super::{Fleet, MAIN, Peers, bounds, checksum, feed, main_until, opts, published, start};
 
 super::on_peers!(
     Emulator,
@@ -143,9 +143,8 @@ pub async fn synced_and_quarantine(peers: Peers) {
     }
     feed(&render_dir, "02-maps");
     let want = checksum("02-maps");
-    let message = object_until(
+    let message = main_until(
         &world,
-        MAIN,
         bounds().converge(),
         "Synced=False/DeploymentRejected on 02-maps, pod 1 synced",
         |c| {
@@ -271,9 +270,8 @@ pub async fn scale_up(peers: Peers) {
         .unwrap();
     world.register_pod(&late.name).await.unwrap();
     let target = format!("hpcfg/{MAIN}");
-    object_until(
+    main_until(
         &world,
-        MAIN,
         bounds().follow_up(),
         "Synced=False/PodsPending naming the new pod",
         |c| {
@@ -405,9 +403,8 @@ pub async fn quarantine_backoff(peers: Peers) {
         );
     }
     // The entry counts the attempts and names the next retry; one Event for the quarantine.
-    let entry = object_until(
+    let entry = main_until(
         &world,
-        MAIN,
         bounds().follow_up(),
         "pod 0's entry: rejected, 5 errors in a row, the next retry after the fifth",
         |c| {
