@@ -118,23 +118,24 @@ pub fn age(created: &str) -> String {
     if secs < 120 {
         format!("{secs}s")
     } else if m < 10 {
-        if secs % 60 == 0 {
-            format!("{m}m")
-        } else {
-            format!("{m}m{}s", secs % 60)
-        }
+        two_units(m, 'm', secs % 60, 's')
     } else if h < 3 {
         format!("{m}m")
     } else if h < 8 {
-        if m % 60 == 0 {
-            format!("{h}h")
-        } else {
-            format!("{h}h{}m", m % 60)
-        }
+        two_units(h, 'h', m % 60, 'm')
     } else if h < 48 {
         format!("{h}h")
     } else {
         format!("{d}d")
+    }
+}
+
+/// `3m12s`, or `3m` when the smaller unit is 0.
+fn two_units(big: i64, big_unit: char, small: i64, small_unit: char) -> String {
+    if small == 0 {
+        format!("{big}{big_unit}")
+    } else {
+        format!("{big}{big_unit}{small}{small_unit}")
     }
 }
 

@@ -217,144 +217,116 @@ pub struct Check {
     pub last_line: bool,
 }
 
-fn check(what: &str, tls: bool, host: Option<&str>, path: &str, expect: &str, last: bool) -> Check {
-    Check {
-        what: what.into(),
-        tls,
-        host: host.map(str::to_string),
-        path: path.into(),
-        expect: expect.into(),
-        last_line: last,
+impl Check {
+    /// `GET path` over http, the whole body expected to be `expect`.
+    fn http(what: &str, path: &str, expect: &str) -> Check {
+        Check {
+            what: what.into(),
+            tls: false,
+            host: None,
+            path: path.into(),
+            expect: expect.into(),
+            last_line: false,
+        }
+    }
+
+    /// `GET /` over https, the whole body expected to be `expect`.
+    fn https(what: &str, expect: &str) -> Check {
+        Check {
+            tls: true,
+            ..Check::http(what, "/", expect)
+        }
+    }
+
+    /// With a Host header (SNI for TLS).
+    fn host(self, host: &str) -> Check {
+        Check {
+            host: Some(host.into()),
+            ..self
+        }
+    }
+
+    /// Comparing the body's last line only.
+    fn last_line(self) -> Check {
+        Check {
+            last_line: true,
+            ..self
+        }
     }
 }
 
 /// The checks of render `name` (None: must be rejected; the fleet keeps 07).
 pub fn checks_for(name: &str, dir: &Path) -> (bool, Vec<Check>) {
-    let keep07 = vec![check(
+    let keep07 = vec![Check::https(
         "GET / on :443 (still 07)",
-        true,
-        None,
-        "/",
         "render 07-ca client-cert=0",
-        false,
     )];
     match name {
         "01-basic" => (
             true,
-            vec![check(
-                "GET / on :80",
-                false,
-                None,
-                "/",
-                "render 01-basic",
-                false,
-            )],
+            vec![Check::http("GET / on :80", "/", "render 01-basic")],
         ),
         "02-maps" => (
             true,
             vec![
-                check(
-                    "GET / Host shop.haptic.test",
-                    false,
-                    Some("shop.haptic.test"),
-                    "/",
-                    "render 02-maps shop-v1",
-                    false,
-                ),
-                check(
-                    "GET / unknown host",
-                    false,
-                    Some("unknown.haptic.test"),
-                    "/",
-                    "render 02-maps no-route",
-                    false,
-                ),
+                Check::http("GET / Host shop.haptic.test", "/", "render 02-maps shop-v1")
+                    .host("shop.haptic.test"),
+                Check::http("GET / unknown host", "/", "render 02-maps no-route")
+                    .host("unknown.haptic.test"),
             ],
         ),
         "03-maps-changed" => (
             true,
             vec![
-                check(
+                Check::http(
                     "GET / Host shop.haptic.test",
-                    false,
-                    Some("shop.haptic.test"),
                     "/",
                     "render 03-maps-changed shop-v2",
-                    false,
-                ),
-                check(
+                )
+                .host("shop.haptic.test"),
+                Check::http(
                     "GET / Host new.haptic.test",
-                    false,
-                    Some("new.haptic.test"),
                     "/",
                     "render 03-maps-changed new-v1",
-                    false,
-                ),
+                )
+                .host("new.haptic.test"),
             ],
         ),
         "04-errors" => (
             true,
             vec![
-                check("GET /", false, None, "/", "render 04-errors", false),
-                check(
+                Check::http("GET /", "/", "render 04-errors"),
+                Check::http(
                     "GET /deny (403 page)",
-                    false,
-                    None,
                     "/deny",
                     "render 04-errors: forbidden",
-                    true,
-                ),
-                check(
-                    "GET /x (503 page)",
-                    false,
-                    None,
-                    "/x",
-                    "render 04-errors: unavailable",
-                    true,
-                ),
+                )
+                .last_line(),
+                Check::http("GET /x (503 page)", "/x", "render 04-errors: unavailable").last_line(),
             ],
         ),
         "05-tls" => (
             true,
             vec![
-                check(
-                    "GET / on :443",
-                    true,
-                    None,
-                    "/",
-                    "render 05-tls ssl=1",
-                    false,
-                ),
-                check(
-                    "GET / on :80",
-                    false,
-                    None,
-                    "/",
-                    "render 05-tls ssl=0",
-                    false,
-                ),
+                Check::https("GET / on :443", "render 05-tls ssl=1"),
+                Check::http("GET / on :80", "/", "render 05-tls ssl=0"),
             ],
         ),
         "06-crtlist" => (
             true,
-            vec![check(
-                "GET / on :443 SNI site.haptic.test",
-                true,
-                Some("site.haptic.test"),
-                "/",
-                "render 06-crtlist sni=site.haptic.test",
-                false,
-            )],
+            vec![
+                Check::https(
+                    "GET / on :443 SNI site.haptic.test",
+                    "render 06-crtlist sni=site.haptic.test",
+                )
+                .host("site.haptic.test"),
+            ],
         ),
         "07-ca" => (
             true,
-            vec![check(
+            vec![Check::https(
                 "GET / on :443 without client cert",
-                true,
-                None,
-                "/",
                 "render 07-ca client-cert=0",
-                false,
             )],
         ),
         "08-invalid" | "09-missing-map" => (false, keep07),
@@ -369,14 +341,14 @@ pub fn checks_for(name: &str, dir: &Path) -> (bool, Vec<Check>) {
                 .unwrap_or_default();
             (
                 true,
-                vec![check(
-                    "GET / Host host00042.haptic.test",
-                    false,
-                    Some("host00042.haptic.test"),
-                    "/",
-                    &format!("render 10-large-map {backend}"),
-                    false,
-                )],
+                vec![
+                    Check::http(
+                        "GET / Host host00042.haptic.test",
+                        "/",
+                        &format!("render 10-large-map {backend}"),
+                    )
+                    .host("host00042.haptic.test"),
+                ],
             )
         }
         _ => (true, vec![]),

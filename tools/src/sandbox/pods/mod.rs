@@ -61,6 +61,19 @@
 //! published spec; the operations served, their tests and the deviations left are in
 //! `tools/src/sandbox/pods/README.md`.
 
+/// `impl Debug` showing the named fields only (the rest as `..`: secrets, hooks, handles).
+macro_rules! debug_fields {
+    ($ty:ident { $($field:ident),+ $(,)? }) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    $(.field(stringify!($field), &self.$field))+
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
 pub mod dataplane;
 pub mod demo;
 pub mod haproxy;
@@ -142,19 +155,15 @@ pub struct SandboxConfig {
     pub spec_check: spec::SpecCheck,
 }
 
-impl std::fmt::Debug for SandboxConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SandboxConfig")
-            .field("pods", &self.pods)
-            .field("stand_in_pods", &self.stand_in_pods)
-            .field("dir", &self.dir)
-            .field("dataplane_port", &self.dataplane_port)
-            .field("reload_delay", &self.reload_delay)
-            .field("force_loopback", &self.force_loopback)
-            .field("spec_check", &self.spec_check)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(SandboxConfig {
+    pods,
+    stand_in_pods,
+    dir,
+    dataplane_port,
+    reload_delay,
+    force_loopback,
+    spec_check,
+});
 
 impl Default for SandboxConfig {
     fn default() -> Self {
@@ -216,15 +225,11 @@ pub struct Sandbox {
     spec_check: spec::SpecCheck,
 }
 
-impl std::fmt::Debug for Sandbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandbox")
-            .field("mode", &self.mode)
-            .field("dir", &self.dir)
-            .field("namespaces", &self.namespaces)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(Sandbox {
+    mode,
+    dir,
+    namespaces
+});
 
 static INSTANCE: AtomicU32 = AtomicU32::new(0);
 

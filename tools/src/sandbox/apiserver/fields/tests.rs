@@ -9,13 +9,7 @@ const W1: Writer<'static> = Writer {
     now: "t",
     schema: None,
 };
-const W2: Writer<'static> = Writer {
-    manager: "b",
-    subresource: "",
-    api_version: "v1",
-    now: "t",
-    schema: None,
-};
+const W2: Writer<'static> = Writer { manager: "b", ..W1 };
 
 #[test]
 fn apply_conflicts_forces_and_removes_dropped_fields() {
@@ -62,36 +56,19 @@ fn keyed_lists_are_owned_per_item() {
         ..W2
     };
     let cond = |t: &str, s: &str| json!({"type": t, "status": s});
+    let conditions = |c: &[Value]| json!({"status": {"conditions": c}});
     let base = json!({"metadata": {"name": "x"}});
-    let one = apply(
-        &base,
-        &json!({"status": {"conditions": [cond("A", "True")]}}),
-        &wa,
-        false,
-    )
-    .unwrap();
-    let two = apply(
-        &one,
-        &json!({"status": {"conditions": [cond("B", "False")]}}),
-        &wb,
-        false,
-    )
-    .unwrap();
+    let one = apply(&base, &conditions(&[cond("A", "True")]), &wa, false).unwrap();
+    let two = apply(&one, &conditions(&[cond("B", "False")]), &wb, false).unwrap();
     assert_eq!(
         two["status"]["conditions"],
         json!([cond("A", "True"), cond("B", "False")])
     );
     let mf = &two["metadata"]["managedFields"][1]["fieldsV1"]["f:status"]["f:conditions"];
     assert!(mf.get("k:{\"type\":\"B\"}").is_some(), "{mf}");
-    let err = apply(
-        &two,
-        &json!({"status": {"conditions": [cond("A", "False")]}}),
-        &wb,
-        false,
-    )
-    .unwrap_err();
+    let err = apply(&two, &conditions(&[cond("A", "False")]), &wb, false).unwrap_err();
     assert_eq!(err[0].field, ".status.conditions[type=\"A\"].status");
-    let dropped = apply(&two, &json!({"status": {"conditions": []}}), &wa, false).unwrap();
+    let dropped = apply(&two, &conditions(&[]), &wa, false).unwrap();
     assert_eq!(dropped["status"]["conditions"], json!([cond("B", "False")]));
     let read_back = read(&dropped);
     assert_eq!(read_back.len(), 1);

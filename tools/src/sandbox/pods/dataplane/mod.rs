@@ -124,13 +124,7 @@ pub struct PodCore {
     pub(crate) spec: super::spec::PodSpecLog,
 }
 
-impl std::fmt::Debug for PodCore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PodCore")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+debug_fields!(PodCore { name });
 
 /// The `# _version=N` line of a stored configuration (ecosystem.md §A.1).
 pub fn parse_version(text: &str) -> Option<u64> {

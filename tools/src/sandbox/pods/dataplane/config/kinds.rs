@@ -24,31 +24,26 @@ pub(crate) struct SectionKind {
 
 /// The sections served.
 pub(crate) const SECTION_KINDS: &[SectionKind] = &[
+    SectionKind::named("backends", "backend"),
+    SectionKind::named("frontends", "frontend"),
+    SectionKind::named("defaults", "defaults"),
     SectionKind {
-        collection: "backends",
-        keyword: "backend",
-        model: "backend",
-        singleton: false,
-    },
-    SectionKind {
-        collection: "frontends",
-        keyword: "frontend",
-        model: "frontend",
-        singleton: false,
-    },
-    SectionKind {
-        collection: "defaults",
-        keyword: "defaults",
-        model: "defaults",
-        singleton: false,
-    },
-    SectionKind {
-        collection: "global",
-        keyword: "global",
-        model: "global",
         singleton: true,
+        ..SectionKind::named("global", "global")
     },
 ];
+
+impl SectionKind {
+    /// The named sections at `collection`, their keyword also their spec model.
+    const fn named(collection: &'static str, keyword: &'static str) -> SectionKind {
+        SectionKind {
+            collection,
+            keyword,
+            model: keyword,
+            singleton: false,
+        }
+    }
+}
 
 /// The section kind served at `collection`.
 pub(crate) fn section_kind(collection: &str) -> Option<&'static SectionKind> {
