@@ -10,11 +10,13 @@
 
 use std::time::Duration;
 
-use haptic_tools::sandbox::pods::spec::{Side, SpecCheck, Violation};
+use haptic_tools::sandbox::pods::spec::{Side, SpecCheck, Violation, report};
 use haptic_tools::sandbox::pods::{INITIAL_CONFIG, PodInfo, Sandbox, SandboxConfig};
+use reqwest::Method;
 use serde_json::{Value, json};
 
-async fn stand_in() -> (Sandbox, PodInfo) {
+/// A sandbox with one stand-in pod, and a client of that pod's Dataplane endpoint.
+async fn stand_in() -> (Sandbox, Dp) {
     let sb = Sandbox::start(SandboxConfig {
         pods: 0,
         stand_in_pods: 1,
@@ -24,8 +26,8 @@ async fn stand_in() -> (Sandbox, PodInfo) {
     })
     .await
     .expect("sandbox starts");
-    let pod = sb.pods().remove(0);
-    (sb, pod)
+    let dp = Dp::new(&sb.pods().remove(0));
+    (sb, dp)
 }
 
 struct Dp {
@@ -44,13 +46,13 @@ impl Dp {
         }
     }
 
-    fn req(&self, m: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    fn req(&self, m: Method, path: &str) -> reqwest::RequestBuilder {
         self.c
             .request(m, format!("{}{path}", self.base))
             .basic_auth("admin", Some("haptic-sandbox"))
     }
 
-    async fn send(&self, m: reqwest::Method, path: &str, body: Option<Value>) -> u16 {
+    async fn send(&self, m: Method, path: &str, body: Option<Value>) -> u16 {
         let mut r = self.req(m, path);
         if let Some(b) = body {
             r = r.json(&b);
@@ -59,16 +61,13 @@ impl Dp {
     }
 
     async fn version(&self) -> u64 {
-        self.req(
-            reqwest::Method::GET,
-            "/v3/services/haproxy/configuration/version",
-        )
-        .send()
-        .await
-        .expect("version")
-        .json()
-        .await
-        .expect("a number")
+        self.req(Method::GET, "/v3/services/haproxy/configuration/version")
+            .send()
+            .await
+            .expect("version")
+            .json()
+            .await
+            .expect("a number")
     }
 }
 
@@ -98,8 +97,7 @@ fn v(side: Side, op: &str, field: &str) -> (Side, String, String) {
 
 #[tokio::test]
 async fn spec_catches_planted_bad_requests_naming_operation_and_field() {
-    let (sb, pod) = stand_in().await;
-    let dp = Dp::new(&pod);
+    let (sb, dp) = stand_in().await;
     let version = dp.version().await;
     assert!(
         sb.spec_violations().is_empty(),
@@ -108,34 +106,34 @@ async fn spec_catches_planted_bad_requests_naming_operation_and_field() {
     );
     // an unknown query parameter
     dp.send(
-        reqwest::Method::GET,
+        Method::GET,
         "/v3/services/haproxy/configuration/version?verbose=true",
         None,
     )
     .await;
     // a wrong type
     dp.send(
-        reqwest::Method::POST,
+        Method::POST,
         "/v3/services/haproxy/transactions?version=latest",
         None,
     )
     .await;
     // a body missing a required field (a server needs its name), and a typo'd field
     dp.send(
-        reqwest::Method::POST,
+        Method::POST,
         &format!("/v3/services/haproxy/configuration/backends/be/servers?version={version}"),
         Some(json!({"address": "127.0.0.1", "port": 8080})),
     )
     .await;
     dp.send(
-        reqwest::Method::PUT,
+        Method::PUT,
         &format!("/v3/services/haproxy/configuration/backends/be/servers/s1?version={version}"),
         Some(json!({"name": "s1", "address": "127.0.0.1", "wieght": 10})),
     )
     .await;
     // an unknown path
     dp.send(
-        reqwest::Method::GET,
+        Method::GET,
         "/v3/services/haproxy/configuration/nonsense",
         None,
     )
@@ -163,7 +161,7 @@ async fn spec_catches_planted_bad_requests_naming_operation_and_field() {
             ),
         ],
         "{}",
-        haptic_tools::sandbox::pods::spec::report(&found)
+        report(&found)
     );
     let typo = found
         .iter()
@@ -182,8 +180,7 @@ async fn spec_catches_planted_bad_requests_naming_operation_and_field() {
 
 #[tokio::test]
 async fn spec_catches_planted_bad_answers() {
-    let (sb, pod) = stand_in().await;
-    let dp = Dp::new(&pod);
+    let (sb, dp) = stand_in().await;
     // A scripted answer the spec does not list: 201 to a read (default covers errors only).
     let hook = |body: Value| {
         let c = dp.c.clone();
@@ -200,7 +197,7 @@ async fn spec_catches_planted_bad_answers() {
         hook(json!({"method": "GET", "path": "configuration/version$", "status": status, "times": 1}))
             .await;
         dp.send(
-            reqwest::Method::GET,
+            Method::GET,
             "/v3/services/haproxy/configuration/version",
             None,
         )
@@ -212,7 +209,7 @@ async fn spec_catches_planted_bad_answers() {
             .iter()
             .all(|v| v.status != Some(503) || v.field != "/status"),
         "default covers an error with the error body: {}",
-        haptic_tools::sandbox::pods::spec::report(&found)
+        report(&found)
     );
     let planted: Vec<Violation> = found
         .iter()
@@ -226,7 +223,7 @@ async fn spec_catches_planted_bad_answers() {
             v(Side::Response, "getConfigurationVersion", "/status"),
         ],
         "{}",
-        haptic_tools::sandbox::pods::spec::report(&found)
+        report(&found)
     );
     let status = found.iter().find(|v| v.field == "/status").expect("status");
     assert_eq!(status.status, Some(201));
@@ -239,8 +236,7 @@ async fn spec_catches_planted_bad_answers() {
 
 #[tokio::test]
 async fn spec_violations_fail_the_sandboxs_end_and_are_listed() {
-    let (sb, pod) = stand_in().await;
-    let dp = Dp::new(&pod);
+    let (sb, dp) = stand_in().await;
     let listing = || async {
         dp.c.get(format!("{}/_sandbox/spec-violations", dp.base))
             .send()
@@ -257,12 +253,8 @@ async fn spec_violations_fail_the_sandboxs_end_and_are_listed() {
         "what the stand-in reports in /v3/info"
     );
     assert_eq!(l["violations"], json!([]), "sandbox paths are not checked");
-    dp.send(
-        reqwest::Method::POST,
-        "/v3/services/haproxy/transactions",
-        None,
-    )
-    .await;
+    dp.send(Method::POST, "/v3/services/haproxy/transactions", None)
+        .await;
     let l = listing().await;
     assert_eq!(l["violations"][0]["field"], "/parameters/query/version");
     assert_eq!(l["violations"][0]["operation"]["id"], "startTransaction");
@@ -298,8 +290,7 @@ async fn spec_violations_fail_the_sandboxs_end_and_are_listed() {
 /// two answers upstream HAPTIC's Go deployer met (issue 24, finding 3).
 #[tokio::test]
 async fn spec_holds_the_stand_in_to_global_and_http_request_rule_operations() {
-    let (sb, pod) = stand_in().await;
-    let dp = Dp::new(&pod);
+    let (sb, dp) = stand_in().await;
     // The global and defaults sections every pod starts with, then the test's own sections.
     let (head, _) = INITIAL_CONFIG.split_once("frontend ").expect("a frontend");
     let cfg = format!(
@@ -314,7 +305,7 @@ backend be
     let v = dp.version().await;
     let r = dp
         .req(
-            reqwest::Method::POST,
+            Method::POST,
             &format!("/v3/services/haproxy/configuration/raw?version={v}&skip_reload=true"),
         )
         .header("content-type", "text/plain")
@@ -326,7 +317,7 @@ backend be
     let v = dp.version().await;
     let global = dp
         .send(
-            reqwest::Method::PUT,
+            Method::PUT,
             &format!("/v3/services/haproxy/configuration/global?version={v}"),
             Some(json!({"runtime_apis": [
                 {"address": "/var/run/haproxy.sock", "mode": "600", "level": "admin"}
@@ -336,7 +327,7 @@ backend be
     let v = dp.version().await;
     let rule = dp
         .send(
-            reqwest::Method::PUT,
+            Method::PUT,
             &format!(
                 "/v3/services/haproxy/configuration/frontends/fe/http_request_rules/0?version={v}"
             ),
@@ -349,11 +340,7 @@ backend be
         )
         .await;
     let found = sb.take_spec_violations();
-    assert!(
-        found.is_empty(),
-        "{}",
-        haptic_tools::sandbox::pods::spec::report(&found)
-    );
+    assert!(found.is_empty(), "{}", report(&found));
     assert!(matches!(global, 200 | 202), "PUT global answered {global}");
     assert!(
         matches!(rule, 200 | 202),
