@@ -62,6 +62,11 @@ impl Env {
         kube::Client::try_from(cfg).unwrap()
     }
 
+    /// A raw `GET` of `path` ([`Env::http`] without a body).
+    pub async fn get(&self, path: &str) -> (u16, Value, reqwest::header::HeaderMap) {
+        self.http("GET", path, "", None).await
+    }
+
     /// Raw HTTP helper: (status, body as JSON or Null).
     pub async fn http(
         &self,

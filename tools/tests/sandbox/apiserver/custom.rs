@@ -1,7 +1,7 @@
 //! Custom resources through kube's dynamic API: CRD registration, status subresource,
 //! generation, schema validation, JSON patch, server-side apply on both endpoints.
 
-use super::kube_client::api_err;
+use super::kube_client::{api_err, assert_message_has};
 use super::{Env, haproxycfg_crd};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -54,12 +54,9 @@ async fn custom_resource_status_subresource_generation_and_schema() {
         .unwrap_err(),
     );
     assert_eq!((no_rv.code, no_rv.reason.as_str()), (422, "Invalid"));
-    assert!(
-        no_rv.message.contains(
-            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
-        ),
-        "{}",
-        no_rv.message
+    assert_message_has(
+        &no_rv,
+        "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
     );
 
     // status on the main endpoint is ignored; spec change bumps generation
@@ -146,13 +143,7 @@ async fn custom_resource_status_subresource_generation_and_schema() {
         .unwrap_err(),
     );
     assert_eq!(bad_status.code, 422);
-    assert!(
-        bad_status
-            .message
-            .contains("status.conditions[0].status: Required value"),
-        "{}",
-        bad_status.message
-    );
+    assert_message_has(&bad_status, "status.conditions[0].status: Required value");
 
     // JSON patch with a failing test op: 422; a passing one applies
     let test_fail = api_err(
@@ -334,13 +325,6 @@ async fn an_unserved_group_is_a_plain_404_page_not_found() {
         assert_eq!(resp.text().await.unwrap(), "404 page not found\n", "{path}");
     }
     install_crd(&env).await;
-    let (code, body, _) = env
-        .http(
-            "GET",
-            "/apis/haproxy-haptic.org/v1alpha1/nothings",
-            "",
-            None,
-        )
-        .await;
+    let (code, body, _) = env.get("/apis/haproxy-haptic.org/v1alpha1/nothings").await;
     assert_eq!((code, body["kind"].as_str()), (404, Some("Status")));
 }

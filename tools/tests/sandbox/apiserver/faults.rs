@@ -24,9 +24,7 @@ async fn faults_answer_status_with_retry_after_then_expire() {
         )
         .await;
     assert_eq!(code, 201);
-    let (code, body, headers) = env
-        .http("GET", "/api/v1/namespaces/default/configmaps/a", "", None)
-        .await;
+    let (code, body, headers) = env.get("/api/v1/namespaces/default/configmaps/a").await;
     assert_eq!(
         (code, body["reason"].as_str(), body["code"].as_i64()),
         (429, Some("TooManyRequests"), Some(429))
@@ -81,7 +79,7 @@ async fn faults_answer_status_with_retry_after_then_expire() {
         Some("a")
     );
 
-    let (code, log, _) = env.http("GET", "/_sandbox/requests", "", None).await;
+    let (code, log, _) = env.get("/_sandbox/requests").await;
     assert_eq!(code, 200);
     let seen: Vec<(String, String, i64)> = log
         .as_array()
@@ -231,7 +229,7 @@ async fn sandbox_control_paths_list_reject_and_compact() {
     let (code, _, _) =
         post(json!({"method": "PUT", "path": "leases", "status": 503, "times": 1})).await;
     assert_eq!(code, 201);
-    let (code, list, _) = env.http("GET", "/_sandbox/faults", "", None).await;
+    let (code, list, _) = env.get("/_sandbox/faults").await;
     assert_eq!(code, 200);
     assert_eq!(
         list,

@@ -15,6 +15,12 @@ pub fn api_err(e: kube::Error) -> kube::core::Status {
     }
 }
 
+/// Asserts that an API error's message holds `part` (showing the message when not).
+#[track_caller]
+pub fn assert_message_has(status: &kube::core::Status, part: &str) {
+    assert!(status.message.contains(part), "{}", status.message);
+}
+
 fn cm(name: &str, data: Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
 }
@@ -76,11 +82,7 @@ async fn crud_conflict_selectors_and_paging() {
             .unwrap_err(),
     );
     assert_eq!((stale.code, stale.reason.as_str()), (409, "Conflict"));
-    assert!(
-        stale.message.contains("the object has been modified"),
-        "{}",
-        stale.message
-    );
+    assert_message_has(&stale, "the object has been modified");
 
     // a write that changes nothing keeps the resourceVersion
     let same = cms.replace("a", &PostParams::default(), &b).await.unwrap();
@@ -120,25 +122,16 @@ async fn crud_conflict_selectors_and_paging() {
     // metadata validation: names and label values as a real cluster checks them
     let bad_name = refused_create(&cms, &cm("Bad_Name", json!({}))).await;
     assert_eq!((bad_name.code, bad_name.reason.as_str()), (422, "Invalid"));
-    assert!(
-        bad_name
-            .message
-            .contains("metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"),
-        "{}",
-        bad_name.message
+    assert_message_has(
+        &bad_name,
+        "metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain",
     );
     let mut long_label = cm("long-label", json!({}));
     long_label.metadata.labels =
         Some([("haproxy-haptic.org/checksum".to_owned(), "a".repeat(64))].into());
     let too_long = refused_create(&cms, &long_label).await;
     assert_eq!(too_long.code, 422);
-    assert!(
-        too_long
-            .message
-            .contains("must be no more than 63 characters"),
-        "{}",
-        too_long.message
-    );
+    assert_message_has(&too_long, "must be no more than 63 characters");
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(env.client(false).await, "default");
     let secret = serde_json::from_value(

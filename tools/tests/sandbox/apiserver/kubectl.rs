@@ -371,21 +371,11 @@ async fn kubectl_field_selectors_only_on_supported_labels() {
         r.stderr
     );
     let (code, body, _) = env
-        .http(
-            "GET",
-            "/api/v1/namespaces/default/configmaps?fieldSelector=data.x%3Dy",
-            "",
-            None,
-        )
+        .get("/api/v1/namespaces/default/configmaps?fieldSelector=data.x%3Dy")
         .await;
     assert_eq!((code, body["reason"].as_str()), (400, Some("BadRequest")));
     let (code, _, _) = env
-        .http(
-            "GET",
-            "/api/v1/namespaces/default/configmaps?watch=true&fieldSelector=data.x%3Dy",
-            "",
-            None,
-        )
+        .get("/api/v1/namespaces/default/configmaps?watch=true&fieldSelector=data.x%3Dy")
         .await;
     assert_eq!(code, 400, "watches too");
 
