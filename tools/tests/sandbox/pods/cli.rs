@@ -128,7 +128,6 @@ async fn pods_non_root_fallback_runs_in_loopback_mode() {
 /// `haptic-sandbox up --json` registers its pods and the Dataplane Secret in the emulator.
 #[tokio::test]
 async fn pods_up_registers_pods_and_secret_in_the_emulator() {
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_haptic-sandbox"));
     let args = [
         "up",
         "--pods",
@@ -139,7 +138,7 @@ async fn pods_up_registers_pods_and_secret_in_the_emulator() {
         "--reload-delay-ms",
         "200",
     ];
-    let (mut child, _reap, up, _) = spawn_up(bin, &args, None, false);
+    let (mut child, _reap, up, _) = spawn_up(sandbox_bin(), &args, None, false);
     let pid = child.id();
     let result = async {
         let kubeconfig = up["kubeconfig"].as_str().expect("kubeconfig");
@@ -275,7 +274,6 @@ async fn pods_up_loopback_as_root_says_why() {
     if !nix_is_root() {
         return;
     }
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_haptic-sandbox"));
     let args = [
         "up",
         "--pods",
@@ -284,7 +282,7 @@ async fn pods_up_loopback_as_root_says_why() {
         "--json",
         "--loopback",
     ];
-    let (mut child, _reap, up, err_log) = spawn_up(bin, &args, None, true);
+    let (mut child, _reap, up, err_log) = spawn_up(sandbox_bin(), &args, None, true);
     assert_eq!(up["mode"], "loopback");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

@@ -148,9 +148,8 @@ async fn pods_killed_sandbox_is_cleaned_up_by_its_janitor() {
     if !nix_is_root() {
         return;
     }
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_haptic-sandbox"));
     let (mut child, _reap, up, _) = spawn_up(
-        bin,
+        sandbox_bin(),
         &["up", "--pods", "2", "--no-apiserver", "--json"],
         None,
         false,

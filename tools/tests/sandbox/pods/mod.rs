@@ -699,6 +699,11 @@ impl Drop for Reap {
     }
 }
 
+/// The `haptic-sandbox` binary built for these tests.
+pub fn sandbox_bin() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_BIN_EXE_haptic-sandbox"))
+}
+
 /// Starts `haptic-sandbox <args>` (stderr piped when `stderr`) and reads its one JSON line
 /// (bounded: 60 s); the child, its reaper and, when piped, a thread collecting stderr.
 pub fn spawn_up(
