@@ -132,19 +132,14 @@ pub(super) fn blob(j: &Journal, path: &Path, hash: &str, reveal: bool, out: &Out
         } else {
             outln!("render   {}", r.checksum);
             outln!("config   {} ({} bytes)", r.config, r.config_size_bytes);
-            let rows: Vec<Vec<String>> = r
-                .files
-                .iter()
-                .map(|f| {
-                    vec![
-                        f.path.clone(),
-                        f.kind.as_str().into(),
-                        f.size_bytes.to_string(),
-                        f.blob.to_string(),
-                    ]
-                })
-                .collect();
-            out.table(&["PATH", "KIND", "BYTES", "BLOB"], &rows);
+            out.table_of(&["PATH", "KIND", "BYTES", "BLOB"], &r.files, |f| {
+                vec![
+                    f.path.clone(),
+                    f.kind.as_str().into(),
+                    f.size_bytes.to_string(),
+                    f.blob.to_string(),
+                ]
+            });
         }
         return Ok(0);
     }

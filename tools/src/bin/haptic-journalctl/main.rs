@@ -268,6 +268,17 @@ impl Out {
         outln!("{v}");
     }
 
+    /// [`Out::table`] of one row per item, its cells as `row` makes them.
+    fn table_of<T>(
+        &self,
+        header: &[&str],
+        items: impl IntoIterator<Item = T>,
+        row: impl FnMut(T) -> Vec<String>,
+    ) {
+        let rows: Vec<Vec<String>> = items.into_iter().map(row).collect();
+        self.table(header, &rows);
+    }
+
     fn table(&self, header: &[&str], rows: &[Vec<String>]) {
         let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
         for r in rows {

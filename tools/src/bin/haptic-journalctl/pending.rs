@@ -41,38 +41,26 @@ pub(super) fn pending(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
         }
         return Ok(0);
     }
-    let rows: Vec<Vec<String>> = p
-        .queues
-        .iter()
-        .map(|q| {
-            vec![
-                q.queue.as_str().to_owned(),
-                q.count.to_string(),
-                age(q.oldest_age_secs(now)),
-            ]
-        })
-        .collect();
-    out.table(&["QUEUE", "COUNT", "OLDEST_AGE"], &rows);
+    out.table_of(&["QUEUE", "COUNT", "OLDEST_AGE"], &p.queues, |q| {
+        vec![
+            q.queue.as_str().to_owned(),
+            q.count.to_string(),
+            age(q.oldest_age_secs(now)),
+        ]
+    });
     outln!();
     if !p.open_transactions.is_empty() {
-        let rows: Vec<Vec<String>> = p
-            .open_transactions
-            .iter()
-            .map(|t| {
-                vec![
-                    t.endpoint.as_str().to_owned(),
-                    format!("{}/{}", t.pod.namespace, t.pod.name),
-                    t.id.as_str().to_owned(),
-                    t.state.as_str().to_owned(),
-                    t.version.0.to_string(),
-                    age(Some(t.started_at.until_ms(now) / 1000)),
-                ]
-            })
-            .collect();
-        out.table(
-            &["ENDPOINT", "POD", "TRANSACTION", "STATE", "VERSION", "AGE"],
-            &rows,
-        );
+        let header = ["ENDPOINT", "POD", "TRANSACTION", "STATE", "VERSION", "AGE"];
+        out.table_of(&header, &p.open_transactions, |t| {
+            vec![
+                t.endpoint.as_str().to_owned(),
+                format!("{}/{}", t.pod.namespace, t.pod.name),
+                t.id.as_str().to_owned(),
+                t.state.as_str().to_owned(),
+                t.version.0.to_string(),
+                age(Some(t.started_at.until_ms(now) / 1000)),
+            ]
+        });
         outln!();
     }
     outln!(

@@ -24,20 +24,15 @@ pub(super) fn verify(j: &Journal, path: &Path, out: &Out) -> Res<u8> {
             "problems": rep.problems.len(), "clean": rep.is_clean(),
         }));
     } else {
-        let rows: Vec<Vec<String>> = rep
-            .problems
-            .iter()
-            .map(|p| {
+        if !rep.problems.is_empty() {
+            out.table_of(&["TABLE", "KEY", "OFFSET", "PROBLEM"], &rep.problems, |p| {
                 vec![
                     p.table.to_string(),
                     key_text(&p.key),
                     p.offset.map_or("-".into(), |o| o.to_string()),
                     p.kind.to_string(),
                 ]
-            })
-            .collect();
-        if !rows.is_empty() {
-            out.table(&["TABLE", "KEY", "OFFSET", "PROBLEM"], &rows);
+            });
         }
         outln!(
             "{}: {} records checked, {} problem(s)",
