@@ -117,6 +117,15 @@ fn no_new_blob(a: &haptic_journal::Accepted) -> Result<()> {
     Ok(())
 }
 
+/// The p50 row of `ours` (figure, samples, limit) beside the p50 of `base` (what, samples taken
+/// in turn with `ours`'s), with their paired ratio.
+fn p50_vs(ours: (&str, &[Duration], &'static str), base: (&str, &[Duration])) -> Row {
+    let ((figure, samples, limit), (what, reference)) = (ours, base);
+    Row::new(figure, lat(samples.to_vec()).p50, Unit::Ms, limit)
+        .vs(what, lat(reference.to_vec()).p50)
+        .paired(paired_ratio(samples, reference))
+}
+
 /// Measures figure 2.
 pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
     let dir = ctx.subdir("accept")?;
@@ -138,33 +147,30 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
         a.push(accept_one(&j, 1_000 + i)?);
         s.push(lite.commit(1)?);
     }
-    let (pr, ps) = (paired_ratio(&a, &r), paired_ratio(&a, &s));
-    let (r, a, s) = (lat(r), lat(a), lat(s));
     rows.push(
-        Row::new(
-            "2.1 accept 1 event: p50",
-            a.p50,
-            Unit::Ms,
-            "fsync + writer hand-off",
+        p50_vs(
+            ("2.1 accept 1 event: p50", &a, "fsync + writer hand-off"),
+            ("raw redb commit p50", &r),
         )
-        .vs("raw redb commit p50", r.p50)
-        .paired(pr)
         .target(Target::RatioAtMost(1.2)),
     );
     rows.push(
-        Row::new("2.1 accept 1 event: p99", a.p99, Unit::Ms, "fsync tail")
-            .vs("raw redb commit p99", r.p99),
-    );
-    rows.push(
         Row::new(
-            "2.1 accept 1 event vs SQLite's lone commit (floor, not a target): p50",
-            a.p50,
+            "2.1 accept 1 event: p99",
+            lat(a.clone()).p99,
             Unit::Ms,
-            "redb commit protocol",
+            "fsync tail",
         )
-        .vs("SQLite WAL FULL 1-row commit p50", s.p50)
-        .paired(ps),
+        .vs("raw redb commit p99", lat(r).p99),
     );
+    rows.push(p50_vs(
+        (
+            "2.1 accept 1 event vs SQLite's lone commit (floor, not a target): p50",
+            &a,
+            "redb commit protocol",
+        ),
+        ("SQLite WAL FULL 1-row commit p50", &s),
+    ));
 
     // 2.7 the same single accept in redb's SingleWriter mode (live read-only inspection; every
     // commit two-phase), beside the default ExclusiveWriter journal (journal/DESIGN.md,
@@ -183,18 +189,14 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             ex.push(accept_one(&j, 2_000_000 + i)?);
             single.push(accept_one(&sw, 2_000_000 + i)?);
         }
-        let p = paired_ratio(&single, &ex);
-        let (ex, single) = (lat(ex), lat(single));
-        rows.push(
-            Row::new(
+        rows.push(p50_vs(
+            (
                 "2.7 accept 1 event, Concurrency::SingleWriter (2-phase commit): p50",
-                single.p50,
-                Unit::Ms,
+                &single,
                 "2 fsyncs per commit",
-            )
-            .vs("Exclusive (default) p50", ex.p50)
-            .paired(p),
-        );
+            ),
+            ("Exclusive (default) p50", &ex),
+        ));
     }
 
     // 2.2-2.4 throughput: producers, then raw redb and SQLite at the batch size they reached.
@@ -274,18 +276,14 @@ pub fn run(ctx: &Ctx) -> Result<Vec<Row>> {
             r.push(raw0.commit(1)?);
             a.push(accept_one(&j0, 1_000 + i)?);
         }
-        let p = paired_ratio(&a, &r);
-        let (r, a) = (lat(r), lat(a));
-        rows.push(
-            Row::new(
+        rows.push(p50_vs(
+            (
                 "2.6 without fsync (Durability::None, CPU only, not durable): accept 1 event p50",
-                a.p50,
-                Unit::Ms,
+                &a,
                 "CPU: writer hand-off (2 thread wake-ups)",
-            )
-            .vs("raw redb commit p50, no fsync", r.p50)
-            .paired(p),
-        );
+            ),
+            ("raw redb commit p50, no fsync", &r),
+        ));
         for p in [8u64, 64] {
             let (mut ours, mut per, mut raws) = (vec![], vec![], vec![]);
             for round in 0..rounds {

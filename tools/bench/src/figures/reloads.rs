@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use haptic::components::deployer::{
-    NoPodJournal, PodLedger, PodSync, SyncLimits, SyncPolicy, sync_endpoint,
+    NoPodJournal, PodLedger, PodSync, SyncLimits, SyncOutcome, SyncPolicy, sync_endpoint,
 };
 use haptic::core::guard::AlwaysValid;
 use haptic::core::render::{JournaledRender, RenderContent};
@@ -102,6 +102,28 @@ async fn raw_push(client: &DataplaneClient, config: &str) -> Result<()> {
     Ok(())
 }
 
+/// One sync of `c` to `r` through the deployer's path, as a fresh pod with no journal and a lease
+/// always valid.
+async fn sync_fine(
+    c: &DataplaneClient,
+    r: &JournaledRender,
+    permits: &Arc<Semaphore>,
+    limits: &SyncLimits,
+    policy: &SyncPolicy,
+) -> SyncOutcome {
+    sync_endpoint(
+        c,
+        r,
+        fresh(c),
+        &NoPodJournal,
+        permits,
+        &AlwaysValid,
+        limits,
+        policy,
+    )
+    .await
+}
+
 /// A pod with no journal record (the figure measures the Dataplane side only).
 fn fresh(c: &DataplaneClient) -> PodSync {
     let url = haptic_journal::EndpointUrl::new(c.endpoint().url().as_str());
@@ -132,22 +154,12 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
         ..SyncLimits::default()
     };
     let policy = SyncPolicy::default();
-    let lease = AlwaysValid;
     // The starting render everywhere (a fresh pod gets one raw push on both sides).
     let base = loaded(&render(0));
     for c in fine {
-        sync_endpoint(
-            c,
-            &base,
-            fresh(c),
-            &NoPodJournal,
-            &permits,
-            &lease,
-            &limits,
-            &policy,
-        )
-        .await
-        .result?;
+        sync_fine(c, &base, &permits, &limits, &policy)
+            .await
+            .result?;
     }
     for c in raw {
         raw_push(c, &base.config_text()).await?;
@@ -161,18 +173,10 @@ async fn measure(ctx: &Ctx) -> Result<Vec<Row>> {
     for i in 1..=changes {
         let r = loaded(&render(i));
         let t = Instant::now();
-        let reports = futures::future::join_all(fine.iter().map(|c| {
-            sync_endpoint(
-                c,
-                &r,
-                fresh(c),
-                &NoPodJournal,
-                &permits,
-                &lease,
-                &limits,
-                &policy,
-            )
-        }))
+        let reports = futures::future::join_all(
+            fine.iter()
+                .map(|c| sync_fine(c, &r, &permits, &limits, &policy)),
+        )
         .await;
         fine_time += t.elapsed();
         for rep in reports {
