@@ -12,11 +12,10 @@ use haptic::core::guard::AlwaysValid;
 use haptic::dataplane::{ClientSettings, Dataplane};
 use haptic::dispatch::Dispatcher;
 use haptic_journal::{
-    Batch, Correlation, DeployRequest, DeploymentId, DeploymentReason, Endpoint,
-    InFlightDeployment, Journal, JournalOptions, Origin, RuntimeConfigRef, Term, UnixMillis,
-    WorkItem,
+    Batch, Correlation, DeployRequest, DeploymentId, DeploymentReason, Endpoint, Journal,
+    JournalOptions, RuntimeConfigRef,
 };
-use haptic_testkit::{Fleet, FleetConfig};
+use haptic_testkit::{Fleet, FleetConfig, accept_inflight};
 use tokio_util::sync::CancellationToken;
 
 const PODS: usize = 100;
@@ -85,16 +84,9 @@ async fn main() {
         let dispatch = dispatch.clone();
         let deployer = &deployer;
         async move {
-            let mut b = Batch::new();
-            b.enqueue(
-                WorkItem::DeployInflight(InFlightDeployment {
-                    request: request.clone(),
-                    started_at: UnixMillis::now(),
-                    term: Term(0),
-                }),
-                Origin::None,
-            );
-            let id = dispatch.accept(b).await.unwrap().work_ids()[0];
+            let id = accept_inflight(&dispatch, Batch::new(), &request)
+                .await
+                .unwrap();
             let t = Instant::now();
             let out = deployer
                 .run(id, request, CancellationToken::new())

@@ -39,8 +39,11 @@ pub use peers::{FleetConfig, PEERS_ENV, PeerError, Peers, Target};
 pub use pod::{Faults, Pod, http};
 pub use wait::{Probe, eventually, log_tail};
 
+use haptic::dispatch::DispatchHandle;
 use haptic::k8s::crd::HAProxyCfg;
-use haptic_journal::Checksum;
+use haptic_journal::{
+    Batch, Checksum, DeployRequest, InFlightDeployment, Origin, Term, UnixMillis, WorkId, WorkItem,
+};
 
 /// A condition's `status` on `cfg` (`None` when absent).
 #[must_use]
@@ -105,4 +108,29 @@ impl Published {
         let want = render.to_string();
         self.spec == *render && self.pods.len() == pods && self.pods.iter().all(|(_, c)| *c == want)
     }
+}
+
+/// Enqueues the in-flight slot of `request` into `b`, as the scheduler writes it (it holds the
+/// render until the deployment's run acks it), and accepts the batch; returns the slot's work id.
+///
+/// # Errors
+/// The journal refuses the batch, or it enqueued no work item.
+pub async fn accept_inflight(
+    dispatch: &DispatchHandle,
+    mut b: Batch,
+    request: &DeployRequest,
+) -> anyhow::Result<WorkId> {
+    b.enqueue(
+        WorkItem::DeployInflight(InFlightDeployment {
+            request: request.clone(),
+            started_at: UnixMillis::now(),
+            term: Term(0),
+        }),
+        Origin::None,
+    );
+    let accepted = dispatch.accept(b).await?;
+    let Some(&inflight) = accepted.work_ids().first() else {
+        anyhow::bail!("the in-flight slot was not enqueued");
+    };
+    Ok(inflight)
 }

@@ -29,11 +29,10 @@ use haptic::dataplane::{BasicAuth, ClientSettings, Dataplane};
 use haptic::dispatch::{DispatchHandle, Dispatcher};
 use haptic_journal::{
     Batch, Correlation, DeployRequest, DeploymentCause, DeploymentId, DeploymentReason, Endpoint,
-    Event, InFlightDeployment, Journal, JournalOptions, Origin, RuntimeConfigRef, Term, UnixMillis,
-    WorkItem,
+    Event, Journal, JournalOptions, RuntimeConfigRef,
 };
-use haptic_testkit::Pod;
 use haptic_testkit::render::{batch_files, corpus, rejected, stream};
+use haptic_testkit::{Pod, accept_inflight};
 use haptic_tools::sandbox::pods::{Sandbox, SandboxConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -289,19 +288,7 @@ pub(super) async fn deploy_once(
         },
         correlation: Correlation::new(format!("fanout-{n}")),
     };
-    // The in-flight slot, as the scheduler writes it: it holds the render until the run acks it.
-    b.enqueue(
-        WorkItem::DeployInflight(InFlightDeployment {
-            request: request.clone(),
-            started_at: UnixMillis::now(),
-            term: Term(0),
-        }),
-        Origin::None,
-    );
-    let accepted = dispatch.accept(b).await?;
-    let Some(&inflight) = accepted.work_ids().first() else {
-        bail!("the in-flight slot was not enqueued");
-    };
+    let inflight = accept_inflight(dispatch, b, &request).await?;
     let t = Instant::now();
     let outcome = deployer
         .run(inflight, request, CancellationToken::new())
