@@ -13,6 +13,7 @@
 //! Network: every socket is on 127.0.0.1 (etcd client and peer, the API server); nothing else is
 //! contacted.
 
+use haptic_testkit::real::{apiserver_command, etcd_command};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -113,41 +114,13 @@ impl KubeApiServer {
         )
         .unwrap();
         let log = |name: &str| std::fs::File::create(d.join(name)).unwrap();
-        let etcd = Command::new(etcd_bin)
-            .args(["--name", "peers", "--data-dir"])
-            .arg(d.join("etcd"))
-            .arg(format!("--listen-client-urls=http://127.0.0.1:{ec}"))
-            .arg(format!("--advertise-client-urls=http://127.0.0.1:{ec}"))
-            .arg(format!("--listen-peer-urls=http://127.0.0.1:{ep}"))
-            .arg(format!(
-                "--initial-advertise-peer-urls=http://127.0.0.1:{ep}"
-            ))
-            .arg(format!("--initial-cluster=peers=http://127.0.0.1:{ep}"))
-            .arg("--listen-metrics-urls=")
+        let etcd = etcd_command(&etcd_bin, &d.join("etcd"), ec, ep)
             .stdin(Stdio::null())
             .stdout(log("etcd.log"))
             .stderr(log("etcd.err"))
             .spawn()
             .expect("etcd starts");
-        let apiserver = Command::new(api_bin)
-            .arg(format!("--etcd-servers=http://127.0.0.1:{ec}"))
-            .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
-            .arg(format!("--secure-port={ap}"))
-            // Required with a loopback advertise address (tests/peers/README.md).
-            .arg("--endpoint-reconciler-type=none")
-            .arg(format!("--cert-dir={}", d.join("certs").display()))
-            .arg("--authorization-mode=Node,RBAC")
-            .arg(format!(
-                "--token-auth-file={}",
-                d.join("tokens.csv").display()
-            ))
-            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg(format!("--service-account-key-file={}", public.display()))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                key.display()
-            ))
-            .arg("--service-cluster-ip-range=10.96.0.0/16")
+        let apiserver = apiserver_command(&api_bin, d, ec, ap, &public, &key)
             // No controller-manager creates `default` ServiceAccounts (tests/peers/README.md).
             .arg("--disable-admission-plugins=ServiceAccount")
             .stdin(Stdio::null())

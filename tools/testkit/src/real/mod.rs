@@ -298,19 +298,9 @@ impl ApiPeers {
         let _ = std::fs::remove_dir_all(dir.join("etcd"));
         let t0 = Instant::now();
         let etcd_log = dir.join("etcd.log");
-        let mut etcd = Command::new(bin.join("etcd"));
-        etcd.arg("--name=peers")
-            .arg(format!("--data-dir={}", dir.join("etcd").display()))
-            .arg(format!("--listen-client-urls=http://127.0.0.1:{ec}"))
-            .arg(format!("--advertise-client-urls=http://127.0.0.1:{ec}"))
-            .arg(format!("--listen-peer-urls=http://127.0.0.1:{ep}"))
-            .arg(format!(
-                "--initial-advertise-peer-urls=http://127.0.0.1:{ep}"
-            ))
-            .arg(format!("--initial-cluster=peers=http://127.0.0.1:{ep}"))
-            .arg("--listen-metrics-urls=")
-            // a test's etcd need not survive a power cut; the shared disk's fsync is slow
-            .arg("--unsafe-no-fsync");
+        let mut etcd = etcd_command(&bin.join("etcd"), &dir.join("etcd"), ec, ep);
+        // a test's etcd need not survive a power cut; the shared disk's fsync is slow
+        etcd.arg("--unsafe-no-fsync");
         peers.etcd = Some(spawn(etcd, &etcd_log, peers.janitor.as_mut()).map_err(Retry::No)?);
         let health = format!("http://127.0.0.1:{ec}/health");
         wait_ready(&mut peers.etcd, &etcd_log, ETCD_READY, "etcd", || async {
@@ -323,23 +313,9 @@ impl ApiPeers {
 
         let api_log = dir.join("apiserver.log");
         let d = |p: &str| dir.join(p).display().to_string();
-        let mut api = Command::new(bin.join("kube-apiserver"));
-        api.arg(format!("--etcd-servers=http://127.0.0.1:{ec}"))
-            .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
-            .arg(format!("--secure-port={ap}"))
-            // required with a loopback advertise address (tests/peers/README.md)
-            .arg("--endpoint-reconciler-type=none")
-            .arg(format!("--cert-dir={}", d("certs")))
-            .arg("--authorization-mode=Node,RBAC")
-            .arg(format!("--token-auth-file={}", d("tokens.csv")))
-            .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
-            .arg(format!("--service-account-key-file={}", d("sa.key")))
-            .arg(format!(
-                "--service-account-signing-key-file={}",
-                d("sa.key")
-            ))
-            .arg("--service-cluster-ip-range=10.96.0.0/16")
-            .arg(format!("--audit-policy-file={}", d("audit-policy.yaml")))
+        let sa_key = dir.join("sa.key");
+        let mut api = apiserver_command(&bin.join("kube-apiserver"), dir, ec, ap, &sa_key, &sa_key);
+        api.arg(format!("--audit-policy-file={}", d("audit-policy.yaml")))
             .arg(format!("--audit-log-path={}", d("audit.log")))
             .arg("--audit-log-maxsize=0")
             .arg("--profiling=false");
@@ -444,6 +420,61 @@ pub async fn client_for(yaml: &str) -> Result<kube::Client> {
 enum Retry {
     Port(anyhow::Error),
     No(anyhow::Error),
+}
+
+/// The `etcd` command of a one-member loopback cluster named `peers`, without a metrics
+/// listener: its data in `data_dir`, clients on `client_port`, its peer URL on `peer_port`.
+pub fn etcd_command(etcd: &Path, data_dir: &Path, client_port: u16, peer_port: u16) -> Command {
+    let (ec, ep) = (client_port, peer_port);
+    let mut cmd = Command::new(etcd);
+    cmd.args(["--name", "peers", "--data-dir"])
+        .arg(data_dir)
+        .arg(format!("--listen-client-urls=http://127.0.0.1:{ec}"))
+        .arg(format!("--advertise-client-urls=http://127.0.0.1:{ec}"))
+        .arg(format!("--listen-peer-urls=http://127.0.0.1:{ep}"))
+        .arg(format!(
+            "--initial-advertise-peer-urls=http://127.0.0.1:{ep}"
+        ))
+        .arg(format!("--initial-cluster=peers=http://127.0.0.1:{ep}"))
+        .arg("--listen-metrics-urls=");
+    cmd
+}
+
+/// The `kube-apiserver` command on loopback port `secure_port` over the etcd whose clients are
+/// on `etcd_port`: RBAC (`Node,RBAC`), tokens from `<dir>/tokens.csv`, its certificates in
+/// `<dir>/certs`, service-account tokens checked with `sa_key_file` and signed with
+/// `sa_signing_key_file`, no endpoint reconciler.
+pub fn apiserver_command(
+    apiserver: &Path,
+    dir: &Path,
+    etcd_port: u16,
+    secure_port: u16,
+    sa_key_file: &Path,
+    sa_signing_key_file: &Path,
+) -> Command {
+    let mut cmd = Command::new(apiserver);
+    cmd.arg(format!("--etcd-servers=http://127.0.0.1:{etcd_port}"))
+        .args(["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"])
+        .arg(format!("--secure-port={secure_port}"))
+        // required with a loopback advertise address (tests/peers/README.md)
+        .arg("--endpoint-reconciler-type=none")
+        .arg(format!("--cert-dir={}", dir.join("certs").display()))
+        .arg("--authorization-mode=Node,RBAC")
+        .arg(format!(
+            "--token-auth-file={}",
+            dir.join("tokens.csv").display()
+        ))
+        .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
+        .arg(format!(
+            "--service-account-key-file={}",
+            sa_key_file.display()
+        ))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            sa_signing_key_file.display()
+        ))
+        .arg("--service-cluster-ip-range=10.96.0.0/16");
+    cmd
 }
 
 fn spawn(mut cmd: Command, log: &Path, janitor: Option<&mut Janitor>) -> Result<Child> {
