@@ -191,21 +191,29 @@ pub async fn install_rbac(admin: &kube::Client, ns: &str) -> Result<String> {
                 .await,
         )?;
     }
-    for doc in deploy_docs("Role")? {
-        let role: Role = serde_json::from_value(into_namespace(doc, ns))?;
-        Api::<Role>::namespaced(admin.clone(), ns)
-            .create(&PostParams::default(), &role)
-            .await
-            .context("creating deploy/'s Role")?;
-    }
-    for doc in deploy_docs("RoleBinding")? {
-        let rb: RoleBinding = serde_json::from_value(into_namespace(doc, ns))?;
-        Api::<RoleBinding>::namespaced(admin.clone(), ns)
-            .create(&PostParams::default(), &rb)
-            .await
-            .context("creating deploy/'s RoleBinding")?;
-    }
+    create_deploy_docs::<Role>(admin, ns, "Role").await?;
+    create_deploy_docs::<RoleBinding>(admin, ns, "RoleBinding").await?;
     Ok(name)
+}
+
+/// Creates deploy/'s objects of `kind` (`K`) in `ns`.
+async fn create_deploy_docs<K>(admin: &kube::Client, ns: &str, kind: &str) -> Result<()>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    for doc in deploy_docs(kind)? {
+        let object: K = serde_json::from_value(into_namespace(doc, ns))?;
+        Api::<K>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &object)
+            .await
+            .with_context(|| format!("creating deploy/'s {kind}"))?;
+    }
+    Ok(())
 }
 
 /// A token for the ServiceAccount `ns/sa` (TokenRequest, valid 24 h, the API server's audience).
