@@ -119,24 +119,18 @@ pub(crate) const CHILD_KINDS: &[ChildKind] = &[
         to_line: switching_line,
         to_model: switching_model,
     },
-    ChildKind {
-        collection: "http_request_rules",
-        keyword: "http-request",
-        model: "http_request_rule",
-        parents: &["frontend", "backend", "defaults"],
-        by_index: true,
-        to_line: |b| rule_line("http-request", b),
-        to_model: rule_model,
-    },
-    ChildKind {
-        collection: "http_response_rules",
-        keyword: "http-response",
-        model: "http_response_rule",
-        parents: &["frontend", "backend", "defaults"],
-        by_index: true,
-        to_line: |b| rule_line("http-response", b),
-        to_model: rule_model,
-    },
+    ChildKind::http_rules(
+        "http_request_rules",
+        "http-request",
+        "http_request_rule",
+        |b| rule_line("http-request", b),
+    ),
+    ChildKind::http_rules(
+        "http_response_rules",
+        "http-response",
+        "http_response_rule",
+        |b| rule_line("http-response", b),
+    ),
 ];
 
 /// The child kind served at `collection` under a `parent` section.
@@ -147,6 +141,25 @@ pub(crate) fn child_kind(parent: &str, collection: &str) -> Option<&'static Chil
 }
 
 impl ChildKind {
+    /// The `http-request`/`http-response` rules of frontends, backends and defaults, addressed
+    /// by position (`keyword`'s lines written by `to_line`).
+    const fn http_rules(
+        collection: &'static str,
+        keyword: &'static str,
+        model: &'static str,
+        to_line: fn(&Body) -> Result<Line, Refusal>,
+    ) -> ChildKind {
+        ChildKind {
+            collection,
+            keyword,
+            model,
+            parents: &["frontend", "backend", "defaults"],
+            by_index: true,
+            to_line,
+            to_model: rule_model,
+        }
+    }
+
     /// The key of one of its lines: its name (`bind`: its `name` parameter, else
     /// `address:port`).
     pub(crate) fn key_of(&self, words: &[String]) -> String {
