@@ -771,32 +771,34 @@ impl Sandbox {
 
     /// Every spec violation the pods recorded so far (pod order, then time).
     pub fn spec_violations(&self) -> Vec<spec::Violation> {
-        self.pods
-            .iter()
-            .flat_map(|(_, c)| c.spec.violations())
-            .collect()
+        self.spec_logs(None, spec::PodSpecLog::violations)
     }
 
     /// [`Sandbox::spec_violations`], forgotten by the pods: for a test that planted them.
     pub fn take_spec_violations(&self) -> Vec<spec::Violation> {
-        self.pods.iter().flat_map(|(_, c)| c.spec.take()).collect()
+        self.spec_logs(None, spec::PodSpecLog::take)
     }
 
     /// The spec violations pod `name` recorded so far (empty for an unknown pod).
     pub fn pod_spec_violations(&self, name: &str) -> Vec<spec::Violation> {
-        self.pods
-            .iter()
-            .filter(|(i, _)| i.name == name)
-            .flat_map(|(_, c)| c.spec.violations())
-            .collect()
+        self.spec_logs(Some(name), spec::PodSpecLog::violations)
     }
 
     /// [`Sandbox::pod_spec_violations`], forgotten by the pod.
     pub fn take_pod_spec_violations(&self, name: &str) -> Vec<spec::Violation> {
+        self.spec_logs(Some(name), spec::PodSpecLog::take)
+    }
+
+    /// `read` of each pod's spec log (pod `name`'s only, when named), in pod order.
+    fn spec_logs(
+        &self,
+        name: Option<&str>,
+        read: fn(&spec::PodSpecLog) -> Vec<spec::Violation>,
+    ) -> Vec<spec::Violation> {
         self.pods
             .iter()
-            .filter(|(i, _)| i.name == name)
-            .flat_map(|(_, c)| c.spec.take())
+            .filter(|(i, _)| name.is_none_or(|n| i.name == n))
+            .flat_map(|(_, c)| read(&c.spec))
             .collect()
     }
 
