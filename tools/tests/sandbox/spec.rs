@@ -60,6 +60,10 @@ impl Dp {
         r.send().await.expect("request").status().as_u16()
     }
 
+    async fn get(&self, path: &str) -> u16 {
+        self.send(Method::GET, path, None).await
+    }
+
     async fn version(&self) -> u64 {
         self.req(Method::GET, "/v3/services/haproxy/configuration/version")
             .send()
@@ -105,12 +109,8 @@ async fn spec_catches_planted_bad_requests_naming_operation_and_field() {
         sb.spec_violations()
     );
     // an unknown query parameter
-    dp.send(
-        Method::GET,
-        "/v3/services/haproxy/configuration/version?verbose=true",
-        None,
-    )
-    .await;
+    dp.get("/v3/services/haproxy/configuration/version?verbose=true")
+        .await;
     // a wrong type
     dp.send(
         Method::POST,
@@ -132,12 +132,7 @@ async fn spec_catches_planted_bad_requests_naming_operation_and_field() {
     )
     .await;
     // an unknown path
-    dp.send(
-        Method::GET,
-        "/v3/services/haproxy/configuration/nonsense",
-        None,
-    )
-    .await;
+    dp.get("/v3/services/haproxy/configuration/nonsense").await;
     let found = sb.take_spec_violations();
     let requests: Vec<_> = named(&found)
         .into_iter()
@@ -196,12 +191,7 @@ async fn spec_catches_planted_bad_answers() {
     for status in [201, 200, 503] {
         hook(json!({"method": "GET", "path": "configuration/version$", "status": status, "times": 1}))
             .await;
-        dp.send(
-            Method::GET,
-            "/v3/services/haproxy/configuration/version",
-            None,
-        )
-        .await;
+        dp.get("/v3/services/haproxy/configuration/version").await;
     }
     let found = sb.take_spec_violations();
     assert!(
