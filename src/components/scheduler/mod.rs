@@ -72,6 +72,7 @@
 pub mod decide;
 mod metrics;
 pub mod plan;
+mod recover;
 pub mod shell;
 #[cfg(test)]
 mod tests;
@@ -82,9 +83,9 @@ pub use decide::{
     resolve_rollback,
 };
 pub use plan::{Plan, PlanContext, plan};
+pub use recover::{Recovery, recover};
 pub use shell::{
-    Recovery, RollbackCheck, SchedulerHandle, SchedulerShell, SchedulerStats, recover,
-    subscribe_options, to_input,
+    RollbackCheck, SchedulerHandle, SchedulerShell, SchedulerStats, subscribe_options, to_input,
 };
 
 /// Component identifier (logs, metrics, health).

@@ -30,7 +30,9 @@
 
 mod auxfiles;
 mod haproxycfg;
+pub mod labels;
 mod rollback;
+pub mod secrets;
 mod status;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -282,50 +284,6 @@ pub const CONDITIONS: &[ConditionSpec] = &[
 #[must_use]
 pub fn condition_spec(type_: &str) -> Option<&'static ConditionSpec> {
     CONDITIONS.iter().find(|c| c.type_ == type_)
-}
-
-/// Label and annotation keys.
-pub mod labels {
-    /// Label on HAProxyCfg objects (main and `-invalid`): the config name.
-    pub const CONFIG: &str = "haproxy-haptic.org/config";
-    /// Label on auxiliary objects and Secrets: the name of the HAProxyCfg they belong to.
-    pub const RUNTIME_CONFIG: &str = "haproxy-haptic.org/runtime-config";
-    /// Annotation on every object the controller writes: the leadership term (decimal) of the
-    /// writer; a writer never overwrites an object stamped with a newer term (DESIGN.md J7).
-    pub const LEADER_TERM: &str = "haproxy-haptic.org/leader-term";
-    /// Annotation an operator sets on the main HAProxyCfg to retry the renders pods rejected
-    /// permanently (`Synced=False/DeploymentRejected`): any value; each new value is one
-    /// request (`deployment.retry.request`), a value already seen is not (e.g.
-    /// `kubectl annotate --overwrite hpcfg/NAME haproxy-haptic.org/retry-rejected="$(date +%s)"`).
-    pub const RETRY_REJECTED: &str = "haproxy-haptic.org/retry-rejected";
-    /// Annotation an operator sets on the main HAProxyCfg to hold the fleet on an earlier
-    /// render (issue 28): a render checksum `sha256:<hex>` from the journal, or `previous` (the
-    /// render validated before the newest, fixed to its checksum when the scheduler reads the
-    /// request). Newer renders are validated and journaled meanwhile, not deployed; removing
-    /// the annotation deploys the newest. The condition `RolledBack` says what holds
-    /// (`kubectl annotate hpcfg/NAME haproxy-haptic.org/rollback-to=previous`).
-    pub const ROLLBACK_TO: &str = "haproxy-haptic.org/rollback-to";
-}
-
-/// Conventions of the Secrets that carry SSL certificates and CA files
-/// (upstream-behaviour.md 11.3).
-pub mod secrets {
-    /// Label `haproxy-haptic.org/type` on such Secrets.
-    pub const TYPE_LABEL: &str = "haproxy-haptic.org/type";
-    /// Value of [`TYPE_LABEL`] for a certificate + key.
-    pub const TYPE_SSL_CERTIFICATE: &str = "ssl-certificate";
-    /// Value of [`TYPE_LABEL`] for a CA file.
-    pub const TYPE_CA_FILE: &str = "ssl-ca-file";
-    /// Annotation: `"true"` when the `certificate` data is zstd + base64.
-    pub const COMPRESSED_ANNOTATION: &str = "haproxy-haptic.org/compressed";
-    /// Annotation: `sha256:<hex>` of the uncompressed content.
-    pub const CHECKSUM_ANNOTATION: &str = "haproxy-haptic.org/checksum";
-    /// Data key of the PEM content (possibly compressed).
-    pub const CERTIFICATE_KEY: &str = "certificate";
-    /// Data key of the path on the pod.
-    pub const PATH_KEY: &str = "path";
-    /// Secret type.
-    pub const SECRET_TYPE: &str = "Opaque";
 }
 
 /// The four CustomResourceDefinitions, in a fixed order: HAProxyCfg, HAProxyMapFile,
