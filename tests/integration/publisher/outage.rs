@@ -52,19 +52,22 @@ async fn soak_api_outage_with_the_default_retry_policy() {
 
 /// Polls `cond` until it holds; `bound` is a hang guard derived from the configured
 /// intervals, not an assertion on speed.
+/// `cond` says what it saw when it does not hold; the last of it is in the panic.
 async fn within<F, Fut>(what: &str, bound: Duration, mut cond: F)
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
+    Fut: std::future::Future<Output = Result<(), String>>,
 {
     let end = Instant::now() + bound;
+    let mut seen = String::new();
     while Instant::now() < end {
-        if cond().await {
-            return;
+        match cond().await {
+            Ok(()) => return,
+            Err(s) => seen = s,
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("never happened within {bound:?}: {what}");
+    panic!("never happened within {bound:?}: {what}; last seen: {seen}");
 }
 
 async fn outage(mut cfg: PublisherConfig) {
@@ -145,7 +148,13 @@ async fn outage(mut cfg: PublisherConfig) {
     within(
         "every worker failed more than 20 times",
         attempt_bound * u32::try_from(ATTEMPTS + 5).unwrap(),
-        || async { WORKERS.iter().all(|w| retries(*w) >= ATTEMPTS) },
+        || async {
+            if WORKERS.iter().all(|w| retries(*w) >= ATTEMPTS) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", WORKERS.map(|w| (w, retries(w))).to_vec()))
+            }
+        },
     )
     .await;
     // Nothing journaled was dropped: every item is still queued, nothing was given up, and
@@ -175,39 +184,52 @@ async fn outage(mut cfg: PublisherConfig) {
     // The API is back; no new input.
     env.server().clear_faults();
     within("converged after the outage", attempt_bound * 10, || async {
-        let Some(main) = env.cfg(MAIN).await else {
-            return false;
-        };
-        let Some(st) = main.status.as_ref() else {
-            return false;
-        };
+        let main = env.cfg(MAIN).await.ok_or("no main HAProxyCfg")?;
+        let st = main.status.as_ref().ok_or("no status")?;
         let cond = |t: &str| {
             st.conditions
                 .iter()
                 .find(|c| c.type_ == t)
                 .map(|c| c.status.clone())
         };
-        main.spec.checksum == second
+        let invalid = env.cfg(INVALID).await.map(|i| i.spec.checksum);
+        let queues: Vec<(Queue, usize)> = [
+            Queue::Publish,
+            Queue::PublishDeployed,
+            Queue::Invalid,
+            Queue::Verdict,
+            Queue::StatusPending,
+            Queue::StatusParked,
+        ]
+        .into_iter()
+        .map(|q| (q, env.queue_len(q)))
+        .collect();
+        let converged = main.spec.checksum == second
             && st.deployed_to_pods.len() == 1
             && st.deployed_to_pods[0].pod_name == "pod-a"
             && st.deployed_to_pods[0].checksum == Some(second)
             && cond(conditions::CONFIG_VALIDATED).as_deref() == Some("False")
             && cond(conditions::CONFIG_PINNED).as_deref() == Some("True")
             && cond(conditions::PUBLISHED).as_deref() == Some("True")
-            && env
-                .cfg(INVALID)
-                .await
-                .is_some_and(|i| i.spec.checksum == third)
-            && [
-                Queue::Publish,
-                Queue::PublishDeployed,
-                Queue::Invalid,
-                Queue::Verdict,
-                Queue::StatusPending,
-                Queue::StatusParked,
-            ]
+            && invalid == Some(third)
+            && queues.iter().all(|(_, n)| *n == 0);
+        if converged {
+            return Ok(());
+        }
+        let pods: Vec<_> = st
+            .deployed_to_pods
             .iter()
-            .all(|q| env.queue_len(*q) == 0)
+            .map(|p| (p.pod_name.clone(), p.checksum))
+            .collect();
+        let conds: Vec<_> = st
+            .conditions
+            .iter()
+            .map(|c| format!("{}={}/{}", c.type_, c.status, c.reason))
+            .collect();
+        Err(format!(
+            "spec {} pods {pods:?} conditions {conds:?} -invalid {invalid:?} queues {queues:?}",
+            main.spec.checksum
+        ))
     })
     .await;
     assert_eq!(env.published_events(), 2, "01 and 02, once each");
