@@ -41,19 +41,18 @@ pub fn kind_of_folder(folder: &str) -> Option<AuxKind> {
 /// The render folder of a kind (`map` -> `maps`).
 #[must_use]
 pub fn folder_of_kind(kind: AuxKind) -> &'static str {
-    FOLDERS
-        .iter()
-        .find(|(_, k, _)| *k == kind)
-        .map_or("general", |(f, _, _)| f)
+    folders_of(kind).map_or("general", |(f, _, _)| f)
 }
 
 /// The directory on the pod a kind maps onto (`/etc/haproxy/maps`, ...).
 #[must_use]
 pub fn pod_dir_of_kind(kind: AuxKind) -> &'static str {
-    FOLDERS
-        .iter()
-        .find(|(_, k, _)| *k == kind)
-        .map_or("/etc/haproxy/general", |(_, _, d)| d)
+    folders_of(kind).map_or("/etc/haproxy/general", |(_, _, d)| d)
+}
+
+/// The [`FOLDERS`] row of `kind`.
+fn folders_of(kind: AuxKind) -> Option<&'static (&'static str, AuxKind, &'static str)> {
+    FOLDERS.iter().find(|(_, k, _)| *k == kind)
 }
 
 /// One auxiliary file of a render, with its content.

@@ -36,7 +36,7 @@ use kube::api::{Api, ListParams};
 
 use crate::e2e::sources::{TOKEN_SECRET, create_token_secret, post};
 use crate::e2e::telemetry::{get, scrape};
-use crate::e2e::{MAIN, answers, bounds, checksum, feed, opts, published, start};
+use crate::e2e::{MAIN, answers, bounds, checksum, feed, opts, published, start, stop_cleanly};
 
 /// The journal watch's longest probe interval (`src/runtime/journal_watch.rs`, `PROBE_MAX`).
 const PROBE_MAX: Duration = Duration::from_secs(30);
@@ -330,6 +330,17 @@ async fn not_writable_condition(world: &Fleet, ctl: &Controller) -> (String, Str
 
 /// The fleet keeps what it runs while the journal takes no commits: over a deployment's time
 /// no pod reloads (`no_reload` says so otherwise), every pod answers `01-basic`, the HAProxyCfg
+/// No pod reloaded more than `more` times since `reloads_before` (`what` says the bound in the
+/// message).
+async fn reloads_at_most(world: &Fleet, reloads_before: &[usize], more: usize, what: &str) {
+    for (before, after) in reloads_before.iter().zip(world.reload_counts().await) {
+        assert!(
+            after <= before + more,
+            "a pod reloaded {what}: {before} -> {after}"
+        );
+    }
+}
+
 /// keeps it.
 async fn fleet_kept(world: &Fleet, reloads_before: &[usize], no_reload: &str) {
     tokio::time::sleep(bounds().deployment().min(Duration::from_secs(5))).await;
@@ -543,16 +554,10 @@ async fn scenario(fault: Fault) {
     published(&world, "05-tls", 2).await;
     answers(&world, "05-tls").await;
     // Per pod: at most one reload per render deployed after 01-basic (10-large-map, 05-tls).
-    for (before, after) in reloads_before.iter().zip(world.reload_counts().await) {
-        assert!(
-            after <= before + 2,
-            "a pod reloaded more than once per render: {before} -> {after}"
-        );
-    }
+    reloads_at_most(&world, &reloads_before, 2, "more than once per render").await;
 
     // A clean stop; the reopened journal is correct.
-    let status = ctl.stop(bounds().stop()).expect("stops on SIGTERM");
-    assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
+    stop_cleanly(&mut ctl);
     let log = ctl.log_text();
     assert!(!log.contains("component failed"), "{}", ctl.log_tail(60));
     if matches!(fault, Fault::ReadOnly) {
@@ -667,14 +672,8 @@ async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
     let (s, body) = get(metrics, "/readyz").await;
     assert_eq!(s, 200, "{body}");
     // Per pod: one reload, for 10-large-map (the fresh journal did not push 01-basic again).
-    for (before, after) in reloads_before.iter().zip(world.reload_counts().await) {
-        assert!(
-            after <= before + 1,
-            "a pod reloaded more than once: {before} -> {after}"
-        );
-    }
-    let status = ctl.stop(bounds().stop()).expect("stops on SIGTERM");
-    assert!(status.success(), "exit {status:?}\n{}", ctl.log_tail(40));
+    reloads_at_most(&world, &reloads_before, 1, "more than once").await;
+    stop_cleanly(&mut ctl);
     let j = verified(&journal_path);
     // (Acked records are trimmed: only what is left can be looked at.)
     assert!(

@@ -2,6 +2,7 @@
 //! executes the effects (journal first, then act). It owns the executor task.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -369,18 +370,12 @@ impl SchedulerShell {
                 now: UnixMillis::now(),
             },
         );
-        self.stats
-            .timeouts
-            .fetch_add(plan.timeouts, Ordering::Relaxed);
-        self.stats
-            .given_up
-            .fetch_add(plan.given_up, Ordering::Relaxed);
-        self.stats
-            .quarantined
-            .fetch_add(plan.quarantined, Ordering::Relaxed);
-        self.stats
-            .quarantine_retries
-            .fetch_add(plan.quarantine_retries, Ordering::Relaxed);
+        let st = &self.stats;
+        st.timeouts.fetch_add(plan.timeouts, Relaxed);
+        st.given_up.fetch_add(plan.given_up, Relaxed);
+        st.quarantined.fetch_add(plan.quarantined, Relaxed);
+        st.quarantine_retries
+            .fetch_add(plan.quarantine_retries, Relaxed);
         if plan.stop_executor {
             self.stop_executor().await;
         }

@@ -600,6 +600,21 @@ pub fn writes(reqs: &[(String, String)]) -> Vec<(String, String)> {
 }
 
 /// Configuration writes that reload: raw pushes plus transaction commits (a fine-grained repair
+/// Every pod of `pods` received the configuration in exactly one raw push (`why`: what that
+/// proves, in the message) and answers `want` to `req`.
+pub async fn each_pushed_once_answering(
+    pods: &[Pod],
+    why: &str,
+    want: &str,
+    req: impl Fn(&PodInfo) -> String + Copy,
+) {
+    for pod in pods {
+        let n = raw_pushes(&requests(pod).await);
+        assert_eq!(n, 1, "{}: {why}", pod.name);
+        wait_answer(pod, want, req).await;
+    }
+}
+
 /// is one commit).
 pub fn config_writes(reqs: &[(String, String)]) -> usize {
     raw_pushes(reqs)

@@ -62,14 +62,12 @@ async fn deployer_restart_mid_deployment_resumes_and_pushes_each_pod_once() {
         "the resumed deployment completed once: {:#?}",
         h.events().iter().map(|e| e.kind()).collect::<Vec<_>>()
     );
-    for pod in &pods {
-        assert_eq!(
-            raw_pushes(&requests(pod).await),
-            1,
-            "{} received the config once",
-            pod.name
-        );
-        wait_answer(pod, "render 02-maps shop-v1", shop).await;
-    }
+    each_pushed_once_answering(
+        &pods,
+        "received the config once",
+        "render 02-maps shop-v1",
+        shop,
+    )
+    .await;
     h.stop().await;
 }

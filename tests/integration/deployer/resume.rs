@@ -73,14 +73,12 @@ async fn deployer_resumed_deployment_whose_pushes_landed_reports_every_pod() {
             .any(|e| matches!(e, Event::DeploymentCompleted { succeeded: 3, .. }))
     })
     .await;
-    for pod in &pods {
-        assert_eq!(
-            raw_pushes(&requests(pod).await),
-            1,
-            "{}: the resumed deployment pushed nothing again",
-            pod.name
-        );
-        wait_answer(pod, "render 02-maps shop-v1", shop).await;
-    }
+    each_pushed_once_answering(
+        &pods,
+        "the resumed deployment pushed nothing again",
+        "render 02-maps shop-v1",
+        shop,
+    )
+    .await;
     h.stop().await;
 }

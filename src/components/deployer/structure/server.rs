@@ -291,13 +291,19 @@ pub(super) fn server_model(words: &[String]) -> Result<Value, NoModel> {
     }
     let mut obj = Map::new();
     obj.insert("name".into(), json!(plain(&words[1])?));
-    let (address, port) = split_address(plain(&words[2])?)?;
-    obj.insert("address".into(), json!(address));
+    insert_address(&mut obj, "address", &words[2])?;
+    server_params(&mut obj, &words[3..])?;
+    Ok(Value::Object(obj))
+}
+
+/// `word` (`HOST[:PORT]`) into `obj` as `key` and, when it has one, `port`.
+fn insert_address(obj: &mut Map<String, Value>, key: &str, word: &str) -> Result<(), NoModel> {
+    let (host, port) = split_address(plain(word)?)?;
+    obj.insert(key.into(), json!(host));
     if let Some(p) = port {
         obj.insert("port".into(), json!(p));
     }
-    server_params(&mut obj, &words[3..])?;
-    Ok(Value::Object(obj))
+    Ok(())
 }
 
 /// The `server_template` model (`server-template PREFIX NUM FQDN[:PORT] params...`).
@@ -308,11 +314,7 @@ pub(super) fn server_template_model(words: &[String]) -> Result<Value, NoModel> 
     let mut obj = Map::new();
     obj.insert("prefix".into(), json!(plain(&words[1])?));
     obj.insert("num_or_range".into(), json!(plain(&words[2])?));
-    let (fqdn, port) = split_address(plain(&words[3])?)?;
-    obj.insert("fqdn".into(), json!(fqdn));
-    if let Some(p) = port {
-        obj.insert("port".into(), json!(p));
-    }
+    insert_address(&mut obj, "fqdn", &words[3])?;
     server_params(&mut obj, &words[4..])?;
     Ok(Value::Object(obj))
 }

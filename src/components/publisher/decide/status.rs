@@ -455,33 +455,31 @@ pub fn verdict_conditions(
     now: &Time,
 ) -> [Condition; 2] {
     let message = messages.first().cloned().unwrap_or_default();
+    let condition =
+        |type_: &str, on: bool, (if_on, if_off): (&str, &str), message: String| Condition {
+            type_: type_.into(),
+            status: if on { "True" } else { "False" }.into(),
+            reason: if on { if_on } else { if_off }.into(),
+            message,
+            last_transition_time: now.clone(),
+            observed_generation: None,
+        };
     [
-        Condition {
-            type_: conditions::CONFIG_VALIDATED.into(),
-            status: if passed { "True" } else { "False" }.into(),
-            reason: if passed {
-                reasons::VALIDATION_SUCCEEDED
-            } else {
-                reasons::VALIDATION_FAILED
-            }
-            .into(),
-            message: if passed { String::new() } else { message },
-            last_transition_time: now.clone(),
-            observed_generation: None,
-        },
-        Condition {
-            type_: conditions::CONFIG_PINNED.into(),
-            status: if pinned { "True" } else { "False" }.into(),
-            reason: if pinned {
-                reasons::NEWEST_RENDER_REJECTED
-            } else {
-                reasons::NEWEST_RENDER_PASSED
-            }
-            .into(),
-            message: String::new(),
-            last_transition_time: now.clone(),
-            observed_generation: None,
-        },
+        condition(
+            conditions::CONFIG_VALIDATED,
+            passed,
+            (reasons::VALIDATION_SUCCEEDED, reasons::VALIDATION_FAILED),
+            if passed { String::new() } else { message },
+        ),
+        condition(
+            conditions::CONFIG_PINNED,
+            pinned,
+            (
+                reasons::NEWEST_RENDER_REJECTED,
+                reasons::NEWEST_RENDER_PASSED,
+            ),
+            String::new(),
+        ),
     ]
 }
 
