@@ -181,7 +181,8 @@ pub struct RunArgs {
     /// The `haproxy` binary used for validation.
     #[arg(long, env = "HAPTIC_HAPROXY_BIN", default_value = "haproxy")]
     pub haproxy_bin: PathBuf,
-    /// Bound of the graceful leader stop on SIGTERM (deployer drain, then publisher drain).
+    /// Bound of the graceful leader stop on SIGTERM (deployer drain, then publisher drain and
+    /// the queued per-pod statuses written).
     #[arg(long, env = "HAPTIC_DRAIN_TIMEOUT", value_parser = humantime::parse_duration, default_value = "25s")]
     pub drain_timeout: Duration,
 }

@@ -1,6 +1,7 @@
 //! Stop: what ends the process (SIGTERM or SIGINT, or a critical task that fails or ends
 //! early) and the graceful stop, in order: the inputs; when leading (and nothing failed), the
-//! deployer's drain, then every accepted event dispatched, then the publisher's drain; the
+//! deployer's drain, then every accepted event dispatched, then the publisher's drain and the
+//! queued per-pod statuses written; the
 //! Lease released (its `leader.lost` journaled); the acceptor; every accepted event
 //! dispatched; the components; last the credentials watch and the probes.
 
@@ -8,7 +9,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use haptic_journal::Journal;
+use haptic_journal::{Journal, Queue};
 use tracing::{info, warn};
 
 use super::RuntimeError;
@@ -51,8 +52,8 @@ async fn wait_dispatched(journal: &Arc<Journal>, bound: Duration) -> bool {
     }
 }
 
-/// The graceful leader stop: the deployer's drain, every accepted event dispatched, then the
-/// publisher's drain, all within `bound`.
+/// The graceful leader stop: the deployer's drain, every accepted event dispatched, the
+/// publisher's drain, then the queued per-pod statuses written, all within `bound`.
 async fn drain(
     scheduler: &crate::components::scheduler::SchedulerHandle,
     publisher: &ConfigPublisher,
@@ -75,6 +76,32 @@ async fn drain(
         Ok(Ok(None)) => info!("drain: nothing left to publish"),
         Ok(Err(error)) => warn!(%error, "drain: publisher failed"),
         Err(_) => warn!("drain: publisher did not finish in time"),
+    }
+    // The drained deployment's per-pod statuses were queued when its events were dispatched:
+    // the status worker writes them while the term still runs (a parked one waits for a
+    // publication and is not waited for). Left queued, the next leader writes them.
+    let rest = bound.saturating_sub(started.elapsed());
+    if !wait_queue_empty(journal, Queue::StatusPending, rest).await {
+        warn!(
+            "drain: per-pod statuses still queued at the drain timeout; the next leader writes them"
+        );
+    }
+}
+
+/// Waits until the queue `queue` is empty, or until `bound` passed. Returns whether it got
+/// there (a journal read error counts as not).
+async fn wait_queue_empty(journal: &Arc<Journal>, queue: Queue, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        match journal.queue(queue) {
+            Ok(items) if items.is_empty() => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

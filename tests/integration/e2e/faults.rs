@@ -26,6 +26,7 @@ on_peers!(
     dataplane_reload_slower_than_the_deployment_timeout => dataplane_slow_reload,
     a_pod_that_disappears_mid_deployment => pod_disappears,
     api_requests_held_past_the_request_timeout => api_timeouts,
+    a_clean_stop_writes_the_statuses_of_its_last_deployment => slow_status_at_stop,
 );
 
 const STREAM: [&str; 2] = ["02-maps", "03-maps-changed"];
@@ -356,6 +357,50 @@ pub async fn pod_disappears(peers: Peers) {
     )
     .await;
     finish(world, ctl, &o, false).await;
+}
+
+/// Every HAProxyCfg status write held a twentieth of the drain timeout (under the request
+/// timeout: each write succeeds, late). A SIGTERM as soon as the pods answer `03-maps-changed`
+/// finds that deployment's per-pod statuses queued or in flight: the clean stop writes them
+/// before it ends (the leader's drain waits for `status-pending`, within `--drain-timeout`), so
+/// nothing is pending in the journal and the status lists every pod on `03-maps-changed`.
+/// Before, the components stopped with the statuses unwritten ("pending after a clean stop:
+/// status-pending"; seen once in a full run of `api_timeouts`).
+pub async fn slow_status_at_stop(peers: Peers) {
+    let (world, render_dir, o) = prepare(peers).await;
+    let mut ctl = world.controller(o.clone());
+    check_render(&world, STREAM[0], "").await;
+    let hold = o.intervals.drain_timeout / 20;
+    world
+        .emulator()
+        .expect("the API emulator")
+        .add_fault(Fault {
+            method: "PUT".into(),
+            path: "haproxycfgs/[^/]+/status$".into(),
+            delay_ms: Some(u64::try_from(hold.as_millis()).unwrap()),
+            ..Fault::default()
+        })
+        .unwrap();
+    feed(&render_dir, STREAM[1]);
+    super::answers(&world, STREAM[1]).await;
+    stop_cleanly(&mut ctl);
+    if let Err(e) = journal_after_stop(&o.journal) {
+        panic!("{e}\n{}", ctl.log_tail(30));
+    }
+    let want = haptic_testkit::render::checksum(STREAM[1]);
+    let c = world.hpcfg(super::MAIN).await.expect("the HAProxyCfg");
+    let pods: Vec<_> = c
+        .status
+        .iter()
+        .flat_map(|s| s.deployed_to_pods.iter())
+        .map(|p| (p.pod_name.clone(), p.checksum))
+        .collect();
+    assert!(
+        pods.len() == world.pods().len() && pods.iter().all(|(_, c)| *c == Some(want)),
+        "after the clean stop the status lists every pod on {want}: {pods:?}\n{}",
+        ctl.log_tail(30)
+    );
+    world.shutdown().await;
 }
 
 /// The controller's Kubernetes request timeout in [`api_timeouts`] (`--kube-request-timeout`).
