@@ -12,17 +12,27 @@ fn with_backend() -> String {
     )
 }
 
+/// `POST transactions?version=v`.
+async fn start_at(dp: &Dp, v: u64) -> Answer {
+    dp.call("POST", &format!("transactions?version={v}"), Body::None)
+        .await
+}
+
+/// A transaction started at the current version: its id.
 async fn start(dp: &Dp) -> String {
-    let v = dp.version().await;
-    let r = dp
-        .call("POST", &format!("transactions?version={v}"), Body::None)
-        .await;
+    let r = start_at(dp, dp.version().await).await;
     assert_eq!(r.status, 201, "{}", r.text);
     r.json()["id"].as_str().unwrap().to_owned()
 }
 
 fn server(name: &str, port: u16, weight: u16) -> Value {
     json!({"name": name, "address": "127.0.0.1", "port": port, "weight": weight})
+}
+
+/// `PUT transactions/{id}`.
+async fn commit(dp: &Dp, id: &str) -> Answer {
+    dp.call("PUT", &format!("transactions/{id}"), Body::None)
+        .await
 }
 
 async fn status_of(dp: &Dp, id: &str) -> Value {
@@ -35,9 +45,7 @@ async fn status_of(dp: &Dp, id: &str) -> Value {
 async fn observed_transaction_start_201_409_stale_400_without_version_429_for_the_21st() {
     let (_l, dp) = stand_in_pod().await;
     let v = dp.version().await;
-    let r = dp
-        .call("POST", &format!("transactions?version={v}"), Body::None)
-        .await;
+    let r = start_at(&dp, v).await;
     assert_eq!(r.status, 201);
     let t = r.json();
     assert_eq!(
@@ -45,13 +53,7 @@ async fn observed_transaction_start_201_409_stale_400_without_version_429_for_th
         (Some(v), Some("in_progress"))
     );
     assert!(t["id"].is_string());
-    let r = dp
-        .call(
-            "POST",
-            &format!("transactions?version={}", v + 1),
-            Body::None,
-        )
-        .await;
+    let r = start_at(&dp, v + 1).await;
     assert_eq!(r.status, 409, "{}", r.text);
     assert!(r.message().starts_with("version mismatch"), "{}", r.text);
     let r = dp
@@ -66,9 +68,7 @@ async fn observed_transaction_start_201_409_stale_400_without_version_429_for_th
     for _ in 1..20 {
         start(&dp).await;
     }
-    let r = dp
-        .call("POST", &format!("transactions?version={v}"), Body::None)
-        .await;
+    let r = start_at(&dp, v).await;
     assert_eq!(r.status, 429, "{}", r.text);
 }
 
@@ -111,9 +111,7 @@ async fn observed_commit_202_reload_id_success_200_with_force_reload() {
     let path = format!("configuration/backends/be/servers/s1?transaction_id={id}");
     dp.call("PUT", &path, Body::Json(server("s1", 9001, 30)))
         .await;
-    let r = dp
-        .call("PUT", &format!("transactions/{id}"), Body::None)
-        .await;
+    let r = commit(&dp, &id).await;
     assert_eq!(r.status, 202, "{}", r.text);
     assert_eq!(r.json()["status"], "success");
     assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
@@ -146,16 +144,9 @@ async fn observed_commit_202_reload_id_success_200_with_force_reload() {
 async fn observed_commit_after_another_commit_406_outdated_and_listed() {
     let (_l, dp) = stand_in_pod().await;
     let (a, b) = (start(&dp).await, start(&dp).await);
-    assert_eq!(
-        dp.call("PUT", &format!("transactions/{a}"), Body::None)
-            .await
-            .status,
-        202
-    );
+    assert_eq!(commit(&dp, &a).await.status, 202);
     assert_eq!(status_of(&dp, &b).await, "outdated");
-    let r = dp
-        .call("PUT", &format!("transactions/{b}"), Body::None)
-        .await;
+    let r = commit(&dp, &b).await;
     assert_eq!(r.status, 406, "{}", r.text);
     assert!(r.message().contains("outdated"), "{}", r.text);
     let listed = dp.get("transactions").await.json();
@@ -177,9 +168,7 @@ async fn observed_commit_after_a_raw_push_409_transaction_stays_in_progress() {
     let id = start(&dp).await;
     dp.push(&render("01-basic", "haproxy.cfg"), "&skip_reload=true")
         .await;
-    let r = dp
-        .call("PUT", &format!("transactions/{id}"), Body::None)
-        .await;
+    let r = commit(&dp, &id).await;
     assert_eq!(r.status, 409, "{}", r.text);
     assert!(r.message().starts_with("version mismatch"), "{}", r.text);
     assert_eq!(status_of(&dp, &id).await, "in_progress");
@@ -204,9 +193,7 @@ async fn observed_commit_invalid_400_failed_then_406() {
         )
         .await;
     assert_eq!(r.status, 202, "{}", r.text);
-    let r = dp
-        .call("PUT", &format!("transactions/{id}"), Body::None)
-        .await;
+    let r = commit(&dp, &id).await;
     assert_eq!(r.status, 400, "{}", r.text);
     assert!(
         r.message().contains("expects either 'if' or 'unless'"),
@@ -218,12 +205,7 @@ async fn observed_commit_invalid_400_failed_then_406() {
         dp.get("transactions?status=failed").await.json()[0]["id"],
         id.as_str()
     );
-    assert_eq!(
-        dp.call("PUT", &format!("transactions/{id}"), Body::None)
-            .await
-            .status,
-        406
-    );
+    assert_eq!(commit(&dp, &id).await.status, 406);
     assert_eq!(dp.version().await, v);
 }
 
