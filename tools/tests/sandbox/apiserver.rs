@@ -28,6 +28,17 @@ where
     .unwrap()
 }
 
+/// `POST` of the object `obj` describes (default parameters); the object stored.
+pub async fn create<K>(api: &kube::Api<K>, obj: Value) -> K
+where
+    K: Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(obj).unwrap();
+    api.create(&kube::api::PostParams::default(), &obj)
+        .await
+        .unwrap()
+}
+
 /// Upper bound of any wait in these tests (never an assertion on timing).
 pub const WAIT: Duration = Duration::from_secs(60);
 

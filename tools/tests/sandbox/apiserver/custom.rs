@@ -2,7 +2,7 @@
 //! generation, schema validation, JSON patch, server-side apply on both endpoints.
 
 use super::kube_client::{api_err, assert_message_has};
-use super::{Env, haproxycfg_crd};
+use super::{Env, create, haproxycfg_crd};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -12,8 +12,7 @@ use serde_json::{Value, json};
 async fn install_crd(env: &Env) -> Api<DynamicObject> {
     let client = env.client(false).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd: CustomResourceDefinition = serde_json::from_value(haproxycfg_crd()).unwrap();
-    crds.create(&PostParams::default(), &crd).await.unwrap();
+    create(&crds, haproxycfg_crd()).await;
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("haproxy-haptic.org", "v1alpha1", "HAProxyCfg"),
         "haproxycfgs",

@@ -1,7 +1,7 @@
 //! kube's typed client and `watcher` against the emulator: CRUD, conflicts, selectors, paging,
 //! garbage collection, size limits, watch with 410 relist, the events recorder.
 
-use super::{Env, merge_patch, spawn_watcher};
+use super::{Env, create, merge_patch, spawn_watcher};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
@@ -134,14 +134,11 @@ async fn crud_conflict_selectors_and_paging() {
     assert_message_has(&too_long, "must be no more than 63 characters");
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(env.client(false).await, "default");
-    let secret = serde_json::from_value(
+    let stored = create(
+        &secrets,
         json!({"metadata": {"name": "creds"}, "stringData": {"username": "admin"}}),
     )
-    .unwrap();
-    let stored = secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    .await;
     assert_eq!(stored.type_.as_deref(), Some("Opaque"));
     assert_eq!(stored.data.unwrap()["username"].0, b"admin".to_vec());
     assert_eq!(stored.string_data, None);

@@ -1,9 +1,9 @@
 //! The real kubectl (the pinned v1.37.2 of `tests/peers/build.sh`, never one on PATH) against
 //! the emulator, through the written kubeconfig.
 
-use super::{Env, WAIT, haproxycfg_crd, merge_patch};
+use super::{Env, WAIT, create, haproxycfg_crd, merge_patch};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
@@ -115,11 +115,11 @@ async fn the_kubectl_run_is_the_pinned_build() {
 async fn kubectl_get_json_and_table_output() {
     let env = Env::start().await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(true).await, "default");
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "one", "labels": {"app": "x"}},
-        "data": {"a": "1", "b": "2"}}))
-        .unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
+    create(
+        &cms,
+        json!({"metadata": {"name": "one", "labels": {"app": "x"}}, "data": {"a": "1", "b": "2"}}),
+    )
+    .await;
 
     let one = get_json(&env, &["get", "configmap", "one"]).await;
     assert_eq!(one["data"], json!({"a": "1", "b": "2"}));
@@ -315,9 +315,9 @@ async fn kubectl_custom_resources_crd_table_apply_and_watch() {
         "haproxycfgs",
     );
     let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client, "default", &ar);
-    let obj: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": "haproxy-haptic.org/v1alpha1",
-        "kind": "HAProxyCfg", "metadata": {"name": "second"}, "spec": {"checksum": "zz9", "content": "x", "mode": "partial"}})).unwrap();
-    api.create(&PostParams::default(), &obj).await.unwrap();
+    create(&api, json!({"apiVersion": "haproxy-haptic.org/v1alpha1", "kind": "HAProxyCfg",
+        "metadata": {"name": "second"}, "spec": {"checksum": "zz9", "content": "x", "mode": "partial"}}))
+    .await;
     let more = watch_until(&mut child, |l| l.starts_with("second ")).await;
     assert!(more.last().unwrap().contains("zz9"), "{more:?}");
     child.kill().await.unwrap();
@@ -327,12 +327,12 @@ async fn kubectl_custom_resources_crd_table_apply_and_watch() {
 async fn kubectl_watch_pods() {
     let env = Env::start().await;
     let pods: Api<Pod> = Api::namespaced(env.client(true).await, "default");
-    let pod: Pod = serde_json::from_value(
+    create(
+        &pods,
         json!({"metadata": {"name": "p0", "labels": {"app": "haproxy"}},
         "spec": {"containers": [{"name": "haproxy", "image": "haproxy:3.2"}]}}),
     )
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
+    .await;
 
     let mut child = command(&env, &["get", "pods", "--watch", "-l", "app=haproxy"])
         .spawn()
@@ -359,9 +359,11 @@ async fn kubectl_watch_pods() {
 async fn kubectl_field_selectors_only_on_supported_labels() {
     let env = Env::start().await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(true).await, "default");
-    let cm: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "one"}, "data": {"x": "y"}})).unwrap();
-    cms.create(&PostParams::default(), &cm).await.unwrap();
+    create(
+        &cms,
+        json!({"metadata": {"name": "one"}, "data": {"x": "y"}}),
+    )
+    .await;
 
     let r = kubectl(&env, &["get", "cm", "--field-selector", "data.x=y"], None).await;
     assert!(!r.ok, "{}", r.stdout);

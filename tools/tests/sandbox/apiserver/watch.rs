@@ -1,8 +1,8 @@
 //! Watch streams on the wire: selector transitions, bookmarks, `timeoutSeconds`, streaming lists.
 
-use super::{Env, WAIT, merge_patch, spawn_watcher_with};
+use super::{Env, WAIT, create, merge_patch, spawn_watcher_with};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -54,15 +54,10 @@ fn summary(events: &[Value]) -> Vec<(String, String)> {
 async fn watch_selector_transitions_bookmarks_and_timeout() {
     let env = Env::start().await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(false).await, "default");
-    let labelled = |name: &str, app: &str| -> ConfigMap {
-        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"app": app}}})).unwrap()
-    };
-    cms.create(&PostParams::default(), &labelled("a", "x"))
-        .await
-        .unwrap();
-    cms.create(&PostParams::default(), &labelled("other", "y"))
-        .await
-        .unwrap();
+    let labelled =
+        |name: &str, app: &str| json!({"metadata": {"name": name, "labels": {"app": app}}});
+    create(&cms, labelled("a", "x")).await;
+    create(&cms, labelled("other", "y")).await;
     let url = format!(
         "{}/api/v1/namespaces/default/configmaps?watch=true&labelSelector=app%3Dx&allowWatchBookmarks=true&timeoutSeconds=7",
         env.server.url()
@@ -126,11 +121,9 @@ async fn watch_selector_transitions_bookmarks_and_timeout() {
 async fn watch_replays_from_resource_version_and_streaming_lists() {
     let env = Env::start().await;
     let cms: Api<ConfigMap> = Api::namespaced(env.client(false).await, "default");
-    let mk = |name: &str| -> ConfigMap {
-        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
-    };
-    let a = cms.create(&PostParams::default(), &mk("a")).await.unwrap();
-    cms.create(&PostParams::default(), &mk("b")).await.unwrap();
+    let mk = |name: &str| json!({"metadata": {"name": name}});
+    let a = create(&cms, mk("a")).await;
+    create(&cms, mk("b")).await;
     cms.delete("b", &Default::default()).await.unwrap();
     let url = format!(
         "{}/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={}&timeoutSeconds=1",
@@ -150,7 +143,7 @@ async fn watch_replays_from_resource_version_and_streaming_lists() {
         matches!(w.event().await, watcher::Event::InitApply(c) if c.metadata.name.as_deref() == Some("a"))
     );
     assert!(matches!(w.event().await, watcher::Event::InitDone));
-    cms.create(&PostParams::default(), &mk("c")).await.unwrap();
+    create(&cms, mk("c")).await;
     assert!(
         matches!(w.event().await, watcher::Event::Apply(c) if c.metadata.name.as_deref() == Some("c"))
     );
@@ -172,9 +165,11 @@ async fn metadata_watcher_and_get_metadata() {
     let env = Env::start().await;
     let client = env.client(false).await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
-    let s: k8s_openapi::api::core::v1::Secret =
-        serde_json::from_value(json!({"metadata": {"name": "s1", "labels": {"a": "b"}}, "stringData": {"password": "hunter2"}})).unwrap();
-    secrets.create(&PostParams::default(), &s).await.unwrap();
+    create(
+        &secrets,
+        json!({"metadata": {"name": "s1", "labels": {"a": "b"}}, "stringData": {"password": "hunter2"}}),
+    )
+    .await;
     let meta = secrets.get_metadata("s1").await.unwrap();
     assert_eq!(meta.metadata.labels.unwrap()["a"], "b");
     let list = secrets.list_metadata(&Default::default()).await.unwrap();
