@@ -41,9 +41,7 @@ async fn pods_own_sandbox_leaves_nothing_behind_and_stand_ins_answer() {
     let r = dp.push(&render("08-invalid", "haproxy.cfg"), "").await;
     assert_eq!(r.status, 400, "stand-ins validate with haproxy -c");
     let r = dp.push(&render("01-basic", "haproxy.cfg"), "").await;
-    assert_eq!(r.status, 202);
-    let id = r.reload_id();
-    assert_eq!(dp.wait_reload(&id).await["status"], "succeeded");
+    dp.assert_reloaded(&r).await;
     let real = pods.iter().find(|p| !p.stand_in).expect("real").clone();
     // the echo server on the host side of the link, reached from inside the pod by HAProxy
     let dpr = Dp::new(&real);

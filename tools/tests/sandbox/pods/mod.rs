@@ -461,6 +461,15 @@ impl Dp {
         panic!("reload {id} still in progress after 10 s");
     }
 
+    /// Asserts that `r` is a 202 whose reload (its `Reload-ID`) then succeeds.
+    pub async fn assert_reloaded(&self, r: &Answer) {
+        assert_eq!(r.status, 202, "{}", r.text);
+        assert_eq!(
+            self.wait_reload(&r.reload_id()).await["status"],
+            "succeeded"
+        );
+    }
+
     /// A `/_sandbox/` hook (no auth).
     pub async fn hook(&self, path: &str, body: Value) -> Answer {
         let r = self

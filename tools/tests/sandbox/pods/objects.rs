@@ -345,8 +345,7 @@ async fn spec_global_and_defaults_sections_are_served() {
     let r = dp
         .at_version("PUT", "configuration/global", Body::Json(g))
         .await;
-    assert_eq!(r.status, 202, "{}", r.text);
-    assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
+    dp.assert_reloaded(&r).await;
     let raw = dp.raw().await;
     assert!(raw.contains("\nglobal\n  maxconn 4000\n"), "{raw}");
     assert!(
@@ -361,8 +360,7 @@ async fn spec_global_and_defaults_sections_are_served() {
     let r = dp
         .at_version("POST", "configuration/defaults", Body::Json(body))
         .await;
-    assert_eq!(r.status, 202, "{}", r.text);
-    assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
+    dp.assert_reloaded(&r).await;
     let tuned = dp.get("configuration/defaults/tuned").await.json();
     assert_eq!(
         (
@@ -401,8 +399,7 @@ async fn spec_go_deployer_rule_with_capture_id_is_taken() {
             &[("replaceHTTPRequestRuleFrontend", "/body/index")],
         )
         .await;
-    assert_eq!(r.status, 202, "{}", r.text);
-    assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
+    dp.assert_reloaded(&r).await;
     assert_eq!(curl(&l.pod, "http", 80, None, "/"), "go deployer");
     let capture = json!({"type": "capture", "capture_sample": "req.hdr(host)", "capture_len": 32});
     let r = dp

@@ -223,8 +223,7 @@ async fn observed_return_content_written_as_given_read_back_with_its_quotes() {
             Body::Json(rule),
         )
         .await;
-    assert_eq!(r.status, 202, "{}", r.text);
-    assert_eq!(dp.wait_reload(&r.reload_id()).await["status"], "succeeded");
+    dp.assert_reloaded(&r).await;
     let got = dp
         .get("configuration/frontends/fe_http/http_request_rules/0")
         .await
