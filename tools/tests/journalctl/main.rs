@@ -56,6 +56,13 @@ fn run(args: &[&str]) -> Run {
     }
 }
 
+/// [`run`] that must exit 0 (panics with its stderr when not).
+fn ok(args: &[&str]) -> Run {
+    let r = run(args);
+    assert_eq!(r.code, 0, "{}", r.err);
+    r
+}
+
 /// The newest committed fixture (this build's schema).
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../migrations/fixtures/v4.redb")
@@ -86,16 +93,14 @@ fn json_lines(s: &str) -> Vec<serde_json::Value> {
 
 #[test]
 fn summary_works_on_the_committed_fixture() {
-    let r = run(&["summary", fixture().to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["summary", fixture().to_str().unwrap()]);
     assert!(r.out.contains("schema          4"), "{}", r.out);
     assert!(r.out.contains("term            3 (identity haptic-0)"));
     assert!(r.out.contains("oldest pending  "));
     for t in haptic_journal::tables::ALL_TABLES {
         assert!(r.out.lines().any(|l| l.starts_with(t)), "table {t} missing");
     }
-    let r = run(&["--json", "summary", fixture().to_str().unwrap()]);
-    assert_eq!(r.code, 0);
+    let r = ok(&["--json", "summary", fixture().to_str().unwrap()]);
     let v = &json_lines(&r.out)[0];
     assert_eq!(v["schema_version"], 4);
     assert_eq!(v["term"], 3);
@@ -113,8 +118,7 @@ fn summary_works_on_the_committed_fixture() {
 #[test]
 fn pending_json_has_the_exact_line_format() {
     let (_d, _p, f) = copy();
-    let r = run(&["pending", "--json", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["pending", "--json", &f]);
     let lines: Vec<&str> = r.out.lines().collect();
     assert_eq!(lines.len(), QUEUES.len() + TRANSACTIONS.len(), "{}", r.out);
     for (line, q) in lines.iter().zip(QUEUES) {
@@ -153,8 +157,7 @@ fn pending_json_has_the_exact_line_format() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.redb");
     drop(Journal::open(&JournalOptions::new(&empty)).unwrap());
-    let r = run(&["pending", "--json", empty.to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["pending", "--json", empty.to_str().unwrap()]);
     let lines: Vec<&str> = r.out.lines().collect();
     assert_eq!(lines.len(), 9);
     for (line, q) in lines.iter().zip(QUEUES) {
@@ -164,8 +167,7 @@ fn pending_json_has_the_exact_line_format() {
         );
     }
     // Table output names every queue and the events to replay.
-    let r = run(&["pending", &f]);
-    assert_eq!(r.code, 0);
+    let r = ok(&["pending", &f]);
     for q in QUEUES {
         assert!(r.out.contains(q));
     }
@@ -197,8 +199,7 @@ fn pending_json_has_the_exact_line_format() {
 #[test]
 fn dump_filters_by_since_kind_and_limit() {
     let (_d, _p, f) = copy();
-    let r = run(&["dump", &f, "events", "--limit", "3"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["dump", &f, "events", "--limit", "3"]);
     assert_eq!(r.out.lines().count(), 4, "{}", r.out);
     let r = run(&["--json", "dump", &f, "events", "--since", "20"]);
     let v = json_lines(&r.out);
@@ -261,8 +262,7 @@ fn dump_filters_by_since_kind_and_limit() {
 #[test]
 fn show_prints_one_event_with_its_work_items() {
     let (_d, _p, f) = copy();
-    let r = run(&["--json", "show", &f, "3"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "show", &f, "3"]);
     let v = &json_lines(&r.out)[0];
     assert_eq!(v["kind"], "validation.completed");
     assert_eq!(v["dispatched"], true);
@@ -273,8 +273,7 @@ fn show_prints_one_event_with_its_work_items() {
         .map(|w| w["queue"].as_str().unwrap())
         .collect();
     assert_eq!(queues, vec!["publish", "verdict"]);
-    let r = run(&["show", &f, "21"]);
-    assert_eq!(r.code, 0);
+    let r = ok(&["show", &f, "21"]);
     assert!(r.out.contains("leader.lost") && r.out.contains("replayed on restart"));
     let r = run(&["show", &f, "999"]);
     assert_eq!(r.code, 2);
@@ -299,8 +298,7 @@ fn ssl_blob(f: &str) -> String {
 fn blob_redacts_private_keys_unless_revealed() {
     let (_d, _p, f) = copy();
     let h = ssl_blob(&f);
-    let r = run(&["blob", &f, &h]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["blob", &f, &h]);
     assert!(r.out.contains("-----BEGIN CERTIFICATE-----"));
     assert!(r.out.contains("-----BEGIN PRIVATE KEY-----"));
     assert!(!r.out.contains(KEY_LINE), "private key leaked: {}", r.out);
@@ -312,8 +310,7 @@ fn blob_redacts_private_keys_unless_revealed() {
     assert_eq!(v["secret"], true);
     assert_eq!(v["redacted"], true);
     assert!(!r.out.contains(KEY_LINE));
-    let r = run(&["blob", &f, &h, "--reveal-secrets"]);
-    assert_eq!(r.code, 0);
+    let r = ok(&["blob", &f, &h, "--reveal-secrets"]);
     assert!(r.out.contains(KEY_LINE));
     // A short prefix works; a render prints its manifest.
     let prefix = &h["sha256:".len().."sha256:".len() + 8];
@@ -323,8 +320,7 @@ fn blob_redacts_private_keys_unless_revealed() {
         .as_str()
         .unwrap()
         .to_owned();
-    let r = run(&["blob", &f, &render]);
-    assert_eq!(r.code, 0);
+    let r = ok(&["blob", &f, &render]);
     assert!(r.out.contains("ssl/example.com.pem"));
     assert_eq!(run(&["blob", &f, "zz"]).code, 2);
 }
@@ -336,8 +332,7 @@ use damage::flip_marker;
 #[test]
 fn verify_is_clean_on_the_fixture_and_names_table_and_key_when_corrupt() {
     let (_d, p, f) = copy();
-    let r = run(&["verify", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["verify", &f]);
     assert!(r.out.contains("0 problem(s)"));
     // seq 21 is LostLeadership { reason: "lease_lost" }.
     assert!(flip_marker(&p, b"lease_lost") >= 1);
@@ -405,8 +400,7 @@ fn usage_errors_exit_2() {
 #[test]
 fn stats_and_compact_and_migrate() {
     let (_d, p, f) = copy();
-    let r = run(&["stats", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["stats", &f]);
     assert!(r.out.contains("file bytes") && r.out.contains("live bytes"));
     let r = run(&["--json", "stats", &f]);
     let v = json_lines(&r.out);
@@ -415,16 +409,13 @@ fn stats_and_compact_and_migrate() {
     assert_eq!(v.len(), tables + 1);
     assert!(v[tables]["file_bytes"].as_u64().unwrap() >= v[tables]["live_bytes"].as_u64().unwrap());
     let before = std::fs::read(&p).unwrap();
-    let r = run(&["compact", &f, "--write"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["compact", &f, "--write"]);
     assert!(r.out.contains("compacted"));
     assert_eq!(run(&["verify", &f]).code, 0);
-    let r = run(&["migrate", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["migrate", &f]);
     assert!(r.out.contains("schema 4, this build: 4"), "{}", r.out);
     assert!(r.out.contains("up to date"), "{}", r.out);
-    let r = run(&["--json", "migrate", &f, "--dry-run"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "migrate", &f, "--dry-run"]);
     assert_eq!(json_lines(&r.out)[0]["found"], 4);
     assert_eq!(json_lines(&r.out)[0]["steps"], serde_json::json!([]));
     assert_eq!(run(&["migrate", &f, "--write"]).code, 0);
@@ -468,8 +459,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
             r.err
         );
     }
-    let r = run(&["migrate", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["migrate", &f]);
     assert!(r.out.contains("schema 1, this build: 4"), "{}", r.out);
     assert!(
         r.out
@@ -484,8 +474,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
         r.out
     );
     assert!(r.out.contains("plan only"), "{}", r.out);
-    let r = run(&["--json", "migrate", &f, "--dry-run"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "migrate", &f, "--dry-run"]);
     let v = &json_lines(&r.out)[0];
     assert_eq!(
         (v["found"].as_u64(), v["target"].as_u64()),
@@ -494,14 +483,11 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
     assert_eq!(v["steps"][0]["step"], "v1_to_v2");
     assert_eq!(v["result"], "dry run: migrated a copy");
     assert_eq!(std::fs::read(&p).unwrap(), orig, "--dry-run wrote the file");
-    let r = run(&["migrate", &f, "--write"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["migrate", &f, "--write"]);
     assert!(r.out.contains("migrated"), "{}", r.out);
-    let r = run(&["verify", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["verify", &f]);
     assert!(r.out.contains("0 problem(s)"));
-    let r = run(&["--json", "summary", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "summary", &f]);
     let v = &json_lines(&r.out)[0];
     assert_eq!(v["schema_version"], 4);
     assert_eq!(v["last_seq"], 22, "every event kept");
@@ -520,8 +506,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
         "{}",
         r.out
     );
-    let r = run(&["migrate", &f, "--write"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["migrate", &f, "--write"]);
     assert!(r.out.contains("up to date"), "idempotent: {}", r.out);
 }
 
@@ -531,8 +516,7 @@ fn migrate_takes_a_v1_journal_to_this_builds_schema() {
 #[test]
 fn dump_shows_the_pod_truth_tables() {
     let (_d, _p, f) = copy();
-    let r = run(&["--json", "dump", &f, "endpoint_files"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "dump", &f, "endpoint_files"]);
     let v = json_lines(&r.out);
     assert_eq!(v.len(), 2, "{}", r.out);
     assert_eq!(v[0]["kind"], "state.endpoint-files");
@@ -551,7 +535,7 @@ fn dump_shows_the_pod_truth_tables() {
         "loaded an older content"
     );
     assert!(files[3]["loaded"].is_null(), "not known to be loaded");
-    let r = run(&[
+    let r = ok(&[
         "--json",
         "dump",
         &f,
@@ -559,7 +543,6 @@ fn dump_shows_the_pod_truth_tables() {
         "--kind",
         "state.endpoint-transaction",
     ]);
-    assert_eq!(r.code, 0, "{}", r.err);
     let v = json_lines(&r.out);
     let states: Vec<&str> = v
         .iter()
@@ -567,8 +550,7 @@ fn dump_shows_the_pod_truth_tables() {
         .collect();
     assert_eq!(states, vec!["Open", "Committing", "Unknown"]);
     assert_eq!(v[1]["record"]["version"], 13);
-    let r = run(&["dump", &f, "endpoint_transaction"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["dump", &f, "endpoint_transaction"]);
     assert_eq!(r.out.lines().count(), 4, "{}", r.out);
     assert!(
         r.out
@@ -594,8 +576,7 @@ fn dump_shows_the_pod_truth_tables() {
 #[test]
 fn dump_shows_the_pod_history() {
     let (_d, _p, f) = copy();
-    let r = run(&["--json", "dump", &f, "pod_history", "--kind", "history."]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "dump", &f, "pod_history", "--kind", "history."]);
     let v = json_lines(&r.out);
     let keys: Vec<&str> = v.iter().map(|x| x["key"].as_str().unwrap()).collect();
     assert_eq!(
@@ -623,8 +604,7 @@ fn dump_shows_the_pod_history() {
         v[2]["record"]["result"]["Failed"]["message"],
         "connection refused"
     );
-    let r = run(&["dump", &f, "pod_history"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["dump", &f, "pod_history"]);
     assert_eq!(r.out.lines().count(), 6, "{}", r.out);
     let r = run(&["dump", &f, "pod_history", "--kind", "state."]);
     assert_eq!(r.code, 2, "{}", r.out);
@@ -662,8 +642,7 @@ fn history_lists_syncs_with_the_terms_this_replica_did_not_lead_as_gaps() {
         j.accept(b).unwrap();
         last.render
     };
-    let r = run(&["--json", "history", &f, "--pod", "haptic/haproxy-0"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "history", &f, "--pod", "haptic/haproxy-0"]);
     let v = json_lines(&r.out);
     let terms: Vec<Option<u64>> = v.iter().map(|x| x["term"].as_u64()).collect();
     assert_eq!(
@@ -678,13 +657,11 @@ fn history_lists_syncs_with_the_terms_this_replica_did_not_lead_as_gaps() {
     assert_eq!(v[2]["result"], "failed");
     assert_eq!(v[2]["message"], "connection refused");
     assert_eq!(v[4]["result"], "applied");
-    let r = run(&["history", &f, "--pod", "haptic/haproxy-0"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["history", &f, "--pod", "haptic/haproxy-0"]);
     assert!(r.out.contains("gap: term 4..5"), "{}", r.out);
 
     // Which pods ran the render, and when: both pods, oldest first.
-    let r = run(&["--json", "history", &f, "--render", &render.to_string()]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "history", &f, "--render", &render.to_string()]);
     let v = json_lines(&r.out);
     let pods: Vec<&str> = v.iter().filter_map(|x| x["pod"].as_str()).collect();
     assert!(
@@ -698,8 +675,7 @@ fn history_lists_syncs_with_the_terms_this_replica_did_not_lead_as_gaps() {
     );
 
     // The fleet's timeline, bounded after its last sync: nothing.
-    let r = run(&["--json", "history", &f, "--since", "2100-01-01T00:00:00Z"]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["--json", "history", &f, "--since", "2100-01-01T00:00:00Z"]);
     assert_eq!(r.out.trim(), "", "{}", r.out);
     for (args, names) in [
         (vec!["history", &f, "--pod", "haproxy-0"], "NAMESPACE/NAME"),
@@ -922,8 +898,7 @@ fn a_journal_left_by_a_killed_process_is_read_from_a_repaired_copy() {
     );
     // Writes work on the original (its read-write open repairs it); afterwards it is clean.
     assert_eq!(run(&["compact", &f, "--write"]).code, 0);
-    let r = run(&["summary", &f]);
-    assert_eq!(r.code, 0, "{}", r.err);
+    let r = ok(&["summary", &f]);
     assert!(!r.err.contains("not closed cleanly"), "{}", r.err);
 }
 
@@ -1073,8 +1048,7 @@ fn dump_filters_that_do_not_apply_are_usage_errors() {
 #[test]
 fn stats_labels_page_slack_as_a_share_of_table_pages() {
     let (_d, _p, f) = copy();
-    let r = run(&["stats", &f]);
-    assert_eq!(r.code, 0);
+    let r = ok(&["stats", &f]);
     assert!(!r.out.contains("% of stored"), "{}", r.out);
     let v = json_lines(&run(&["--json", "stats", &f]).out);
     let t = &v[v.len() - 1];
