@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use haptic_journal::{
-    Batch, Checksum, Correlation, DeployedPublishItem, DrainCheckpoint, Event, Origin,
+    Checksum, Correlation, DeployedPublishItem, DrainCheckpoint, Event, Origin,
     PublishedCheckpoint, Queue, Render, Seq, UnixMillis, WorkEntry, WorkItem,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use tracing::info;
 
 use super::cache::HealCache;
-use super::context::Context;
+use super::context::{Context, ack_batch};
 use super::failures::{Writes, rejection_message, sleep_or_cancel};
 use super::publish::queued;
 use super::restore::restore_status;
@@ -72,9 +72,7 @@ impl Publishing<'_> {
                 // Permanent (Unbuildable): recorded and shown by `failed`, then released.
                 self.writes.failed(&e, 1, self.entry.is_some()).await;
                 if let Some(e) = self.entry {
-                    let mut b = Batch::new();
-                    b.ack(e.queue, e.key.clone(), e.record.id);
-                    self.ctx.commit.commit(b).await?;
+                    self.ctx.commit.ack_all([e]).await?;
                 }
                 return Ok(true);
             }
@@ -177,14 +175,11 @@ impl Publishing<'_> {
         if !self.writes.authoritative() {
             return Ok(false);
         }
-        let mut b = Batch::new();
-        for x in self
-            .entry
-            .into_iter()
-            .chain(self.extra_acks.iter().copied())
-        {
-            b.ack(x.queue, x.key.clone(), x.record.id);
-        }
+        let mut b = ack_batch(
+            self.entry
+                .into_iter()
+                .chain(self.extra_acks.iter().copied()),
+        );
         let advances = t.moves == Moves::Advance;
         if advances {
             b.hold_render(manifest);
@@ -270,9 +265,7 @@ impl Publishing<'_> {
             return Ok(false);
         }
         if let Some(e) = self.entry {
-            let mut b = Batch::new();
-            b.ack(e.queue, e.key.clone(), e.record.id);
-            self.ctx.commit.commit(b).await?;
+            self.ctx.commit.ack_all([e]).await?;
         }
         Ok(true)
     }

@@ -205,12 +205,11 @@ impl Commit {
     ///
     /// # Errors
     /// As [`Commit::commit`].
-    pub(super) async fn ack_all(&self, items: &[WorkEntry]) -> Result<(), PublisherError> {
-        let mut b = Batch::new();
-        for e in items {
-            b.ack(e.queue, e.key.clone(), e.record.id);
-        }
-        self.commit(b).await.map(|_| ())
+    pub(super) async fn ack_all<'a>(
+        &self,
+        items: impl IntoIterator<Item = &'a WorkEntry>,
+    ) -> Result<(), PublisherError> {
+        self.commit(ack_batch(items)).await.map(|_| ())
     }
 
     /// Moves every parked status back to pending (a parked item whose pod already has a newer
@@ -227,6 +226,15 @@ impl Commit {
             _ => 0,
         })
     }
+}
+
+/// A batch acking exactly the versions of `items` taken (compare-and-delete), in their order.
+pub(super) fn ack_batch<'a>(items: impl IntoIterator<Item = &'a WorkEntry>) -> Batch {
+    let mut b = Batch::new();
+    for e in items {
+        b.ack(e.queue, e.key.clone(), e.record.id);
+    }
+    b
 }
 
 /// Wake-ups of the workers, one each; their work is in the journal's queues.

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use haptic_journal::{Batch, Queue, WorkItem};
+use haptic_journal::{Queue, WorkItem};
 
 use super::context::Context;
 use super::failures::{Attempts, Worker, Writes, rounds_until_cancelled};
@@ -41,15 +41,11 @@ impl InvalidWorker {
         let Some((items, WorkItem::Invalid(item))) = self.ctx.newest_of(Queue::Invalid)? else {
             return Ok(());
         };
-        // The newest failure wins: the older ones are acked with it.
-        let mut ack = Batch::new();
-        for e in &items {
-            ack.ack(e.queue, e.key.clone(), e.record.id);
-        }
+        // The newest failure wins: the older ones are acked with it (`items`, every ack below).
         let name = invalid_haproxycfg_name(self.ctx.cfg.identity.name.as_str());
         let Some(render) = item.render else {
             // A failure without a render (nothing rendered) has no bytes to publish.
-            self.ctx.commit.commit(ack).await?;
+            self.ctx.commit.ack_all(&items).await?;
             return Ok(());
         };
         let content = match self.ctx.load_render(render).await {
@@ -57,7 +53,7 @@ impl InvalidWorker {
             Err(e) => {
                 // Permanent: the rejected render is not in the journal (Unbuildable).
                 self.writes.failed(&e, 1, false).await;
-                self.ctx.commit.commit(ack).await?;
+                self.ctx.commit.ack_all(&items).await?;
                 return Ok(());
             }
         };
@@ -73,7 +69,7 @@ impl InvalidWorker {
         let writer = &self.writes.writer;
         match self.writes.with_retries(|| writer.publish(&spec)).await {
             Attempts::Done(_) | Attempts::Rejected if !self.writes.cancel.is_cancelled() => {
-                self.ctx.commit.commit(ack).await?;
+                self.ctx.commit.ack_all(&items).await?;
             }
             _ => {}
         }

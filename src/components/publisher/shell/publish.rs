@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use haptic_journal::{
-    Batch, Checksum, Correlation, DeployedPublishItem, Queue, Seq, UnixMillis, WorkEntry, WorkItem,
+    Checksum, Correlation, DeployedPublishItem, Queue, Seq, UnixMillis, WorkEntry, WorkItem,
 };
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -224,11 +224,10 @@ impl PublishWorker {
                     seq = facts.item.map_or(0, |(_, s)| s.0),
                     "older render: spec left as it is"
                 );
-                let mut b = Batch::new();
-                for x in entry.into_iter().chain(extra_acks.iter().copied()) {
-                    b.ack(x.queue, x.key.clone(), x.record.id);
-                }
-                self.ctx.commit.commit(b).await?;
+                self.ctx
+                    .commit
+                    .ack_all(entry.into_iter().chain(extra_acks.iter().copied()))
+                    .await?;
                 return Ok(true);
             }
             Choice::Write {
