@@ -261,9 +261,7 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 state.applied.clear();
                 state.given_up.clear();
                 state.rejected.clear();
-                if let Some((render, correlation)) = state.target()
-                    && !state.endpoints.is_empty()
-                {
+                if let Some((render, correlation)) = state.target() {
                     let all = state.endpoints.clone();
                     let r = reason(DeploymentCause::ConfigValidation);
                     queue(state, render, all, r, correlation, &mut fx);
@@ -288,8 +286,8 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                 if new_render {
                     holding(state, &mut fx);
                 }
-                let all = not_quarantined(state, held);
-                if drift && !all.is_empty() {
+                if drift {
+                    let all = not_quarantined(state, held);
                     let r = reason(DeploymentCause::DriftPrevention);
                     queue(state, held, all, r, correlation, &mut fx);
                 }
@@ -315,17 +313,13 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             } else {
                 DeploymentCause::ConfigValidation
             };
-            if !targets.is_empty() {
-                queue(state, render, targets, reason(cause), correlation, &mut fx);
-            }
+            queue(state, render, targets, reason(cause), correlation, &mut fx);
         }
         Input::ValidationFailed { correlation } => {
             if let Some((render, _)) = state.target() {
                 let all = not_quarantined(state, render);
-                if !all.is_empty() {
-                    let r = reason(DeploymentCause::ValidationFallback);
-                    queue(state, render, all, r, correlation, &mut fx);
-                }
+                let r = reason(DeploymentCause::ValidationFallback);
+                queue(state, render, all, r, correlation, &mut fx);
             }
         }
         Input::PodsDiscovered { endpoints } => {
@@ -356,10 +350,8 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     .filter(|e| !state.quarantined(&e.url, &render))
                     .cloned()
                     .collect();
-                if !targets.is_empty() {
-                    let r = reason(DeploymentCause::PodDiscovery);
-                    queue(state, render, targets, r, corr, &mut fx);
-                }
+                let r = reason(DeploymentCause::PodDiscovery);
+                queue(state, render, targets, r, corr, &mut fx);
             }
         }
         Input::PodTerminated { pod } => {
@@ -383,10 +375,8 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
             // pod keeps what it runs.
             if let Some((render, _)) = state.target() {
                 let all = not_quarantined(state, render);
-                if !all.is_empty() {
-                    let r = reason(DeploymentCause::DriftPrevention);
-                    queue(state, render, all, r, correlation, &mut fx);
-                }
+                let r = reason(DeploymentCause::DriftPrevention);
+                queue(state, render, all, r, correlation, &mut fx);
             }
         }
         Input::Rollback {
@@ -404,10 +394,8 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     .filter(|e| cleared.contains(&e.url))
                     .cloned()
                     .collect();
-                if !targets.is_empty() {
-                    let r = reason(DeploymentCause::ConfigValidation);
-                    queue(state, render, targets, r, correlation, &mut fx);
-                }
+                let r = reason(DeploymentCause::ConfigValidation);
+                queue(state, render, targets, r, correlation, &mut fx);
             }
         }
         Input::InstanceDeployed {
@@ -534,10 +522,8 @@ pub fn decide(state: &mut SchedulerState, input: Input, now: Instant) -> Vec<Eff
                     .filter(|e| !state.quarantined(&e.url, &render))
                     .cloned()
                     .collect();
-                if !targets.is_empty() {
-                    let r = reason(DeploymentCause::BecameLeader);
-                    queue(state, render, targets, r, corr, &mut fx);
-                }
+                let r = reason(DeploymentCause::BecameLeader);
+                queue(state, render, targets, r, corr, &mut fx);
             }
         }
         Input::LostLeadership => {

@@ -112,7 +112,7 @@ pub(super) fn new_request(
 }
 
 /// Latest wins: the new request replaces the pending one (same render: targets are merged so
-/// no endpoint loses its turn).
+/// no endpoint loses its turn). Nothing when `endpoints` is empty.
 pub(super) fn queue(
     state: &mut SchedulerState,
     render: Checksum,
@@ -121,6 +121,9 @@ pub(super) fn queue(
     mut correlation: Correlation,
     fx: &mut Vec<Effect>,
 ) {
+    if endpoints.is_empty() {
+        return;
+    }
     if let Some(old) = &state.pending
         && old.render == render
     {
