@@ -39,17 +39,10 @@ async fn wait_dispatched(journal: &Arc<Journal>, bound: Duration) -> bool {
     let deadline = Instant::now() + bound;
     let target = journal.meta().map(|m| m.next_seq.0.saturating_sub(1));
     let Ok(target) = target else { return false };
-    loop {
-        match journal.meta() {
-            Ok(m) if m.dispatched_through.0 >= target => return true,
-            Ok(_) => {}
-            Err(_) => return false,
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(deadline, || {
+        journal.meta().map(|m| m.dispatched_through.0 >= target)
+    })
+    .await
 }
 
 /// The graceful leader stop: the deployer's drain, every accepted event dispatched, the
@@ -92,10 +85,19 @@ async fn drain(
 /// there (a journal read error counts as not).
 async fn wait_queue_empty(journal: &Arc<Journal>, queue: Queue, bound: Duration) -> bool {
     let deadline = Instant::now() + bound;
+    poll_until(deadline, || {
+        journal.queue(queue).map(|items| items.is_empty())
+    })
+    .await
+}
+
+/// Reads `done` every 20 ms until it says true (returns true), a read fails or `deadline`
+/// passed (returns false). The first read is at once.
+async fn poll_until<E>(deadline: Instant, mut done: impl FnMut() -> Result<bool, E>) -> bool {
     loop {
-        match journal.queue(queue) {
-            Ok(items) if items.is_empty() => return true,
-            Ok(_) => {}
+        match done() {
+            Ok(true) => return true,
+            Ok(false) => {}
             Err(_) => return false,
         }
         if Instant::now() >= deadline {
