@@ -32,6 +32,25 @@ use super::{NS, api_server};
 
 const TOKEN: &str = "s3cret-token";
 
+/// Creates the Secret `name` in [`NS`] holding `value` under `key`.
+async fn create_secret(emu: &super::Fleet, name: &str, key: &str, value: &str) {
+    Api::<Secret>::namespaced(emu.client(), NS)
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some(NS.into()),
+                    ..Default::default()
+                },
+                data: Some([(key.to_owned(), ByteString(value.into()))].into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+}
+
 fn corpus(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/corpus/renders")
@@ -299,29 +318,8 @@ async fn a_follower_answers_503_naming_the_lease_holder_and_the_token_comes_from
         )
         .await
         .unwrap();
-    let secrets = Api::<Secret>::namespaced(emu.client(), NS);
     for (name, key) in [("ingest", "token"), ("wrong-key", "password")] {
-        secrets
-            .create(
-                &PostParams::default(),
-                &Secret {
-                    metadata: ObjectMeta {
-                        name: Some(name.into()),
-                        namespace: Some(NS.into()),
-                        ..Default::default()
-                    },
-                    data: Some(
-                        [(
-                            key.to_owned(),
-                            ByteString(format!("{TOKEN}\n").into_bytes()),
-                        )]
-                        .into(),
-                    ),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
+        create_secret(&emu, name, key, &format!("{TOKEN}\n")).await;
     }
     let token = read_token(emu.client(), NS, "ingest").await.unwrap();
     assert_eq!(token, TOKEN, "trimmed of the trailing newline");
@@ -609,21 +607,7 @@ async fn a_429_or_500_reading_the_token_at_start_up_is_retried_not_fatal() {
     use haptic_tools::sandbox::apiserver::Fault;
 
     let emu = api_server().await;
-    Api::<Secret>::namespaced(emu.client(), NS)
-        .create(
-            &PostParams::default(),
-            &Secret {
-                metadata: ObjectMeta {
-                    name: Some("ingest".into()),
-                    namespace: Some(NS.into()),
-                    ..Default::default()
-                },
-                data: Some([("token".to_owned(), ByteString(TOKEN.into()))].into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    create_secret(&emu, "ingest", "token", TOKEN).await;
     let fault = |status, times| Fault {
         method: "GET".into(),
         path: "/secrets/ingest$".into(),

@@ -21,13 +21,19 @@ struct Candidate {
     task: tokio::task::JoinHandle<()>,
 }
 
-fn candidate(client: kube::Client, identity: &str) -> Candidate {
+/// The Lease `haptic-leader` for `identity` with the short intervals the candidates here run
+/// with (2 s duration, 1.2 s renew deadline, 200 ms retry period, 600 ms margin).
+fn short_lease(identity: &str) -> LeaseConfig {
     let mut config = LeaseConfig::new(NS, "haptic-leader", identity);
     config.duration = Duration::from_secs(2);
     config.renew_deadline = Duration::from_millis(1200);
     config.retry_period = Duration::from_millis(200);
     config.margin = Duration::from_millis(600);
-    spawn(LeaderElector::new(client, config))
+    config
+}
+
+fn candidate(client: kube::Client, identity: &str) -> Candidate {
+    spawn(LeaderElector::new(client, short_lease(identity)))
 }
 
 /// Runs `elector` until its candidate's `cancel` fires.
@@ -215,11 +221,7 @@ fn identity_prefers_the_flag() {
 #[tokio::test]
 async fn the_term_grows_past_the_journal_after_the_lease_is_deleted() {
     let emu = api_server().await;
-    let mut config = LeaseConfig::new(NS, "haptic-leader", "a");
-    config.duration = Duration::from_secs(2);
-    config.renew_deadline = Duration::from_millis(1200);
-    config.retry_period = Duration::from_millis(200);
-    config.margin = Duration::from_millis(600);
+    let config = short_lease("a");
     let floor = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(7));
     let f = floor.clone();
     let mut cand = spawn(
