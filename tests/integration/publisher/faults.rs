@@ -119,8 +119,7 @@ async fn oversized_objects_are_a_condition_not_a_loop() {
 
     // A 4 MiB map of incompressible text: over the API server's limit even compressed.
     let big = incompressible_from(0x9e37_79b9_7f4a_7c15, 4 << 20);
-    let mut r = corpus("02-maps");
-    r.files.push((AuxKind::Map, "maps/huge.map".into(), big));
+    let r = maps_with(AuxKind::Map, "maps/huge.map", big);
     env.render_and_pass(&p, &r).await;
     eventually(bound(), "released with a condition", || async {
         p.counters().given_up.load(Ordering::Relaxed) == 1
@@ -199,6 +198,13 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
     env.assert_no_422();
 }
 
+/// The render 02-maps with one more file: `content` at `path`, of `kind`.
+fn maps_with(kind: AuxKind, path: &str, content: Vec<u8>) -> RenderDir {
+    let mut r = corpus("02-maps");
+    r.files.push((kind, path.into(), content));
+    r
+}
+
 /// Incompressible text of `len` bytes (80-column lines).
 fn incompressible(len: usize) -> Vec<u8> {
     incompressible_from(0x2545_f491_4f6c_dd1d, len)
@@ -226,12 +232,11 @@ fn incompressible_from(mut seed: u64, len: usize) -> Vec<u8> {
 async fn size_limit_exceeded_is_cleared_once_a_later_render_fits() {
     use haptic::k8s::crd::reasons;
     let (mut env, p, term, _) = Env::with_published(&corpus("02-maps"), "published").await;
-    let mut r = corpus("02-maps");
-    r.files.push((
+    let r = maps_with(
         AuxKind::Map,
-        "maps/huge.map".into(),
+        "maps/huge.map",
         incompressible_from(0x9e37_79b9_7f4a_7c15, 4 << 20),
-    ));
+    );
     env.render_and_pass(&p, &r).await;
     eventually(bound(), "too large", || async {
         env.cfg(MAIN).await.and_then(|c| c.status).is_some_and(|s| {
@@ -243,9 +248,7 @@ async fn size_limit_exceeded_is_cleared_once_a_later_render_fits() {
     .await;
     env.wait_queue_empty(Queue::Publish, "released").await;
     // A later render that fits.
-    let mut fits = corpus("02-maps");
-    fits.files
-        .push((AuxKind::Map, "maps/small.map".into(), "a b\n".into()));
+    let fits = maps_with(AuxKind::Map, "maps/small.map", "a b\n".into());
     let sum = env.render_and_pass(&p, &fits).await;
     eventually(bound(), "published and within the size limit", || async {
         env.cfg(MAIN).await.is_some_and(|c| {
@@ -271,12 +274,7 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
     let (mut env, p, term, small) = Env::with_published(&corpus("02-maps"), "published").await;
     env.server().clear_requests();
 
-    let mut r = corpus("02-maps");
-    r.files.push((
-        AuxKind::Map,
-        "maps/large.map".into(),
-        incompressible(2 << 20),
-    ));
+    let r = maps_with(AuxKind::Map, "maps/large.map", incompressible(2 << 20));
     env.render_and_pass(&p, &r).await;
     let rejected = size_rejected(
         &env,
@@ -311,12 +309,7 @@ async fn etcd_too_large_500_is_a_condition_not_a_loop() {
 async fn a_secret_over_1mib_is_a_422_too_long_and_a_size_condition() {
     let (mut env, p, term, small) = Env::with_published(&corpus("02-maps"), "published").await;
     env.server().clear_requests();
-    let mut r = corpus("02-maps");
-    r.files.push((
-        AuxKind::Ca,
-        "ca/bundle.pem".into(),
-        incompressible(1_100_000),
-    ));
+    let r = maps_with(AuxKind::Ca, "ca/bundle.pem", incompressible(1_100_000));
     env.render_and_pass(&p, &r).await;
     let rejected = size_rejected(
         &env,
