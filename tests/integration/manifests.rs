@@ -123,24 +123,23 @@ pub async fn kubectl_get_hpcfg(peers: Peers) {
         None,
     );
     assert!(ok, "{wide}");
-    let header: Vec<&str> = wide
-        .lines()
-        .find(|l| l.starts_with("NAME"))
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    let row: Vec<&str> = wide
-        .lines()
-        .find(|l| l.starts_with("web-haproxycfg"))
-        .unwrap()
-        .split_whitespace()
-        .collect();
+    let header = columns(&wide, "NAME");
+    let row = columns(&wide, "web-haproxycfg");
     let size = header
         .iter()
         .position(|h| *h == "SIZE")
         .expect("-o wide adds SIZE");
     assert_eq!(row[size], "7", "{wide}");
     world.shutdown().await;
+}
+
+/// The columns of the first line of `out` that starts with `first`.
+fn columns<'a>(out: &'a str, first: &str) -> Vec<&'a str> {
+    out.lines()
+        .find(|l| l.starts_with(first))
+        .unwrap_or_else(|| panic!("no line starting with {first}:\n{out}"))
+        .split_whitespace()
+        .collect()
 }
 
 const DEPLOY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
