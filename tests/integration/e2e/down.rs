@@ -13,7 +13,10 @@ use haptic_testkit::render::write_render;
 
 use crate::deployer::truth_kit::{every_kind_config, every_kind_files, site_pem};
 
-use super::{Controller, ControllerOpts, Fleet, LEASE, MAIN, Peers, bounds, opts, start};
+use super::{
+    Controller, ControllerOpts, Fleet, LEASE, MAIN, Peers, bounds, leader_of, leads, logged, opts,
+    start,
+};
 
 on_peers!(
     Emulator,
@@ -106,11 +109,7 @@ async fn replicas_led(
         .collect();
     let all = names(world);
     status_lists(world, &all, bounds().converge()).await;
-    let leader = world
-        .eventually(bounds().takeover(), "a leader", || {
-            world.lease_holder(LEASE)
-        })
-        .await;
+    let leader = leader_of(world).await;
     (ctls, all, leader)
 }
 
@@ -194,26 +193,14 @@ pub async fn failover_uploads_nothing(peers: Peers) {
         pod.faults().clear_requests().await.unwrap();
     }
     let follower = ctls[f].opts.identity.clone();
-    world
-        .eventually(bounds().takeover(), "the follower to lead", || async {
-            let h = world.lease_holder(LEASE).await;
-            (h.as_deref() == Some(follower.as_str()))
-                .then_some(())
-                .ok_or(format!("holder {h:?}"))
-        })
-        .await;
-    ctls[f]
-        .eventually(
-            bounds().takeover(),
-            "the new leader's first deployment to finish",
-            || async {
-                ctls[f]
-                    .log_text()
-                    .lines()
-                    .any(|l| l.contains("deployment completed"))
-            },
-        )
-        .await;
+    leads(&world, &follower).await;
+    logged(
+        &ctls[f],
+        bounds().takeover(),
+        "the new leader's first deployment to finish",
+        "deployment completed",
+    )
+    .await;
     let mut writes = Vec::new();
     for pod in &world.pods() {
         for r in pod.faults().requests().await.unwrap() {

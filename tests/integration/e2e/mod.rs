@@ -184,6 +184,39 @@ pub async fn invalid_removed(fleet: &Fleet) {
         .await;
 }
 
+/// Waits until some controller holds the Lease ([`LEASE`]); returns its identity.
+pub async fn leader_of(fleet: &Fleet) -> String {
+    fleet
+        .eventually(bounds().takeover(), "a leader", || {
+            fleet.lease_holder(LEASE)
+        })
+        .await
+}
+
+/// Waits until `identity` holds the Lease ([`LEASE`]).
+pub async fn leads(fleet: &Fleet, identity: &str) {
+    fleet
+        .eventually(
+            bounds().takeover(),
+            &format!("{identity} to lead"),
+            || async {
+                let holder = fleet.lease_holder(LEASE).await;
+                (holder.as_deref() == Some(identity))
+                    .then_some(())
+                    .ok_or(format!("the Lease is held by {holder:?}"))
+            },
+        )
+        .await;
+}
+
+/// Waits (within `bound`) until a line of `ctl`'s log contains `needle`; `what` names the step.
+pub async fn logged(ctl: &Controller, bound: std::time::Duration, what: &str, needle: &str) {
+    ctl.eventually(bound, what, || async {
+        ctl.log_text().lines().any(|l| l.contains(needle))
+    })
+    .await;
+}
+
 /// SIGTERM; the controller must exit 0 within [`Intervals::stop`].
 pub fn stop_cleanly(ctl: &mut Controller) {
     let status = ctl.stop(bounds().stop()).expect("stops on SIGTERM");

@@ -5,7 +5,10 @@
 use haptic_testkit::RequestRecord;
 use nix::sys::signal::Signal;
 
-use super::{Controller, Fleet, LEASE, Peers, answers, bounds, feed, opts, published, start};
+use super::{
+    Controller, Fleet, LEASE, Peers, answers, bounds, feed, leader_of, leads, logged, opts,
+    published, start,
+};
 
 on_peers!(
     Emulator,
@@ -15,31 +18,7 @@ on_peers!(
         history_per_replica,
 );
 
-async fn leader_of(world: &World) -> String {
-    world
-        .eventually(bounds().takeover(), "a leader", || {
-            world.lease_holder(LEASE)
-        })
-        .await
-}
-
 type World = Fleet;
-
-/// Waits until `identity` holds the Lease.
-async fn leads(world: &World, identity: &str) {
-    world
-        .eventually(
-            bounds().takeover(),
-            &format!("{identity} to lead"),
-            || async {
-                let holder = world.lease_holder(LEASE).await;
-                (holder.as_deref() == Some(identity))
-                    .then_some(())
-                    .ok_or(format!("the Lease is held by {holder:?}"))
-            },
-        )
-        .await;
-}
 
 fn pick(a: &mut Controller, b: &mut Controller, leader: &str) -> (usize, usize) {
     if a.opts.identity == leader {
@@ -78,18 +57,13 @@ pub async fn follower_takes_over(peers: Peers) {
     leads(&world, &follower).await;
     // J9: the new leader reconciles with the pods; those already running the newest render
     // are not redeployed (no reload), once its became_leader deployment has completed.
-    ctls[f]
-        .eventually(
-            bounds().takeover(),
-            "the new leader's first deployment",
-            || async {
-                ctls[f]
-                    .log_text()
-                    .lines()
-                    .any(|l| l.contains("executor finished"))
-            },
-        )
-        .await;
+    logged(
+        &ctls[f],
+        bounds().takeover(),
+        "the new leader's first deployment",
+        "executor finished",
+    )
+    .await;
     assert_eq!(
         world.reload_counts().await,
         reloads_before,
@@ -251,18 +225,13 @@ pub async fn history_per_replica(peers: Peers) {
     feed(&render_dir, "02-maps");
     published(&world, "02-maps", 3).await;
     ctls[l] = world.controller(first.clone());
-    ctls[l]
-        .eventually(
-            bounds().takeover(),
-            "the restarted replica to follow",
-            || async {
-                ctls[l]
-                    .log_text()
-                    .lines()
-                    .any(|l| l.contains("haptic running"))
-            },
-        )
-        .await;
+    logged(
+        &ctls[l],
+        bounds().takeover(),
+        "the restarted replica to follow",
+        "haptic running",
+    )
+    .await;
     ctls[f].kill();
     leads(&world, &first.identity).await;
     feed(&render_dir, "03-maps-changed");

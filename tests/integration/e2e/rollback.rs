@@ -9,7 +9,9 @@
 
 use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
 
-use super::{LEASE, MAIN, Peers, bounds, checksum, feed, main_until, opts, published, start};
+use super::{
+    MAIN, Peers, bounds, checksum, feed, leader_of, leads, main_until, opts, published, start,
+};
 
 super::on_peers!(
     Emulator,
@@ -305,26 +307,11 @@ pub async fn rollback_failover(peers: Peers) {
     feed(&render_dir, "04-errors");
     held_on(&world, "02-maps", "04-errors").await;
 
-    let leader = world
-        .eventually(bounds().takeover(), "a leader", || {
-            world.lease_holder(LEASE)
-        })
-        .await;
+    let leader = leader_of(&world).await;
     let l = ctls.iter().position(|c| c.opts.identity == leader).unwrap();
     ctls[l].kill();
     let follower = ctls[1 - l].opts.identity.clone();
-    world
-        .eventually(
-            bounds().takeover(),
-            &format!("{follower} to lead"),
-            || async {
-                let holder = world.lease_holder(LEASE).await;
-                (holder.as_deref() == Some(follower.as_str()))
-                    .then_some(())
-                    .ok_or(format!("the Lease is held by {holder:?}"))
-            },
-        )
-        .await;
+    leads(&world, &follower).await;
     // Its first term runs (its start-up deployment), then the pods are still on 02.
     tokio::time::sleep(bounds().deployment()).await;
     held_on(&world, "02-maps", "04-errors").await;
