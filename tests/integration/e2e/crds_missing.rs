@@ -6,7 +6,7 @@
 use haptic_testkit::FleetConfig;
 
 use super::telemetry::get;
-use super::{Fleet, MAIN, Peers, answers, bounds, feed, opts, published};
+use super::{MAIN, Peers, answers, bounds, fed_on, published};
 
 on_peers!(
     Emulator,
@@ -16,14 +16,16 @@ on_peers!(
 const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
 
 pub async fn crds_missing(peers: Peers) {
-    let world = Fleet::start(FleetConfig {
-        peers,
-        ..FleetConfig::pods(2).without_crds()
-    })
+    let (world, _, o) = fed_on(
+        FleetConfig {
+            peers,
+            ..FleetConfig::pods(2).without_crds()
+        },
+        "02-maps",
+        "solo",
+    )
     .await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "02-maps");
-    let ctl = world.controller(opts(&world, "solo", &render_dir));
+    let ctl = world.controller(o);
     answers(&world, "02-maps").await;
     ctl.eventually(
         bounds().follow_up(),

@@ -14,7 +14,9 @@ use serde_json::json;
 use haptic_testkit::Fleet;
 
 use super::telemetry::{get, scrape};
-use super::{Peers, answers, bounds, feed, opts, published, solo, start, stop_cleanly};
+use super::{
+    Peers, answers, bounds, event_until, feed, opts, published, solo, start, stop_cleanly,
+};
 
 /// Marks every Pod object of the fleet NotReady the way a HAProxy pod without a configuration
 /// is: condition Ready=False (HAProxy's readiness probe answers 503), the `haproxy` container
@@ -230,19 +232,11 @@ async fn a_validator_of_another_haproxy_version_is_named() {
     );
     let m = scrape(ctl.metrics_addr().await).await;
     assert_eq!(m.value("haptic_validator_version_mismatch_pods"), 2.0);
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(fleet.client(), fleet.namespace());
-    fleet
-        .eventually(
-            bounds().follow_up(),
-            "a ValidatorVersionMismatch Event",
-            || async {
-                let list = events.list(&Default::default()).await.ok()?;
-                list.items
-                    .iter()
-                    .any(|e| e.reason.as_deref() == Some("ValidatorVersionMismatch"))
-                    .then_some(())
-            },
-        )
-        .await;
+    event_until(
+        &fleet,
+        bounds().follow_up(),
+        "a ValidatorVersionMismatch Event",
+        |e| e.reason.as_deref() == Some("ValidatorVersionMismatch"),
+    )
+    .await;
 }

@@ -79,7 +79,24 @@ pub async fn fed(
     render: &str,
     identity: &str,
 ) -> (Fleet, std::path::PathBuf, ControllerOpts) {
-    let world = start(peers, pods).await;
+    fed_on(
+        FleetConfig {
+            peers,
+            ..FleetConfig::pods(pods)
+        },
+        render,
+        identity,
+    )
+    .await
+}
+
+/// [`fed`] on a fleet of `config`.
+pub async fn fed_on(
+    config: FleetConfig,
+    render: &str,
+    identity: &str,
+) -> (Fleet, std::path::PathBuf, ControllerOpts) {
+    let world = Fleet::start(config).await;
     let render_dir = world.dir().join("render");
     feed(&render_dir, render);
     let o = opts(&world, identity, &render_dir);
@@ -159,6 +176,24 @@ pub async fn events_where(
         .into_iter()
         .filter(|e| keep(e))
         .collect()
+}
+
+/// Waits (within `bound`) until an Event of the fleet's namespace satisfies `keep` (a failed
+/// list is tried again).
+pub async fn event_until(
+    fleet: &Fleet,
+    bound: std::time::Duration,
+    what: &str,
+    keep: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) {
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(fleet.client(), fleet.namespace());
+    fleet
+        .eventually(bound, what, || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            list.items.iter().any(&keep).then_some(())
+        })
+        .await;
 }
 
 /// Waits until every pod answers what the README lists for `render`.

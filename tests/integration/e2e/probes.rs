@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use haptic_testkit::{Controller, FleetConfig, http};
 use serde_json::Value;
 
-use super::{Fleet, MAIN, Peers, bounds, feed, opts, published};
+use super::{MAIN, Peers, bounds, fed_on, published};
 use crate::runtime::helm::template;
 
 on_peers!(
@@ -208,14 +208,16 @@ pub async fn never_restarted_for_missing_crds(peers: Peers) {
     assert_eq!(liveness.path, "/healthz");
     assert_eq!(readiness.path, "/readyz");
 
-    let world = Fleet::start(FleetConfig {
-        peers,
-        ..FleetConfig::pods(1).without_crds()
-    })
+    let (world, _, o) = fed_on(
+        FleetConfig {
+            peers,
+            ..FleetConfig::pods(1).without_crds()
+        },
+        "02-maps",
+        "solo",
+    )
     .await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "02-maps");
-    let ctl = world.controller(opts(&world, "solo", &render_dir));
+    let ctl = world.controller(o);
     let since = Instant::now();
     let mut kubelet = Kubelet::default();
 

@@ -14,7 +14,6 @@ use haptic::k8s::crd::{HAProxyCRTListFile, HAProxyGeneralFile};
 use haptic::source::dir::read_render;
 use haptic_testkit::RequestRecord;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::api::rbac::v1::Role;
 use kube::Api;
 use kube::api::ListParams;
@@ -23,8 +22,8 @@ use haptic_journal::Checksum;
 use haptic_testkit::render::put_configmap_render;
 
 use super::{
-    Fleet, INVALID, LEASE, Peers, Published, answers, bounds, check_render, checksum, feed,
-    main_until, opts, published, start, stop_cleanly, stream,
+    Fleet, INVALID, LEASE, Peers, Published, answers, bounds, check_render, checksum, event_until,
+    feed, main_until, opts, published, start, stop_cleanly, stream,
 };
 
 /// `(apiGroup, resource[/subresource], verb)`; the core group is `""`.
@@ -183,23 +182,16 @@ async fn dir_run(world: &Fleet) {
         })
         .await;
     // 08 and 09 are both rejected: the second ConfigPinned Event is a patch of the first's series.
-    let events = Api::<KubeEvent>::namespaced(world.client(), world.namespace());
-    world
-        .eventually(
-            bounds().follow_up(),
-            "ConfigPinned Event series",
-            || async {
-                let list = events.list(&ListParams::default()).await.ok()?;
-                list.items
-                    .iter()
-                    .any(|e| {
-                        e.reason.as_deref() == Some("ConfigPinned")
-                            && e.series.as_ref().is_some_and(|s| s.count >= 2)
-                    })
-                    .then_some(())
-            },
-        )
-        .await;
+    event_until(
+        world,
+        bounds().follow_up(),
+        "ConfigPinned Event series",
+        |e| {
+            e.reason.as_deref() == Some("ConfigPinned")
+                && e.series.as_ref().is_some_and(|s| s.count >= 2)
+        },
+    )
+    .await;
     stop_cleanly(&mut ctl);
     assert!(
         world.lease_holder(LEASE).await.is_none(),

@@ -18,7 +18,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::{Resource, ResourceExt};
 
 use super::down::render_with_files;
-use super::{Fleet, MAIN, Peers, bounds, opts, start, stop_cleanly};
+use super::{Fleet, MAIN, Peers, bounds, object_until, opts, start, stop_cleanly};
 
 on_peers!(
     Emulator,
@@ -103,24 +103,21 @@ pub async fn changed_config_name(peers: Peers) {
     let mut o = opts(&world, "solo", &render_dir);
     o.config_name = OLD.into();
     let mut ctl = world.controller(o.clone());
-    let old = world
-        .eventually(
-            bounds().converge(),
-            "old-haproxycfg on both pods",
-            || async {
-                let c = world
-                    .hpcfg(OLD_CFG)
-                    .await
-                    .ok_or("no old-haproxycfg".to_owned())?;
-                let p = haptic_testkit::Published::of(&c);
-                if p.on(&c.spec.checksum, 2) {
-                    Ok(c)
-                } else {
-                    Err(format!("{p:?}"))
-                }
-            },
-        )
-        .await;
+    let old = object_until(
+        &world,
+        OLD_CFG,
+        bounds().converge(),
+        "old-haproxycfg on both pods",
+        |c| {
+            let p = haptic_testkit::Published::of(c);
+            if p.on(&c.spec.checksum, 2) {
+                Ok(c.clone())
+            } else {
+                Err(format!("{p:?}"))
+            }
+        },
+    )
+    .await;
     let before = dependants(&world, OLD_CFG).await;
     assert!(
         before.len() >= 5,
