@@ -148,6 +148,17 @@ async fn pods_come_and_go_and_relists_terminate_nothing() {
     task.await.unwrap().unwrap();
 }
 
+/// Reads the credentials of the Secret `name`; they must be `want` (username, password).
+async fn credentials_are(
+    emu: &super::Fleet,
+    name: &str,
+    want: (&str, &str),
+) -> haptic::k8s::discovery::Credentials {
+    let c = read_credentials(emu.client(), NS, name).await.unwrap();
+    assert_eq!((c.username.as_str(), c.password.as_str()), want, "{name}");
+    c
+}
+
 #[tokio::test]
 async fn credentials_come_from_the_secret() {
     let emu = api_server().await;
@@ -161,13 +172,7 @@ async fn credentials_come_from_the_secret() {
         .create(&PostParams::default(), &secret)
         .await
         .unwrap();
-    let c = read_credentials(emu.client(), NS, "dataplane")
-        .await
-        .unwrap();
-    assert_eq!(
-        (c.username.as_str(), c.password.as_str()),
-        ("admin", "s3cret")
-    );
+    let c = credentials_are(&emu, "dataplane", ("admin", "s3cret")).await;
     assert!(!format!("{c:?}").contains("s3cret"));
     assert!(read_credentials(emu.client(), NS, "absent").await.is_err());
 }
@@ -193,13 +198,7 @@ async fn upstream_credential_keys_are_accepted() {
         .unwrap();
         api.create(&PostParams::default(), &secret).await.unwrap();
     }
-    let c = read_credentials(emu.client(), NS, "upstream")
-        .await
-        .unwrap();
-    assert_eq!(
-        (c.username.as_str(), c.password.as_str()),
-        ("admin", "upstream")
-    );
+    credentials_are(&emu, "upstream", ("admin", "upstream")).await;
     let e = read_credentials(emu.client(), NS, "neither")
         .await
         .unwrap_err()
