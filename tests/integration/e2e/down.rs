@@ -15,7 +15,7 @@ use crate::deployer::truth_kit::{every_kind_config, every_kind_files, site_pem};
 
 use super::{
     Controller, ControllerOpts, Fleet, LEASE, MAIN, Peers, bounds, leader_of, leads, logged, opts,
-    start,
+    pod_writes, start,
 };
 
 on_peers!(
@@ -203,10 +203,8 @@ pub async fn failover_uploads_nothing(peers: Peers) {
     .await;
     let mut writes = Vec::new();
     for pod in &world.pods() {
-        for r in pod.faults().requests().await.unwrap() {
-            if r.method != "GET" {
-                writes.push(format!("{} {} {} {}", pod.name, r.method, r.path, r.query));
-            }
+        for r in pod_writes(pod).await {
+            writes.push(format!("{} {} {} {}", pod.name, r.method, r.path, r.query));
         }
     }
     assert!(

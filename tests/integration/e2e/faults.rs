@@ -8,7 +8,9 @@
 use haptic_tools::sandbox::apiserver::Fault;
 use serde_json::{Value, json};
 
-use super::{Controller, ControllerOpts, Fleet, Peers, check_render, feed, stop_cleanly};
+use super::{
+    Controller, ControllerOpts, Fleet, Peers, check_render, feed, pod_writes, stop_cleanly,
+};
 use crate::crash_matrix::{journal_after_stop, pod_writes_within, write_bounds};
 
 on_peers!(
@@ -235,16 +237,13 @@ pub async fn lease_stolen(peers: Peers) {
             .is_ok_and(|t| t > lost && t < back)
     };
     for p in world.pods() {
-        let writes: Vec<String> = p
-            .faults()
-            .requests()
+        let writes: Vec<String> = pod_writes(&p)
             .await
-            .unwrap()
             .into_iter()
             // A transaction's DELETE is the abort of a deployment begun while leading (the
             // render can be read before the old leader's next renew finds the Lease taken): it
             // commits nothing and leaves no open transaction behind. Every other write counts.
-            .filter(|r| r.method != "GET" && between(&r.at) && !is_transaction_abort(r))
+            .filter(|r| between(&r.at) && !is_transaction_abort(r))
             .map(|r| format!("{} {} at {}", r.method, r.path, r.at))
             .collect();
         assert!(

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::telemetry::scrape;
-use super::{Peers, bounds, published};
+use super::{Peers, bounds, pod_writes, published};
 
 on_peers!(
     Emulator,
@@ -82,13 +82,9 @@ pub async fn idle_drift_writes_nothing(peers: Peers) {
         ctl.log_tail(30)
     );
     for pod in &world.pods() {
-        let sent: Vec<String> = pod
-            .faults()
-            .requests()
+        let sent: Vec<String> = pod_writes(pod)
             .await
-            .unwrap()
             .into_iter()
-            .filter(|r| r.method != "GET")
             .map(|r| format!("{} {}", r.method, r.path))
             .collect();
         assert_eq!(

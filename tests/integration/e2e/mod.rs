@@ -252,6 +252,13 @@ pub async fn logged(ctl: &Controller, bound: std::time::Duration, what: &str, ne
     .await;
 }
 
+/// The requests other than GET in `pod`'s Dataplane request log.
+pub async fn pod_writes(pod: &haptic_testkit::Pod) -> Vec<haptic_testkit::RequestRecord> {
+    let mut requests = pod.faults().requests().await.unwrap();
+    requests.retain(|r| r.method != "GET");
+    requests
+}
+
 /// SIGTERM; the controller must exit 0 within [`Intervals::stop`].
 pub fn stop_cleanly(ctl: &mut Controller) {
     let status = ctl.stop(bounds().stop()).expect("stops on SIGTERM");
