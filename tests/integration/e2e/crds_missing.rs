@@ -3,10 +3,8 @@
 //! naming the missing resource types, and once the CRDs are applied the HAProxyCfg is published
 //! with every pod on it, without a restart.
 
-use haptic_testkit::FleetConfig;
-
 use super::telemetry::get;
-use super::{MAIN, Peers, answers, bounds, fed_on, published};
+use super::{MAIN, Peers, answers, bounds, published, solo_without_crds};
 
 on_peers!(
     Emulator,
@@ -16,16 +14,7 @@ on_peers!(
 const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crds");
 
 pub async fn crds_missing(peers: Peers) {
-    let (world, _, o) = fed_on(
-        FleetConfig {
-            peers,
-            ..FleetConfig::pods(2).without_crds()
-        },
-        "02-maps",
-        "solo",
-    )
-    .await;
-    let ctl = world.controller(o);
+    let (world, ctl) = solo_without_crds(peers, 2, "02-maps").await;
     answers(&world, "02-maps").await;
     ctl.eventually(
         bounds().follow_up(),

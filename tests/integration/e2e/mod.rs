@@ -111,6 +111,18 @@ pub async fn solo(peers: Peers, pods: usize) -> (Fleet, std::path::PathBuf, Cont
     (world, render_dir, ctl)
 }
 
+/// A fleet of `pods` pods on `peers` without the CRDs and one controller `solo` on
+/// `<fleet dir>/render`, fed `render` first.
+pub async fn solo_without_crds(peers: Peers, pods: usize, render: &str) -> (Fleet, Controller) {
+    let config = FleetConfig {
+        peers,
+        ..FleetConfig::pods(pods).without_crds()
+    };
+    let (world, _, o) = fed_on(config, render, "solo").await;
+    let ctl = world.controller(o);
+    (world, ctl)
+}
+
 /// Feeds each of `renders` into `render_dir` in turn and checks it ([`check_render`]).
 pub async fn feed_and_check<S: AsRef<str>>(
     fleet: &Fleet,

@@ -13,10 +13,10 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use haptic_testkit::{Controller, FleetConfig, http};
+use haptic_testkit::{Controller, http};
 use serde_json::Value;
 
-use super::{MAIN, Peers, bounds, fed_on, published};
+use super::{MAIN, Peers, bounds, published, solo_without_crds};
 use crate::runtime::helm::template;
 
 on_peers!(
@@ -208,16 +208,7 @@ pub async fn never_restarted_for_missing_crds(peers: Peers) {
     assert_eq!(liveness.path, "/healthz");
     assert_eq!(readiness.path, "/readyz");
 
-    let (world, _, o) = fed_on(
-        FleetConfig {
-            peers,
-            ..FleetConfig::pods(1).without_crds()
-        },
-        "02-maps",
-        "solo",
-    )
-    .await;
-    let ctl = world.controller(o);
+    let (world, ctl) = solo_without_crds(peers, 1, "02-maps").await;
     let since = Instant::now();
     let mut kubelet = Kubelet::default();
 
