@@ -109,12 +109,7 @@ pub(super) async fn converged(
             })
             .await
             .map_err(|e| e.to_string())??;
-            let left: Vec<_> = p
-                .queues
-                .iter()
-                .filter(|q| q.count > 0 && q.queue != Queue::DrainCheckpoint)
-                .map(|q| (q.queue.as_str(), q.count))
-                .collect();
+            let left = queued(&p);
             if left.is_empty() && p.undispatched_events == 0 {
                 Ok(())
             } else {
@@ -190,6 +185,15 @@ pub(super) async fn pod_writes(w: &World) -> Result<(), String> {
     Ok(())
 }
 
+/// The queues of `p` with items in them (name, count), the drain checkpoint aside.
+fn queued(p: &haptic_journal::Pending) -> Vec<(&'static str, u64)> {
+    p.queues
+        .iter()
+        .filter(|q| q.count > 0 && q.queue != Queue::DrainCheckpoint)
+        .map(|q| (q.queue.as_str(), q.count))
+        .collect()
+}
+
 /// Checks (5) and (2) on a stopped controller's journal: `verify` finds nothing, nothing is
 /// pending (the drain checkpoint aside), and no HAProxyCfg has two ConfigPublished of one
 /// checksum.
@@ -201,12 +205,7 @@ pub(crate) fn journal_after_stop(journal: &std::path::Path) -> Result<(), String
         return Err(format!("verify: {problems:?}"));
     }
     let pending = j.pending().map_err(|e| e.to_string())?;
-    let left: Vec<_> = pending
-        .queues
-        .iter()
-        .filter(|q| q.count > 0 && q.queue != Queue::DrainCheckpoint)
-        .map(|q| (q.queue.as_str(), q.count))
-        .collect();
+    let left = queued(&pending);
     if !left.is_empty() {
         return Err(format!("pending after a clean stop: {left:?}"));
     }
