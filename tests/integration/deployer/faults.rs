@@ -14,17 +14,9 @@ async fn deployer_handles_conflicts_server_errors_slow_and_failed_reloads() {
     h.lead(&eps).await;
 
     // pod 0: a 409 storm (two conflicts, then the push goes through after re-reading).
-    fault(
-        &pods[0],
-        json!({"method":"POST","path":"configuration/raw$","status":409,"times":2}),
-    )
-    .await;
+    fault(&pods[0], push_answers(409, 2)).await;
     // pod 1: a 500 on the push: failed (retryable), retried with backoff, then succeeds.
-    fault(
-        &pods[1],
-        json!({"method":"POST","path":"configuration/raw$","status":500,"times":1}),
-    )
-    .await;
+    fault(&pods[1], push_answers(500, 1)).await;
     // pod 2: a slow reload: the poll waits for it.
     fault(&pods[2], json!({"reload":"slow","times":1,"delay_ms":1500})).await;
     let r1 = h.feed("01-basic", true).await;

@@ -568,6 +568,12 @@ pub async fn fault(pod: &Pod, body: serde_json::Value) {
     pod.faults().arm(body).await.unwrap();
 }
 
+/// A fault row ([`fault`]): the next `times` raw pushes (`POST configuration/raw`) answered
+/// `status`.
+pub fn push_answers(status: u16, times: u32) -> serde_json::Value {
+    serde_json::json!({"method":"POST","path":"configuration/raw$","status":status,"times":times})
+}
+
 /// The next reload of every one of `pods` takes `delay_ms` longer (keeps a deployment in flight).
 pub async fn slow_reloads(pods: &[Pod], delay_ms: u64) {
     for pod in pods {

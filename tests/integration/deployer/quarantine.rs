@@ -30,11 +30,7 @@ async fn deployer_quarantines_a_render_a_pod_rejects_after_a_resync_and_retries_
         json!({"method":"POST","path":"transactions$","status":400,"times":1}),
     )
     .await;
-    fault(
-        &pods[1],
-        json!({"method":"POST","path":"configuration/raw$","status":400,"times":1}),
-    )
-    .await;
+    fault(&pods[1], push_answers(400, 1)).await;
     for pod in &pods {
         clear_requests(pod).await;
     }
