@@ -47,6 +47,23 @@ fn degraded_bound() -> Duration {
     bounds().deployment()
 }
 
+/// Waits (within [`degraded_bound`]) until `/readyz` on `metrics` answers 503 with a body
+/// `accept` takes; returns that body.
+async fn readyz_503(
+    ctl: &Controller,
+    metrics: std::net::SocketAddr,
+    what: &str,
+    accept: impl Fn(&str) -> bool,
+) -> String {
+    ctl.eventually(degraded_bound(), what, || async {
+        let (s, body) = get(metrics, "/readyz").await;
+        (s == 503 && accept(&body))
+            .then_some(body.clone())
+            .ok_or(format!("{s} {body}"))
+    })
+    .await
+}
+
 /// From the fix to the newest render on every pod and in the HAProxyCfg: the probe's backoff
 /// (at most [`PROBE_MAX`]), then a render's convergence.
 fn resume_bound(i: &Intervals) -> Duration {
@@ -429,18 +446,10 @@ async fn scenario(fault: Fault) {
     }
     let faulted_at = Instant::now();
     feed(&render_dir, "10-large-map");
-    let ready = ctl
-        .eventually(
-            degraded_bound(),
-            "/readyz 503 naming the journal",
-            || async {
-                let (s, body) = get(metrics, "/readyz").await;
-                (s == 503 && body.contains("journal"))
-                    .then_some(body.clone())
-                    .ok_or(format!("{s} {body}"))
-            },
-        )
-        .await;
+    let ready = readyz_503(&ctl, metrics, "/readyz 503 naming the journal", |body| {
+        body.contains("journal")
+    })
+    .await;
     let journal_text = journal_path.display().to_string();
     assert!(ready.contains(&journal_text), "{ready}");
     match fault {
@@ -606,18 +615,13 @@ async fn removed_journal_refuses_input_until_a_restart_on_a_fresh_file() {
     let removed_at = Instant::now();
     feed(&render_dir, "10-large-map");
     let journal_text = journal_path.display().to_string();
-    let ready = ctl
-        .eventually(
-            degraded_bound(),
-            "/readyz 503 naming the journal and the fix",
-            || async {
-                let (s, body) = get(metrics, "/readyz").await;
-                (s == 503 && body.contains(&journal_text) && body.contains("restart the pod"))
-                    .then_some(body.clone())
-                    .ok_or(format!("{s} {body}"))
-            },
-        )
-        .await;
+    let ready = readyz_503(
+        &ctl,
+        metrics,
+        "/readyz 503 naming the journal and the fix",
+        |body| body.contains(&journal_text) && body.contains("restart the pod"),
+    )
+    .await;
     let (s, body) = get(metrics, "/healthz").await;
     assert_eq!(
         (s, body.as_str()),
