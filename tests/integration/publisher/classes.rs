@@ -34,9 +34,7 @@ fn refuse_spec_updates(status: u16) -> Fault {
 async fn forbidden_is_retried_and_shown_until_granted() {
     let (mut env, p, term, first) = Env::with_render(&corpus("02-maps")).await;
     eventually(bound(), "first published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
+        env.spec_is(first).await
             && published(&env).await == Some(("True".into(), reasons::PUBLICATION_SUCCEEDED.into()))
     })
     .await;
@@ -56,9 +54,7 @@ async fn forbidden_is_retried_and_shown_until_granted() {
     // Granted: the queued publication completes, with no new input.
     env.server().clear_faults();
     eventually(bound(), "published once granted", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == second)
+        env.spec_is(second).await
             && env.queue_len(Queue::Publish) == 0
             && published(&env).await == Some(("True".into(), reasons::PUBLICATION_SUCCEEDED.into()))
     })
@@ -72,10 +68,7 @@ async fn forbidden_is_retried_and_shown_until_granted() {
 async fn unprocessable_is_rejected_recorded_shown_and_acked() {
     let (mut env, p, term, first) = Env::with_render(&corpus("02-maps")).await;
     eventually(bound(), "first published", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-            && env.queue_len(Queue::Publish) == 0
+        env.spec_is(first).await && env.queue_len(Queue::Publish) == 0
     })
     .await;
     env.server().add_fault(refuse_spec_updates(422)).unwrap();
@@ -113,9 +106,7 @@ async fn unprocessable_is_rejected_recorded_shown_and_acked() {
     env.server().clear_faults();
     // The spec keeps the last complete publication; the rejection stays shown.
     eventually(bound(), "spec on the first render", || async {
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
+        env.spec_is(first).await
     })
     .await;
     assert_eq!(env.published_events(), 1);

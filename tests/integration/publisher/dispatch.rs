@@ -49,7 +49,7 @@ async fn render_passed_before_leadership_is_published_by_its_deployment() {
     let t1 = p1.start(Term(1));
     let old = env.render_and_pass(&p1, &corpus("02-maps")).await;
     eventually(bound(), "02 published, its verdict written", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == old)
+        env.spec_is(old).await
             && env.queue_len(Queue::Publish) == 0
             && env.queue_len(Queue::Verdict) == 0
     })

@@ -151,11 +151,7 @@ async fn a_newer_render_supersedes_a_failing_older_retry() {
         env.queue_len(Queue::Publish) == 0 && env.published_events() == 1
     })
     .await;
-    assert!(
-        env.cfg(MAIN)
-            .await
-            .is_some_and(|c| c.spec.checksum == first)
-    );
+    assert!(env.spec_is(first).await);
     // Every spec update fails (500) while two more renders arrive.
     env.server()
         .add_fault(Fault {

@@ -198,8 +198,7 @@ async fn publishes_every_kind_then_status_conditions_and_gc() {
     let basic = corpus("02-maps");
     let next = env.render_and_pass(&p, &basic).await;
     eventually(bound(), "second publication", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == next)
-            && env.cfg(INVALID).await.is_none()
+        env.spec_is(next).await && env.cfg(INVALID).await.is_none()
     })
     .await;
     eventually(bound(), "gc", || async {

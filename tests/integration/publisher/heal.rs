@@ -165,7 +165,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
     };
     let tls = env.render_and_pass(&p, &corpus("05-tls")).await;
     eventually(bound(), "published with its Secret", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == tls) && ours().await.len() == 1
+        env.spec_is(tls).await && ours().await.len() == 1
     })
     .await;
     let name = ours().await[0].metadata.name.clone().unwrap();
@@ -217,7 +217,7 @@ async fn secret_deleted_or_edited_is_restored_and_one_collected_by_gc_is_not() {
     let healed = heals();
     let maps = env.render_and_pass(&p, &corpus("02-maps")).await;
     eventually(bound(), "published, Secret collected", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == maps) && ours().await.is_empty()
+        env.spec_is(maps).await && ours().await.is_empty()
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;

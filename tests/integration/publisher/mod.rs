@@ -423,6 +423,13 @@ impl Env {
         self.cfgs().get_opt(name).await.unwrap()
     }
 
+    /// Whether the main HAProxyCfg exists with the spec `render`.
+    pub async fn spec_is(&self, render: Checksum) -> bool {
+        self.cfg(MAIN)
+            .await
+            .is_some_and(|c| c.spec.checksum == render)
+    }
+
     /// Count of `config.published` events in the journal log.
     pub fn published_events(&self) -> usize {
         self.journal

@@ -13,8 +13,7 @@ async fn publish_05_then_06(env: &mut Env, p: &ConfigPublisher) -> (Checksum, Ch
     env.wait_spec("05 published", r05).await;
     let r06 = env.render_and_pass(p, &corpus("06-crtlist")).await;
     eventually(bound(), "06 published", || async {
-        env.cfg(MAIN).await.is_some_and(|c| c.spec.checksum == r06)
-            && env.queue_len(Queue::Publish) == 0
+        env.spec_is(r06).await && env.queue_len(Queue::Publish) == 0
     })
     .await;
     (r05, r06)
