@@ -65,30 +65,31 @@ impl OnDispatcher {
 
     /// `LostLeadership`: this replica follows.
     pub(super) async fn follow(&self, env: &mut Env) {
-        self.h
-            .publish(Event::LostLeadership {
-                correlation: env.corr(),
-                identity: Identity::new("replica-0"),
-                reason: "lease_lost".into(),
-            })
-            .await
-            .unwrap();
+        self.publish(Event::LostLeadership {
+            correlation: env.corr(),
+            identity: Identity::new("replica-0"),
+            reason: "lease_lost".into(),
+        })
+        .await;
+    }
+
+    /// Publishes `event` through the dispatcher (committed when this returns).
+    pub(super) async fn publish(&self, event: Event) {
+        self.h.publish(event).await.unwrap();
     }
 
     /// `r` rendered, then passed by the gate.
     pub(super) async fn render_and_pass(&self, env: &mut Env, r: &RenderDir) -> Checksum {
         let (b, render) = rendered(env.corr(), r);
         self.h.accept(b).await.unwrap();
-        self.h
-            .publish(Event::RenderGateCompleted {
-                correlation: env.corr(),
-                render,
-                verdict: GateVerdict::Pass,
-                messages: vec![],
-                pinned_to: None,
-            })
-            .await
-            .unwrap();
+        self.publish(Event::RenderGateCompleted {
+            correlation: env.corr(),
+            render,
+            verdict: GateVerdict::Pass,
+            messages: vec![],
+            pinned_to: None,
+        })
+        .await;
         render
     }
 

@@ -84,9 +84,7 @@ async fn pod_removed_while_down_leaves_the_status_after_the_restart() {
     two_pods_published(&mut env).await;
     let p = env.publisher(fast_config());
     let d = OnDispatcher::on_journal(&mut env, &p).await;
-    d.h.publish(discovered(env.corr(), &["pod-a"]))
-        .await
-        .unwrap();
+    d.publish(discovered(env.corr(), &["pod-a"])).await;
     lead_until_pod_b_left(&mut env, d, 2).await;
 }
 
@@ -98,27 +96,20 @@ async fn pod_terminated_while_following_leaves_the_status_at_the_next_term() {
     let p = env.publisher(fast_config());
     let d = OnDispatcher::on_journal(&mut env, &p).await;
     d.lead(&mut env, 2).await;
-    d.h.publish(discovered(env.corr(), &["pod-a", "pod-b"]))
-        .await
-        .unwrap();
+    d.publish(discovered(env.corr(), &["pod-a", "pod-b"])).await;
     let sum = d.render_and_pass(&mut env, &corpus("01-basic")).await;
-    d.h.publish(applied(env.corr(), "pod-a", sum))
-        .await
-        .unwrap();
-    d.h.publish(applied(env.corr(), "pod-b", sum))
-        .await
-        .unwrap();
+    d.publish(applied(env.corr(), "pod-a", sum)).await;
+    d.publish(applied(env.corr(), "pod-b", sum)).await;
     eventually(bound(), "pods a and b in the status", || async {
         status_pods(&env).await == ["pod-a", "pod-b"]
     })
     .await;
     d.follow(&mut env).await;
-    d.h.publish(Event::HAProxyPodTerminated {
+    d.publish(Event::HAProxyPodTerminated {
         correlation: env.corr(),
         pod: pod_ref("pod-b"),
     })
-    .await
-    .unwrap();
+    .await;
     lead_until_pod_b_left(&mut env, d, 3).await;
 }
 
