@@ -4,7 +4,7 @@
 //! with every pod on it, without a restart.
 
 use super::telemetry::get;
-use super::{MAIN, Peers, answers, bounds, published, solo_without_crds};
+use super::{MAIN, Peers, answers, bounds, kubectl_ok, published, solo_without_crds};
 
 on_peers!(
     Emulator,
@@ -35,8 +35,7 @@ pub async fn crds_missing(peers: Peers) {
         "/readyz names what is missing: {body}"
     );
     assert!(world.hpcfg(MAIN).await.is_none());
-    let (ok, out) = world.kubectl(&["apply", "-f", CRDS], None);
-    assert!(ok, "kubectl apply -f deploy/crds: {out}");
+    kubectl_ok(&world, &["apply", "-f", CRDS]);
     published(&world, "02-maps", 2).await;
     ctl.eventually(bounds().follow_up(), "/readyz ready", || async {
         let (status, body) = get(metrics, "/readyz").await;

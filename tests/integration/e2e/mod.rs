@@ -271,6 +271,12 @@ pub async fn pod_writes(pod: &haptic_testkit::Pod) -> Vec<haptic_testkit::Reques
     requests
 }
 
+/// `kubectl <args>` against the fleet ([`Fleet::kubectl`], no stdin); it must succeed.
+pub fn kubectl_ok(fleet: &Fleet, args: &[&str]) {
+    let (ok, out) = fleet.kubectl(args, None);
+    assert!(ok, "kubectl {}: {out}", args.join(" "));
+}
+
 /// SIGTERM; the controller must exit 0 within [`Intervals::stop`].
 pub fn stop_cleanly(ctl: &mut Controller) {
     let status = ctl.stop(bounds().stop()).expect("stops on SIGTERM");

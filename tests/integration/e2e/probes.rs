@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use haptic_testkit::{Controller, http};
 use serde_json::Value;
 
-use super::{MAIN, Peers, bounds, published, solo_without_crds};
+use super::{MAIN, Peers, bounds, kubectl_ok, published, solo_without_crds};
 use crate::runtime::helm::template;
 
 on_peers!(
@@ -237,8 +237,7 @@ pub async fn never_restarted_for_missing_crds(peers: Peers) {
     assert!(world.hpcfg(MAIN).await.is_none(), "nothing published yet");
 
     // The CRDs applied: readiness passes with no restart, the HAProxyCfg is published.
-    let (ok, out) = world.kubectl(&["apply", "-f", CRDS], None);
-    assert!(ok, "kubectl apply -f deploy/crds: {out}");
+    kubectl_ok(&world, &["apply", "-f", CRDS]);
     let applied = Instant::now();
     let bound = bounds().converge() + bounds().follow_up();
     loop {

@@ -10,7 +10,8 @@
 use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
 
 use super::{
-    MAIN, Peers, bounds, checksum, feed, leader_of, leads, main_until, opts, published, start,
+    MAIN, Peers, bounds, checksum, feed, kubectl_ok, leader_of, leads, main_until, opts, published,
+    start,
 };
 
 super::on_peers!(
@@ -77,8 +78,7 @@ async fn pods_that_ran(addr: std::net::SocketAddr, query: &str) -> Vec<String> {
 async fn released_to(world: &super::Fleet, newest: &str) {
     let target = format!("hpcfg/{MAIN}");
     let remove = format!("{}-", labels::ROLLBACK_TO);
-    let (ok, out) = world.kubectl(&["annotate", &target, &remove], None);
-    assert!(ok, "kubectl annotate: {out}");
+    kubectl_ok(world, &["annotate", &target, &remove]);
     let want = checksum(newest).to_string();
     main_until(
         world,
@@ -114,8 +114,7 @@ pub async fn rollback(peers: Peers) {
     let held = checksum("01-basic").to_string();
     let hold_from = k8s_openapi::jiff::Timestamp::now().to_string();
     let annotation = format!("{}={held}", labels::ROLLBACK_TO);
-    let (ok, out) = world.kubectl(&["annotate", &target, &annotation], None);
-    assert!(ok, "kubectl annotate: {out}");
+    kubectl_ok(&world, &["annotate", &target, &annotation]);
     let message = main_until(
         &world,
         bounds().converge(),
@@ -185,8 +184,7 @@ pub async fn rollback(peers: Peers) {
     // An unknown checksum: refused, the hold and the fleet unchanged.
     let unknown = format!("sha256:{}", "0".repeat(64));
     let annotation = format!("{}={unknown}", labels::ROLLBACK_TO);
-    let (ok, out) = world.kubectl(&["annotate", "--overwrite", &target, &annotation], None);
-    assert!(ok, "kubectl annotate: {out}");
+    kubectl_ok(&world, &["annotate", "--overwrite", &target, &annotation]);
     let message = main_until(
         &world,
         bounds().follow_up(),
@@ -298,8 +296,7 @@ pub async fn rollback_failover(peers: Peers) {
     published(&world, "03-maps-changed", 2).await;
     let target = format!("hpcfg/{MAIN}");
     let annotation = format!("{}=previous", labels::ROLLBACK_TO);
-    let (ok, out) = world.kubectl(&["annotate", &target, &annotation], None);
-    assert!(ok, "kubectl annotate: {out}");
+    kubectl_ok(&world, &["annotate", &target, &annotation]);
     held_on(&world, "02-maps", "03-maps-changed").await;
     super::answers(&world, "02-maps").await;
 

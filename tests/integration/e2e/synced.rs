@@ -15,7 +15,9 @@ use serde_json::json;
 
 use crate::deployer::harness::requests;
 
-use super::{Fleet, MAIN, Peers, bounds, checksum, feed, main_until, opts, published, start};
+use super::{
+    Fleet, MAIN, Peers, bounds, checksum, feed, kubectl_ok, main_until, opts, published, start,
+};
 
 super::on_peers!(
     Emulator,
@@ -66,6 +68,17 @@ async fn answers(pod: &Pod, render: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `kubectl wait --for=condition=Synced` on the main HAProxyCfg within `timeout` (whole
+/// seconds); it must succeed.
+fn wait_synced(world: &Fleet, timeout: Duration) {
+    let target = format!("hpcfg/{MAIN}");
+    let timeout = format!("--timeout={}s", timeout.as_secs());
+    kubectl_ok(
+        world,
+        &["wait", "--for=condition=Synced", &target, &timeout],
+    );
 }
 
 /// Waits until `witness` (a pod that is not quarantined) had `rounds` drift checks since its
@@ -122,9 +135,7 @@ pub async fn synced_and_quarantine(peers: Peers) {
 
     // A normal render: `kubectl wait` returns once every pod runs it.
     published(&world, "01-basic", 2).await;
-    let timeout = format!("--timeout={}s", bounds().converge().as_secs());
-    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
-    assert!(ok, "kubectl wait: {out}");
+    wait_synced(&world, bounds().converge());
     let cfg = world.hpcfg(MAIN).await.unwrap();
     let (status, reason, _) = synced(&cfg).expect("a Synced condition");
     assert_eq!(
@@ -211,8 +222,7 @@ pub async fn synced_and_quarantine(peers: Peers) {
 
     // The operator's retry: one more attempt, rejected again; then left alone again.
     let annotation = format!("{}=1", labels::RETRY_REJECTED);
-    let (ok, out) = world.kubectl(&["annotate", "--overwrite", &target, &annotation], None);
-    assert!(ok, "kubectl annotate: {out}");
+    kubectl_ok(&world, &["annotate", "--overwrite", &target, &annotation]);
     world
         .eventually(bounds().deployment(), "the retry", || async {
             let n = config_writes(&pods[0]).await;
@@ -233,10 +243,8 @@ pub async fn synced_and_quarantine(peers: Peers) {
     // The pod is fixed and the operator retries again: every pod synced.
     pods[0].faults().clear().await.unwrap();
     let annotation = format!("{}=2", labels::RETRY_REJECTED);
-    let (ok, out) = world.kubectl(&["annotate", "--overwrite", &target, &annotation], None);
-    assert!(ok, "kubectl annotate: {out}");
-    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
-    assert!(ok, "kubectl wait: {out}");
+    kubectl_ok(&world, &["annotate", "--overwrite", &target, &annotation]);
+    wait_synced(&world, bounds().converge());
     world
         .eventually(bounds().deployment(), "pod 0 on 02-maps", || {
             answers(&pods[0], "02-maps")
@@ -269,7 +277,6 @@ pub async fn scale_up(peers: Peers) {
         .await
         .unwrap();
     world.register_pod(&late.name).await.unwrap();
-    let target = format!("hpcfg/{MAIN}");
     main_until(
         &world,
         bounds().follow_up(),
@@ -283,9 +290,7 @@ pub async fn scale_up(peers: Peers) {
         },
     )
     .await;
-    let timeout = format!("--timeout={}s", (bounds().converge() + hold).as_secs());
-    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
-    assert!(ok, "kubectl wait: {out}");
+    wait_synced(&world, bounds().converge() + hold);
     // It returned once the new pod was configured: its entry names the render, and its held
     // configuration write has been answered.
     let cfg = world.hpcfg(MAIN).await.unwrap();
@@ -485,16 +490,10 @@ pub async fn quarantine_backoff(peers: Peers) {
     // The cause goes away meanwhile (a transient rejection): the retry will be accepted.
     pods[0].faults().clear().await.unwrap();
     ctl = world.controller(o);
-    let target = format!("hpcfg/{MAIN}");
-    let timeout = format!(
-        "--timeout={}s",
-        (bounds().takeover()
-            + quarantine_delay(u32::try_from(done).unwrap())
-            + bounds().converge())
-        .as_secs()
+    wait_synced(
+        &world,
+        bounds().takeover() + quarantine_delay(u32::try_from(done).unwrap()) + bounds().converge(),
     );
-    let (ok, out) = world.kubectl(&["wait", "--for=condition=Synced", &target, &timeout], None);
-    assert!(ok, "kubectl wait: {out}");
     let after = write_times(&pods[0]).await;
     let retry = after
         .get(writes_at_kill)
