@@ -111,6 +111,22 @@ pub async fn solo(peers: Peers, pods: usize) -> (Fleet, std::path::PathBuf, Cont
     (world, render_dir, ctl)
 }
 
+/// A fleet of `pods` pods on `peers`, `<fleet dir>/render` fed `01-basic`, and two controllers
+/// on it, `alpha` then `beta`; returns the render directory too.
+pub async fn alpha_and_beta(
+    peers: Peers,
+    pods: usize,
+) -> (Fleet, std::path::PathBuf, Vec<Controller>) {
+    let world = start(peers, pods).await;
+    let render_dir = world.dir().join("render");
+    feed(&render_dir, "01-basic");
+    let ctls = ["alpha", "beta"]
+        .into_iter()
+        .map(|id| world.controller(opts(&world, id, &render_dir)))
+        .collect();
+    (world, render_dir, ctls)
+}
+
 /// A fleet of `pods` pods on `peers` without the CRDs and one controller `solo` on
 /// `<fleet dir>/render`, fed `render` first.
 pub async fn solo_without_crds(peers: Peers, pods: usize, render: &str) -> (Fleet, Controller) {

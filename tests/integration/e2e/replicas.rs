@@ -6,8 +6,8 @@ use haptic_testkit::RequestRecord;
 use nix::sys::signal::Signal;
 
 use super::{
-    Controller, Fleet, LEASE, Peers, answers, bounds, feed, leader_of, leads, logged, opts,
-    published, start,
+    Controller, Fleet, LEASE, Peers, alpha_and_beta, answers, bounds, feed, leader_of, leads,
+    logged, published,
 };
 
 on_peers!(
@@ -32,13 +32,8 @@ fn pick(a: &mut Controller, b: &mut Controller, leader: &str) -> (usize, usize) 
 /// Two replicas on 3 pods with 01-basic published; returns them and the indexes of the leader
 /// and the follower.
 async fn two(peers: Peers) -> (World, Vec<Controller>, usize, usize) {
-    let world = start(peers, 3).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let a = world.controller(opts(&world, "alpha", &render_dir));
-    let b = world.controller(opts(&world, "beta", &render_dir));
+    let (world, _, mut ctls) = alpha_and_beta(peers, 3).await;
     published(&world, "01-basic", 3).await;
-    let mut ctls = vec![a, b];
     let leader = leader_of(&world).await;
     let (l, f) = {
         let (x, y) = ctls.split_at_mut(1);

@@ -10,8 +10,8 @@
 use haptic::k8s::crd::{HAProxyCfg, conditions, labels, reasons};
 
 use super::{
-    MAIN, Peers, bounds, checksum, feed, kubectl_ok, leader_of, leads, main_until, opts, published,
-    start,
+    MAIN, Peers, alpha_and_beta, bounds, checksum, feed, kubectl_ok, leader_of, leads, main_until,
+    published,
 };
 
 super::on_peers!(
@@ -282,13 +282,7 @@ async fn held_on(world: &super::Fleet, held: &str, newest: &str) -> String {
 /// SIGKILLed: the new leader continues the hold the `RolledBack` condition shows (02), not its
 /// own `previous`, says it again, and ends it when the annotation goes.
 pub async fn rollback_failover(peers: Peers) {
-    let world = start(peers, 2).await;
-    let render_dir = world.dir().join("render");
-    feed(&render_dir, "01-basic");
-    let mut ctls = vec![
-        world.controller(opts(&world, "alpha", &render_dir)),
-        world.controller(opts(&world, "beta", &render_dir)),
-    ];
+    let (world, render_dir, mut ctls) = alpha_and_beta(peers, 2).await;
     published(&world, "01-basic", 2).await;
     feed(&render_dir, "02-maps");
     published(&world, "02-maps", 2).await;
