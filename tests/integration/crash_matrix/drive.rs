@@ -91,6 +91,12 @@ pub(super) async fn drive(
                 let done_before = finished(&ctl);
                 let deadline = Instant::now() + i.follow_up();
                 while finished(&ctl) <= done_before {
+                    // The restarted (armed) controller may reach the point before this
+                    // deployment ends (a status unparked early on a loaded machine): that is
+                    // the death the row drives to, not a deployment that did not finish.
+                    if let Ok(Some(s)) = ctl.child.try_wait() {
+                        return died_at(&marker, ctl, s, standby);
+                    }
                     if Instant::now() >= deadline {
                         return Err(format!("the deployment of {render} did not finish"));
                     }
