@@ -64,6 +64,11 @@ async fn revoked_lease_stops_every_write_and_the_next_term_publishes_the_queued_
     env.wait_spec("first render published", first).await;
     env.wait_queue_empty(Queue::Publish, "first render acked")
         .await;
+    // The gate's verdict is its own work (conditions written to the status): a write whose
+    // guard check passed before the revocation may land after it, so the first render's
+    // writes all end before the guard flips (acked only once written).
+    env.wait_queue_empty(Queue::Verdict, "first verdict written")
+        .await;
 
     // Deposed mid-stream: the next render (with auxiliary objects and Secrets) must not go out.
     guard.0.store(false, Ordering::SeqCst);
